@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -29,8 +30,89 @@ var (
 )
 
 // FS reads and writes kernel files below a root directory.
+//
+// An FS can record every path it reads (StartRecording), which is how
+// `irqpilot capture` archives exactly the files the tool reads. Facts that
+// come from somewhere other than a file (ethtool ioctls, write probes for
+// kernel-managed IRQs) are saved as synthetic files under "irqpilot/" with
+// SaveSynthetic on the live machine and read back with ReadSynthetic from a
+// snapshot.
 type FS struct {
 	root string
+
+	mu        sync.Mutex
+	recording bool
+	reads     map[string]Access
+	synthetic map[string][]byte
+}
+
+// Access says how a recorded path was used.
+type Access int
+
+// Kinds of access, so that a capture stores a listed directory's entries
+// and a read file's content.
+const (
+	AccessFile Access = 1 << iota // content read
+	AccessDir                     // directory listed
+	AccessStat                    // existence or link checked
+)
+
+// SyntheticDir is the directory, relative to a snapshot's root, that holds
+// facts irqpilot learned without a file.
+const SyntheticDir = "irqpilot"
+
+// StartRecording makes the FS remember every path read from now on.
+func (f *FS) StartRecording() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recording = true
+	f.reads = map[string]Access{}
+	f.synthetic = map[string][]byte{}
+}
+
+// Recorded returns the root-relative paths (leading "/") read since
+// StartRecording, with how each was used.
+func (f *FS) Recorded() map[string]Access {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]Access, len(f.reads))
+	for k, v := range f.reads {
+		out[k] = v
+	}
+	return out
+}
+
+// Synthetics returns the synthetic files saved since StartRecording.
+func (f *FS) Synthetics() map[string][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string][]byte, len(f.synthetic))
+	for k, v := range f.synthetic {
+		out[k] = v
+	}
+	return out
+}
+
+func (f *FS) note(rel string, a Access) {
+	f.mu.Lock()
+	if f.recording {
+		f.reads["/"+strings.TrimPrefix(filepath.Clean("/"+rel), "/")] |= a
+	}
+	f.mu.Unlock()
+}
+
+// SaveSynthetic keeps data under name for a capture (only while recording).
+func (f *FS) SaveSynthetic(name string, data []byte) {
+	f.mu.Lock()
+	if f.recording {
+		f.synthetic[name] = append([]byte(nil), data...)
+	}
+	f.mu.Unlock()
+}
+
+// ReadSynthetic reads a synthetic file saved by a capture: <root>/irqpilot/<name>.
+func (f *FS) ReadSynthetic(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(f.root, SyntheticDir, name))
 }
 
 // New returns an FS rooted at root ("/" for the live machine).
@@ -55,6 +137,7 @@ func (f *FS) Path(rel string) string {
 
 // ReadFile reads a whole file.
 func (f *FS) ReadFile(rel string) ([]byte, error) {
+	f.note(rel, AccessFile)
 	return os.ReadFile(f.Path(rel))
 }
 
@@ -82,12 +165,14 @@ func (f *FS) ReadInt(rel string) (int64, error) {
 
 // Exists reports whether the path exists (following symlinks).
 func (f *FS) Exists(rel string) bool {
+	f.note(rel, AccessStat)
 	_, err := os.Stat(f.Path(rel))
 	return err == nil
 }
 
 // ReadDir lists the names in a directory, sorted by name.
 func (f *FS) ReadDir(rel string) ([]string, error) {
+	f.note(rel, AccessDir)
 	ents, err := os.ReadDir(f.Path(rel))
 	if err != nil {
 		return nil, err
@@ -101,6 +186,7 @@ func (f *FS) ReadDir(rel string) ([]string, error) {
 
 // Readlink returns the target of a symlink as stored.
 func (f *FS) Readlink(rel string) (string, error) {
+	f.note(rel, AccessStat)
 	return os.Readlink(f.Path(rel))
 }
 
@@ -114,6 +200,7 @@ func (f *FS) Glob(pattern string) ([]string, error) {
 	for i := range m {
 		r, _ := filepath.Rel(f.root, m[i])
 		m[i] = "/" + r
+		f.note(m[i], AccessStat)
 	}
 	return m, nil
 }
@@ -123,6 +210,7 @@ func (f *FS) Glob(pattern string) ([]string, error) {
 // Absolute link targets are interpreted inside the root, never on the host,
 // so a snapshot cannot point the tool at the live machine.
 func (f *FS) Resolve(rel string) (string, error) {
+	f.note(rel, AccessStat)
 	parts := strings.Split(strings.Trim(filepath.Clean("/"+rel), "/"), "/")
 	cur := "/"
 	for hops := 0; len(parts) > 0; {
