@@ -1,0 +1,94 @@
+// Package apply turns a resolved plan into kernel writes, safely: it takes a
+// lock, records every old value in a write-ahead journal before touching
+// anything, skips writes that change nothing, reads every value back, and on
+// an unexpected failure restores every change already made. Journals stay in
+// the state directory so `revert` can restore exactly what was there.
+package apply
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+)
+
+// Kind is what a change writes; it decides how values are compared.
+type Kind string
+
+// Kinds of change.
+const (
+	KindIRQAffinity    Kind = "irq-affinity"    // /proc/irq/N/smp_affinity_list (cpulist)
+	KindRPSCPUs        Kind = "rps-cpus"        // queues/rx-N/rps_cpus (hex mask)
+	KindRPSFlowCnt     Kind = "rps-flow-cnt"    // queues/rx-N/rps_flow_cnt (integer)
+	KindXPSCPUs        Kind = "xps-cpus"        // queues/tx-N/xps_cpus (hex mask)
+	KindSysctl         Kind = "sysctl"          // /proc/sys/... (integer or text)
+	KindThreadAffinity Kind = "thread-affinity" // sched_setaffinity on one thread (cpulist)
+)
+
+// Change is one desired setting: a kernel file (or a thread) and the value it
+// should hold. Value is in the form the file takes: a cpulist for
+// smp_affinity_list and thread affinity, a hex mask for rps_cpus/xps_cpus, a
+// decimal for counts.
+type Change struct {
+	Kind   Kind   `json:"kind"`
+	Target string `json:"target"`         // for people: "irq 38 (eth0 rx 0)", "eth0 rx-0"
+	Path   string `json:"path,omitempty"` // root-relative kernel file
+	TID    int    `json:"tid,omitempty"`  // thread-affinity
+	Value  string `json:"value"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (c Change) String() string {
+	if c.Kind == KindThreadAffinity {
+		return fmt.Sprintf("%s: thread %d → %s", c.Target, c.TID, c.Value)
+	}
+	return fmt.Sprintf("%s: %s → %s", c.Target, c.Path, c.Value)
+}
+
+// key identifies what a change writes, to find duplicates.
+func (c Change) key() string {
+	if c.Kind == KindThreadAffinity {
+		return "tid:" + strconv.Itoa(c.TID)
+	}
+	return "path:" + c.Path
+}
+
+// sameValue compares two values of a kind semantically: "0-3" equals
+// "0,1,2,3"; mask "f" equals "00000000,0000000f"; "4096" equals "4096\n".
+func sameValue(k Kind, a, b string) (bool, error) {
+	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+	switch k {
+	case KindIRQAffinity, KindThreadAffinity:
+		sa, err := cpuset.Parse(a)
+		if err != nil {
+			return false, err
+		}
+		sb, err := cpuset.Parse(b)
+		if err != nil {
+			return false, err
+		}
+		return sa.Equal(sb), nil
+	case KindRPSCPUs, KindXPSCPUs:
+		sa, err := cpuset.ParseMask(a)
+		if err != nil {
+			return false, err
+		}
+		sb, err := cpuset.ParseMask(b)
+		if err != nil {
+			return false, err
+		}
+		return sa.Equal(sb), nil
+	case KindRPSFlowCnt:
+		na, err := strconv.ParseInt(a, 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("%q is not an integer", a)
+		}
+		nb, err := strconv.ParseInt(b, 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("%q is not an integer", b)
+		}
+		return na == nb, nil
+	}
+	return strings.Join(strings.Fields(a), " ") == strings.Join(strings.Fields(b), " "), nil
+}

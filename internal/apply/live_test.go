@@ -1,0 +1,217 @@
+package apply
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CI runs as root)")
+	}
+}
+
+// movableIRQ finds a real IRQ of this machine whose affinity can be written,
+// preferring ones that are not network or disk (serial, ACPI), so the test
+// does not disturb eth0's traffic. It restores the affinity in t.Cleanup.
+func movableIRQ(t *testing.T, fs *kernel.FS) (int, string) {
+	t.Helper()
+	data, err := fs.ReadFile("proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range in.Lines {
+		if l.IRQ < 0 || len(l.Actions) == 0 {
+			continue
+		}
+		a := strings.Join(l.Actions, ",")
+		if strings.Contains(a, "virtio") || strings.Contains(a, "eth") || strings.Contains(a, "nvme") {
+			continue
+		}
+		p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ)
+		cur, err := fs.ReadString(p)
+		if err != nil {
+			continue
+		}
+		if err := fs.WriteFile(p, cur); err != nil {
+			continue // managed or per-CPU
+		}
+		t.Cleanup(func() {
+			if err := fs.WriteFile(p, cur); err != nil {
+				t.Errorf("restore irq %d affinity %q: %v", l.IRQ, cur, err)
+			}
+		})
+		return l.IRQ, cur
+	}
+	t.Skip("no movable non-network IRQ on this machine")
+	return 0, ""
+}
+
+func TestLiveMoveRealIRQAndRevert(t *testing.T) {
+	needRoot(t)
+	fs := kernel.New("/")
+	irq, orig := movableIRQ(t, fs)
+	online, err := fs.ReadString("sys/devices/system/cpu/online")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus := cpuset.MustParse(online)
+	target := cpuset.Of(cpus.Max()) // the last online CPU
+	if target.Equal(cpuset.MustParse(orig)) {
+		target = cpuset.Of(cpus.Min())
+	}
+	p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq)
+	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	changes := []Change{
+		{Kind: KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: target.String()},
+	}
+	// The managed virtio-blk IRQ (if this machine has one) is reported as
+	// skipped, not as a failure.
+	managed := managedIRQ(fs)
+	if managed > 0 {
+		mp := fmt.Sprintf("proc/irq/%d/smp_affinity_list", managed)
+		cur, _ := fs.ReadString(mp)
+		other := cpuset.MustParse(cur).Difference(cpuset.Of(cpus.Min()))
+		if other.IsEmpty() {
+			other = cpuset.Of(cpus.Min())
+		}
+		changes = append(changes, Change{Kind: KindIRQAffinity, Target: fmt.Sprintf("irq %d", managed), Path: mp, Value: other.String()})
+	}
+	res, err := a.Apply(changes, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fs.ReadString(p); !cpuset.MustParse(got).Equal(target) {
+		t.Fatalf("irq %d affinity = %q after apply, want %s", irq, got, target)
+	}
+	if res.Entries[0].Status != StatusDone || !strings.HasPrefix(res.Entries[0].Note, "effective ") {
+		t.Errorf("irq %d entry = %+v", irq, res.Entries[0])
+	}
+	if managed > 0 {
+		e := res.Entries[1]
+		if e.Status != StatusSkipped || !strings.Contains(e.Note, "kernel-managed") {
+			t.Errorf("managed irq %d: status %s note %q, want skipped as kernel-managed", managed, e.Status, e.Note)
+		}
+	}
+	if _, err := a.Revert(""); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fs.ReadString(p); !cpuset.MustParse(got).Equal(cpuset.MustParse(orig)) {
+		t.Fatalf("irq %d affinity = %q after revert, want %q", irq, got, orig)
+	}
+}
+
+// managedIRQ returns a virtio-blk request IRQ, which this machine's kernel
+// manages, or 0.
+func managedIRQ(fs *kernel.FS) int {
+	data, _ := fs.ReadFile("proc/interrupts")
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		return 0
+	}
+	for _, l := range in.Lines {
+		for _, a := range l.Actions {
+			if strings.HasPrefix(a, "virtio") && strings.Contains(a, "-req.") {
+				p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ)
+				cur, _ := fs.ReadString(p)
+				if err := fs.WriteFile(p, cur); err != nil {
+					return l.IRQ
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestLivePinMultiThreadedProcess starts memcached with 4 worker threads,
+// pins every thread through the journal, checks Cpus_allowed_list of each
+// thread in /proc, and reverts.
+func TestLivePinMultiThreadedProcess(t *testing.T) {
+	needRoot(t)
+	bin, err := exec.LookPath("memcached")
+	if err != nil {
+		t.Skip("memcached not installed (make deps installs it)")
+	}
+	cmd := exec.Command(bin, "-u", "nobody", "-t", "4", "-l", "127.0.0.1", "-p", "0", "-U", "0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	fs := kernel.New("/")
+	var tids []int
+	for i := 0; i < 100; i++ { // memcached starts its threads right away
+		tids, _ = fs.Tasks(pid)
+		if len(tids) >= 5 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(tids) < 5 {
+		t.Fatalf("memcached has %d threads, want ≥ 5 (main + 4 workers)", len(tids))
+	}
+	online, _ := fs.ReadString("sys/devices/system/cpu/online")
+	target := cpuset.Of(cpuset.MustParse(online).Max())
+	changes, err := PinProcess(fs, pid, "memcached", target, "test pin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	if _, err := a.Apply(changes, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := fs.Tasks(pid)
+	for _, tid := range now {
+		got := allowed(t, pid, tid)
+		if !got.Equal(target) {
+			t.Errorf("thread %d Cpus_allowed_list = %s, want %s", tid, got, target)
+		}
+	}
+	if _, err := a.Revert(""); err != nil {
+		t.Fatal(err)
+	}
+	all := cpuset.MustParse(online)
+	for _, tid := range now {
+		if got := allowed(t, pid, tid); !got.Equal(all) {
+			t.Errorf("thread %d Cpus_allowed_list = %s after revert, want %s", tid, got, all)
+		}
+	}
+}
+
+func allowed(t *testing.T, pid, tid int) cpuset.Set {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+			return cpuset.MustParse(v)
+		}
+	}
+	t.Fatalf("no Cpus_allowed_list for %d/%d", pid, tid)
+	return cpuset.Set{}
+}
