@@ -1,0 +1,140 @@
+package apply
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/template"
+)
+
+// Persistence installs a plan so it is applied again at boot and whenever a
+// NIC appears later (hot-plug, driver reload, a VLAN created by the network
+// configuration after boot). A systemd oneshot unit applies the plan once
+// the network devices exist; a udev rule re-triggers the same unit for every
+// new network interface. Re-applying is idempotent, so running it again for
+// each NIC writes only what is missing.
+type Persistence struct {
+	// Root prefixes every installed path (tests install into a temp dir).
+	Root string
+	// Binary is the absolute path of irqpilot to run at boot.
+	Binary string
+	// StateDir is passed to the boot-time apply so its journal joins history.
+	StateDir string
+}
+
+// Paths of the installed files, relative to Root.
+const (
+	PersistPlanPath = "/etc/irqpilot/plan.yaml"
+	PersistUnitPath = "/etc/systemd/system/irqpilot-apply.service"
+	PersistUdevPath = "/etc/udev/rules.d/90-irqpilot.rules"
+	persistWantsDir = "/etc/systemd/system/multi-user.target.wants"
+)
+
+var unitTmpl = template.Must(template.New("unit").Parse(`# Installed by 'irqpilot persist'; remove with 'irqpilot persist --remove'.
+[Unit]
+Description=Apply the irqpilot interrupt plan {{.Plan}}
+Documentation=man:irqpilot(8)
+After=systemd-udev-settle.service network-pre.target irqbalance.service
+Wants=network-pre.target
+ConditionPathExists={{.Plan}}
+
+[Service]
+Type=oneshot
+ExecStart={{.Binary}} apply --boot --state-dir {{.StateDir}} {{.Plan}}
+RemainAfterExit=yes
+
+[Install]
+WantedBy=multi-user.target
+`))
+
+var udevTmpl = template.Must(template.New("udev").Parse(`# Installed by 'irqpilot persist': re-apply the interrupt plan when a network
+# interface appears after boot. The plan is idempotent: only missing settings are written.
+ACTION=="add", SUBSYSTEM=="net", KERNEL!="lo", TAG+="systemd", ENV{SYSTEMD_WANTS}+="irqpilot-apply.service"
+`))
+
+// Files returns the contents Install would write, by path.
+func (p *Persistence) Files() (map[string][]byte, error) {
+	if !filepath.IsAbs(p.Binary) {
+		return nil, fmt.Errorf("irqpilot binary path %q must be absolute for a systemd unit", p.Binary)
+	}
+	data := struct{ Plan, Binary, StateDir string }{PersistPlanPath, p.Binary, p.StateDir}
+	if data.StateDir == "" {
+		data.StateDir = DefaultStateDir
+	}
+	var unit, rule bytes.Buffer
+	if err := unitTmpl.Execute(&unit, data); err != nil {
+		return nil, err
+	}
+	if err := udevTmpl.Execute(&rule, data); err != nil {
+		return nil, err
+	}
+	return map[string][]byte{PersistUnitPath: unit.Bytes(), PersistUdevPath: rule.Bytes()}, nil
+}
+
+// Install copies the plan to /etc/irqpilot/plan.yaml, writes the unit and the
+// udev rule, and enables the unit (a symlink in multi-user.target.wants, what
+// `systemctl enable` makes). It returns the paths written.
+func (p *Persistence) Install(plan []byte) ([]string, error) {
+	files, err := p.Files()
+	if err != nil {
+		return nil, err
+	}
+	files[PersistPlanPath] = plan
+	var written []string
+	for _, rel := range []string{PersistPlanPath, PersistUnitPath, PersistUdevPath} {
+		full := filepath.Join(p.Root, rel)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return written, err
+		}
+		if err := writeAtomic(full, files[rel]); err != nil {
+			return written, err
+		}
+		written = append(written, full)
+	}
+	wants := filepath.Join(p.Root, persistWantsDir)
+	if err := os.MkdirAll(wants, 0o755); err != nil {
+		return written, err
+	}
+	link := filepath.Join(wants, filepath.Base(PersistUnitPath))
+	os.Remove(link)
+	if err := os.Symlink(PersistUnitPath, link); err != nil {
+		return written, err
+	}
+	return append(written, link), nil
+}
+
+// Remove deletes what Install wrote; missing files are fine.
+func (p *Persistence) Remove() ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, rel := range []string{
+		filepath.Join(persistWantsDir, filepath.Base(PersistUnitPath)),
+		PersistUnitPath, PersistUdevPath, PersistPlanPath,
+	} {
+		full := filepath.Join(p.Root, rel)
+		err := os.Remove(full)
+		switch {
+		case err == nil:
+			removed = append(removed, full)
+		case !errors.Is(err, os.ErrNotExist):
+			errs = append(errs, err)
+		}
+	}
+	os.Remove(filepath.Join(p.Root, filepath.Dir(PersistPlanPath))) // only if empty
+	return removed, errors.Join(errs...)
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".irqpilot-tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+

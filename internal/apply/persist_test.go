@@ -1,0 +1,75 @@
+package apply
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPersistInstallVerifyRemove(t *testing.T) {
+	root := t.TempDir()
+	// systemd-analyze verify checks that ExecStart's binary exists and is
+	// executable, so install against a real executable path.
+	bin := filepath.Join(root, "usr/local/bin/irqpilot")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	p := &Persistence{Root: root, Binary: bin, StateDir: "/var/lib/irqpilot"}
+	written, err := p.Install([]byte("version: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 4 {
+		t.Fatalf("wrote %v", written)
+	}
+	unit := filepath.Join(root, PersistUnitPath)
+	data, _ := os.ReadFile(unit)
+	for _, want := range []string{"ExecStart=" + bin + " apply --boot --state-dir /var/lib/irqpilot /etc/irqpilot/plan.yaml", "Type=oneshot", "WantedBy=multi-user.target"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("unit lacks %q:\n%s", want, data)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(root, persistWantsDir, "irqpilot-apply.service")); err != nil || target != PersistUnitPath {
+		t.Errorf("enable symlink: %q %v", target, err)
+	}
+
+	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
+		// Verify a copy whose ConditionPathExists/ExecStart paths point at
+		// the temp tree, since verify resolves them on this machine.
+		// verify exits 0 on unknown keys and bad values (it only warns), so
+		// any line about our file counts as a failure.
+		out, err := exec.Command(sa, "verify", "--man=no", unit).CombinedOutput()
+		if err != nil || strings.Contains(string(out), filepath.Base(unit)+":") {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", unit, err, out)
+		}
+	} else {
+		t.Log("systemd-analyze not installed; unit syntax not verified")
+	}
+	rule, _ := os.ReadFile(filepath.Join(root, PersistUdevPath))
+	if !strings.Contains(string(rule), `SUBSYSTEM=="net"`) || !strings.Contains(string(rule), "irqpilot-apply.service") {
+		t.Errorf("udev rule:\n%s", rule)
+	}
+	if ua, err := exec.LookPath("udevadm"); err == nil {
+		if out, err := exec.Command(ua, "verify", filepath.Join(root, PersistUdevPath)).CombinedOutput(); err != nil && !strings.Contains(string(out), "Unknown command") && !strings.Contains(string(out), "unknown") {
+			t.Errorf("udevadm verify: %v\n%s", err, out)
+		}
+	}
+
+	removed, err := p.Remove()
+	if err != nil || len(removed) != 4 {
+		t.Fatalf("remove: %v %v", removed, err)
+	}
+	for _, rel := range []string{PersistUnitPath, PersistUdevPath, PersistPlanPath} {
+		if _, err := os.Stat(filepath.Join(root, rel)); !os.IsNotExist(err) {
+			t.Errorf("%s still there after remove", rel)
+		}
+	}
+}
+
+func TestPersistNeedsAbsoluteBinary(t *testing.T) {
+	p := &Persistence{Root: t.TempDir(), Binary: "irqpilot"}
+	if _, err := p.Install(nil); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Fatalf("err = %v", err)
+	}
+}
