@@ -44,15 +44,15 @@ func snapshotFiles(t *testing.T, fs *kernel.FS, paths []string) map[string]strin
 }
 
 var baseTree = map[string]string{
-	"proc/irq/40/smp_affinity_list":                 "0-3\n",
-	"proc/irq/40/effective_affinity_list":           "1\n",
-	"proc/irq/41/smp_affinity_list":                 "0-3\n",
-	"sys/class/net/veth0/queues/rx-0/rps_cpus":      "00000000\n",
-	"sys/class/net/veth0/queues/rx-0/rps_flow_cnt":  "0\n",
-	"sys/class/net/veth0/queues/tx-0/xps_cpus":      "00000000\n",
-	"proc/sys/net/core/rps_sock_flow_entries":       "0\n",
-	"sys/class/net/veth0/queues/rx-1/rps_cpus":      "00000000\n",
-	"sys/class/net/veth0/queues/rx-1/rps_flow_cnt":  "0\n",
+	"proc/irq/40/smp_affinity_list":                "0-3\n",
+	"proc/irq/40/effective_affinity_list":          "1\n",
+	"proc/irq/41/smp_affinity_list":                "0-3\n",
+	"sys/class/net/veth0/queues/rx-0/rps_cpus":     "00000000\n",
+	"sys/class/net/veth0/queues/rx-0/rps_flow_cnt": "0\n",
+	"sys/class/net/veth0/queues/tx-0/xps_cpus":     "00000000\n",
+	"proc/sys/net/core/rps_sock_flow_entries":      "0\n",
+	"sys/class/net/veth0/queues/rx-1/rps_cpus":     "00000000\n",
+	"sys/class/net/veth0/queues/rx-1/rps_flow_cnt": "0\n",
 }
 
 func paths(m map[string]string) []string {

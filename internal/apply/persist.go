@@ -137,4 +137,3 @@ func writeAtomic(path string, data []byte) error {
 	}
 	return nil
 }
-
