@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"math"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{7}, 7},
+	} {
+		if got := Median(c.xs); got != c.want {
+			t.Errorf("Median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median(nil) is not NaN")
+	}
+}
+
+func TestBootstrapMedianKnownAnswers(t *testing.T) {
+	// All equal: the interval collapses to the value.
+	iv := BootstrapMedian([]float64{5, 5, 5, 5, 5}, 0.95, 1)
+	if iv != (Interval{5, 5, 5}) {
+		t.Errorf("constant sample: %+v", iv)
+	}
+	// 1..11: the median is 6. A resampled median is ≤ k with probability
+	// P(Binomial(11, k/11) ≥ 6): 0.72 % for k=2, 5.1 % for k=3, 94.9 % for
+	// k=8 and 99.3 % for k=9, so the exact 95 % percentile interval is
+	// [3, 9], far enough from the 2.5 %/97.5 % edges that 2000 resamples
+	// always find it.
+	iv = BootstrapMedian([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.95, 42)
+	if iv.Point != 6 || iv.Low != 3 || iv.High != 9 {
+		t.Errorf("1..11: %+v, want 6 [3, 9]", iv)
+	}
+	// Same seed, same answer.
+	if again := BootstrapMedian([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.95, 42); again != iv {
+		t.Errorf("not reproducible: %+v vs %+v", again, iv)
+	}
+}
+
+func TestBootstrapRatio(t *testing.T) {
+	base := []float64{100, 101, 99, 100, 102, 98}
+	faster := []float64{120, 121, 119, 120, 122, 118}
+	iv := BootstrapRatio(base, faster, 0.95, 7)
+	if iv.Point != 1.2 || !iv.Significant() || iv.Low < 1.15 || iv.High > 1.25 {
+		t.Errorf("1.2x: %+v", iv)
+	}
+	same := []float64{101, 99, 100, 102, 98, 100}
+	iv = BootstrapRatio(base, same, 0.95, 7)
+	if iv.Significant() || !iv.Contains(1) {
+		t.Errorf("equal groups judged different: %+v", iv)
+	}
+}
+
+func TestSuccessiveHalvingFindsBest(t *testing.T) {
+	// Candidate c scores c*10 plus deterministic noise of ±3: the best is 7.
+	calls := map[int]int{}
+	measure := func(c, n int) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			calls[c]++
+			out[i] = float64(c*10) + float64((calls[c]*7)%7-3)
+		}
+		return out
+	}
+	ranked, obs := SuccessiveHalving([]int{0, 1, 2, 3, 4, 5, 6, 7}, 40, measure)
+	if ranked[0] != 7 {
+		t.Fatalf("ranked %v, want 7 first", ranked)
+	}
+	total := 0
+	for _, o := range obs {
+		total += len(o)
+	}
+	if total > 40 {
+		t.Errorf("used %d measurements, budget 40", total)
+	}
+	// Losers of round 0 were measured once; the winner more often.
+	if len(obs[0]) != 1 || len(obs[7]) < 3 {
+		t.Errorf("measurements: loser %d, winner %d", len(obs[0]), len(obs[7]))
+	}
+}
