@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/coalesce"
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+var coalesceCmd = &cobra.Command{
+	Use:   "coalesce",
+	Short: "Show NIC interrupt coalescing; drive NVMe coalescing with vIC",
+}
+
+var coalesceShowCmd = &cobra.Command{
+	Use:   "show",
+	Short: "List every NIC's interrupt coalescing settings (ethtool -c)",
+	Args:  cobra.NoArgs,
+	RunE:  runCoalesceShow,
+}
+
+var nvmeFlags struct {
+	dryRun   bool
+	epoch    time.Duration
+	count    int
+	thresh   int
+	trickle  int
+	aggTime  int
+	devicDir string
+}
+
+var coalesceNVMeCmd = &cobra.Command{
+	Use:   "nvme",
+	Short: "Set NVMe interrupt coalescing from commands in flight (vIC table)",
+	Long: `Every epoch, reads each NVMe controller's commands in flight
+(/sys/block/nvmeXnY/inflight, summed over namespaces) and completion rate
+(/sys/block/nvmeXnY/stat), picks the aggregation threshold from the vIC
+table (off at low CIF or low IOPS) and sends Set Features 08h (Interrupt
+Coalescing) when the choice changes. --dry-run (default) only prints the
+decisions and the encoded command.`,
+	Args: cobra.NoArgs,
+	RunE: runCoalesceNVMe,
+}
+
+func init() {
+	f := coalesceNVMeCmd.Flags()
+	f.BoolVar(&nvmeFlags.dryRun, "dry-run", true, "print decisions without sending commands (--dry-run=false to apply, needs root)")
+	f.DurationVar(&nvmeFlags.epoch, "epoch", time.Second, "measurement epoch")
+	f.IntVar(&nvmeFlags.count, "count", 5, "epochs to run (0: until interrupted)")
+	f.IntVar(&nvmeFlags.thresh, "cif-threshold", 4, "coalescing off at or below this many commands in flight")
+	f.IntVar(&nvmeFlags.trickle, "trickle-iops", 2000, "coalescing off below this many completions per second")
+	f.IntVar(&nvmeFlags.aggTime, "aggregation-time", 1, "aggregation time when on, in 100 µs units (1-255)")
+	f.StringVar(&nvmeFlags.devicDir, "dev", "/dev", "directory holding the controllers' character devices")
+	coalesceCmd.AddCommand(coalesceShowCmd, coalesceNVMeCmd)
+	rootCmd.AddCommand(coalesceCmd)
+}
+
+type coalesceShowNIC struct {
+	Name     string         `json:"name"`
+	Driver   string         `json:"driver"`
+	Coalesce *host.Coalesce `json:"coalesce"`
+	Channels *host.Channels `json:"channels"`
+}
+
+func runCoalesceShow(cmd *cobra.Command, _ []string) error {
+	fs, done, err := openFS()
+	if err != nil {
+		return err
+	}
+	defer done()
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		return err
+	}
+	nics := make([]coalesceShowNIC, 0, len(h.NICs))
+	for _, n := range h.NICs {
+		nics = append(nics, coalesceShowNIC{Name: n.Name, Driver: n.Driver, Coalesce: n.Coalesce, Channels: n.Channels})
+	}
+	w := cmd.OutOrStdout()
+	if global.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			NICs []coalesceShowNIC `json:"nics"`
+		}{nics})
+	}
+	if len(nics) == 0 {
+		fmt.Fprintln(w, "no network interfaces found")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NIC\tDRIVER\tRX-USECS\tRX-FRAMES\tTX-USECS\tTX-FRAMES\tADAPTIVE-RX\tADAPTIVE-TX\tQUEUES")
+	for _, n := range nics {
+		q := "-"
+		if c := n.Channels; c != nil {
+			q = fmt.Sprintf("rx %d tx %d combined %d", c.Rx, c.Tx, c.Combined)
+		}
+		if n.Coalesce == nil {
+			fmt.Fprintf(tw, "%s\t%s\tnot supported or unread (ethtool -c)\t\t\t\t\t\t%s\n", n.Name, n.Driver, q)
+			continue
+		}
+		c := n.Coalesce
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", n.Name, n.Driver, c.RxUsecs, c.RxFrames, c.TxUsecs, c.TxFrames, coalesceOnOff(c.AdaptiveRx), coalesceOnOff(c.AdaptiveTx), q)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "settings are per device; per-queue coalescing is not read")
+	return nil
+}
+
+func coalesceOnOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func runCoalesceNVMe(cmd *cobra.Command, _ []string) error {
+	fl := &nvmeFlags
+	if fl.aggTime < 1 || fl.aggTime > 255 {
+		return fmt.Errorf("--aggregation-time %d: want 1-255 (units of 100 µs)", fl.aggTime)
+	}
+	if fl.thresh < 1 || fl.epoch <= 0 || fl.count < 0 {
+		return fmt.Errorf("--cif-threshold must be ≥ 1, --epoch > 0 and --count ≥ 0")
+	}
+	fs, done, err := openFS()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if _, err := coalesce.ReadNVMe(fs); err != nil {
+		if errors.Is(err, coalesce.ErrNoNVMe) {
+			return &exitError{code: 1, err: err}
+		}
+		return err
+	}
+	ctl, err := coalesce.NewNVMeController(coalesce.NVMeControllerConfig{CIFThreshold: fl.thresh, TrickleIOPS: fl.trickle, AggTime: uint8(fl.aggTime)})
+	if err != nil {
+		return err
+	}
+	if !fl.dryRun && !fs.IsLive() {
+		return fmt.Errorf("--dry-run=false only works on the live machine, not on --root/--snapshot")
+	}
+	w := cmd.OutOrStdout()
+	enc := json.NewEncoder(w)
+	last := time.Now()
+	for i := 0; fl.count == 0 || i <= fl.count; i++ {
+		if i > 0 {
+			time.Sleep(fl.epoch)
+		}
+		samples, err := coalesce.ReadNVMe(fs)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		ds := ctl.Step(samples, now.Sub(last).Nanoseconds())
+		last = now
+		for _, d := range ds {
+			applied := ""
+			if d.Changed && !fl.dryRun {
+				dev := fl.devicDir + "/" + d.Controller
+				if _, err := coalesce.SendAdmin(dev, coalesce.SetCoalescingCmd(d.Setting)); err != nil {
+					return err
+				}
+				applied = "sent"
+			}
+			if global.json {
+				if err := enc.Encode(d); err != nil {
+					return err
+				}
+				continue
+			}
+			action := "keep"
+			if d.Changed {
+				action = fmt.Sprintf("set features 08h cdw11=%#06x", d.CDW11)
+				if fl.dryRun {
+					action += " (dry run)"
+				} else {
+					action += " " + applied
+				}
+			}
+			fmt.Fprintf(w, "%s %s: %s — %s; %s\n", now.Format("15:04:05"), d.Controller, d.Setting, d.Reason, action)
+		}
+	}
+	return nil
+}
