@@ -37,8 +37,10 @@ func Of(cpus ...int) Set {
 	return b.set()
 }
 
-// Range returns the set {lo, …, hi}; empty when hi < lo.
+// Range returns the set {lo, …, hi}; empty when hi < lo. Negative ids are
+// left out.
 func Range(lo, hi int) Set {
+	lo = max(lo, 0)
 	var b builder
 	for c := lo; c <= hi; c++ {
 		b.add(c)
@@ -69,9 +71,12 @@ func trim(w []uint64) []uint64 {
 	return w[:n]
 }
 
-// Parse reads a cpulist such as "0-3,8,10-11" or "0-15:2" (stride form used
-// by the kernel's bitmap_parselist). Surrounding white space and spaces after
-// commas (as in blk-mq's "0, 1") are accepted; an empty string is the empty set.
+// Parse reads a cpulist such as "0-3,8,10-11". Ranges may carry the kernel's
+// group pattern (bitmap_parselist, Documentation/admin-guide/kernel-parameters
+// "cpu lists"): "0-15:2/4" takes the first 2 CPUs of every group of 4 starting
+// at 0 (0,1,4,5,8,9,12,13). "0-15:2" (no group) is accepted as a stride,
+// the same as "0-15:1/2". Surrounding white space and spaces after commas (as
+// in blk-mq's "0, 1") are accepted; an empty string is the empty set.
 func Parse(list string) (Set, error) {
 	list = strings.TrimSpace(list)
 	if list == "" {
@@ -83,21 +88,29 @@ func Parse(list string) (Set, error) {
 		if part == "" {
 			return Set{}, fmt.Errorf("cpulist %q: empty element", list)
 		}
-		stride := 1
+		used, group := 1, 1
 		if i := strings.IndexByte(part, ':'); i >= 0 {
-			s, err := strconv.Atoi(part[i+1:])
-			if err != nil || s <= 0 {
-				return Set{}, fmt.Errorf("cpulist %q: bad stride in %q", list, part)
+			u, g, hasGroup := strings.Cut(part[i+1:], "/")
+			var err1, err2 error
+			if hasGroup {
+				used, err1 = parseCPU(u)
+				group, err2 = parseCPU(g)
+			} else {
+				group, err1 = parseCPU(u) // stride form: one CPU every group
 			}
-			stride = s
+			if err1 != nil || err2 != nil || used <= 0 || group <= 0 || used > group {
+				return Set{}, fmt.Errorf("cpulist %q: bad group pattern in %q (want used/group with 0 < used <= group)", list, part)
+			}
 			part = part[:i]
 		}
 		lo, hi, err := parseRange(part)
 		if err != nil {
 			return Set{}, fmt.Errorf("cpulist %q: %v", list, err)
 		}
-		for c := lo; c <= hi; c += stride {
-			b.add(c)
+		for c := lo; c <= hi; c += group {
+			for k := 0; k < used && c+k <= hi; k++ {
+				b.add(c + k)
+			}
 		}
 	}
 	return b.set(), nil
@@ -123,6 +136,12 @@ func parseRange(s string) (int, int, error) {
 }
 
 func parseCPU(s string) (int, error) {
+	// Digits only: strconv.Atoi alone would also take "+1".
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%q is not a cpu number", s)
+		}
+	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("%q is not a cpu number", s)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
-	"strings"
 )
 
 // Interrupts is a parsed /proc/interrupts.
@@ -43,6 +42,35 @@ func (l *InterruptLine) Total() uint64 {
 	return t
 }
 
+// Line returns the numbered row for irq, or nil.
+func (in *Interrupts) Line(irq int) *InterruptLine {
+	// Numbered rows are ascending (ParseInterrupts enforces it), so search.
+	lo, hi := 0, len(in.Lines)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		l := &in.Lines[m]
+		if l.IRQ < 0 || l.IRQ >= irq { // summary rows sort after numbered ones
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo < len(in.Lines) && in.Lines[lo].IRQ == irq {
+		return &in.Lines[lo]
+	}
+	return nil
+}
+
+// Summary returns the summary row with the given name ("LOC", "IPI0"), or nil.
+func (in *Interrupts) Summary(name string) *InterruptLine {
+	for i := range in.Lines {
+		if in.Lines[i].IRQ < 0 && in.Lines[i].Name == name {
+			return &in.Lines[i]
+		}
+	}
+	return nil
+}
+
 // ParseError locates a problem in a kernel file.
 type ParseError struct {
 	File string
@@ -52,154 +80,320 @@ type ParseError struct {
 
 func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg) }
 
+// maxIRQ bounds interrupt numbers. The kernel's nr_irqs is at most
+// IRQ_BITMAP_BITS (NR_IRQS + 8196 with sparse IRQs, i.e. well below a million).
+const maxIRQ = 1 << 24
+
 // ParseInterrupts parses the text of /proc/interrupts. name is used in errors.
+//
+// The kernel prints a header of CPU ids (online CPUs only), then one row per
+// numbered IRQ in ascending order ("  36:  0  41924  PCI-MSIX-0000:00:02.0
+// 1-edge  virtio1-req.0"), then the architecture's summary rows (x86: NMI,
+// LOC, … ERR, MIS, PIN…; arm64: IPI0…IPIn, whose label is glued to the first
+// count when it has 10 digits, and Err). Bad input yields a *ParseError.
+//
+// Written by hand instead of using prometheus/procfs: procfs keeps counts as
+// strings, ignores the CPU ids of the header (wrong with offline CPUs) and
+// misreads glued arm64 IPI rows; it is also several times slower on
+// thousand-CPU files because it splits every field into its own string.
 func ParseInterrupts(name string, data []byte) (*Interrupts, error) {
-	lineNo := 0
-	next := func() ([]byte, bool) {
-		if len(data) == 0 {
-			return nil, false
-		}
-		lineNo++
-		i := bytes.IndexByte(data, '\n')
-		var l []byte
-		if i < 0 {
-			l, data = data, nil
-		} else {
-			l, data = data[:i], data[i+1:]
-		}
-		return l, true
-	}
-	header, ok := next()
+	p := irqParser{name: name, data: data}
+	header, ok := p.next()
 	if !ok {
 		return nil, &ParseError{name, 1, "empty file"}
 	}
 	in := &Interrupts{}
-	for _, f := range bytes.Fields(header) {
-		if !bytes.HasPrefix(f, []byte("CPU")) {
-			return nil, &ParseError{name, 1, fmt.Sprintf("header field %q is not CPUn", f)}
+	for f := range bytes.FieldsSeq(header) {
+		if len(f) < 4 || string(f[:3]) != "CPU" {
+			return nil, p.errorf("header field %q is not CPUn", truncate(f))
 		}
-		id, err := strconv.Atoi(string(f[3:]))
-		if err != nil || id < 0 {
-			return nil, &ParseError{name, 1, fmt.Sprintf("header field %q is not CPUn", f)}
+		id, ok := parseDec(f[3:], maxCPUID)
+		if !ok {
+			return nil, p.errorf("header field %q is not CPUn", truncate(f))
 		}
-		if n := len(in.CPUs); n > 0 && id <= in.CPUs[n-1] {
-			return nil, &ParseError{name, 1, fmt.Sprintf("header CPU ids not increasing at %q", f)}
+		if n := len(in.CPUs); n > 0 && int(id) <= in.CPUs[n-1] {
+			return nil, p.errorf("header CPU ids not increasing at %q", f)
 		}
-		in.CPUs = append(in.CPUs, id)
+		in.CPUs = append(in.CPUs, int(id))
 	}
 	if len(in.CPUs) == 0 {
-		return nil, &ParseError{name, 1, "header names no CPU"}
+		return nil, p.errorf("header names no CPU")
 	}
-	ncpu := len(in.CPUs)
+	p.ncpu = len(in.CPUs)
+
+	// One backing array for all counts keeps allocations per file, not per
+	// row. Every count takes at least two bytes (a digit and a separator), so
+	// len(data)/2 bounds the total and a hostile header cannot make us
+	// allocate more than the input justifies.
+	rows := bytes.Count(p.data, []byte{'\n'}) + 1
+	p.backing = make([]uint64, min(rows*p.ncpu, len(data)/2+p.ncpu))
+	in.Lines = make([]InterruptLine, 0, rows)
+	lastIRQ, sawSummary := -1, false
 	for {
-		l, ok := next()
+		l, ok := p.next()
 		if !ok {
 			break
 		}
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
-		line, err := parseInterruptLine(l, ncpu)
+		line, err := p.parseLine(l)
 		if err != nil {
-			return nil, &ParseError{name, lineNo, err.Error()}
+			return nil, err
+		}
+		if line.IRQ >= 0 {
+			if sawSummary {
+				return nil, p.errorf("irq %d listed after the summary rows", line.IRQ)
+			}
+			if line.IRQ <= lastIRQ {
+				return nil, p.errorf("irq %d out of order or repeated (after irq %d)", line.IRQ, lastIRQ)
+			}
+			lastIRQ = line.IRQ
+		} else {
+			sawSummary = true
 		}
 		in.Lines = append(in.Lines, line)
 	}
 	return in, nil
 }
 
-func parseInterruptLine(l []byte, ncpu int) (InterruptLine, error) {
+// maxCPUID bounds CPU ids in the header (the kernel's NR_CPUS is ≤ 8192).
+const maxCPUID = 1 << 16
+
+type irqParser struct {
+	name    string
+	data    []byte
+	lineNo  int
+	ncpu    int
+	backing []uint64
+}
+
+func (p *irqParser) next() ([]byte, bool) {
+	if len(p.data) == 0 {
+		return nil, false
+	}
+	p.lineNo++
+	var l []byte
+	if i := bytes.IndexByte(p.data, '\n'); i < 0 {
+		l, p.data = p.data, nil
+	} else {
+		l, p.data = p.data[:i], p.data[i+1:]
+	}
+	if n := len(l); n > 0 && l[n-1] == '\r' {
+		l = l[:n-1]
+	}
+	return l, true
+}
+
+func (p *irqParser) errorf(format string, args ...any) error {
+	return &ParseError{File: p.name, Line: p.lineNo, Msg: fmt.Sprintf(format, args...)}
+}
+
+// counts returns room for n counts from the shared backing array.
+func (p *irqParser) counts(n int) []uint64 {
+	if len(p.backing) < n {
+		p.backing = make([]uint64, max(n, 1024))
+	}
+	c := p.backing[:0:n]
+	p.backing = p.backing[n:]
+	return c
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r' }
+
+func skipBlank(b []byte) []byte {
+	i := 0
+	for i < len(b) && isBlank(b[i]) {
+		i++
+	}
+	return b[i:]
+}
+
+func trimBlank(b []byte) []byte {
+	b = skipBlank(b)
+	n := len(b)
+	for n > 0 && isBlank(b[n-1]) {
+		n--
+	}
+	return b[:n]
+}
+
+// parseDec parses an unsigned decimal of at most limit; ok is false for an
+// empty field, a non-digit or a value above limit (including uint64 overflow).
+func parseDec(b []byte, limit uint64) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		d := uint64(c - '0')
+		if d > 9 {
+			return 0, false
+		}
+		if v > (limit-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+func (p *irqParser) parseLine(l []byte) (InterruptLine, error) {
 	colon := bytes.IndexByte(l, ':')
 	if colon < 0 {
-		return InterruptLine{}, fmt.Errorf("no label in %q", truncate(l))
+		return InterruptLine{}, p.errorf("no label in %q", truncate(l))
 	}
-	label := string(bytes.TrimSpace(l[:colon]))
-	if label == "" {
-		return InterruptLine{}, fmt.Errorf("empty label in %q", truncate(l))
+	labelB := trimBlank(l[:colon])
+	if len(labelB) == 0 {
+		return InterruptLine{}, p.errorf("empty label in %q", truncate(l))
 	}
-	line := InterruptLine{Name: label, IRQ: -1}
-	if n, err := strconv.Atoi(label); err == nil && n >= 0 {
-		line.IRQ = n
+	line := InterruptLine{IRQ: -1}
+	if c := labelB[0]; c >= '0' && c <= '9' {
+		n, ok := parseDec(labelB, maxIRQ)
+		if !ok {
+			return InterruptLine{}, p.errorf("label %q is not an irq number", truncate(labelB))
+		}
+		line.IRQ = int(n)
+		line.Name = strconv.Itoa(line.IRQ)
+	} else {
+		line.Name = string(labelB)
 	}
 	rest := l[colon+1:]
-	line.Counts = make([]uint64, 0, ncpu)
+	line.Counts = p.counts(p.ncpu)
 	// Counts: up to ncpu decimal fields. On arm64 the first count may be glued
 	// to the label ("IPI0:2768808080"): the colon split handles that.
-	for len(line.Counts) < ncpu {
-		rest = bytes.TrimLeft(rest, " \t")
+	for len(line.Counts) < p.ncpu {
+		r := skipBlank(rest)
 		end := 0
-		for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		for end < len(r) && r[end] >= '0' && r[end] <= '9' {
 			end++
 		}
-		if end == 0 || (end < len(rest) && rest[end] != ' ' && rest[end] != '\t') {
-			break
+		if end == 0 || (end < len(r) && !isBlank(r[end])) {
+			break // not a count: the description starts here
 		}
-		v, err := strconv.ParseUint(string(rest[:end]), 10, 64)
-		if err != nil {
-			return InterruptLine{}, fmt.Errorf("%s: count %q: %v", label, rest[:end], err)
+		v, ok := parseDec(r[:end], ^uint64(0))
+		if !ok {
+			return InterruptLine{}, p.errorf("%s: count %q does not fit 64 bits", line.Name, truncate(r[:end]))
 		}
 		line.Counts = append(line.Counts, v)
-		rest = rest[end:]
+		rest = r[end:]
 	}
 	if len(line.Counts) == 0 {
-		return InterruptLine{}, fmt.Errorf("%s: no counts", label)
+		return InterruptLine{}, p.errorf("%s: no counts", line.Name)
 	}
-	text := strings.TrimSpace(string(rest))
+	text := trimBlank(rest)
 	if line.IRQ < 0 {
-		line.Description = text
+		line.Description = string(text)
 		return line, nil
 	}
-	if len(line.Counts) != ncpu {
-		return InterruptLine{}, fmt.Errorf("irq %s: %d counts for %d CPUs", label, len(line.Counts), ncpu)
+	if len(line.Counts) != p.ncpu {
+		return InterruptLine{}, p.errorf("irq %s: %d counts for %d CPUs", line.Name, len(line.Counts), p.ncpu)
 	}
-	parseIRQDesc(&line, text)
+	parseIRQDesc(&line, string(text))
 	return line, nil
+}
+
+// nextField splits the first blank-separated field off s.
+func nextField(s string) (field, rest string) {
+	i := 0
+	for i < len(s) && isBlank(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && !isBlank(s[j]) {
+		j++
+	}
+	return s[i:j], s[j:]
 }
 
 // parseIRQDesc splits "IO-APIC   2-edge      timer", "GICv3  27 Level  arch_timer",
 // "IR-PCI-MSI-edge  eth0" (old kernels) or "PCI-MSIX-0000:00:02.0   1-edge  virtio1-req.0".
+// All results are substrings of text, so the row costs one string allocation
+// plus the action slice.
 func parseIRQDesc(line *InterruptLine, text string) {
-	f := strings.Fields(text)
-	if len(f) == 0 {
+	f0, r0 := nextField(text)
+	if f0 == "" {
 		return
 	}
-	consumed := 0
+	f1, r1 := nextField(r0)
+	f2, r2 := nextField(r1)
+	var acts string
 	switch {
-	case len(f) >= 2 && isHwirqTrigger(f[1]):
-		line.Chip = f[0]
-		line.HWIRQ, line.Trigger, _ = strings.Cut(f[1], "-")
-		consumed = 2
-	case len(f) >= 3 && isDecimal(f[1]) && isTriggerWord(f[2]):
-		line.Chip, line.HWIRQ, line.Trigger = f[0], f[1], f[2]
-		consumed = 3
-	case len(f) >= 2 && isDecimal(f[1]):
-		line.Chip, line.HWIRQ = f[0], f[1]
-		consumed = 2
+	case isHwirqTrigger(f1):
+		i := indexByte(f1, '-')
+		line.Chip, line.HWIRQ, line.Trigger = f0, f1[:i], f1[i+1:]
+		acts = r1
+	case isDecimal(f1) && isTriggerWord(f2):
+		line.Chip, line.HWIRQ, line.Trigger = f0, f1, f2
+		acts = r2
+	case isDecimal(f1):
+		line.Chip, line.HWIRQ = f0, f1
+		acts = r1
 	default:
-		chip := f[0]
-		if i := strings.LastIndexByte(chip, '-'); i > 0 && isTriggerWord(chip[i+1:]) {
-			line.Chip, line.Trigger = chip[:i], chip[i+1:]
+		if i := lastIndexByte(f0, '-'); i > 0 && isTriggerWord(f0[i+1:]) {
+			line.Chip, line.Trigger = f0[:i], f0[i+1:]
 		} else {
-			line.Chip = chip
+			line.Chip = f0
 		}
-		consumed = 1
+		acts = r0
 	}
-	// Actions follow the consumed fields; they are joined by ", " and may
-	// themselves contain spaces, so cut the text rather than the fields.
-	acts := text
-	for i := 0; i < consumed; i++ {
-		acts = strings.TrimLeft(acts, " \t")
-		acts = acts[len(f[i]):]
+	// Actions are joined by ", " and may themselves contain spaces
+	// ("PCIe PME, pciehp"), so cut the text rather than the fields.
+	n := 0
+	for i := 0; i < len(acts); i++ {
+		if acts[i] == ',' {
+			n++
+		}
 	}
-	acts = strings.TrimSpace(acts)
-	if acts == "" {
-		return
-	}
-	for _, a := range strings.Split(acts, ",") {
-		if a = strings.TrimSpace(a); a != "" {
+	for {
+		a, more, found := cut(acts, ',')
+		if a = trimString(a); a != "" {
+			if line.Actions == nil {
+				line.Actions = make([]string, 0, n+1)
+			}
 			line.Actions = append(line.Actions, a)
 		}
+		if !found {
+			break
+		}
+		acts = more
 	}
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func lastIndexByte(s string, c byte) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func cut(s string, c byte) (before, after string, found bool) {
+	if i := indexByte(s, c); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
+}
+
+func trimString(s string) string {
+	i, j := 0, len(s)
+	for i < j && isBlank(s[i]) {
+		i++
+	}
+	for j > i && isBlank(s[j-1]) {
+		j--
+	}
+	return s[i:j]
 }
 
 func isDecimal(s string) bool {
@@ -215,13 +409,17 @@ func isDecimal(s string) bool {
 }
 
 func isHwirqTrigger(s string) bool {
-	h, t, ok := strings.Cut(s, "-")
-	return ok && isDecimal(h) && isTriggerWord(t)
+	i := indexByte(s, '-')
+	return i > 0 && isDecimal(s[:i]) && isTriggerWord(s[i+1:])
 }
 
+// isTriggerWord reports whether s is a flow-handler name ("edge", "fasteoi"…)
+// as /proc/interrupts prints it after the hwirq, or the "Edge"/"Level" that
+// CONFIG_GENERIC_IRQ_SHOW_LEVEL kernels (arm64) print instead.
 func isTriggerWord(s string) bool {
-	switch strings.ToLower(s) {
-	case "edge", "level", "fasteoi", "simple", "percpu", "none", "bad":
+	switch s {
+	case "edge", "level", "fasteoi", "simple", "percpu", "percpu_devid", "none", "bad",
+		"Edge", "Level", "EDGE", "LEVEL":
 		return true
 	}
 	return false
