@@ -1,0 +1,208 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+var doctorFlags struct {
+	duration time.Duration
+	after    string
+}
+
+var doctorCmd = &cobra.Command{
+	Use:   "doctor",
+	Short: "Sample the machine and explain where interrupt handling holds it back",
+	Long: `doctor takes two samples of the interrupt and CPU-time counters --duration
+apart, and explains what it finds: each finding with an id, a severity
+(info, warning, critical), the CPUs involved, the evidence numbers, why it
+matters and the policy or command that fixes it.
+
+On captured state, doctor needs two samples: --root DIR (or --snapshot FILE)
+is the first and --after DIR|FILE.tar.gz the second; the interval is the
+difference of the two captures' /proc/uptime. The host model is read from
+the second.
+
+Exit status: 0 no finding of severity warning or worse, 1 such findings,
+2 error.`,
+	Args: cobra.NoArgs,
+	RunE: runDoctor,
+}
+
+func init() {
+	f := doctorCmd.Flags()
+	f.DurationVar(&doctorFlags.duration, "duration", 10*time.Second, "time between the two samples on the live machine")
+	f.StringVar(&doctorFlags.after, "after", "", "second sample for --root/--snapshot: a `DIR` or snapshot FILE.tar.gz captured later")
+	rootCmd.AddCommand(doctorCmd)
+}
+
+// doctorReport is the JSON document (README "doctor").
+type doctorReport struct {
+	Hostname string         `json:"hostname,omitempty"`
+	Interval float64        `json:"interval_seconds"`
+	Findings []load.Finding `json:"findings"`
+	CPUs     []load.CPULoad `json:"cpus"`
+	Resets   []load.Reset   `json:"resets,omitempty"`
+	Notes    []string       `json:"notes,omitempty"`
+}
+
+func runDoctor(cmd *cobra.Command, _ []string) error {
+	first, closeFirst, err := openFS()
+	if err != nil {
+		return err
+	}
+	defer closeFirst()
+
+	var prev, cur *load.Sample
+	last := first
+	if first.IsLive() {
+		if doctorFlags.after != "" {
+			return fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine doctor samples twice, --duration apart")
+		}
+		if doctorFlags.duration <= 0 {
+			return fmt.Errorf("--duration %v: must be positive", doctorFlags.duration)
+		}
+		s := load.NewSampler(first)
+		s.Tasks = true
+		if prev, err = s.Sample(); err != nil {
+			return err
+		}
+		time.Sleep(doctorFlags.duration)
+		if cur, err = s.Sample(); err != nil {
+			return err
+		}
+	} else {
+		if doctorFlags.after == "" {
+			return fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
+		}
+		second, closeSecond, err := openAfter(doctorFlags.after)
+		if err != nil {
+			return err
+		}
+		defer closeSecond()
+		last = second
+		for i, fs := range []*kernel.FS{first, second} {
+			s := load.NewSampler(fs)
+			s.Tasks = true
+			smp, err := s.Sample()
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				prev = smp
+			} else {
+				cur = smp
+			}
+		}
+	}
+	l, err := load.Rates(prev, cur)
+	if err != nil {
+		return err
+	}
+	h, err := host.Read(last, host.Options{ProbeManaged: last.IsLive() && os.Geteuid() == 0})
+	if err != nil {
+		return err
+	}
+	findings := load.Diagnose(h, l)
+	rep := doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: findings, CPUs: l.CPUs, Resets: l.Resets}
+	if rep.Findings == nil {
+		rep.Findings = []load.Finding{}
+	}
+	for _, u := range append(prev.Unavailable, cur.Unavailable...) {
+		rep.Notes = append(rep.Notes, "unavailable: "+u)
+	}
+	if len(l.Absent) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("CPUs %v were online in only one sample; they are left out", l.Absent))
+	}
+	out := cmd.OutOrStdout()
+	if global.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(out, &rep)
+	}
+	if load.Worst(findings).AtLeast(load.Warning) {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func openAfter(arg string) (*kernel.FS, func(), error) {
+	if strings.HasSuffix(arg, ".tar.gz") || strings.HasSuffix(arg, ".tgz") {
+		return kernel.OpenSnapshot(arg)
+	}
+	fi, err := os.Stat(arg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--after %s: %w", arg, err)
+	}
+	if !fi.IsDir() {
+		return nil, nil, fmt.Errorf("--after %s: neither a directory nor a .tar.gz snapshot", arg)
+	}
+	return kernel.New(arg), func() {}, nil
+}
+
+func printDoctor(w io.Writer, r *doctorReport) {
+	name := r.Hostname
+	if name == "" {
+		name = "this host"
+	}
+	fmt.Fprintf(w, "irqpilot doctor: %s, %d CPUs sampled over %.1f s\n\n", name, len(r.CPUs), r.Interval)
+	fmt.Fprintf(w, "  CPU    %%usr   %%sys   %%irq  %%soft  %%idle   NET_RX/s  IRQs/s\n")
+	for _, c := range r.CPUs {
+		fmt.Fprintf(w, "  %-4d %6.1f %6.1f %6.1f %6.1f %6.1f %10.0f %7.0f\n",
+			c.ID, c.User+c.Nice, c.System, c.IRQ, c.SoftIRQ, c.Idle, c.NetRx, c.Interrupts)
+	}
+	fmt.Fprintln(w)
+	if len(r.Findings) == 0 {
+		fmt.Fprintln(w, "No findings: interrupt handling does not hold this machine back in this interval.")
+	}
+	for _, f := range r.Findings {
+		cpus := ""
+		if len(f.CPUs) > 0 {
+			cpus = " (CPU " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(f.CPUs)), ","), "[]") + ")"
+		}
+		fmt.Fprintf(w, "%s  %s%s\n", strings.ToUpper(string(f.Severity)), f.ID, cpus)
+		fmt.Fprintf(w, "  %s\n", f.Summary)
+		var evs []string
+		for _, e := range f.Evidence {
+			evs = append(evs, fmt.Sprintf("%s %s%s", e.Name, trimFloat(e.Value), unitSuffix(e.Unit)))
+		}
+		if len(evs) > 0 {
+			fmt.Fprintf(w, "  Evidence: %s\n", strings.Join(evs, "; "))
+		}
+		fmt.Fprintf(w, "  Why: %s\n", f.Why)
+		fmt.Fprintf(w, "  Fix: %s\n\n", f.Fix)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "Note: %s\n", n)
+	}
+}
+
+func trimFloat(v float64) string {
+	s := fmt.Sprintf("%.2f", v)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}
+
+func unitSuffix(u string) string {
+	switch u {
+	case "", "node", "pid":
+		return ""
+	case "%", "/s":
+		return u
+	}
+	return " " + u
+}

@@ -1,0 +1,697 @@
+package load
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// Severity of a finding.
+type Severity string
+
+// Severities, in increasing order.
+const (
+	Info     Severity = "info"
+	Warning  Severity = "warning"
+	Critical Severity = "critical"
+)
+
+func (s Severity) rank() int {
+	switch s {
+	case Critical:
+		return 2
+	case Warning:
+		return 1
+	}
+	return 0
+}
+
+// AtLeast reports whether s is as severe as o.
+func (s Severity) AtLeast(o Severity) bool { return s.rank() >= o.rank() }
+
+// Finding is one diagnosis. The JSON names are stable (README "doctor").
+type Finding struct {
+	// ID is stable across versions: "interrupt-bound-cpu", "softnet-drops", …
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	// CPUs involved, ascending (empty when not CPU-specific).
+	CPUs     []int      `json:"cpus"`
+	Summary  string     `json:"summary"`
+	Evidence []Evidence `json:"evidence"`
+	// Why it matters, in a sentence or two.
+	Why string `json:"why"`
+	// Fix is the policy or command that addresses it.
+	Fix string `json:"fix"`
+}
+
+// Evidence is one number behind a finding.
+type Evidence struct {
+	Name  string  `json:"name"` // "CPU0 %soft", "irq 38 rate"
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"` // "%", "/s", "irqs", "node"
+}
+
+// Finding IDs.
+const (
+	IDInterruptBound   = "interrupt-bound-cpu"
+	IDNICOneCPU        = "nic-irqs-one-cpu"
+	IDFewQueuesNoRPS   = "few-queues-no-rps"
+	IDRPSIPIOverhead   = "rps-ipi-overhead"
+	IDIRQRemoteNUMA    = "irq-remote-numa"
+	IDAppOnIRQCPU      = "app-on-irq-cpu"
+	IDIrqbalanceManual = "irqbalance-with-manual"
+	IDManagedIRQs      = "managed-irqs"
+	IDSoftnetDrops     = "softnet-drops"
+	IDSoftnetSqueeze   = "softnet-squeeze"
+)
+
+// Thresholds of the rules. They are documented in the README; changing one
+// changes what doctor reports, so tests pin them.
+const (
+	// interrupt-bound-cpu: a CPU spending at least BoundIRQPct in hard+soft
+	// interrupt context with at most BoundIdlePct idle, at least
+	// BoundRatio times (and BoundMargin points above) the other CPUs'
+	// average interrupt time, while the other CPUs average at least
+	// OthersIdlePct idle: they wait while one CPU saturates (seeds 000, 004).
+	// Critical from CriticalIRQPct.
+	BoundIRQPct    = 25.0
+	CriticalIRQPct = 50.0
+	BoundIdlePct   = 10.0
+	BoundRatio     = 2.0
+	BoundMargin    = 15.0
+	OthersIdlePct  = 30.0
+	// A NIC carries traffic when its IRQs fire at least this often.
+	ActiveIRQRate = 100.0
+	// rps-ipi-overhead: RPS IPIs received per second (all CPUs) and per
+	// packet processed.
+	RPSIPIRate   = 2000.0
+	RPSIPIPerPkt = 0.25
+	// app-on-irq-cpu: a user thread at least this busy (percent of a CPU) on
+	// a CPU whose interrupt time is at least HotIRQPct.
+	AppBusyPct = 20.0
+	HotIRQPct  = 10.0
+	// softnet-squeeze: squeezes per second and per NET_RX softirq.
+	SqueezeRate  = 1.0
+	SqueezeRatio = 0.01
+)
+
+// Diagnose explains what h and l show. It is pure. h may lack parts
+// (Unavailable); rules that need them stay silent.
+func Diagnose(h *host.Host, l *Load) []Finding {
+	var fs []Finding
+	for _, rule := range []func(*host.Host, *Load) []Finding{
+		interruptBound, nicIRQsOneCPU, fewQueuesNoRPS, rpsIPIOverhead,
+		irqRemoteNUMA, appOnIRQCPU, irqbalanceWithManual, managedIRQs,
+		softnetDrops, softnetSqueeze,
+	} {
+		fs = append(fs, rule(h, l)...)
+	}
+	for i := range fs {
+		if fs[i].CPUs == nil {
+			fs[i].CPUs = []int{}
+		}
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		if a, b := fs[i].Severity.rank(), fs[j].Severity.rank(); a != b {
+			return a > b
+		}
+		return fs[i].ID < fs[j].ID
+	})
+	return fs
+}
+
+// Worst returns the highest severity among fs ("" when none).
+func Worst(fs []Finding) Severity {
+	var w Severity
+	for _, f := range fs {
+		if w == "" || f.Severity.rank() > w.rank() {
+			w = f.Severity
+		}
+	}
+	return w
+}
+
+func ev(name string, v float64, unit string) Evidence {
+	return Evidence{Name: name, Value: round2(v), Unit: unit}
+}
+
+func round2(v float64) float64 {
+	if v >= 0 {
+		return float64(int64(v*100+0.5)) / 100
+	}
+	return -float64(int64(-v*100+0.5)) / 100
+}
+
+func irqLabel(h *host.Host, n int) string {
+	if h != nil {
+		if q := h.IRQ(n); q != nil && q.Device != "" {
+			if q.Queue != nil {
+				return fmt.Sprintf("irq %d (%s queue %d)", n, q.Device, *q.Queue)
+			}
+			return fmt.Sprintf("irq %d (%s)", n, q.Device)
+		}
+	}
+	return fmt.Sprintf("irq %d", n)
+}
+
+// onlineCount is how many CPUs the load covers.
+func onlineCount(h *host.Host, l *Load) int {
+	if h != nil && !h.Topology.Online.IsEmpty() {
+		return h.Topology.Online.Len()
+	}
+	return len(l.CPUs)
+}
+
+func interruptBound(h *host.Host, l *Load) []Finding {
+	if l == nil || len(l.CPUs) < 2 {
+		return nil
+	}
+	var out []Finding
+	for i := range l.CPUs {
+		c := &l.CPUs[i]
+		if c.NoTicks || c.IRQTime() < BoundIRQPct || c.Idle > BoundIdlePct {
+			continue
+		}
+		var othersIRQ, othersIdle float64
+		n := 0
+		for j := range l.CPUs {
+			if j != i && !l.CPUs[j].NoTicks {
+				othersIRQ += l.CPUs[j].IRQTime()
+				othersIdle += l.CPUs[j].Idle
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		othersIRQ /= float64(n)
+		othersIdle /= float64(n)
+		if c.IRQTime() < BoundRatio*othersIRQ || c.IRQTime()-othersIRQ < BoundMargin {
+			continue
+		}
+		if othersIdle < OthersIdlePct {
+			continue // no CPU waits: the machine is simply busy
+		}
+		sev := Warning
+		if c.IRQTime() >= CriticalIRQPct {
+			sev = Critical
+		}
+		waiting := fmt.Sprintf("the other CPUs are %.0f%% idle on average", othersIdle)
+		f := Finding{
+			ID: IDInterruptBound, Severity: sev, CPUs: []int{c.ID},
+			Summary: fmt.Sprintf("CPU%d is interrupt-bound: %.1f%% in interrupts (%.1f%% irq, %.1f%% softirq), %.1f%% idle, while %s",
+				c.ID, c.IRQTime(), c.IRQ, c.SoftIRQ, c.Idle, waiting),
+			Evidence: []Evidence{
+				ev(fmt.Sprintf("CPU%d %%irq", c.ID), c.IRQ, "%"),
+				ev(fmt.Sprintf("CPU%d %%soft", c.ID), c.SoftIRQ, "%"),
+				ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
+				ev("other CPUs mean %irq+%soft", othersIRQ, "%"),
+				ev("other CPUs mean %idle", othersIdle, "%"),
+				ev(fmt.Sprintf("CPU%d NET_RX softirqs", c.ID), c.NetRx, "/s"),
+				ev(fmt.Sprintf("CPU%d NET_TX softirqs", c.ID), c.NetTx, "/s"),
+				ev(fmt.Sprintf("CPU%d BLOCK softirqs", c.ID), c.Block, "/s"),
+				ev(fmt.Sprintf("CPU%d device IRQs", c.ID), c.Interrupts, "/s"),
+			},
+			Why: "Everything this CPU's interrupts deliver waits for it: once it saturates, throughput stops growing while the other CPUs have time to spare (seeds 000 and 004: core 0 at 52.8% softirq and 6% idle).",
+		}
+		// The IRQs that land here, busiest first.
+		type hot struct {
+			irq  int
+			rate float64
+		}
+		var hots []hot
+		for _, q := range l.IRQs {
+			if r := q.PerCPU[c.ID]; r >= ActiveIRQRate {
+				hots = append(hots, hot{q.IRQ, r})
+			}
+		}
+		sort.Slice(hots, func(a, b int) bool { return hots[a].rate > hots[b].rate })
+		var names []string
+		for k, x := range hots {
+			if k == 5 {
+				break
+			}
+			f.Evidence = append(f.Evidence, ev(irqLabel(h, x.irq)+fmt.Sprintf(" on CPU%d", c.ID), x.rate, "/s"))
+			names = append(names, fmt.Sprint(x.irq))
+		}
+		if c.SoftIRQ >= c.IRQ && c.NetRx >= c.Block {
+			f.Fix = "Spread receive processing over more CPUs: enable RPS/RFS on the receiving NIC's rx queues (`irqpilot plan --policy rps-spread`, or `echo <mask> > /sys/class/net/<nic>/queues/rx-<n>/rps_cpus`); with several hardware queues, give each queue's IRQ its own core (`--policy per-queue`)."
+		} else {
+			f.Fix = "Move some of the IRQs away from this CPU (`irqpilot plan --policy per-queue`, or `echo <cpus> > /proc/irq/<n>/smp_affinity_list`)."
+		}
+		if len(names) > 0 {
+			f.Fix += " Busiest IRQs here: " + strings.Join(names, ", ") + "."
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// nicQueueIRQs returns the NIC's queue IRQs (by the rx/tx queue lists, then
+// by the IRQ table's device+queue).
+func nicQueueIRQs(h *host.Host, n *host.NIC) []int {
+	seen := map[int]bool{}
+	var out []int
+	add := func(p *int) {
+		if p != nil && !seen[*p] {
+			seen[*p] = true
+			out = append(out, *p)
+		}
+	}
+	for i := range n.RxQueues {
+		add(n.RxQueues[i].IRQ)
+	}
+	for i := range n.TxQueues {
+		add(n.TxQueues[i].IRQ)
+	}
+	for i := range h.IRQs {
+		if q := &h.IRQs[i]; q.Device == n.Name && q.Queue != nil && !seen[q.Number] {
+			seen[q.Number] = true
+			out = append(out, q.Number)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func rpsOn(n *host.NIC) bool {
+	for _, q := range n.RxQueues {
+		if q.RPSCPUs != nil && !q.RPSCPUs.IsEmpty() {
+			return true
+		}
+	}
+	return false
+}
+
+func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
+	if h == nil || l == nil || onlineCount(h, l) < 2 {
+		return nil
+	}
+	var out []Finding
+	for i := range h.NICs {
+		n := &h.NICs[i]
+		irqs := nicQueueIRQs(h, n)
+		if len(irqs) < 2 {
+			continue
+		}
+		var landed cpuset.Set
+		var total float64
+		var evs []Evidence
+		for _, q := range irqs {
+			r := l.IRQ(q)
+			if r == nil {
+				continue
+			}
+			total += r.Rate
+			landed = landed.Union(r.CPUs)
+			evs = append(evs, ev(irqLabel(h, q)+" rate", r.Rate, "/s"))
+		}
+		if total < ActiveIRQRate || landed.Len() != 1 {
+			continue
+		}
+		cpu := landed.Min()
+		f := Finding{
+			ID: IDNICOneCPU, Severity: Warning, CPUs: []int{cpu},
+			Summary:  fmt.Sprintf("All %d queue IRQs of %s landed on CPU%d (%.0f interrupts/s)", len(irqs), n.Name, cpu, total),
+			Evidence: append(evs, ev(n.Name+" queue IRQs", float64(len(irqs)), "irqs")),
+			Why:      "The NIC spreads packets over several queues so that several CPUs can take them; with every queue's IRQ on one CPU that CPU does all the work.",
+			Fix:      fmt.Sprintf("Give each queue's IRQ its own core, NUMA-local to %s: `irqpilot plan --policy per-queue`.", n.Name),
+		}
+		if rpsOn(n) {
+			f.Severity = Info
+			f.Summary += "; RPS is on, as in the dedicated-core layout (seed 000)"
+			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise `irqpilot plan --policy per-queue`."
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
+	if h == nil {
+		return nil
+	}
+	ncpu := 0
+	if l != nil {
+		ncpu = onlineCount(h, l)
+	} else {
+		ncpu = h.Topology.Online.Len()
+	}
+	var out []Finding
+	for i := range h.NICs {
+		n := &h.NICs[i]
+		if n.Virtual || len(n.RxQueues) == 0 || len(n.RxQueues) >= ncpu || rpsOn(n) {
+			continue
+		}
+		known := false
+		for _, q := range n.RxQueues {
+			known = known || q.RPSCPUs != nil
+		}
+		if !known {
+			continue // RPS state unreadable: say nothing
+		}
+		var rate float64
+		var cpus cpuset.Set
+		if l != nil {
+			for _, q := range nicQueueIRQs(h, n) {
+				if r := l.IRQ(q); r != nil {
+					rate += r.Rate
+					cpus = cpus.Union(r.CPUs)
+				}
+			}
+		}
+		sev := Info
+		if rate >= ActiveIRQRate {
+			sev = Warning
+		}
+		out = append(out, Finding{
+			ID: IDFewQueuesNoRPS, Severity: sev, CPUs: nilIfEmpty(cpus.CPUs()),
+			Summary: fmt.Sprintf("%s has %d rx queue(s) for %d CPUs and RPS is off", n.Name, len(n.RxQueues), ncpu),
+			Evidence: []Evidence{
+				ev(n.Name+" rx queues", float64(len(n.RxQueues)), "queues"),
+				ev("online CPUs", float64(ncpu), "cpus"),
+				ev(n.Name+" queue IRQ rate", rate, "/s"),
+			},
+			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (seed 004: one queue, CPU0 52.8% softirq).",
+			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: `irqpilot plan --policy rps-spread` (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, allMask(h, ncpu), n.Name),
+		})
+	}
+	return out
+}
+
+func allMask(h *host.Host, ncpu int) string {
+	s := h.Topology.Online
+	if s.IsEmpty() {
+		s = cpuset.Range(0, ncpu-1)
+	}
+	return s.Mask(0)
+}
+
+func nilIfEmpty(s []int) []int {
+	if len(s) == 0 {
+		return []int{}
+	}
+	return s
+}
+
+func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
+	if h == nil || l == nil || len(l.Softnet) == 0 {
+		return nil
+	}
+	var nics []string
+	for i := range h.NICs {
+		if rpsOn(&h.NICs[i]) {
+			nics = append(nics, h.NICs[i].Name)
+		}
+	}
+	if len(nics) == 0 {
+		return nil
+	}
+	var ipi, processed float64
+	var cpus []int
+	for _, s := range l.Softnet {
+		ipi += s.ReceivedRPS
+		processed += s.Processed
+		if s.ReceivedRPS > 0 {
+			cpus = append(cpus, s.CPU)
+		}
+	}
+	if ipi < RPSIPIRate || processed == 0 || ipi/processed < RPSIPIPerPkt {
+		return nil
+	}
+	var cal float64
+	for _, c := range l.CPUs {
+		cal += c.FunctionCall
+	}
+	f := Finding{
+		ID: IDRPSIPIOverhead, Severity: Warning, CPUs: cpus,
+		Summary: fmt.Sprintf("RPS on %s wakes other CPUs %.0f times/s for %.0f packets/s (%.2f IPIs per packet)",
+			strings.Join(nics, ", "), ipi, processed, ipi/processed),
+		Evidence: []Evidence{
+			ev("RPS IPIs received (softnet received_rps)", ipi, "/s"),
+			ev("packets processed (softnet processed)", processed, "/s"),
+			ev("IPIs per packet", ipi/processed, ""),
+			ev("function-call IPIs (CAL) all CPUs", cal, "/s"),
+		},
+		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (seed 000: on bare metal RPS only tied irqbalance).",
+		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`); measure with `irqpilot bench`.",
+	}
+	for _, s := range l.Softnet {
+		if s.ReceivedRPS > 0 {
+			f.Evidence = append(f.Evidence, ev(fmt.Sprintf("CPU%d received_rps", s.CPU), s.ReceivedRPS, "/s"))
+		}
+	}
+	return []Finding{f}
+}
+
+func cpuNode(h *host.Host, cpu int) int {
+	for _, c := range h.CPUs {
+		if c.ID == cpu {
+			return c.Node
+		}
+	}
+	return -1
+}
+
+// deviceNode is the NUMA node of the device an IRQ serves (-1 unknown).
+func deviceNode(h *host.Host, q *host.IRQ) int {
+	if q.Device != "" {
+		if n := h.NIC(q.Device); n != nil && n.Node >= 0 {
+			return n.Node
+		}
+		for _, b := range h.Block {
+			if b.Name == q.Device && b.Node >= 0 {
+				return b.Node
+			}
+		}
+	}
+	if q.Node != nil && *q.Node >= 0 {
+		return *q.Node
+	}
+	return -1
+}
+
+func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
+	if h == nil || len(h.Topology.Nodes) < 2 {
+		return nil
+	}
+	var out []Finding
+	for i := range h.IRQs {
+		q := &h.IRQs[i]
+		if !q.Movable() || q.Class == host.ClassTimer {
+			continue
+		}
+		node := deviceNode(h, q)
+		if node < 0 {
+			continue
+		}
+		var served cpuset.Set
+		rate := 0.0
+		if l != nil {
+			if r := l.IRQ(q.Number); r != nil {
+				served, rate = r.CPUs, r.Rate
+			}
+		}
+		if served.IsEmpty() && q.EffectiveAffinity != nil {
+			served = *q.EffectiveAffinity
+		}
+		if served.IsEmpty() {
+			continue
+		}
+		remote := true
+		var nodes []string
+		for _, c := range served.CPUs() {
+			cn := cpuNode(h, c)
+			if cn == node || cn < 0 {
+				remote = false
+			}
+			nodes = append(nodes, fmt.Sprintf("CPU%d node %d", c, cn))
+		}
+		if !remote {
+			continue
+		}
+		sev := Info
+		if rate >= ActiveIRQRate {
+			sev = Warning
+		}
+		var local cpuset.Set
+		for _, nd := range h.Topology.Nodes {
+			if nd.ID == node {
+				local = nd.CPUs
+			}
+		}
+		out = append(out, Finding{
+			ID: IDIRQRemoteNUMA, Severity: sev, CPUs: served.CPUs(),
+			Summary: fmt.Sprintf("%s is served on CPU(s) %s of another NUMA node than its device (node %d)", irqLabel(h, q.Number), served, node),
+			Evidence: []Evidence{
+				ev(irqLabel(h, q.Number)+" device node", float64(node), "node"),
+				ev(irqLabel(h, q.Number)+" rate", rate, "/s"),
+			},
+			Why: "The device writes packets and completions into memory on its own node; handling them on another node adds cross-node memory traffic to every interrupt (" + strings.Join(nodes, ", ") + ").",
+			Fix: fmt.Sprintf("`echo %s > /proc/irq/%d/smp_affinity_list`, or `irqpilot plan --policy per-queue` (NUMA-local placement).", local, q.Number),
+		})
+	}
+	return out
+}
+
+func appOnIRQCPU(h *host.Host, l *Load) []Finding {
+	if l == nil || len(l.Tasks) == 0 || len(l.CPUs) < 2 {
+		return nil
+	}
+	hot := -1
+	for i := range l.CPUs {
+		if l.CPUs[i].IRQTime() >= HotIRQPct && (hot < 0 || l.CPUs[i].IRQTime() > l.CPUs[hot].IRQTime()) {
+			hot = i
+		}
+	}
+	if hot < 0 {
+		return nil
+	}
+	c := &l.CPUs[hot]
+	var evs []Evidence
+	var busy float64
+	var names []string
+	for _, t := range l.Tasks {
+		if t.Kernel || t.CPU != c.ID || t.Busy < AppBusyPct {
+			continue
+		}
+		busy += t.Busy
+		evs = append(evs, ev(fmt.Sprintf("thread %d (%s, pid %d) CPU use", t.TID, t.Comm, t.PID), t.Busy, "%"))
+		if len(names) < 5 {
+			names = append(names, fmt.Sprintf("%s[%d]", t.Comm, t.TID))
+		}
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	sev := Info
+	if c.Idle <= BoundIdlePct {
+		sev = Warning
+	}
+	evs = append([]Evidence{
+		ev(fmt.Sprintf("CPU%d %%irq+%%soft", c.ID), c.IRQTime(), "%"),
+		ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
+	}, evs...)
+	return []Finding{{
+		ID: IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
+		Summary: fmt.Sprintf("Busy application threads run on CPU%d, the CPU with the most interrupt work (%.1f%%): %s",
+			c.ID, c.IRQTime(), strings.Join(names, ", ")),
+		Evidence: evs,
+		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (seed 001, one worker per queue), both lose.",
+		Fix:      fmt.Sprintf("Keep applications off the interrupt CPUs (`irqpilot plan --policy dedicated-core` or `per-queue` set app_cpus; by hand `taskset -apc <other cpus> <pid>`), or colocate one worker per queue on purpose (`--policy colocate`). Threads used %.0f%% of CPU%d.", busy, c.ID),
+	}}
+}
+
+func irqbalanceWithManual(h *host.Host, l *Load) []Finding {
+	if h == nil || !h.Irqbalance.Running {
+		return nil
+	}
+	var manual []string
+	for i := range h.NICs {
+		if rpsOn(&h.NICs[i]) {
+			manual = append(manual, "RPS on "+h.NICs[i].Name)
+		}
+	}
+	if h.RPSSockFlowEntries != nil && *h.RPSSockFlowEntries > 0 {
+		manual = append(manual, fmt.Sprintf("rps_sock_flow_entries=%d", *h.RPSSockFlowEntries))
+	}
+	if len(manual) == 0 {
+		return nil
+	}
+	return []Finding{{
+		ID: IDIrqbalanceManual, Severity: Warning, CPUs: []int{},
+		Summary:  fmt.Sprintf("irqbalance (pid %d) is running alongside manual steering: %s", h.Irqbalance.PID, strings.Join(manual, "; ")),
+		Evidence: []Evidence{ev("irqbalance pid", float64(h.Irqbalance.PID), "pid"), ev("manual settings", float64(len(manual)), "settings")},
+		Why:      "irqbalance moves IRQs every 10 s by its own rules; hand-placed IRQs and steering designed around a fixed placement drift apart from it (seeds 000 and 002 stop irqbalance first).",
+		Fix:      "Stop it (`systemctl disable --now irqbalance`), or keep it off the CPUs you manage (plan `irqbalance: ban`).",
+	}}
+}
+
+func managedIRQs(h *host.Host, l *Load) []Finding {
+	if h == nil {
+		return nil
+	}
+	var irqs []string
+	var cpus cpuset.Set
+	for i := range h.IRQs {
+		q := &h.IRQs[i]
+		if q.Managed != host.ManagedYes {
+			continue
+		}
+		irqs = append(irqs, irqLabel(h, q.Number))
+		if q.EffectiveAffinity != nil {
+			cpus = cpus.Union(*q.EffectiveAffinity)
+		}
+	}
+	if len(irqs) == 0 {
+		return nil
+	}
+	return []Finding{{
+		ID: IDManagedIRQs, Severity: Info, CPUs: nilIfEmpty(cpus.CPUs()),
+		Summary:  fmt.Sprintf("%d kernel-managed IRQ(s): %s", len(irqs), strings.Join(irqs, ", ")),
+		Evidence: []Evidence{ev("managed IRQs", float64(len(irqs)), "irqs")},
+		Why:      "The driver asked the kernel to spread these queue vectors over the CPUs (one per CPU group); the kernel refuses affinity writes to them (EPERM/EIO). They need no moving: each queue's interrupt already arrives on the CPUs that submit to it.",
+		Fix:      "Nothing to do; irqpilot leaves them alone. To keep them off isolated CPUs, boot with isolcpus=managed_irq,<cpus>.",
+	}}
+}
+
+func softnetDrops(h *host.Host, l *Load) []Finding {
+	if l == nil {
+		return nil
+	}
+	var cpus []int
+	var evs []Evidence
+	var total float64
+	for _, s := range l.Softnet {
+		if d := s.Dropped + s.FlowLimit; d > 0 {
+			cpus = append(cpus, s.CPU)
+			total += d
+			evs = append(evs, ev(fmt.Sprintf("CPU%d dropped", s.CPU), s.Dropped, "/s"))
+			if s.FlowLimit > 0 {
+				evs = append(evs, ev(fmt.Sprintf("CPU%d flow_limit drops", s.CPU), s.FlowLimit, "/s"))
+			}
+		}
+	}
+	if len(cpus) == 0 {
+		return nil
+	}
+	return []Finding{{
+		ID: IDSoftnetDrops, Severity: Warning, CPUs: cpus,
+		Summary:  fmt.Sprintf("The kernel dropped %.0f packets/s because per-CPU backlogs were full", total),
+		Evidence: evs,
+		Why:      "Packets handed to a CPU's backlog (RPS, veth, loopback, non-NAPI drivers) are dropped when the backlog holds net.core.netdev_max_backlog packets; the sender sees loss.",
+		Fix:      "Raise the backlog: `sysctl -w net.core.netdev_max_backlog=4096` (default 1000), and spread the receive work (RPS) so no single backlog overflows.",
+	}}
+}
+
+func softnetSqueeze(h *host.Host, l *Load) []Finding {
+	if l == nil {
+		return nil
+	}
+	var cpus []int
+	var evs []Evidence
+	for _, s := range l.Softnet {
+		netrx := 0.0
+		if c := l.CPU(s.CPU); c != nil {
+			netrx = c.NetRx
+		}
+		if s.TimeSqueeze >= SqueezeRate && (netrx == 0 || s.TimeSqueeze/netrx >= SqueezeRatio) {
+			cpus = append(cpus, s.CPU)
+			evs = append(evs, ev(fmt.Sprintf("CPU%d time_squeeze", s.CPU), s.TimeSqueeze, "/s"),
+				ev(fmt.Sprintf("CPU%d NET_RX softirqs", s.CPU), netrx, "/s"))
+		}
+	}
+	if len(cpus) == 0 {
+		return nil
+	}
+	return []Finding{{
+		ID: IDSoftnetSqueeze, Severity: Warning, CPUs: cpus,
+		Summary:  fmt.Sprintf("Receive processing on CPU(s) %s ran out of budget with packets still waiting", cpuset.Of(cpus...)),
+		Evidence: evs,
+		Why:      "net_rx_action stops after net.core.netdev_budget packets or netdev_budget_usecs; the rest waits for ksoftirqd, adding latency and risking ring overflows.",
+		Fix:      "Raise the budget: `sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000` (defaults 300 and 2000), or spread receive work over more CPUs (RPS, more queues).",
+	}}
+}

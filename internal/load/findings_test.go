@@ -1,0 +1,435 @@
+package load
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// craft builds a pair of samples of an n-CPU machine one second apart in
+// which every CPU was idle; tests then change the second sample.
+type crafted struct{ a, b *Sample }
+
+func craft(n int) *crafted {
+	mk := func(clock time.Duration) *Sample {
+		s := &Sample{Clock: clock, ClockSource: ClockUptime, Interrupts: &kernel.Interrupts{}}
+		for i := 0; i < n; i++ {
+			s.CPUs = append(s.CPUs, CPUTimes{ID: i, User: 1000, System: 500, Idle: 50000})
+			s.Interrupts.CPUs = append(s.Interrupts.CPUs, i)
+			s.Softnet = append(s.Softnet, SoftnetCounters{CPU: i, Processed: 1000, Columns: 13})
+		}
+		s.Softirqs = &Softirqs{CPUs: s.Interrupts.CPUs, Types: []string{"NET_RX", "NET_TX", "BLOCK"}}
+		for range s.Softirqs.Types {
+			s.Softirqs.Counts = append(s.Softirqs.Counts, make([]uint64, n))
+		}
+		return s
+	}
+	c := &crafted{a: mk(100 * time.Second), b: mk(101 * time.Second)}
+	for i := range c.b.CPUs {
+		c.b.CPUs[i].Idle += 1 // 100% idle over the second
+	}
+	return c
+}
+
+// cpu sets CPU id's use over the interval, in percent.
+func (c *crafted) cpu(id int, user, sys, irq, soft, idle float64) *crafted {
+	a, b := &c.a.CPUs[id], &c.b.CPUs[id]
+	b.User, b.System, b.IRQ, b.SoftIRQ, b.Idle = a.User+user/100, a.System+sys/100, a.IRQ+irq/100, a.SoftIRQ+soft/100, a.Idle+idle/100
+	return c
+}
+
+// irq adds numbered IRQ n with per-CPU rates (1 s interval: counts = rates).
+func (c *crafted) irq(n int, rates ...uint64) *crafted {
+	for k, s := range []*Sample{c.a, c.b} {
+		line := kernel.InterruptLine{Name: itoa(n), IRQ: n, Counts: make([]uint64, len(s.CPUs)), Chip: "PCI-MSIX"}
+		for i := range line.Counts {
+			line.Counts[i] = 5000
+			if k == 1 && i < len(rates) {
+				line.Counts[i] += rates[i]
+			}
+		}
+		s.Interrupts.Lines = append(s.Interrupts.Lines, line)
+	}
+	return c
+}
+
+func (c *crafted) softirq(typ string, cpu int, rate uint64) *crafted {
+	for t, name := range c.b.Softirqs.Types {
+		if name == typ {
+			c.b.Softirqs.Counts[t][cpu] += rate
+		}
+	}
+	return c
+}
+
+func (c *crafted) softnet(cpu int, processed, dropped, squeeze, rps uint32) *crafted {
+	s := &c.b.Softnet[cpu]
+	s.Processed += processed
+	s.Dropped += dropped
+	s.TimeSqueeze += squeeze
+	s.ReceivedRPS += rps
+	return c
+}
+
+func (c *crafted) load(t *testing.T) *Load {
+	t.Helper()
+	l, err := Rates(c.a, c.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func intp(v int) *int { return &v }
+
+func setp(s string) *cpuset.Set { v := cpuset.MustParse(s); return &v }
+
+// hostN is a one-node host with n online CPUs.
+func hostN(n int) *host.Host {
+	h := &host.Host{}
+	h.Topology.Online = cpuset.Range(0, n-1)
+	for i := 0; i < n; i++ {
+		h.Topology.CPUs = append(h.Topology.CPUs, host.CPU{ID: i, Online: true, Node: 0})
+	}
+	h.Topology.Nodes = []host.Node{{ID: 0, CPUs: h.Topology.Online}}
+	h.CPUs = h.Topology.CPUs
+	return h
+}
+
+func find(fs []Finding, id string) []Finding {
+	var out []Finding
+	for _, f := range fs {
+		if f.ID == id {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func evidence(t *testing.T, f Finding, name string) float64 {
+	t.Helper()
+	for _, e := range f.Evidence {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	t.Fatalf("%s: no evidence %q in %+v", f.ID, name, f.Evidence)
+	return 0
+}
+
+// Seed 004: CPU0 52.8% softirq, 6% idle; the other CPUs 28–88% idle.
+// After RPS: CPU0 29% softirq, 25% idle.
+func TestInterruptBoundSeed004(t *testing.T) {
+	c := craft(4).cpu(0, 30, 11.2, 0, 52.8, 6).cpu(1, 50, 22, 0, 0, 28).cpu(2, 30, 10, 0, 0, 60).cpu(3, 8, 4, 0, 0, 88)
+	c.softirq("NET_RX", 0, 40000).irq(16, 9000, 0, 0, 0)
+	h := hostN(4)
+	h.IRQs = []host.IRQ{{Number: 16, Device: "eth1", Queue: intp(0), Managed: host.ManagedNo}}
+	fs := find(Diagnose(h, c.load(t)), IDInterruptBound)
+	if len(fs) != 1 {
+		t.Fatalf("findings %+v", fs)
+	}
+	f := fs[0]
+	if f.Severity != Critical || len(f.CPUs) != 1 || f.CPUs[0] != 0 {
+		t.Errorf("severity %s cpus %v", f.Severity, f.CPUs)
+	}
+	if v := evidence(t, f, "CPU0 %soft"); v != 52.8 {
+		t.Errorf("CPU0 %%soft evidence %v", v)
+	}
+	if v := evidence(t, f, "CPU0 %idle"); v != 6 {
+		t.Errorf("CPU0 %%idle evidence %v", v)
+	}
+	if v := evidence(t, f, "other CPUs mean %idle"); v != 58.67 {
+		t.Errorf("others idle %v", v)
+	}
+	if v := evidence(t, f, "irq 16 (eth1 queue 0) on CPU0"); v != 9000 {
+		t.Errorf("irq evidence %v", v)
+	}
+	if !strings.Contains(f.Fix, "rps-spread") || !strings.Contains(f.Summary, "CPU0") {
+		t.Errorf("fix %q summary %q", f.Fix, f.Summary)
+	}
+	// After RPS (seed 004): CPU0 29% softirq and 25% idle, softirq spread.
+	after := craft(4).cpu(0, 30, 16, 0, 29, 25).cpu(1, 40, 12, 0, 20, 28).cpu(2, 30, 10, 0, 15, 45).cpu(3, 8, 4, 0, 12, 76)
+	if fs := find(Diagnose(h, after.load(t)), IDInterruptBound); len(fs) != 0 {
+		t.Errorf("after RPS: %+v", fs)
+	}
+	// Busy others: nobody waits for CPU0, the machine is simply busy.
+	busy := craft(2).cpu(0, 20, 20, 5, 50, 5).cpu(1, 80, 15, 0, 2, 3)
+	if fs := find(Diagnose(h, busy.load(t)), IDInterruptBound); len(fs) != 0 {
+		t.Errorf("busy others: %+v", fs)
+	}
+	// Below the critical level: a warning.
+	mid := craft(2).cpu(0, 40, 25, 0, 30, 5)
+	if fs := find(Diagnose(h, mid.load(t)), IDInterruptBound); len(fs) != 1 || fs[0].Severity != Warning {
+		t.Errorf("30%% soft: %+v", fs)
+	}
+	// Spread evenly (every CPU 40% soft, none idle): not one CPU's problem.
+	even := craft(2).cpu(0, 30, 30, 0, 40, 0).cpu(1, 30, 30, 0, 40, 0)
+	if fs := find(Diagnose(h, even.load(t)), IDInterruptBound); len(fs) != 0 {
+		t.Errorf("even: %+v", fs)
+	}
+	// Hard IRQ time counts, and a block-heavy CPU gets the IRQ-moving fix.
+	blk := craft(2).cpu(0, 10, 10, 30, 5, 5).softirq("BLOCK", 0, 5000)
+	if fs := find(Diagnose(h, blk.load(t)), IDInterruptBound); len(fs) != 1 || !strings.Contains(fs[0].Fix, "smp_affinity_list") {
+		t.Errorf("hard irq: %+v", fs)
+	}
+}
+
+func nicHost(n int, queues int, rps string) *host.Host {
+	h := hostN(n)
+	nic := host.NIC{Name: "eth0", Node: 0}
+	for q := 0; q < queues; q++ {
+		irq := 40 + q
+		nic.RxQueues = append(nic.RxQueues, host.RxQueue{Index: q, RPSCPUs: setp(rps), IRQ: intp(irq)})
+		h.IRQs = append(h.IRQs, host.IRQ{Number: irq, Device: "eth0", Queue: intp(q), Managed: host.ManagedNo, Class: host.ClassNetwork})
+		nic.IRQs = append(nic.IRQs, irq)
+	}
+	h.NICs = []host.NIC{nic}
+	return h
+}
+
+func TestNICIRQsOneCPU(t *testing.T) {
+	h := nicHost(4, 4, "")
+	c := craft(4).irq(40, 0, 3000).irq(41, 0, 2000).irq(42, 0, 1000).irq(43, 0, 500)
+	fs := find(Diagnose(h, c.load(t)), IDNICOneCPU)
+	if len(fs) != 1 || fs[0].Severity != Warning || fs[0].CPUs[0] != 1 {
+		t.Fatalf("%+v", fs)
+	}
+	if v := evidence(t, fs[0], "irq 41 (eth0 queue 1) rate"); v != 2000 {
+		t.Errorf("irq 41 evidence %v", v)
+	}
+	if !strings.Contains(fs[0].Summary, "All 4 queue IRQs of eth0 landed on CPU1 (6500") {
+		t.Errorf("summary %q", fs[0].Summary)
+	}
+	// Spread over two CPUs: no finding.
+	c2 := craft(4).irq(40, 0, 3000).irq(41, 2000, 0).irq(42, 0, 1000).irq(43, 0, 500)
+	if fs := find(Diagnose(h, c2.load(t)), IDNICOneCPU); len(fs) != 0 {
+		t.Errorf("spread: %+v", fs)
+	}
+	// Dedicated-core layout with RPS on: info.
+	hr := nicHost(4, 4, "1-3")
+	if fs := find(Diagnose(hr, c.load(t)), IDNICOneCPU); len(fs) != 1 || fs[0].Severity != Info {
+		t.Errorf("dedicated core: %+v", fs)
+	}
+}
+
+func TestFewQueuesNoRPS(t *testing.T) {
+	h := nicHost(4, 1, "")
+	c := craft(4).irq(40, 5000)
+	fs := find(Diagnose(h, c.load(t)), IDFewQueuesNoRPS)
+	if len(fs) != 1 || fs[0].Severity != Warning || fs[0].CPUs[0] != 0 {
+		t.Fatalf("%+v", fs)
+	}
+	if evidence(t, fs[0], "eth0 rx queues") != 1 || evidence(t, fs[0], "online CPUs") != 4 || evidence(t, fs[0], "eth0 queue IRQ rate") != 5000 {
+		t.Errorf("evidence %+v", fs[0].Evidence)
+	}
+	if !strings.Contains(fs[0].Fix, "echo f > /sys/class/net/eth0/queues/rx-0/rps_cpus") && !strings.Contains(fs[0].Fix, "0000000f") {
+		t.Errorf("fix %q", fs[0].Fix)
+	}
+	// Idle NIC: info only.
+	if fs := find(Diagnose(h, craft(4).irq(40, 3).load(t)), IDFewQueuesNoRPS); len(fs) != 1 || fs[0].Severity != Info {
+		t.Errorf("idle nic: %+v", fs)
+	}
+	// RPS on, or as many queues as CPUs, or a virtual device: nothing.
+	for name, hh := range map[string]*host.Host{"rps": nicHost(4, 1, "0-3"), "queues": nicHost(4, 4, "")} {
+		if fs := find(Diagnose(hh, c.load(t)), IDFewQueuesNoRPS); len(fs) != 0 {
+			t.Errorf("%s: %+v", name, fs)
+		}
+	}
+	v := nicHost(4, 1, "")
+	v.NICs[0].Virtual = true
+	if fs := find(Diagnose(v, c.load(t)), IDFewQueuesNoRPS); len(fs) != 0 {
+		t.Errorf("virtual: %+v", fs)
+	}
+}
+
+func TestRPSIPIOverhead(t *testing.T) {
+	h := nicHost(4, 1, "0-3")
+	c := craft(4).softnet(0, 10000, 0, 0, 0).softnet(1, 10000, 0, 0, 5000).softnet(2, 10000, 0, 0, 5000).softnet(3, 10000, 0, 0, 5000)
+	fs := find(Diagnose(h, c.load(t)), IDRPSIPIOverhead)
+	if len(fs) != 1 || len(fs[0].CPUs) != 3 || fs[0].CPUs[0] != 1 {
+		t.Fatalf("%+v", fs)
+	}
+	if evidence(t, fs[0], "RPS IPIs received (softnet received_rps)") != 15000 || evidence(t, fs[0], "IPIs per packet") != 0.38 {
+		t.Errorf("evidence %+v", fs[0].Evidence)
+	}
+	// Good batching (few IPIs per packet): fine.
+	ok := craft(4).softnet(0, 40000, 0, 0, 0).softnet(1, 40000, 0, 0, 1000).softnet(2, 40000, 0, 0, 1000).softnet(3, 40000, 0, 0, 1000)
+	if fs := find(Diagnose(h, ok.load(t)), IDRPSIPIOverhead); len(fs) != 0 {
+		t.Errorf("batched: %+v", fs)
+	}
+	// RPS off: the rule does not apply.
+	if fs := find(Diagnose(nicHost(4, 1, ""), c.load(t)), IDRPSIPIOverhead); len(fs) != 0 {
+		t.Errorf("rps off: %+v", fs)
+	}
+}
+
+func TestIRQRemoteNUMA(t *testing.T) {
+	h := nicHost(4, 2, "")
+	h.Topology.Nodes = []host.Node{{ID: 0, CPUs: cpuset.MustParse("0-1")}, {ID: 1, CPUs: cpuset.MustParse("2-3")}}
+	for i := range h.Topology.CPUs {
+		h.Topology.CPUs[i].Node = i / 2
+	}
+	h.CPUs = h.Topology.CPUs
+	h.NICs[0].Node = 0
+	c := craft(4).irq(40, 0, 0, 4000).irq(41, 0, 1000)
+	fs := find(Diagnose(h, c.load(t)), IDIRQRemoteNUMA)
+	if len(fs) != 1 || fs[0].CPUs[0] != 2 || fs[0].Severity != Warning {
+		t.Fatalf("%+v", fs)
+	}
+	if !strings.Contains(fs[0].Fix, "echo 0-1 > /proc/irq/40/smp_affinity_list") || evidence(t, fs[0], "irq 40 (eth0 queue 0) device node") != 0 {
+		t.Errorf("fix %q", fs[0].Fix)
+	}
+	// Managed IRQs are not reported (the kernel places them).
+	h.IRQs[0].Managed = host.ManagedYes
+	if fs := find(Diagnose(h, c.load(t)), IDIRQRemoteNUMA); len(fs) != 0 {
+		t.Errorf("managed: %+v", fs)
+	}
+	// Single node: nothing.
+	if fs := find(Diagnose(nicHost(4, 2, ""), c.load(t)), IDIRQRemoteNUMA); len(fs) != 0 {
+		t.Errorf("one node: %+v", fs)
+	}
+}
+
+func TestAppOnIRQCPU(t *testing.T) {
+	c := craft(2).cpu(0, 50, 10, 0, 35, 5).cpu(1, 10, 5, 0, 2, 83)
+	c.a.Tasks = []TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 500, STime: 100, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 50, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 10, CPU: 0, Kernel: true}}
+	c.b.Tasks = []TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 545, STime: 110, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 80, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 40, CPU: 0, Kernel: true}}
+	l := c.load(t)
+	if len(l.Tasks) != 3 || l.Tasks[0].TID != 100 || !near(l.Tasks[0].Busy, 55) {
+		t.Fatalf("tasks %+v", l.Tasks)
+	}
+	fs := find(Diagnose(hostN(2), l), IDAppOnIRQCPU)
+	if len(fs) != 1 || fs[0].Severity != Warning || fs[0].CPUs[0] != 0 {
+		t.Fatalf("%+v", fs)
+	}
+	if evidence(t, fs[0], "thread 100 (memcached, pid 100) CPU use") != 55 || strings.Contains(fs[0].Summary, "ksoftirqd") || strings.Contains(fs[0].Summary, "mc-worker") {
+		t.Errorf("%+v", fs[0])
+	}
+	// No interrupt-heavy CPU: nothing.
+	q := craft(2).cpu(0, 50, 10, 0, 2, 38)
+	q.a.Tasks, q.b.Tasks = c.a.Tasks, c.b.Tasks
+	if fs := find(Diagnose(hostN(2), q.load(t)), IDAppOnIRQCPU); len(fs) != 0 {
+		t.Errorf("quiet: %+v", fs)
+	}
+}
+
+func TestIrqbalanceWithManual(t *testing.T) {
+	h := nicHost(4, 1, "0-3")
+	h.Irqbalance = host.Irqbalance{Running: true, PID: 812}
+	fs := find(Diagnose(h, craft(4).load(t)), IDIrqbalanceManual)
+	if len(fs) != 1 || fs[0].Severity != Warning || !strings.Contains(fs[0].Summary, "pid 812") || !strings.Contains(fs[0].Summary, "RPS on eth0") {
+		t.Fatalf("%+v", fs)
+	}
+	h.Irqbalance.Running = false
+	if fs := find(Diagnose(h, craft(4).load(t)), IDIrqbalanceManual); len(fs) != 0 {
+		t.Errorf("not running: %+v", fs)
+	}
+	plain := nicHost(4, 1, "")
+	plain.Irqbalance = host.Irqbalance{Running: true, PID: 812}
+	if fs := find(Diagnose(plain, craft(4).load(t)), IDIrqbalanceManual); len(fs) != 0 {
+		t.Errorf("no manual settings: %+v", fs)
+	}
+}
+
+func TestManagedIRQs(t *testing.T) {
+	h := hostN(2)
+	h.IRQs = []host.IRQ{
+		{Number: 36, Device: "vda", Queue: intp(0), Managed: host.ManagedYes, EffectiveAffinity: setp("1")},
+		{Number: 38, Device: "eth0", Managed: host.ManagedNo},
+	}
+	fs := Diagnose(h, craft(2).load(t))
+	m := find(fs, IDManagedIRQs)
+	if len(m) != 1 || m[0].Severity != Info || len(m[0].CPUs) != 1 || m[0].CPUs[0] != 1 || !strings.Contains(m[0].Summary, "irq 36 (vda queue 0)") || strings.Contains(m[0].Summary, "38") {
+		t.Fatalf("%+v", m)
+	}
+	if Worst(fs) != Info {
+		t.Errorf("managed IRQs alone must not fail doctor: worst %q", Worst(fs))
+	}
+}
+
+func TestSoftnetDropsAndSqueeze(t *testing.T) {
+	c := craft(2).softnet(1, 90000, 250, 40, 0).softirq("NET_RX", 1, 2000)
+	fs := Diagnose(hostN(2), c.load(t))
+	d := find(fs, IDSoftnetDrops)
+	if len(d) != 1 || d[0].CPUs[0] != 1 || evidence(t, d[0], "CPU1 dropped") != 250 || !strings.Contains(d[0].Fix, "netdev_max_backlog") {
+		t.Fatalf("drops %+v", d)
+	}
+	s := find(fs, IDSoftnetSqueeze)
+	if len(s) != 1 || evidence(t, s[0], "CPU1 time_squeeze") != 40 || !strings.Contains(s[0].Fix, "netdev_budget") {
+		t.Fatalf("squeeze %+v", s)
+	}
+	// Rare squeezes against a lot of NET_RX work: not reported.
+	r := craft(2).softnet(1, 90000, 0, 2, 0).softirq("NET_RX", 1, 50000)
+	if fs := Diagnose(hostN(2), r.load(t)); len(find(fs, IDSoftnetSqueeze)) != 0 || len(find(fs, IDSoftnetDrops)) != 0 {
+		t.Errorf("rare: %+v", fs)
+	}
+}
+
+func TestDiagnoseOrderAndQuiet(t *testing.T) {
+	// A quiet machine has nothing to say.
+	if fs := Diagnose(hostN(2), craft(2).load(t)); len(fs) != 0 {
+		t.Errorf("quiet machine: %+v", fs)
+	}
+	// Critical first, then warnings, then info.
+	h := nicHost(4, 1, "")
+	h.IRQs = append(h.IRQs, host.IRQ{Number: 36, Managed: host.ManagedYes})
+	c := craft(4).cpu(0, 30, 11.2, 0, 52.8, 6).irq(40, 9000).softnet(2, 10, 5, 0, 0)
+	fs := Diagnose(h, c.load(t))
+	for i := 1; i < len(fs); i++ {
+		if fs[i].Severity.rank() > fs[i-1].Severity.rank() {
+			t.Errorf("order: %s before %s", fs[i-1].ID, fs[i].ID)
+		}
+	}
+	if len(fs) < 3 || fs[0].ID != IDInterruptBound || fs[len(fs)-1].ID != IDManagedIRQs || Worst(fs) != Critical {
+		t.Errorf("findings %v", ids(fs))
+	}
+	// The real udp-loopback pair: both CPUs share the work, nothing is bound.
+	_, _, l := pair(t, "udp-loopback")
+	if fs := find(Diagnose(hostN(2), l), IDInterruptBound); len(fs) != 0 {
+		t.Errorf("udp-loopback: %+v", fs)
+	}
+}
+
+func ids(fs []Finding) []string {
+	var s []string
+	for _, f := range fs {
+		s = append(s, f.Severity.String()+":"+f.ID)
+	}
+	return s
+}
+
+func (s Severity) String() string { return string(s) }
+
+func TestParseTaskStat(t *testing.T) {
+	line := "4242 (my (odd) app) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 4 0 900 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n"
+	tt, err := ParseTaskStat([]byte(line))
+	if err != nil || tt.TID != 4242 || tt.Comm != "my (odd) app" || tt.UTime != 1234 || tt.STime != 567 || tt.CPU != 3 || tt.Kernel {
+		t.Fatalf("%+v %v", tt, err)
+	}
+	k, err := ParseTaskStat([]byte("12 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 31 0 0 20 0 1 0 10 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0"))
+	if err != nil || !k.Kernel || k.CPU != 1 || k.STime != 31 {
+		t.Fatalf("kthread %+v %v", k, err)
+	}
+	// This test process's own main thread, read live.
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip(err)
+	}
+	self, err := ParseTaskStat(b)
+	if err != nil || self.TID != os.Getpid() || self.Kernel {
+		t.Errorf("self %+v %v", self, err)
+	}
+	for _, bad := range []string{"", "12 ksoftirqd S", "x (a) S 1", "12 (a) S 1 2 3"} {
+		if _, err := ParseTaskStat([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

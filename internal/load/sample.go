@@ -1,0 +1,278 @@
+// Package load turns the kernel's interrupt and CPU-time counters into rates
+// and per-CPU utilisation, and diagnoses interrupt bottlenecks (findings.go).
+//
+// Data flows one way: a Sampler reads raw counters (a Sample) through a
+// kernel.FS; Rates turns two Samples into a Load. Rates is pure: no file
+// system and no clock, so it is tested on captured pairs.
+package load
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// Clock sources for Sample.Clock.
+const (
+	// ClockMonotonic: the process's monotonic clock (live machine).
+	ClockMonotonic = "monotonic"
+	// ClockUptime: /proc/uptime of the sampled root (snapshots, test trees),
+	// which is the only clock two captured trees share.
+	ClockUptime = "uptime"
+)
+
+// Sample is one reading of the raw counters. Counts are as the kernel
+// printed them; nothing is derived.
+type Sample struct {
+	// Time is the wall-clock time the sample was taken (for recordings).
+	Time time.Time `json:"time"`
+	// Clock is a monotonic position used to measure the interval between two
+	// samples; ClockSource says which clock (samples from different sources
+	// cannot be compared).
+	Clock       time.Duration `json:"clock_ns"`
+	ClockSource string        `json:"clock_source"`
+
+	// CPUs are the per-CPU lines of /proc/stat (online CPUs), ascending id.
+	CPUs []CPUTimes `json:"cpus"`
+	// Interrupts is /proc/interrupts.
+	Interrupts *kernel.Interrupts `json:"interrupts"`
+	// Softirqs is /proc/softirqs (nil: unreadable).
+	Softirqs *Softirqs `json:"softirqs,omitempty"`
+	// Softnet is /proc/net/softnet_stat, one entry per CPU row (nil: unreadable).
+	Softnet []SoftnetCounters `json:"softnet,omitempty"`
+	// Tasks are every thread's CPU times (only when Sampler.Tasks is set).
+	Tasks []TaskTimes `json:"tasks,omitempty"`
+	// Unavailable names optional sources that could not be read, with the reason.
+	Unavailable []string `json:"unavailable,omitempty"`
+}
+
+// CPUTimes is one cpuN line of /proc/stat, in seconds (USER_HZ ticks / 100).
+// As in the kernel, User includes Guest and Nice includes GuestNice.
+type CPUTimes struct {
+	ID        int     `json:"id"`
+	User      float64 `json:"user"`
+	Nice      float64 `json:"nice"`
+	System    float64 `json:"system"`
+	Idle      float64 `json:"idle"`
+	IOWait    float64 `json:"iowait"`
+	IRQ       float64 `json:"irq"`
+	SoftIRQ   float64 `json:"softirq"`
+	Steal     float64 `json:"steal"`
+	Guest     float64 `json:"guest"`
+	GuestNice float64 `json:"guest_nice"`
+}
+
+// Softirqs is /proc/softirqs: Counts[t][i] is softirq type Types[t] on CPU CPUs[i].
+type Softirqs struct {
+	CPUs   []int      `json:"cpus"`
+	Types  []string   `json:"types"`
+	Counts [][]uint64 `json:"counts"`
+}
+
+// SoftnetCounters is one row of /proc/net/softnet_stat. The kernel keeps
+// these as 32-bit counters; they wrap.
+type SoftnetCounters struct {
+	CPU         int    `json:"cpu"`
+	Processed   uint32 `json:"processed"`
+	Dropped     uint32 `json:"dropped"`
+	TimeSqueeze uint32 `json:"time_squeeze"`
+	ReceivedRPS uint32 `json:"received_rps"`
+	FlowLimit   uint32 `json:"flow_limit"`
+	Backlog     uint32 `json:"backlog"` // a gauge (input_pkt_queue + process_queue), not a counter
+	// Columns is how many columns the kernel printed (9, 10, 11 or 13).
+	// With fewer than 13 there is no CPU column and CPU was derived from the
+	// row's position among the online CPUs (see Sampler.Sample).
+	Columns int `json:"columns"`
+}
+
+// Sampler reads counters from one kernel.FS.
+type Sampler struct {
+	// Tasks makes Sample read every thread's /proc/PID/task/TID/stat too
+	// (for doctor's app-on-irq-cpu); costly on busy hosts, off by default.
+	Tasks bool
+
+	fs    *kernel.FS
+	pfs   procfs.FS
+	pfErr error
+	base  time.Time // monotonic origin for ClockMonotonic
+	now   func() time.Time
+}
+
+// NewSampler returns a sampler reading below fs's root.
+func NewSampler(fs *kernel.FS) *Sampler {
+	s := &Sampler{fs: fs, base: time.Now(), now: time.Now}
+	s.pfs, s.pfErr = procfs.NewFS(fs.Path("proc"))
+	return s
+}
+
+// Sample reads all counters once. /proc/stat and /proc/interrupts are
+// required; softirqs and softnet_stat are optional (listed in Unavailable).
+//
+// On the live machine the interval clock is the process's monotonic clock;
+// below any other root it is that root's /proc/uptime, so that two captured
+// trees taken some seconds apart give the right interval.
+func (s *Sampler) Sample() (*Sample, error) {
+	if s.pfErr != nil {
+		return nil, fmt.Errorf("proc below %s: %w", s.fs.Root(), s.pfErr)
+	}
+	now := s.now()
+	smp := &Sample{Time: now}
+	if s.fs.IsLive() {
+		smp.Clock, smp.ClockSource = now.Sub(s.base), ClockMonotonic
+	} else {
+		up, err := s.uptime()
+		if err != nil {
+			return nil, err
+		}
+		smp.Clock, smp.ClockSource = up, ClockUptime
+	}
+
+	// /proc/stat: procfs parses it (all columns, old kernels with fewer).
+	st, err := s.pfs.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.fs.Path("proc/stat"), err)
+	}
+	smp.CPUs = make([]CPUTimes, 0, len(st.CPU))
+	for id, c := range st.CPU {
+		smp.CPUs = append(smp.CPUs, CPUTimes{
+			ID: int(id), User: c.User, Nice: c.Nice, System: c.System, Idle: c.Idle,
+			IOWait: c.Iowait, IRQ: c.IRQ, SoftIRQ: c.SoftIRQ, Steal: c.Steal,
+			Guest: c.Guest, GuestNice: c.GuestNice,
+		})
+	}
+	sort.Slice(smp.CPUs, func(i, j int) bool { return smp.CPUs[i].ID < smp.CPUs[j].ID })
+	if len(smp.CPUs) == 0 {
+		return nil, fmt.Errorf("%s: no per-CPU lines", s.fs.Path("proc/stat"))
+	}
+
+	data, err := s.fs.ReadFile("proc/interrupts")
+	if err != nil {
+		return nil, err
+	}
+	if smp.Interrupts, err = kernel.ParseInterrupts("/proc/interrupts", data); err != nil {
+		return nil, err
+	}
+
+	if data, err := s.fs.ReadFile("proc/softirqs"); err != nil {
+		smp.Unavailable = append(smp.Unavailable, "/proc/softirqs: "+err.Error())
+	} else if smp.Softirqs, err = ParseSoftirqs("/proc/softirqs", data); err != nil {
+		smp.Unavailable = append(smp.Unavailable, err.Error())
+	}
+
+	if rows, err := s.pfs.NetSoftnetStat(); err != nil {
+		smp.Unavailable = append(smp.Unavailable, "/proc/net/softnet_stat: "+err.Error())
+	} else {
+		online := make([]int, len(smp.CPUs))
+		for i, c := range smp.CPUs {
+			online[i] = c.ID
+		}
+		if smp.Softnet, err = softnetRows(rows, online); err != nil {
+			smp.Unavailable = append(smp.Unavailable, err.Error())
+		}
+	}
+	if s.Tasks {
+		if smp.Tasks, err = readTasks(s.fs); err != nil {
+			smp.Unavailable = append(smp.Unavailable, "threads: "+err.Error())
+		}
+	}
+	return smp, nil
+}
+
+func (s *Sampler) uptime() (time.Duration, error) {
+	str, err := s.fs.ReadString("proc/uptime")
+	if err != nil {
+		return 0, fmt.Errorf("interval clock below %s: %w", s.fs.Root(), err)
+	}
+	f := strings.Fields(str)
+	if len(f) == 0 {
+		return 0, fmt.Errorf("%s: empty", s.fs.Path("proc/uptime"))
+	}
+	sec, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || sec < 0 {
+		return 0, fmt.Errorf("%s: %q is not a number of seconds", s.fs.Path("proc/uptime"), f[0])
+	}
+	return time.Duration(sec * float64(time.Second)), nil
+}
+
+// softnetRows converts procfs rows and fixes the CPU id of rows without an
+// index column.
+//
+// Kernels before 5.10 print no CPU column. Their seq_file iterator
+// (softnet_get_online in net/core/net-procfs.c) skips CPUs that are not
+// online, so row k belongs to the k-th online CPU — not to CPU k, which is
+// what procfs assumes. We map rows onto the online CPUs of the same sample
+// (/proc/stat lists exactly the online CPUs). If the counts disagree (a CPU
+// changed state between the two reads) the rows cannot be attributed.
+func softnetRows(rows []procfs.SoftnetStat, online []int) ([]SoftnetCounters, error) {
+	out := make([]SoftnetCounters, len(rows))
+	for i, r := range rows {
+		c := SoftnetCounters{
+			CPU: int(r.Index), Processed: r.Processed, Dropped: r.Dropped,
+			TimeSqueeze: r.TimeSqueezed, ReceivedRPS: r.ReceivedRps,
+			FlowLimit: r.FlowLimitCount, Backlog: r.SoftnetBacklogLen, Columns: r.Width,
+		}
+		if r.Width < 13 {
+			if len(rows) != len(online) {
+				return nil, fmt.Errorf("/proc/net/softnet_stat: %d rows without a CPU column but %d online CPUs; rows cannot be attributed", len(rows), len(online))
+			}
+			c.CPU = online[i]
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// ParseSoftirqs parses /proc/softirqs keeping the CPU ids of the header.
+//
+// Written here rather than using procfs.FS.Softirqs because procfs drops the
+// header, so its columns carry no CPU ids, and it knows only the ten softirq
+// names of today's kernels (older ones have BLOCK_IOPOLL, newer may add
+// more).
+func ParseSoftirqs(name string, data []byte) (*Softirqs, error) {
+	lines := bytes.Split(data, []byte("\n"))
+	if len(lines) == 0 || len(bytes.TrimSpace(lines[0])) == 0 {
+		return nil, &kernel.ParseError{File: name, Line: 1, Msg: "empty file"}
+	}
+	sq := &Softirqs{}
+	for _, f := range bytes.Fields(lines[0]) {
+		id, err := strconv.Atoi(string(bytes.TrimPrefix(f, []byte("CPU"))))
+		if !bytes.HasPrefix(f, []byte("CPU")) || err != nil || id < 0 {
+			return nil, &kernel.ParseError{File: name, Line: 1, Msg: fmt.Sprintf("header field %q is not CPUn", f)}
+		}
+		sq.CPUs = append(sq.CPUs, id)
+	}
+	if len(sq.CPUs) == 0 {
+		return nil, &kernel.ParseError{File: name, Line: 1, Msg: "header names no CPU"}
+	}
+	for n, l := range lines[1:] {
+		f := bytes.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		label, ok := bytes.CutSuffix(f[0], []byte(":"))
+		if !ok || len(label) == 0 {
+			return nil, &kernel.ParseError{File: name, Line: n + 2, Msg: fmt.Sprintf("no label in %q", l)}
+		}
+		if len(f)-1 != len(sq.CPUs) {
+			return nil, &kernel.ParseError{File: name, Line: n + 2, Msg: fmt.Sprintf("%s: %d counts for %d CPUs", label, len(f)-1, len(sq.CPUs))}
+		}
+		row := make([]uint64, len(sq.CPUs))
+		for i, v := range f[1:] {
+			c, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
+				return nil, &kernel.ParseError{File: name, Line: n + 2, Msg: fmt.Sprintf("%s CPU%d: count %q is not a number", label, sq.CPUs[i], v)}
+			}
+			row[i] = c
+		}
+		sq.Types = append(sq.Types, string(label))
+		sq.Counts = append(sq.Counts, row)
+	}
+	return sq, nil
+}

@@ -1,0 +1,151 @@
+package load
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// TaskTimes is one thread's CPU time and last CPU, from
+// /proc/PID/task/TID/stat. Read only when Sampler.Tasks is set (doctor
+// needs it; a 1 s `top` does not).
+type TaskTimes struct {
+	PID    int    `json:"pid"`
+	TID    int    `json:"tid"`
+	Comm   string `json:"comm"`
+	UTime  uint64 `json:"utime"` // clock ticks (USER_HZ)
+	STime  uint64 `json:"stime"`
+	CPU    int    `json:"cpu"`    // field 39 "processor": the CPU it last ran on
+	Kernel bool   `json:"kernel"` // a kernel thread (PF_KTHREAD)
+}
+
+// TaskLoad is a thread's CPU use over an interval.
+type TaskLoad struct {
+	PID    int     `json:"pid"`
+	TID    int     `json:"tid"`
+	Comm   string  `json:"comm"`
+	CPU    int     `json:"cpu"`  // CPU it last ran on (at the end of the interval)
+	Busy   float64 `json:"busy"` // percent of one CPU (user + system)
+	Kernel bool    `json:"kernel"`
+}
+
+const pfKthread = 0x00200000 // include/linux/sched.h
+
+// readTasks reads every thread's stat below fs. Threads that exit while
+// being read are skipped.
+func readTasks(fs *kernel.FS) ([]TaskTimes, error) {
+	procs, err := fs.ReadDir("proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []TaskTimes
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			continue
+		}
+		tids, err := fs.ReadDir("proc/" + p + "/task")
+		if err != nil {
+			continue
+		}
+		for _, t := range tids {
+			data, err := fs.ReadFile("proc/" + p + "/task/" + t + "/stat")
+			if err != nil {
+				continue
+			}
+			tt, err := ParseTaskStat(data)
+			if err != nil {
+				return nil, fmt.Errorf("/proc/%s/task/%s/stat: %w", p, t, err)
+			}
+			tt.PID = pid
+			out = append(out, tt)
+		}
+	}
+	return out, nil
+}
+
+// ParseTaskStat parses a /proc/PID/stat or /proc/PID/task/TID/stat line.
+// The command name is in parentheses and may itself contain spaces and
+// parentheses, so the fields are counted from the last ')'.
+func ParseTaskStat(data []byte) (TaskTimes, error) {
+	var t TaskTimes
+	open := bytes.IndexByte(data, '(')
+	closing := bytes.LastIndexByte(data, ')')
+	if open < 0 || closing < open {
+		return t, fmt.Errorf("no (comm) in %q", truncate(data))
+	}
+	tid, err := strconv.Atoi(strings.TrimSpace(string(data[:open])))
+	if err != nil {
+		return t, fmt.Errorf("pid %q is not a number", data[:open])
+	}
+	t.TID, t.Comm = tid, string(data[open+1:closing])
+	f := strings.Fields(string(data[closing+1:]))
+	// f[0] is field 3 (state); field n is f[n-3].
+	if len(f) < 37 {
+		return t, fmt.Errorf("%d fields after comm, want at least 37", len(f))
+	}
+	num := func(n int) (uint64, error) {
+		v, err := strconv.ParseUint(f[n-3], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("field %d %q is not a number", n, f[n-3])
+		}
+		return v, nil
+	}
+	flags, err := num(9)
+	if err != nil {
+		return t, err
+	}
+	if t.UTime, err = num(14); err != nil {
+		return t, err
+	}
+	if t.STime, err = num(15); err != nil {
+		return t, err
+	}
+	cpu, err := num(39)
+	if err != nil {
+		return t, err
+	}
+	t.CPU, t.Kernel = int(cpu), flags&pfKthread != 0
+	return t, nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
+}
+
+// MinTaskBusy is the smallest CPU use (percent of one CPU) for which a
+// thread is listed in Load.Tasks.
+const MinTaskBusy = 1.0
+
+// taskRates lists threads present in both samples that used at least
+// MinTaskBusy percent of a CPU, busiest first.
+func taskRates(l *Load, prev, cur []TaskTimes, sec float64) {
+	type key struct{ pid, tid int }
+	before := make(map[key]*TaskTimes, len(prev))
+	for i := range prev {
+		before[key{prev[i].PID, prev[i].TID}] = &prev[i]
+	}
+	for i := range cur {
+		c := &cur[i]
+		p, ok := before[key{c.PID, c.TID}]
+		if !ok || c.UTime+c.STime < p.UTime+p.STime {
+			continue // new thread, or TID reused by another thread
+		}
+		busy := float64(c.UTime+c.STime-p.UTime-p.STime) / userHZ / sec * 100
+		if busy >= MinTaskBusy {
+			l.Tasks = append(l.Tasks, TaskLoad{PID: c.PID, TID: c.TID, Comm: c.Comm, CPU: c.CPU, Busy: busy, Kernel: c.Kernel})
+		}
+	}
+	sort.Slice(l.Tasks, func(i, j int) bool { return l.Tasks[i].Busy > l.Tasks[j].Busy })
+}
+
+// userHZ is USER_HZ, the unit of /proc tick counts; 100 on every Linux
+// architecture's user ABI (procfs assumes the same).
+const userHZ = 100
