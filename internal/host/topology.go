@@ -1,0 +1,515 @@
+package host
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+const (
+	cpuDir  = "sys/devices/system/cpu"
+	nodeDir = "sys/devices/system/node"
+)
+
+// readTopology fills h.Topology from sysfs (and /proc/cmdline, /proc/stat,
+// /proc/interrupts when sysfs is incomplete, as in many captures). It never
+// fails: what it cannot read is recorded in h.Unavailable and left unknown
+// (-1 ids, empty sets), never guessed.
+func readTopology(fs *kernel.FS, h *Host) {
+	t := &h.Topology
+	dirs := cpuDirs(fs) // cpuN directory ids (nil when the directory is missing)
+
+	// Online CPUs: the kernel's list, else the cpuN directories (with their
+	// per-CPU "online" files), else /proc/stat, else the /proc/interrupts header.
+	online, onlineErr := readSet(fs, cpuDir+"/online")
+	offline, offlineErr := readSet(fs, cpuDir+"/offline")
+	if onlineErr != nil {
+		src := ""
+		switch {
+		case len(dirs) > 0:
+			online, offline = onlineFromDirs(fs, dirs, offline, offlineErr == nil)
+			src = "cpuN directories"
+		default:
+			if s, err := onlineFromStat(fs); err == nil {
+				online, src = s, "/proc/stat"
+			} else if s, err := onlineFromInterrupts(fs); err == nil {
+				online, src = s, "/proc/interrupts header"
+			}
+		}
+		if src != "" {
+			h.unavailable("cpu online list (derived from "+src+")", "/"+cpuDir+"/online", relErr(fs, onlineErr))
+		} else {
+			h.unavailable("cpu online list", "/"+cpuDir+"/online", relErr(fs, onlineErr))
+		}
+	}
+	possible, possErr := readSet(fs, cpuDir+"/possible")
+	present, presErr := readSet(fs, cpuDir+"/present")
+	if possErr != nil {
+		possible = online.Union(offline).Union(cpuset.Of(dirs...))
+		if presErr == nil {
+			possible = possible.Union(present)
+		}
+		if !isNotExist(possErr) {
+			h.unavailable("cpu possible list", "/"+cpuDir+"/possible", relErr(fs, possErr))
+		}
+	}
+	if presErr != nil {
+		present = possible
+		if !isNotExist(presErr) {
+			h.unavailable("cpu present list", "/"+cpuDir+"/present", relErr(fs, presErr))
+		}
+	}
+	if offlineErr != nil && onlineErr == nil {
+		offline = possible.Difference(online)
+	}
+	t.Online, t.Possible, t.Offline = online, possible, offline
+
+	readIsolation(fs, h)
+
+	// The CPUs we describe: every online CPU and every present offline one.
+	// (The kernel's "offline" also names possible-but-absent CPUs, up to
+	// hundreds on VMs with hot-plug slots; those are not listed as CPUs.)
+	ids := online.Union(offline.Intersect(present))
+	if presErr != nil && possErr != nil {
+		ids = online.Union(offline)
+	}
+	nodeOf := readNodes(fs, h)
+
+	var noTopo, badTopo []int
+	var badFiles []string
+	t.CPUs = make([]CPU, 0, ids.Len())
+	for _, id := range ids.CPUs() {
+		c := CPU{ID: id, Online: online.Contains(id), Core: -1, Die: -1, Package: -1, Node: -1}
+		base := fmt.Sprintf("%s/cpu%d", cpuDir, id)
+		missing, bad := readCPUTopology(fs, base, &c)
+		if missing && c.Online {
+			noTopo = append(noTopo, id)
+		}
+		if bad != nil {
+			badTopo = append(badTopo, id)
+			if len(badFiles) < 3 {
+				badFiles = append(badFiles, relErr(fs, bad).Error())
+			}
+		}
+		if n, ok := nodeOf[id]; ok {
+			c.Node = n
+		} else {
+			c.Node = nodeFromCPUDir(fs, base)
+		}
+		c.Isolated = t.Isolated.Contains(id)
+		c.NohzFull = t.NohzFull.Contains(id)
+		t.CPUs = append(t.CPUs, c)
+	}
+	if len(noTopo) > 0 {
+		h.unavailable("cpu topology", "/"+cpuDir+"/cpu*/topology",
+			fmt.Errorf("missing for online CPUs %s", cpuset.Of(noTopo...)))
+	}
+	if len(badTopo) > 0 {
+		h.unavailable("cpu topology", "/"+cpuDir+"/cpu*/{topology,cache}",
+			fmt.Errorf("unreadable for CPUs %s: %s", cpuset.Of(badTopo...), strings.Join(badFiles, "; ")))
+	}
+	if t.Nodes == nil {
+		t.Nodes = []Node{}
+	}
+}
+
+func isNotExist(err error) bool { return errors.Is(err, iofs.ErrNotExist) }
+
+// relErr rewrites file errors to name the kernel path ("/sys/…") instead
+// of the path on disk, so that a live read and a read of its
+// snapshot report the same reasons.
+func relErr(fs *kernel.FS, err error) error {
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		rel := strings.TrimPrefix(pe.Path, fs.Root())
+		return &iofs.PathError{Op: pe.Op, Path: "/" + strings.TrimPrefix(rel, "/"), Err: pe.Err}
+	}
+	return err
+}
+
+// readSet reads a cpulist file. The kernel prints "(null)" (sometimes
+// indented) for an unset nohz_full mask; that is the empty set.
+func readSet(fs *kernel.FS, rel string) (cpuset.Set, error) {
+	s, err := fs.ReadString(rel)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	if s == "(null)" {
+		return cpuset.Set{}, nil
+	}
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		return cpuset.Set{}, fmt.Errorf("/%s: %w", strings.TrimPrefix(rel, "/"), err)
+	}
+	return set, nil
+}
+
+// readMaskFile reads a hex mask file (thread_siblings, cpumap).
+func readMaskFile(fs *kernel.FS, rel string) (cpuset.Set, error) {
+	s, err := fs.ReadString(rel)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	set, err := cpuset.ParseMask(s)
+	if err != nil {
+		return cpuset.Set{}, fmt.Errorf("/%s: %w", strings.TrimPrefix(rel, "/"), err)
+	}
+	return set, nil
+}
+
+// cpuDirs lists the ids of the cpuN directories, ascending.
+func cpuDirs(fs *kernel.FS) []int {
+	names, err := fs.ReadDir(cpuDir)
+	if err != nil {
+		return nil
+	}
+	var ids []int
+	for _, n := range names {
+		if id, ok := numberedName(n, "cpu"); ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// numberedName parses names such as "cpu12" or "node3".
+func numberedName(name, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok || rest == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || n > cpuset.MaxCPU || strconv.Itoa(n) != rest {
+		return 0, false
+	}
+	return n, true
+}
+
+// onlineFromDirs derives the online set from the cpuN directories: a CPU is
+// offline when its "online" file says 0 or the kernel's offline list names
+// it; cpu0 usually has no "online" file (it cannot be unplugged).
+func onlineFromDirs(fs *kernel.FS, dirs []int, offline cpuset.Set, haveOffline bool) (cpuset.Set, cpuset.Set) {
+	var on, off []int
+	for _, id := range dirs {
+		v, err := fs.ReadString(fmt.Sprintf("%s/cpu%d/online", cpuDir, id))
+		switch {
+		case err == nil && v == "0":
+			off = append(off, id)
+		case offline.Contains(id):
+			off = append(off, id)
+		default:
+			on = append(on, id)
+		}
+	}
+	if haveOffline {
+		return cpuset.Of(on...), offline.Union(cpuset.Of(off...))
+	}
+	return cpuset.Of(on...), cpuset.Of(off...)
+}
+
+// onlineFromStat reads the cpuN lines of /proc/stat (the kernel prints one per
+// online CPU).
+func onlineFromStat(fs *kernel.FS) (cpuset.Set, error) {
+	b, err := fs.ReadFile("proc/stat")
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	var ids []int
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64*1024), 4<<20) // the intr line can be long
+	for sc.Scan() {
+		f, _, _ := strings.Cut(sc.Text(), " ")
+		if id, ok := numberedName(f, "cpu"); ok {
+			ids = append(ids, id)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return cpuset.Set{}, fmt.Errorf("/proc/stat: %w", err)
+	}
+	if len(ids) == 0 {
+		return cpuset.Set{}, errors.New("/proc/stat: no cpuN lines")
+	}
+	return cpuset.Of(ids...), nil
+}
+
+// onlineFromInterrupts reads the CPU columns of the /proc/interrupts header.
+func onlineFromInterrupts(fs *kernel.FS) (cpuset.Set, error) {
+	b, err := fs.ReadFile("proc/interrupts")
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i+1]
+	}
+	in, err := kernel.ParseInterrupts("/proc/interrupts", b)
+	if err != nil {
+		return cpuset.Set{}, err
+	}
+	return cpuset.Of(in.CPUs...), nil
+}
+
+// readIsolation fills Isolated, NohzFull and ManagedIRQIsolated from sysfs,
+// falling back to the kernel command line.
+func readIsolation(fs *kernel.FS, h *Host) {
+	t := &h.Topology
+	cl, clErr := fs.ReadString("proc/cmdline")
+	var cmd bootIsolation
+	if clErr == nil {
+		var errs []error
+		cmd, errs = parseCmdlineIsolation(cl)
+		for _, e := range errs {
+			h.unavailable("kernel command line", "/proc/cmdline", e)
+		}
+	}
+	t.ManagedIRQIsolated = cmd.managedIRQ
+
+	var err error
+	if t.Isolated, err = readSet(fs, cpuDir+"/isolated"); err != nil {
+		if clErr == nil {
+			t.Isolated = cmd.domain
+		}
+		if clErr != nil || !isNotExist(err) {
+			h.unavailable("isolated cpus", "/"+cpuDir+"/isolated", relErr(fs, err))
+		}
+	}
+	// nohz_full is absent on kernels without CONFIG_NO_HZ_FULL, where the
+	// command line is also ineffective; we still report its intent.
+	if t.NohzFull, err = readSet(fs, cpuDir+"/nohz_full"); err != nil {
+		if clErr == nil {
+			t.NohzFull = cmd.nohzFull
+		}
+		if clErr != nil || !isNotExist(err) {
+			h.unavailable("nohz_full cpus", "/"+cpuDir+"/nohz_full", relErr(fs, err))
+		}
+	}
+}
+
+// bootIsolation is what the kernel command line asks for.
+type bootIsolation struct {
+	domain, managedIRQ, nohzFull cpuset.Set
+}
+
+// parseCmdlineIsolation reads isolcpus= and nohz_full= the way the kernel's
+// housekeeping_isolcpus_setup does: leading flags "nohz,", "domain,",
+// "managed_irq," select what is isolated; no flag means "domain". Arguments
+// after "--" belong to init and are ignored; a later parameter overrides an
+// earlier one of the same name.
+func parseCmdlineIsolation(cmdline string) (bootIsolation, []error) {
+	var b bootIsolation
+	var errs []error
+	for _, f := range strings.Fields(cmdline) {
+		if f == "--" {
+			break
+		}
+		name, val, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "isolcpus":
+			var domain, managed, nohz bool
+			rest := val
+			for {
+				flag, after, found := strings.Cut(rest, ",")
+				if !found || flag == "" || !isAlpha(flag) {
+					break
+				}
+				switch flag {
+				case "domain":
+					domain = true
+				case "managed_irq":
+					managed = true
+				case "nohz":
+					nohz = true
+				default:
+					errs = append(errs, fmt.Errorf("isolcpus=%s: unknown flag %q", val, flag))
+				}
+				rest = after
+			}
+			set, err := cpuset.Parse(rest)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("isolcpus=%s: %w", val, err))
+				continue
+			}
+			if !domain && !managed && !nohz {
+				domain = true
+			}
+			b.domain, b.managedIRQ = cpuset.Set{}, cpuset.Set{}
+			if domain {
+				b.domain = set
+			}
+			if managed {
+				b.managedIRQ = set
+			}
+			if nohz {
+				b.nohzFull = b.nohzFull.Union(set)
+			}
+		case "nohz_full":
+			set, err := cpuset.Parse(val)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("nohz_full=%s: %w", val, err))
+				continue
+			}
+			b.nohzFull = b.nohzFull.Union(set)
+		}
+	}
+	return b, errs
+}
+
+func isAlpha(s string) bool {
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// readNodes fills h.Topology.Nodes from nodeN/cpulist (or cpumap) and
+// returns the CPU → node map. Nodes without CPUs are kept with an empty set.
+func readNodes(fs *kernel.FS, h *Host) map[int]int {
+	t := &h.Topology
+	nodeOf := map[int]int{}
+	names, err := fs.ReadDir(nodeDir)
+	if err != nil {
+		h.unavailable("numa nodes", "/"+nodeDir, relErr(fs, err))
+		return nodeOf
+	}
+	var ids []int
+	for _, n := range names {
+		if id, ok := numberedName(n, "node"); ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		base := fmt.Sprintf("%s/node%d", nodeDir, id)
+		set, err := readSet(fs, base+"/cpulist")
+		if err != nil {
+			var merr error
+			if set, merr = readMaskFile(fs, base+"/cpumap"); merr != nil {
+				h.unavailable(fmt.Sprintf("numa node %d cpus", id), "/"+base+"/cpulist", relErr(fs, err))
+				set = cpuset.Set{}
+			}
+		}
+		t.Nodes = append(t.Nodes, Node{ID: id, CPUs: set})
+		for _, c := range set.CPUs() {
+			if _, dup := nodeOf[c]; !dup {
+				nodeOf[c] = id
+			}
+		}
+	}
+	return nodeOf
+}
+
+// nodeFromCPUDir finds the nodeN link inside a CPU's directory (present
+// for offline CPUs too, whose ids the nodes' cpulists leave out).
+func nodeFromCPUDir(fs *kernel.FS, base string) int {
+	names, err := fs.ReadDir(base)
+	if err != nil {
+		return -1
+	}
+	for _, n := range names {
+		if id, ok := numberedName(n, "node"); ok {
+			return id
+		}
+	}
+	return -1
+}
+
+// readCPUTopology reads one CPU's topology and cache files. missing reports
+// that the topology directory is absent (normal for offline CPUs); bad is
+// the first garbled or unreadable file.
+func readCPUTopology(fs *kernel.FS, base string, c *CPU) (missing bool, bad error) {
+	note := func(err error) {
+		if err != nil && bad == nil {
+			bad = err
+		}
+	}
+	readID := func(name string) int {
+		n, err := fs.ReadInt(base + "/topology/" + name)
+		if err != nil {
+			if !isNotExist(err) {
+				note(err)
+			}
+			return -1
+		}
+		return int(n)
+	}
+	topo := base + "/topology"
+	if _, err := fs.ReadDir(topo); err != nil {
+		missing = true
+	} else {
+		c.Core = readID("core_id")
+		c.Die = readID("die_id")
+		c.Package = readID("physical_package_id")
+		sib, err := readSet(fs, topo+"/thread_siblings_list")
+		if isNotExist(err) {
+			sib, err = readSet(fs, topo+"/core_cpus_list")
+		}
+		if isNotExist(err) {
+			sib, err = readMaskFile(fs, topo+"/thread_siblings")
+		}
+		if err != nil && !isNotExist(err) {
+			note(err)
+		}
+		c.Siblings = sib
+	}
+	l2, l3, err := readCaches(fs, base+"/cache")
+	note(err)
+	c.L2, c.L3 = l2, l3
+	return missing, bad
+}
+
+// readCaches returns the CPUs sharing the CPU's level-2 and level-3 data or
+// unified caches (instruction caches are ignored).
+func readCaches(fs *kernel.FS, dir string) (l2, l3 cpuset.Set, bad error) {
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		return l2, l3, nil // no cache directory: unknown, not an error
+	}
+	for _, n := range names {
+		if _, ok := numberedName(n, "index"); !ok {
+			continue
+		}
+		idx := dir + "/" + n
+		level, err := fs.ReadInt(idx + "/level")
+		if err != nil {
+			if bad == nil && !isNotExist(err) {
+				bad = err
+			}
+			continue
+		}
+		if level != 2 && level != 3 {
+			continue
+		}
+		if typ, err := fs.ReadString(idx + "/type"); err == nil && typ == "Instruction" {
+			continue
+		}
+		set, err := readSet(fs, idx+"/shared_cpu_list")
+		if isNotExist(err) {
+			set, err = readMaskFile(fs, idx+"/shared_cpu_map")
+		}
+		if err != nil {
+			if bad == nil {
+				bad = err
+			}
+			continue
+		}
+		if level == 2 {
+			l2 = l2.Union(set)
+		} else {
+			l3 = l3.Union(set)
+		}
+	}
+	return l2, l3, bad
+}
