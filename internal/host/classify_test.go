@@ -1,0 +1,340 @@
+package host
+
+import (
+	"bytes"
+	"compress/bzip2"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+const devFixtures = "../../../shared/fixtures"
+
+// openSnapshot opens one of the shared ghw-format captures. It unpacks into
+// /dev/shm where there is one: creating the ~19 000 small files of a
+// must-gather capture takes 10 s on this machine's ext4 disk, 0.3 s in tmpfs.
+func openSnapshot(t *testing.T, rel string) *kernel.FS {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && os.Getenv("TMPDIR") == "" {
+		t.Setenv("TMPDIR", "/dev/shm")
+	}
+	kfs, cleanup, err := kernel.OpenSnapshot(filepath.Join(devFixtures, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	return kfs
+}
+
+type wantIRQ struct {
+	irq    int
+	class  Class
+	device string
+	queue  int // -1: nil
+	kind   string
+}
+
+func checkIRQs(t *testing.T, h *Host, want []wantIRQ) {
+	t.Helper()
+	for _, w := range want {
+		q := h.IRQ(w.irq)
+		if q == nil {
+			t.Errorf("irq %d missing", w.irq)
+			continue
+		}
+		gotQ := -1
+		if q.Queue != nil {
+			gotQ = *q.Queue
+		}
+		if q.Class != w.class || q.Device != w.device || gotQ != w.queue || q.QueueKind != w.kind {
+			t.Errorf("irq %d %v: got class=%s device=%q queue=%d kind=%q, want %s %q %d %q",
+				w.irq, q.Actions, q.Class, q.Device, gotQ, q.QueueKind, w.class, w.device, w.queue, w.kind)
+		}
+	}
+}
+
+// count returns how many IRQs have the class, device and queue kind
+// (kind "-" matches non-queue IRQs).
+func irqCount(h *Host, class Class, device, kind string) int {
+	n := 0
+	for _, q := range h.IRQs {
+		if q.Class != class || q.Device != device {
+			continue
+		}
+		if kind == "-" && q.Queue != nil || kind != "-" && (q.Queue == nil || q.QueueKind != kind) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// TestClassifyMasterSnapshot: 2× Xeon 6330 OpenShift node, 112 CPUs. Its
+// capture has no sys/class/net or sys/block, so everything comes from the
+// action names and the PCI addresses in the chip names.
+func TestClassifyMasterSnapshot(t *testing.T) {
+	kfs := openSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	h := irqTable(t, kfs)
+	readDevices(kfs, h)
+	checkIRQs(t, h, []wantIRQ{
+		{0, ClassTimer, "", -1, ""},
+		{8, ClassOther, "", -1, ""},                 // rtc0
+		{144, ClassStorage, "nvme0", -1, ""},        // nvme0q0: admin queue
+		{148, ClassStorage, "nvme0", 0, ""},         // nvme0q1 → blk-mq hctx 0
+		{597, ClassStorage, "nvme3", 111, ""},       // nvme3q112
+		{260, ClassStorage, "0000:00:11.5", -1, ""}, // ahci[0000:00:11.5]
+		{598, ClassNetwork, "eno12399", -1, ""},     // i40e-0000:31:00.0:misc, tied by PCI address
+		{599, ClassNetwork, "eno12399", 0, "rxtx"},  // i40e-eno12399-TxRx-0
+		{711, ClassNetwork, "eno12399", -1, ""},     // i40e-0000:31:00.0:fdir-TxRx-0 is not a queue
+		{1087, ClassNetwork, "ens3f0", -1, ""},      // ice-0000:4b:00.0:misc
+		{1089, ClassNetwork, "ens3f0", 0, "rxtx"},   // ice-ens3f0-TxRx-0
+		{1201, ClassNetwork, "ens3f0", -1, ""},      // irdma-0000:4b:00.0-AEQ
+		{1202, ClassNetwork, "ens3f0", -1, ""},      // irdma-0000:4b:00.0-CEQ-0
+		{1317, ClassNetwork, "ens3f0", -1, ""},      // ice-0000:4b:00.0:ctrl-TxRx-0
+		{1896, ClassNetwork, "ens6f1", 111, "rxtx"}, // ice-ens6f1-TxRx-111
+		{2009, ClassNetwork, "ens6f1", -1, ""},      // irdma-0000:98:00.1-CEQ-111
+		{2015, ClassNetwork, "eno8303", 0, "tx"},    // eno8303-tx-0 (tg3)
+		{2024, ClassNetwork, "eno8403", 4, "rx"},    // eno8403-rx-4
+	})
+	// 112 CPUs: every Intel port has one TxRx vector per CPU.
+	for _, dev := range []string{"eno12399", "eno12409", "eno12419", "eno12429", "ens3f0", "ens3f1", "ens6f0", "ens6f1"} {
+		if n := irqCount(h, ClassNetwork, dev, "rxtx"); n != 112 {
+			t.Errorf("%s: %d TxRx IRQs, want 112", dev, n)
+		}
+	}
+	// ice ports: misc, ll_ts, ctrl, irdma AEQ and 112 irdma CEQs.
+	if n := irqCount(h, ClassNetwork, "ens3f0", "-"); n != 116 {
+		t.Errorf("ens3f0: %d non-queue IRQs, want 116", n)
+	}
+	for _, dev := range []string{"nvme0", "nvme1", "nvme2", "nvme3"} {
+		if n := irqCount(h, ClassStorage, dev, ""); n != 112 {
+			t.Errorf("%s: %d queue IRQs, want 112", dev, n)
+		}
+	}
+	if len(h.IRQs) != 1862 {
+		t.Errorf("%d numbered IRQs, want 1862", len(h.IRQs))
+	}
+	if len(h.NICs) != 0 || len(h.Block) != 0 {
+		t.Errorf("capture has no class/net or block, got %d NICs %d disks", len(h.NICs), len(h.Block))
+	}
+}
+
+func TestClassifyWorkerSnapshot(t *testing.T) {
+	kfs := openSnapshot(t, "cluster-node-tuning-operator/bare-metal-worker1.internal-sysinfo.tgz")
+	h := irqTable(t, kfs)
+	readDevices(kfs, h)
+	checkIRQs(t, h, []wantIRQ{
+		{0, ClassTimer, "", -1, ""},
+		{24, ClassOther, "", -1, ""},            // dmar5
+		{69, ClassStorage, "megasas1", -1, ""},  // megasas1-msix0
+		{149, ClassStorage, "megasas1", -1, ""}, // megasas1-msix80
+		{150, ClassNetwork, "eno3", -1, ""},     // ixgbe link vector named after the netdev
+		{151, ClassNetwork, "eno3", 0, "rxtx"},  // eno3-TxRx-0
+		{161, ClassStorage, "nvme0", -1, ""},    // nvme0q0
+		{241, ClassStorage, "nvme0", 79, ""},    // nvme0q80
+		{332, ClassNetwork, "eno1", 79, "rxtx"}, // i40e-eno1-TxRx-79
+		{333, ClassNetwork, "eno1", -1, ""},     // i40e-0000:19:00.0:fdir-TxRx-0
+	})
+	if n := irqCount(h, ClassStorage, "megasas1", "-"); n != 81 {
+		t.Errorf("megasas1: %d IRQs, want 81", n)
+	}
+	if n := irqCount(h, ClassNetwork, "eno3", "rxtx"); n != 8 {
+		t.Errorf("eno3: %d TxRx IRQs, want 8", n)
+	}
+}
+
+func TestClassifySNOSnapshot(t *testing.T) {
+	kfs := openSnapshot(t, "cluster-node-tuning-operator/sno-sysinfo.tgz")
+	h := irqTable(t, kfs)
+	readDevices(kfs, h)
+	checkIRQs(t, h, []wantIRQ{
+		{22, ClassOther, "", -1, ""},           // virtio4 on INTx, nothing says what it is
+		{39, ClassOther, "", -1, ""},           // virtio5-input: virtio-rng, not a NIC (no ".N")
+		{53, ClassStorage, "virtio3", -1, ""},  // virtio3-config of a virtio-blk
+		{54, ClassStorage, "virtio3", 0, ""},   // virtio3-req.0
+		{66, ClassStorage, "virtio3", 11, ""},  // virtio3-req.11
+		{67, ClassOther, "", -1, ""},           // virtio2-virtqueues
+		{68, ClassNetwork, "virtio1", -1, ""},  // virtio1-config of the virtio-net
+		{69, ClassNetwork, "virtio1", 0, "rx"}, // virtio1-input.0
+		{70, ClassNetwork, "virtio1", 0, "tx"}, // virtio1-output.0
+		{71, ClassStorage, "0000:00:1f.2", -1, ""},
+		{73, ClassOther, "", -1, ""}, // virtio0-control (virtio-gpu)
+		{24, ClassOther, "", -1, ""}, // PCIe PME, aerdrv
+	})
+}
+
+func TestClassifyProcfsAndNodeExporterFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		dir, file string
+		want      []wantIRQ
+	}{
+		{"procfs", "proc/interrupts", []wantIRQ{
+			{0, ClassTimer, "", -1, ""},
+			{25, ClassStorage, "virtio5", 0, ""},
+			{28, ClassStorage, "virtio5", 3, ""},
+			{29, ClassStorage, "0000:00:1f.2", -1, ""},
+			{30, ClassOther, "", -1, ""}, // xhci_hcd
+			{35, ClassNetwork, "virtio0", -1, ""},
+			{36, ClassNetwork, "virtio0", 0, "rx"},
+			{37, ClassNetwork, "virtio0", 0, "tx"},
+		}},
+		{"node_exporter", "proc/interrupts", []wantIRQ{
+			{0, ClassTimer, "", -1, ""},
+			{43, ClassStorage, "", -1, ""},
+			{44, ClassOther, "", -1, ""},
+			{46, ClassNetwork, "", -1, ""},
+		}},
+		{"node_exporter", "proc/interrupts_aarch64", []wantIRQ{
+			{10, ClassTimer, "", -1, ""},
+			{51, ClassStorage, "nvme0", -1, ""},
+			{53, ClassStorage, "nvme0", 0, ""},
+			{57, ClassNetwork, "0000:00:05.0", -1, ""},
+			{58, ClassNetwork, "eth0", 0, "rxtx"},
+		}},
+	} {
+		t.Run(tc.dir+"/"+tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(devFixtures, tc.dir, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := hostFromInterrupts(t, b)
+			classifyIRQs(h)
+			checkIRQs(t, h, tc.want)
+		})
+	}
+}
+
+// TestClassify1152CPUs: lpfc (568 vectors), smartpqi and i40e on a 1152-CPU machine.
+func TestClassify1152CPUs(t *testing.T) {
+	f, err := os.Open(filepath.Join(devFixtures, "pcp/interrupts-1152cpu-x86_64.bz2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(bzip2.NewReader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hostFromInterrupts(t, b)
+	classifyIRQs(h)
+	classes := map[Class]int{}
+	var lpfc, pqi int
+	for _, q := range h.IRQs {
+		classes[q.Class]++
+		if bytes.HasPrefix([]byte(q.Actions[0]), []byte("lpfc")) && q.Class == ClassStorage {
+			lpfc++
+		}
+		if q.Actions[0] == "smartpqi" && q.Class == ClassStorage {
+			pqi++
+		}
+	}
+	if lpfc != 568 || pqi != 64 {
+		t.Errorf("lpfc %d smartpqi %d storage IRQs, want 568 and 64", lpfc, pqi)
+	}
+	// i40e: 282 + 94 TxRx vectors, 4 misc and 4 fdir.
+	if classes[ClassNetwork] != 282+94+4+4 {
+		t.Errorf("%d network IRQs, want %d", classes[ClassNetwork], 282+94+4+4)
+	}
+	if classes[ClassTimer] != 1 {
+		t.Errorf("%d timer IRQs, want 1", classes[ClassTimer])
+	}
+}
+
+func hostFromInterrupts(t *testing.T, b []byte) *Host {
+	t.Helper()
+	in, err := kernel.ParseInterrupts("interrupts", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Host{}
+	for _, l := range in.Lines {
+		if l.IRQ >= 0 {
+			h.IRQs = append(h.IRQs, IRQ{Number: l.IRQ, Actions: l.Actions, Chip: l.Chip})
+		}
+	}
+	return h
+}
+
+// TestParseActionConventions covers driver conventions that no fixture
+// holds, each from the driver's source naming.
+func TestParseActionConventions(t *testing.T) {
+	for _, tc := range []struct {
+		action string
+		class  Class
+		netdev string
+		pci    string
+		queue  int
+		kind   string
+	}{
+		{"eth0-TxRx-3", ClassNetwork, "eth0", "", 3, "rxtx"},
+		{"i40e-eth0-TxRx-3", ClassNetwork, "eth0", "", 3, "rxtx"},
+		{"ice-ens1f0-TxRx-3", ClassNetwork, "ens1f0", "", 3, "rxtx"},
+		{"iavf-ens1f0v0-TxRx-0", ClassNetwork, "ens1f0v0", "", 0, "rxtx"},
+		{"ens5-Tx-Rx-0", ClassNetwork, "ens5", "", 0, "rxtx"},
+		{"eth0-rx-0", ClassNetwork, "eth0", "", 0, "rx"},
+		{"eth0-tx-2", ClassNetwork, "eth0", "", 2, "tx"},
+		{"my-br-lan-rx-1", ClassNetwork, "my-br-lan", "", 1, "rx"},
+		{"eth0-fp-5", ClassNetwork, "eth0", "", 5, "rxtx"},
+		{"mlx5_comp3@pci:0000:3b:00.0", ClassNetwork, "", "0000:3b:00.0", 3, "rxtx"},
+		{"mlx5_async@pci:0000:3b:00.0", ClassNetwork, "", "0000:3b:00.0", -1, ""},
+		{"mlx5_comp12", ClassNetwork, "", "", 12, "rxtx"},
+		{"gve-mgmnt@pci:0000:00:04.0", ClassNetwork, "", "0000:00:04.0", -1, ""},
+		{"iwlwifi", ClassNetwork, "", "", -1, ""},
+		{"iwlwifi:default_queue", ClassNetwork, "", "", -1, ""},
+		{"virtio2-input.0", ClassNetwork, "", "", 0, "rx"},
+		{"virtio2-output.7", ClassNetwork, "", "", 7, "tx"},
+		{"virtio1-req.3", ClassStorage, "", "", 3, ""},
+		{"virtio0-request", ClassStorage, "", "", -1, ""},
+		{"nvme10q0", ClassStorage, "", "", -1, ""},
+		{"nvme10q17", ClassStorage, "", "", 16, ""},
+		{"mpt3sas0-msix3", ClassStorage, "", "", -1, ""},
+		{"ata_piix", ClassStorage, "", "", -1, ""},
+		{"hpet2", ClassTimer, "", "", -1, ""},
+		{"arch_timer", ClassTimer, "", "", -1, ""},
+		{"xhci_hcd", "", "", "", -1, ""},
+		{"virtio3-rx", "", "", "", -1, ""}, // vsock, no index
+	} {
+		ai := parseAction(tc.action)
+		if ai.class != tc.class || ai.netdev != tc.netdev || ai.pci != tc.pci || ai.queue != tc.queue || ai.kind != tc.kind {
+			t.Errorf("%q: got %+v", tc.action, ai)
+		}
+	}
+}
+
+// TestGVEQueues: gve gives the first half of its notify blocks to tx queues
+// and the second half to rx queues.
+func TestGVEQueues(t *testing.T) {
+	h := &Host{}
+	for i := 0; i < 4; i++ {
+		h.IRQs = append(h.IRQs, IRQ{Number: 30 + i, Chip: "PCI-MSIX-0000:00:04.0",
+			Actions: []string{"gve-ntfy-blk" + string(rune('0'+i)) + "@pci:0000:00:04.0"}})
+	}
+	h.IRQs = append(h.IRQs, IRQ{Number: 34, Chip: "PCI-MSIX-0000:00:04.0", Actions: []string{"gve-mgmnt@pci:0000:00:04.0"}})
+	classifyIRQs(h)
+	checkIRQs(t, h, []wantIRQ{
+		{30, ClassNetwork, "0000:00:04.0", 0, "tx"},
+		{31, ClassNetwork, "0000:00:04.0", 1, "tx"},
+		{32, ClassNetwork, "0000:00:04.0", 0, "rx"},
+		{33, ClassNetwork, "0000:00:04.0", 1, "rx"},
+		{34, ClassNetwork, "0000:00:04.0", -1, ""},
+	})
+}
+
+// FuzzParseAction: any action name classifies without a panic and with a
+// queue kind only on network queues.
+func FuzzParseAction(f *testing.F) {
+	for _, s := range []string{"eth0-TxRx-3", "mlx5_comp3@pci:0000:3b:00.0", "virtio2-input.0", "nvme0q1", "ahci[0000:00:17.0]", "-rx-1", "i40e--TxRx-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ai := parseAction(s)
+		if ai.kind != "" && (ai.class != ClassNetwork || ai.queue < 0) {
+			t.Fatalf("%q: kind %q on %+v", s, ai.kind, ai)
+		}
+		h := &Host{IRQs: []IRQ{{Number: 1, Actions: []string{s}, Chip: "PCI-MSIX-0000:00:01.0"}}}
+		classifyIRQs(h)
+	})
+}

@@ -1,0 +1,178 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"unsafe"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/safchain/ethtool"
+	"golang.org/x/sys/unix"
+)
+
+// ethtoolFile is the synthetic file in a capture that holds what the
+// ethtool ioctls said, so a snapshot reproduces the live inventory.
+const ethtoolFile = "ethtool.json"
+
+// EthtoolFacts is what the ethtool ioctls report for one interface. An
+// error string is kept instead of a value when the driver refused
+// (e.g. "operation not supported").
+type EthtoolFacts struct {
+	Driver        string    `json:"driver,omitempty"`
+	Channels      *Channels `json:"channels,omitempty"`
+	ChannelsError string    `json:"channels_error,omitempty"`
+	Coalesce      *Coalesce `json:"coalesce,omitempty"`
+	CoalesceError string    `json:"coalesce_error,omitempty"`
+}
+
+// QueryEthtool asks the kernel, through SIOCETHTOOL ioctls, for the driver,
+// channels and coalescing of each named interface. The ioctls act on the
+// network namespace of the calling thread at the time of the call (the
+// socket is created here), so a caller reading another namespace must lock
+// its OS thread and enter that namespace first.
+//
+// The request structures and command numbers are safchain/ethtool's, but
+// the ioctl itself is issued here: that library puts the address of a
+// stack variable into the request as a uintptr, so when the goroutine's
+// stack moves before the syscall the kernel writes into stale memory (seen
+// under -race as an empty driver name). Here every buffer the kernel fills
+// lives on the heap and is referenced by a real pointer.
+func QueryEthtool(names []string) (map[string]EthtoolFacts, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_IP)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	out := make(map[string]EthtoolFacts, len(names))
+	for _, n := range names {
+		var f EthtoolFacts
+		if d, err := unix.IoctlGetEthtoolDrvinfo(fd, n); err == nil {
+			f.Driver = unix.ByteSliceToString(d.Driver[:])
+		}
+		c := &ethtool.Channels{Cmd: ethtool.ETHTOOL_GCHANNELS}
+		if err := ethtoolIoctl(fd, n, unsafe.Pointer(c)); err == nil {
+			f.Channels = &Channels{
+				MaxRx: c.MaxRx, MaxTx: c.MaxTx, MaxOther: c.MaxOther, MaxCombined: c.MaxCombined,
+				Rx: c.RxCount, Tx: c.TxCount, Other: c.OtherCount, Combined: c.CombinedCount,
+			}
+		} else {
+			f.ChannelsError = err.Error()
+		}
+		k := &ethtool.Coalesce{Cmd: ethtool.ETHTOOL_GCOALESCE}
+		if err := ethtoolIoctl(fd, n, unsafe.Pointer(k)); err == nil {
+			f.Coalesce = &Coalesce{
+				RxUsecs: k.RxCoalesceUsecs, RxFrames: k.RxMaxCoalescedFrames,
+				TxUsecs: k.TxCoalesceUsecs, TxFrames: k.TxMaxCoalescedFrames,
+				AdaptiveRx: k.UseAdaptiveRxCoalesce != 0, AdaptiveTx: k.UseAdaptiveTxCoalesce != 0,
+				RxUsecsIRQ: k.RxCoalesceUsecsIrq, RxFramesIRQ: k.RxMaxCoalescedFramesIrq,
+				TxUsecsIRQ: k.TxCoalesceUsecsIrq, TxFramesIRQ: k.TxMaxCoalescedFramesIrq,
+				RateSampleInt: k.RateSampleInterval,
+			}
+		} else {
+			f.CoalesceError = err.Error()
+		}
+		out[n] = f
+	}
+	return out, nil
+}
+
+// ifreqData is struct ifreq with the ifr_data member of its union: 16 bytes
+// of name, then a 24-byte union on 64-bit platforms (16 on 32-bit).
+type ifreqData struct {
+	name [unix.IFNAMSIZ]byte
+	data unsafe.Pointer
+	_    [24 - unsafe.Sizeof(uintptr(0))]byte
+}
+
+// ethtoolIoctl issues SIOCETHTOOL on interface name with the request at data
+// (a heap object whose first field is the ethtool command).
+func ethtoolIoctl(fd int, name string, data unsafe.Pointer) error {
+	if len(name) >= unix.IFNAMSIZ {
+		return fmt.Errorf("interface name %q too long", name)
+	}
+	ifr := &ifreqData{data: data}
+	copy(ifr.name[:], name)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ethtool.SIOCETHTOOL, uintptr(unsafe.Pointer(ifr)))
+	runtime.KeepAlive(ifr)
+	runtime.KeepAlive(data)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+var reKindWord = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// readEthtool fills NIC.Channels and NIC.Coalesce: from the ioctls on the
+// live machine (saved for a capture), from the capture's ethtool.json
+// otherwise. For virtual devices it also takes the driver name ("veth",
+// "ifb") as Driver and, where sysfs named no kind, as Kind.
+func readEthtool(kfs *kernel.FS, h *Host) {
+	if len(h.NICs) == 0 {
+		return
+	}
+	var facts map[string]EthtoolFacts
+	if kfs.IsLive() {
+		names := make([]string, len(h.NICs))
+		for i := range h.NICs {
+			names[i] = h.NICs[i].Name
+		}
+		var err error
+		facts, err = QueryEthtool(names)
+		if err != nil {
+			h.unavailable("nic channels and coalescing", "ethtool socket", err)
+			return
+		}
+		if b, err := json.Marshal(facts); err == nil {
+			kfs.SaveSynthetic(ethtoolFile, b)
+		}
+	} else {
+		b, err := kfs.ReadSynthetic(ethtoolFile)
+		if err != nil {
+			h.unavailable("nic channels and coalescing", "/"+kernel.SyntheticDir+"/"+ethtoolFile,
+				fmt.Errorf("not captured (ethtool settings are read with ioctls on the live machine): %w", err))
+			return
+		}
+		if err := json.Unmarshal(b, &facts); err != nil {
+			h.unavailable("nic channels and coalescing", "/"+kernel.SyntheticDir+"/"+ethtoolFile, err)
+			return
+		}
+	}
+	applyEthtool(h, facts)
+}
+
+func applyEthtool(h *Host, facts map[string]EthtoolFacts) {
+	for i := range h.NICs {
+		n := &h.NICs[i]
+		f, ok := facts[n.Name]
+		if !ok {
+			h.unavailable("nic "+n.Name+" channels and coalescing", "ethtool "+n.Name, errors.New("not captured"))
+			continue
+		}
+		if n.Virtual {
+			if n.Driver == "" {
+				n.Driver = f.Driver
+			}
+			if n.Kind == "" && reKindWord.MatchString(f.Driver) {
+				n.Kind = f.Driver
+			}
+		}
+		n.Channels, n.Coalesce = f.Channels, f.Coalesce
+		if f.Channels == nil {
+			h.unavailable("nic "+n.Name+" channels", "ethtool -l "+n.Name, errors.New(orUnknown(f.ChannelsError)))
+		}
+		if f.Coalesce == nil {
+			h.unavailable("nic "+n.Name+" coalesce", "ethtool -c "+n.Name, errors.New(orUnknown(f.CoalesceError)))
+		}
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown error"
+	}
+	return s
+}

@@ -1,0 +1,250 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// ManagedFile is the synthetic file (kernel.FS.SaveSynthetic) in which a
+// capture keeps the result of the managed-IRQ write probe, which no kernel
+// file records.
+const ManagedFile = "managed.json"
+
+// managedProbe is the content of ManagedFile.
+type managedProbe struct {
+	Managed []int `json:"managed"` // the kernel refused a write of the current affinity
+	Movable []int `json:"movable"` // the write of the current affinity succeeded
+}
+
+// SingleTotalCPU is the key under which SummaryIRQ.Counts holds the one
+// machine-wide total of rows such as ERR and MIS, which have no per-CPU
+// columns.
+const SingleTotalCPU = -1
+
+// readIRQs fills h.IRQs and h.Summary from /proc/interrupts, refined by
+// /sys/kernel/irq/N/ where present, with the placement from /proc/irq/N/ and
+// the managed state. Only an unreadable or unparsable /proc/interrupts is an
+// error; everything else that is missing goes to h.Unavailable.
+func readIRQs(kfs *kernel.FS, h *Host, opts Options) error {
+	const path = "/proc/interrupts"
+	data, err := kfs.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	in, err := kernel.ParseInterrupts(path, data)
+	if err != nil {
+		return err
+	}
+	rows := map[int]*kernel.InterruptLine{}
+	for i := range in.Lines {
+		l := &in.Lines[i]
+		if l.IRQ < 0 {
+			h.Summary = append(h.Summary, summaryRow(in, l))
+			continue
+		}
+		rows[l.IRQ] = l
+		h.IRQs = append(h.IRQs, IRQ{
+			Number:  l.IRQ,
+			Actions: append([]string{}, l.Actions...),
+			Chip:    l.Chip,
+			HWIRQ:   l.HWIRQ,
+			Trigger: l.Trigger,
+			Counts:  countsByCPU(in.CPUs, l.Counts),
+			Managed: ManagedUnknown,
+		})
+	}
+	sort.Slice(h.IRQs, func(i, j int) bool { return h.IRQs[i].Number < h.IRQs[j].Number })
+
+	readSysIRQs(kfs, h, in, rows)
+	readPlacement(kfs, h)
+	switch {
+	case kfs.IsLive() && opts.ProbeManaged:
+		probeManaged(kfs, h)
+	case kfs.IsLive():
+		h.unavailable("irq managed state", "/proc/irq/*/smp_affinity_list",
+			errors.New("not probed (needs root and the managed-IRQ probe); managed IRQs show as unknown"))
+	default:
+		readManagedFile(kfs, h)
+	}
+	return nil
+}
+
+func countsByCPU(cpus []int, counts []uint64) map[int]uint64 {
+	m := make(map[int]uint64, len(counts))
+	for i, c := range counts {
+		m[cpus[i]] = c
+	}
+	return m
+}
+
+func summaryRow(in *kernel.Interrupts, l *kernel.InterruptLine) SummaryIRQ {
+	s := SummaryIRQ{Name: l.Name, Description: l.Description}
+	if len(l.Counts) == 1 && len(in.CPUs) > 1 {
+		s.Counts = map[int]uint64{SingleTotalCPU: l.Counts[0]}
+	} else {
+		s.Counts = countsByCPU(in.CPUs, l.Counts)
+	}
+	return s
+}
+
+// readSysIRQs prefers /sys/kernel/irq/N/ for chip, hwirq, actions and counts
+// (one value per file: nothing to misparse), and records where it disagrees
+// with /proc/interrupts.
+func readSysIRQs(kfs *kernel.FS, h *Host, in *kernel.Interrupts, rows map[int]*kernel.InterruptLine) {
+	if !kfs.HasSysIRQ() {
+		h.unavailable("irq details from /sys/kernel/irq", "/sys/kernel/irq",
+			errors.New("not present (kernel without CONFIG_SPARSE_IRQ, before 4.17, or not captured); using /proc/interrupts alone"))
+		return
+	}
+	// per_cpu_count has one value per possible CPU, in cpu_possible_mask order.
+	possible := h.Topology.Possible
+	if possible.IsEmpty() {
+		if s, err := kfs.ReadString("sys/devices/system/cpu/possible"); err == nil {
+			possible, _ = cpuset.Parse(s)
+		}
+	}
+	possibleCPUs := possible.CPUs()
+	for i := range h.IRQs {
+		q := &h.IRQs[i]
+		dir := fmt.Sprintf("/sys/kernel/irq/%d", q.Number)
+		s, err := kfs.ReadSysIRQ(q.Number)
+		if err != nil {
+			h.unavailable(fmt.Sprintf("irq %d details", q.Number), dir, err)
+			continue
+		}
+		for name, err := range s.Missing {
+			h.unavailable(fmt.Sprintf("irq %d %s", q.Number, name), dir+"/"+name, err)
+		}
+		if d := s.CrossCheck(rows[q.Number]); d != nil {
+			h.unavailable(fmt.Sprintf("irq %d cross-check", q.Number), dir,
+				fmt.Errorf("/sys/kernel/irq and /proc/interrupts disagree (using sysfs): %s", strings.Join(d, "; ")))
+		}
+		if s.ChipName != "" {
+			q.Chip = s.ChipName
+		}
+		if s.HWIRQ != "" {
+			q.HWIRQ = s.HWIRQ
+		}
+		if q.Trigger == "" {
+			q.Trigger = s.Trigger()
+		}
+		if _, missing := s.Missing["actions"]; !missing && len(s.Actions) > 0 {
+			q.Actions = s.Actions
+		}
+		if s.PerCPUCount == nil {
+			continue
+		}
+		if len(possibleCPUs) != len(s.PerCPUCount) {
+			h.unavailable(fmt.Sprintf("irq %d per-CPU counts", q.Number), dir+"/per_cpu_count",
+				fmt.Errorf("%d counts for %d possible CPUs (%v); using /proc/interrupts", len(s.PerCPUCount), len(possibleCPUs), possible))
+			continue
+		}
+		// Keep the CPUs /proc/interrupts shows (the online ones), read later.
+		for k, cpu := range possibleCPUs {
+			if _, online := q.Counts[cpu]; online {
+				q.Counts[cpu] = s.PerCPUCount[k]
+			}
+		}
+	}
+}
+
+// readPlacement reads /proc/irq/N/{smp_affinity_list,effective_affinity_list,node}.
+func readPlacement(kfs *kernel.FS, h *Host) {
+	if !kfs.Exists("proc/irq") {
+		h.unavailable("irq affinity, effective affinity and node", "/proc/irq", fs.ErrNotExist)
+		return
+	}
+	for i := range h.IRQs {
+		q := &h.IRQs[i]
+		if a, err := kfs.ReadIRQAffinity(q.Number); err == nil {
+			q.Affinity = &a
+		} else {
+			h.unavailable(fmt.Sprintf("irq %d affinity", q.Number), "/"+kernel.IRQAffinityListPath(q.Number), err)
+		}
+		if e, err := kfs.ReadIRQEffectiveAffinity(q.Number); err == nil {
+			q.EffectiveAffinity = &e
+		} else {
+			h.unavailable(fmt.Sprintf("irq %d effective affinity", q.Number), "/"+kernel.IRQEffectiveAffinityListPath(q.Number), err)
+		}
+		if n, err := kfs.ReadIRQNode(q.Number); err == nil {
+			q.Node = &n
+		} else {
+			h.unavailable(fmt.Sprintf("irq %d node", q.Number), "/"+kernel.IRQNodePath(q.Number), err)
+		}
+	}
+}
+
+// probeManaged finds kernel-managed IRQs on the live machine the way the
+// kernel defines them: it refuses a write of the IRQ's own affinity
+// (irq_can_set_affinity_usr fails: EIO before 6.x, EPERM after). The value
+// written is the one just read, so allowed CPUs do not change; the kernel may
+// re-pick the effective CPU within them (as it does for irqbalance's writes),
+// which is why effective affinity is read again after a successful write.
+func probeManaged(kfs *kernel.FS, h *Host) {
+	probe := managedProbe{Managed: []int{}, Movable: []int{}}
+	for i := range h.IRQs {
+		q := &h.IRQs[i]
+		if q.Affinity == nil || q.Affinity.IsEmpty() {
+			continue // unread: reported by readPlacement
+		}
+		p := kernel.IRQAffinityListPath(q.Number)
+		err := kfs.WriteFile(p, q.Affinity.String())
+		switch {
+		case err == nil:
+			q.Managed = ManagedNo
+			probe.Movable = append(probe.Movable, q.Number)
+			if e, err := kfs.ReadIRQEffectiveAffinity(q.Number); err == nil {
+				q.EffectiveAffinity = &e
+			}
+		case errors.Is(err, kernel.ErrManaged):
+			q.Managed = ManagedYes
+			probe.Managed = append(probe.Managed, q.Number)
+		case errors.Is(err, kernel.ErrNotPermitted):
+			h.unavailable("irq managed state", "/"+p,
+				fmt.Errorf("%w; run as root to tell kernel-managed IRQs apart", err))
+			return // every other write would fail the same way; save nothing
+		default:
+			h.unavailable(fmt.Sprintf("irq %d managed state", q.Number), "/"+p, err)
+		}
+	}
+	if b, err := json.Marshal(probe); err == nil {
+		kfs.SaveSynthetic(ManagedFile, b)
+	}
+}
+
+// readManagedFile applies a capture's probe result (irqpilot/managed.json).
+func readManagedFile(kfs *kernel.FS, h *Host) {
+	where := "/" + kernel.SyntheticDir + "/" + ManagedFile
+	b, err := kfs.ReadSynthetic(ManagedFile)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = errors.New("not in this snapshot (captured without the root-only probe); managed IRQs show as unknown")
+		}
+		h.unavailable("irq managed state", where, err)
+		return
+	}
+	var probe managedProbe
+	if err := json.Unmarshal(b, &probe); err != nil {
+		h.unavailable("irq managed state", where, fmt.Errorf("unreadable: %w", err))
+		return
+	}
+	state := map[int]Managed{}
+	for _, n := range probe.Movable {
+		state[n] = ManagedNo
+	}
+	for _, n := range probe.Managed {
+		state[n] = ManagedYes
+	}
+	for i := range h.IRQs {
+		if m, ok := state[h.IRQs[i].Number]; ok {
+			h.IRQs[i].Managed = m
+		}
+	}
+}
