@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/tui"
+)
+
+var topFlags struct {
+	once     bool
+	interval time.Duration
+	irqs     int
+}
+
+var topCmd = &cobra.Command{
+	Use:   "top",
+	Short: "Live per-CPU interrupt and softirq load",
+	Long: `top shows, refreshed every --interval, each CPU's time split into
+user/system/irq/softirq/idle (as a stacked bar and numbers), its NET_RX, NET_TX
+and BLOCK softirqs per second and softnet drops and time squeezes per second,
+and the busiest IRQs with their device, queue, rate and the CPUs they fired on.
+
+Keys: s cycles the CPU sort order (irq+soft, busy, net_rx, cpu); / filters the
+IRQ list by name, device, class or number (Enter applies, Esc clears); q, Esc
+or Ctrl-C quits. When not all CPUs fit, the busiest are listed and the rest
+summarised in one line.
+
+--once samples twice, --interval apart, and prints the result as text;
+--json does the same as JSON (top-level "cpus" and "irqs"; see README).`,
+	Args: cobra.NoArgs,
+	RunE: runTop,
+}
+
+func init() {
+	f := topCmd.Flags()
+	f.BoolVar(&topFlags.once, "once", false, "print one interval as text and exit")
+	f.DurationVar(&topFlags.interval, "interval", time.Second, "sampling interval")
+	f.IntVar(&topFlags.irqs, "irqs", 20, "with --once: how many of the busiest IRQs to print")
+	rootCmd.AddCommand(topCmd)
+}
+
+// topSession samples one machine and turns pairs of samples into frames.
+type topSession struct {
+	hostname string
+	inv      *host.Host
+	sampler  *load.Sampler
+	prev     *load.Sample
+}
+
+func newTopSession(fs *kernel.FS) (*topSession, error) {
+	s := &topSession{sampler: load.NewSampler(fs)}
+	// The host model names each IRQ's device and queue; read it once.
+	inv, err := host.Read(fs, host.Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "irqpilot top: host model unavailable, IRQs shown without devices: %v\n", err)
+	} else {
+		s.inv, s.hostname = inv, inv.Hostname
+	}
+	if s.hostname == "" {
+		s.hostname, _ = os.Hostname()
+	}
+	return s, nil
+}
+
+// next takes a sample and returns the frame since the previous one.
+func (s *topSession) next() (*tui.Frame, error) {
+	cur, err := s.sampler.Sample()
+	if err != nil {
+		return nil, err
+	}
+	prev := s.prev
+	s.prev = cur
+	if prev == nil {
+		return nil, nil
+	}
+	l, err := load.Rates(prev, cur)
+	if err != nil {
+		return nil, err
+	}
+	return tui.NewFrame(s.hostname, s.inv, l), nil
+}
+
+func runTop(cmd *cobra.Command, _ []string) error {
+	if topFlags.interval <= 0 {
+		return fmt.Errorf("--interval %v: must be positive", topFlags.interval)
+	}
+	fs, done, err := openFS()
+	if err != nil {
+		return err
+	}
+	defer done()
+	s, err := newTopSession(fs)
+	if err != nil {
+		return err
+	}
+	if _, err := s.next(); err != nil {
+		return err
+	}
+	if topFlags.once || global.json {
+		time.Sleep(topFlags.interval)
+		f, err := s.next()
+		if err != nil {
+			return fmt.Errorf("%w (a --root or --snapshot tree does not change between samples; top needs a live machine)", err)
+		}
+		return printFrame(cmd.OutOrStdout(), f, global.json, topFlags.irqs)
+	}
+
+	scr, err := tcell.NewScreen()
+	if err != nil {
+		return fmt.Errorf("top needs a terminal (use --once or --json otherwise): %w", err)
+	}
+	if err := scr.Init(); err != nil {
+		return fmt.Errorf("top needs a terminal (use --once or --json otherwise): %w", err)
+	}
+	defer scr.Fini()
+	ticker := time.NewTicker(topFlags.interval)
+	defer ticker.Stop()
+	return tui.Run(scr, func() (*tui.Frame, error) {
+		<-ticker.C
+		return s.next()
+	})
+}
+
+func printFrame(w io.Writer, f *tui.Frame, asJSON bool, irqs int) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(f)
+	}
+	_, err := fmt.Fprintln(w, strings.Join(tui.FormatText(f, 100, irqs), "\n"))
+	return err
+}

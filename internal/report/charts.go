@@ -1,0 +1,386 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"sort"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/palette/moreland"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Chart is one plot and the height it wants.
+type Chart struct {
+	Name   string // file-name friendly: "cluster", "busy-over-time", …
+	Title  string
+	Plot   *plot.Plot
+	Height vg.Length
+}
+
+// Options tune the charts.
+type Options struct {
+	// Width of the charts (default 10 inches).
+	Width vg.Length
+	// TopIRQs is how many IRQs the rate chart shows (default 8).
+	TopIRQs int
+}
+
+func (o *Options) defaults() {
+	if o.Width <= 0 {
+		o.Width = 10 * vg.Inch
+	}
+	if o.TopIRQs <= 0 {
+		o.TopIRQs = 8
+	}
+}
+
+// Colours of the utilisation components, the same in every chart.
+var (
+	colIRQ    = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff} // red
+	colSoft   = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff} // orange
+	colSystem = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff} // blue
+	colUser   = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff} // green
+	colOther  = color.RGBA{R: 0xa0, G: 0xa0, B: 0xa0, A: 0xff} // grey
+)
+
+// Charts builds every chart for the runs (one run per host or recording).
+func Charts(runs []*Run, o Options) ([]Chart, error) {
+	o.defaults()
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("no recordings")
+	}
+	cl, err := ClusterChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
+	rows := 0
+	for _, r := range runs {
+		rows += len(r.CPUs)
+	}
+	hmH := vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch
+	busy := OverTimeChart(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
+	soft := OverTimeChart(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
+	irq, err := IRQChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
+	return []Chart{
+		{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch},
+		{Name: "irq-soft-over-time", Title: soft.Title.Text, Plot: soft, Height: hmH},
+		{Name: "busy-over-time", Title: busy.Title.Text, Plot: busy, Height: hmH},
+		{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch},
+	}, nil
+}
+
+// sans switches a plot's text to the sans-serif face of the embedded
+// Liberation fonts (cleaner for charts than the default serif), without
+// changing the package-wide plot.DefaultFont other users may rely on.
+func sans(p *plot.Plot) {
+	for _, f := range []*font.Font{
+		&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font,
+	} {
+		f.Variant = "Sans"
+	}
+	p.Title.TextStyle.Font.Size = 13
+	p.Title.Padding = 6
+}
+
+// ClusterChart is per-core utilisation averaged over each run: one stacked
+// bar per CPU (irq, softirq, system, user, other from the bottom), every
+// host's CPUs side by side on one axis with a gap between hosts, like the
+// per-core cluster charts of the seeds.
+func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
+	o.defaults()
+	p := plot.New()
+	sans(p)
+	p.Title.Text = "Per-core utilisation, mean over the run (cluster view)"
+	p.Y.Label.Text = "% of CPU"
+	p.X.Label.Text = "CPU"
+	p.Y.Min, p.Y.Max = 0, 140 // room above 100 % for host names and the legend
+	p.Y.Tick.Marker = plot.ConstantTicks(percentTicks())
+	p.Legend.Top, p.Legend.Left = true, false
+	p.Legend.Padding = 2
+
+	slots := 0
+	for i, r := range runs {
+		if i > 0 {
+			slots++ // gap
+		}
+		slots += len(r.CPUs)
+	}
+	barW := vg.Length(math.Min(60, math.Max(1, 0.75*float64(o.Width-1.3*vg.Inch)/float64(slots))))
+	step := int(math.Ceil(float64(slots) / 32))
+
+	var ticks []plot.Tick
+	var labels plotter.XYLabels
+	x := 0.0
+	for k, r := range runs {
+		if k > 0 {
+			x++
+		}
+		means := r.MeanCPUs()
+		comp := []struct {
+			name string
+			col  color.Color
+			v    func(m CPUMean) float64
+		}{
+			{"irq", colIRQ, func(m CPUMean) float64 { return m.IRQ }},
+			{"softirq", colSoft, func(m CPUMean) float64 { return m.SoftIRQ }},
+			{"system", colSystem, func(m CPUMean) float64 { return m.System }},
+			{"user", colUser, func(m CPUMean) float64 { return m.User }},
+			{"nice+iowait+steal", colOther, func(m CPUMean) float64 { return m.Others }},
+		}
+		var below *plotter.BarChart
+		for _, c := range comp {
+			vals := make(plotter.Values, len(means))
+			for i, m := range means {
+				if v := c.v(m); !math.IsNaN(v) {
+					vals[i] = v
+				}
+			}
+			bc, err := plotter.NewBarChart(vals, barW)
+			if err != nil {
+				return nil, fmt.Errorf("cluster chart %s: %w", r.Host, err)
+			}
+			bc.XMin = x
+			bc.Color = c.col
+			bc.LineStyle.Width = 0
+			if below != nil {
+				bc.StackOn(below)
+			}
+			below = bc
+			p.Add(bc)
+			if k == 0 {
+				p.Legend.Add(c.name, bc)
+			}
+		}
+		for i, m := range means {
+			if (int(x)+i)%step == 0 || len(means) <= 32 {
+				ticks = append(ticks, plot.Tick{Value: x + float64(i), Label: strconv.Itoa(m.ID)})
+			}
+		}
+		labels.XYs = append(labels.XYs, plotter.XY{X: x + float64(len(means)-1)/2, Y: 104})
+		labels.Labels = append(labels.Labels, r.Host)
+		x += float64(len(means))
+	}
+	lb, err := plotter.NewLabels(labels)
+	if err != nil {
+		return nil, err
+	}
+	for i := range lb.TextStyle {
+		lb.TextStyle[i].Font.Variant = "Sans"
+		lb.TextStyle[i].Font.Size = 11
+		lb.TextStyle[i].XAlign = draw.XCenter
+	}
+	p.Add(lb)
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = -0.7, x-0.3
+	g := plotter.NewGrid()
+	g.Vertical.Color = nil
+	p.Add(g)
+	return p, nil
+}
+
+// cpuPoint is what OverTimeChart reads from one CPU in one interval.
+type cpuPoint struct {
+	User, Nice, System, IOWait, IRQ, SoftIRQ, Steal, Idle float64
+}
+
+// grid is a heat map grid: rows are host/CPU, columns are intervals.
+type grid struct {
+	z      [][]float64 // [row][col], NaN where missing
+	xs     []float64
+	nrows  int
+	labels []string
+}
+
+func (g *grid) Dims() (int, int)        { return len(g.xs), g.nrows }
+func (g *grid) Z(c, r int) float64      { return g.z[g.nrows-1-r][c] }
+func (g *grid) X(c int) float64         { return g.xs[c] }
+func (g *grid) Y(r int) float64         { return float64(r) }
+func (g *grid) label(r int) string      { return g.labels[g.nrows-1-r] }
+func (g *grid) Min() float64            { return 0 }
+func (g *grid) Max() float64            { return 100 }
+func (g *grid) cols() int               { return len(g.xs) }
+func (g *grid) set(r, c int, v float64) { g.z[r][c] = v }
+
+// OverTimeChart is a heat map of one per-CPU percentage over time: a row per
+// CPU (hosts one after another, first host at the top), a column per
+// interval, colour from blue (0 %) to red (100 %). A heat map stays
+// readable for hundreds of cores where one line per core would not.
+func OverTimeChart(runs []*Run, title string, v func(*cpuPoint) float64) *plot.Plot {
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
+
+	// Columns: the longest run's interval ends; other runs are aligned by
+	// interval index (all runs use the same --interval in practice).
+	longest := runs[0]
+	g := &grid{}
+	for _, r := range runs {
+		if len(r.Loads) > len(longest.Loads) {
+			longest = r
+		}
+		g.nrows += len(r.CPUs)
+	}
+	for _, l := range longest.Loads {
+		g.xs = append(g.xs, l.End.Sub(longest.Start).Seconds())
+	}
+	if len(g.xs) == 1 { // a heat map needs two columns to know their width
+		g.xs = append(g.xs, g.xs[0]+longest.Loads[0].Interval.Seconds())
+	}
+	row := 0
+	for _, r := range runs {
+		rowOf := map[int]int{}
+		for _, id := range r.CPUs {
+			rowOf[id] = row
+			g.labels = append(g.labels, r.Host+" cpu"+strconv.Itoa(id))
+			g.z = append(g.z, nanRow(g.cols()))
+			row++
+		}
+		for c, l := range r.Loads {
+			if c >= g.cols() {
+				break
+			}
+			for _, cl := range l.CPUs {
+				if cl.NoTicks {
+					continue
+				}
+				pt := cpuPoint{cl.User, cl.Nice, cl.System, cl.IOWait, cl.IRQ, cl.SoftIRQ, cl.Steal, cl.Idle}
+				g.set(rowOf[cl.ID], c, math.Max(0, math.Min(100, v(&pt))))
+			}
+		}
+	}
+	// Colour range 0 … the highest value rounded up to 10 % (at least
+	// 10 %), so that a few percent of interrupt time is still visible.
+	top := 10.0
+	for _, r := range g.z {
+		for _, z := range r {
+			if !math.IsNaN(z) {
+				top = math.Max(top, math.Ceil(z/10)*10)
+			}
+		}
+	}
+	p.Title.Text = fmt.Sprintf("%s — blue 0 %%, red %.0f %%", title, top)
+	hm := plotter.NewHeatMap(g, moreland.SmoothBlueRed().Palette(64))
+	hm.Min, hm.Max = 0, top
+	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
+	p.Add(hm)
+
+	step := int(math.Ceil(float64(g.nrows) / 40))
+	var ticks []plot.Tick
+	for r := 0; r < g.nrows; r++ {
+		if (g.nrows-1-r)%step == 0 {
+			ticks = append(ticks, plot.Tick{Value: float64(r), Label: g.label(r)})
+		}
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Min, p.Y.Max = -0.5, float64(g.nrows)-0.5
+	return p
+}
+
+func nanRow(n int) []float64 {
+	r := make([]float64, n)
+	for i := range r {
+		r[i] = math.NaN()
+	}
+	return r
+}
+
+// IRQChart draws the rates of the busiest IRQs (highest mean rate over
+// all runs) over time, one line each, labelled with host, IRQ, device,
+// queue and handler.
+func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
+	o.defaults()
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
+	p.Y.Label.Text = "interrupts per second"
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Padding = 1
+	p.Y.Tick.Marker = plot.TickerFunc(compactTicks)
+	p.Add(plotter.NewGrid())
+
+	var all []IRQSeries
+	for _, r := range runs {
+		all = append(all, r.IRQSeries()...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Mean > all[j].Mean })
+	n := min(o.TopIRQs, len(all))
+	for n > 0 && all[n-1].Mean <= 0 {
+		n--
+	}
+	all = all[:n]
+	p.Title.Text = fmt.Sprintf("Top %d IRQs by rate over time", n)
+	if n == 0 {
+		p.Title.Text = "IRQ rates over time — no interrupts fired"
+		return p, nil
+	}
+	var peak float64
+	var args []any
+	for _, s := range all {
+		xys := make(plotter.XYs, len(s.T))
+		for i := range s.T {
+			xys[i] = plotter.XY{X: s.T[i], Y: s.Rate[i]}
+			peak = math.Max(peak, s.Rate[i])
+		}
+		name := s.Label
+		if len(runs) > 1 {
+			name = s.Host + ": " + name
+		}
+		if len(name) > 48 {
+			name = name[:47] + "…"
+		}
+		args = append(args, name, xys)
+	}
+	if err := plotutil.AddLines(p, args...); err != nil {
+		return nil, err
+	}
+	// Headroom so that the legend (top left) does not hide the lines.
+	p.Y.Min = 0
+	p.Y.Max = peak * (1.1 + 0.085*float64(n))
+	return p, nil
+}
+
+// percentTicks label 0, 50 and 100 % with minor ticks every 10 %, leaving
+// the space above 100 % for host names and the legend.
+func percentTicks() []plot.Tick {
+	var t []plot.Tick
+	for v := 0; v <= 100; v += 10 {
+		l := ""
+		if v%50 == 0 {
+			l = strconv.Itoa(v)
+		}
+		t = append(t, plot.Tick{Value: float64(v), Label: l})
+	}
+	return t
+}
+
+// compactTicks are gonum's default ticks with labels like 250, 1.5k, 2M
+// instead of "250.00".
+func compactTicks(min, max float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label == "" {
+			continue
+		}
+		v := ticks[i].Value
+		switch a := math.Abs(v); {
+		case a >= 1e6:
+			ticks[i].Label = strconv.FormatFloat(v/1e6, 'g', 4, 64) + "M"
+		case a >= 1e3:
+			ticks[i].Label = strconv.FormatFloat(v/1e3, 'g', 4, 64) + "k"
+		default:
+			ticks[i].Label = strconv.FormatFloat(v, 'g', 4, 64)
+		}
+	}
+	return ticks
+}

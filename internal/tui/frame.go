@@ -1,0 +1,97 @@
+// Package tui is the `irqpilot top` screen: a Frame (what one interval
+// showed, with the fixed JSON names of `top --json`), a pure Render from
+// a Model to a grid of styled cells, and a tcell loop that draws it.
+package tui
+
+import (
+	"strings"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+// Frame is one interval of `irqpilot top`. Its JSON names are a stable
+// interface (README "JSON"): cpus[] and irqs[] with the fields below.
+type Frame struct {
+	Host     string    `json:"host"`
+	Time     time.Time `json:"time"`
+	Interval float64   `json:"interval_seconds"`
+	CPUs     []CPU     `json:"cpus"`
+	IRQs     []IRQ     `json:"irqs"`
+	// AbsentCPUs went offline or came online during the interval.
+	AbsentCPUs []int `json:"absent_cpus,omitempty"`
+}
+
+// CPU is one CPU over the interval: times in percent of the CPU, softirqs
+// and softnet events per second.
+type CPU struct {
+	ID      int     `json:"id"`
+	User    float64 `json:"user"`
+	Nice    float64 `json:"nice"`
+	System  float64 `json:"system"`
+	IOWait  float64 `json:"iowait"`
+	IRQ     float64 `json:"irq"`
+	SoftIRQ float64 `json:"softirq"`
+	Steal   float64 `json:"steal"`
+	Idle    float64 `json:"idle"`
+	NetRx   float64 `json:"net_rx"`
+	NetTx   float64 `json:"net_tx"`
+	Block   float64 `json:"block"`
+	// Softnet drops (backlog full) and time squeezes (budget ran out), per second.
+	Dropped  float64 `json:"softnet_dropped"`
+	Squeezed float64 `json:"softnet_squeezed"`
+}
+
+// Busy is the percentage neither idle nor waiting for I/O.
+func (c *CPU) Busy() float64 { return 100 - c.Idle - c.IOWait }
+
+// IRQ is one numbered interrupt over the interval.
+type IRQ struct {
+	IRQ    int    `json:"irq"`
+	Name   string `json:"name"`   // handler names from /proc/interrupts ("virtio0-input.0")
+	Device string `json:"device"` // from the host model, "" unknown
+	Queue  *int   `json:"queue"`  // device queue, nil when not a queue IRQ
+	Class  string `json:"class,omitempty"`
+	// Rate is interrupts per second over all CPUs.
+	Rate float64 `json:"rate"`
+	// CPUs is where it fired during the interval.
+	CPUs cpuset.Set `json:"cpus"`
+}
+
+// NewFrame combines a Load with the host model (for IRQ devices and queues;
+// h may be nil).
+func NewFrame(hostname string, h *host.Host, l *load.Load) *Frame {
+	f := &Frame{
+		Host: hostname, Time: l.End, Interval: l.Interval.Seconds(),
+		CPUs: make([]CPU, 0, len(l.CPUs)), IRQs: make([]IRQ, 0, len(l.IRQs)),
+		AbsentCPUs: l.Absent,
+	}
+	for i := range l.CPUs {
+		c := &l.CPUs[i]
+		fc := CPU{
+			ID: c.ID, User: c.User, Nice: c.Nice, System: c.System, IOWait: c.IOWait,
+			IRQ: c.IRQ, SoftIRQ: c.SoftIRQ, Steal: c.Steal, Idle: c.Idle,
+			NetRx: c.NetRx, NetTx: c.NetTx, Block: c.Block,
+		}
+		if sn := l.SoftnetCPU(c.ID); sn != nil {
+			fc.Dropped, fc.Squeezed = sn.Dropped, sn.TimeSqueeze
+		}
+		f.CPUs = append(f.CPUs, fc)
+	}
+	for i := range l.IRQs {
+		r := &l.IRQs[i]
+		q := IRQ{IRQ: r.IRQ, Name: strings.Join(r.Actions, ","), Rate: r.Rate, CPUs: r.CPUs}
+		if h != nil {
+			if hi := h.IRQ(r.IRQ); hi != nil {
+				q.Device, q.Queue, q.Class = hi.Device, hi.Queue, string(hi.Class)
+				if q.Name == "" {
+					q.Name = strings.Join(hi.Actions, ",")
+				}
+			}
+		}
+		f.IRQs = append(f.IRQs, q)
+	}
+	return f
+}
