@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+// planFixtures is the shared fixture tree, relative to this package.
+const planFixtures = "../../../shared/fixtures"
+
+// snoHost is the single-node OpenShift KVM guest: 12 vCPUs, virtio-net
+// virtio1 with IRQs 69 (input.0, affinity 11) and 70 (output.0, affinity 9).
+func snoHost(t *testing.T) *host.Host {
+	t.Helper()
+	fs, done, err := kernel.OpenSnapshot(planFixtures + "/cluster-node-tuning-operator/sno-sysinfo.tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func defaultPlanFlags(policy string) planFlags {
+	return planFlags{policy: policy, cpusPerIRQCore: 8}
+}
+
+// Printed without -o, the output is a valid plan file (changes are comments)
+// and the changes show from → to and why.
+func TestPlanPrintsPlanAndDiff(t *testing.T) {
+	h := snoHost(t)
+	var out bytes.Buffer
+	f := defaultPlanFlags("per-queue")
+	f.app = "comm:memcached"
+	if err := runPlan(&out, h, f, false, "snapshot sno"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Load("stdout", out.Bytes())
+	if err != nil {
+		t.Fatalf("printed plan does not load: %v\n%s", err, out.String())
+	}
+	if p.Policy != "per-queue" || len(p.IRQs) != 2 || len(p.Apps) != 1 || p.Apps[0].CPUs.String() != "1-11" {
+		t.Errorf("plan %+v", p)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"# Against snapshot sno: 2 to change",
+		"irq 69 (virtio1 rx queue 0)  smp_affinity_list  11 → 0",
+		"irq 70 (virtio1 tx queue 0)  smp_affinity_list  9 → 0",
+		"comm memcached",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// -o writes the file (YAML, or JSON by extension) and prints the changes;
+// --json prints them as JSON.
+func TestPlanOutputFile(t *testing.T) {
+	h := snoHost(t)
+	dir := t.TempDir()
+	for _, name := range []string{"p.yaml", "p.json"} {
+		f := defaultPlanFlags("dedicated-core")
+		f.housekeeping = "0-1"
+		f.output = filepath.Join(dir, name)
+		var out bytes.Buffer
+		if err := runPlan(&out, h, f, false, "snapshot sno"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.String(), "wrote "+f.output) || !strings.Contains(out.String(), "smp_affinity_list") {
+			t.Errorf("%s: output %s", name, out.String())
+		}
+		data, err := os.ReadFile(f.output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(name, ".json") != json.Valid(data) {
+			t.Errorf("%s: JSON=%v", name, json.Valid(data))
+		}
+		p, err := plan.LoadFile(f.output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.IRQs) < 40 || p.IRQs[0].CPUs.String() != "0-1" || p.RPSSockFlowEntries.Value != 65536 {
+			t.Errorf("%s: %d IRQs, first on %s", name, len(p.IRQs), p.IRQs[0].CPUs)
+		}
+	}
+	var out bytes.Buffer
+	f := defaultPlanFlags("per-queue")
+	f.output = filepath.Join(dir, "q.yaml")
+	if err := runPlan(&out, h, f, true, "snapshot sno"); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		File     string         `json:"file"`
+		Counts   map[string]int `json:"counts"`
+		Settings []struct {
+			Target, Current, Value, Status, Reason string
+		} `json:"settings"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.File != f.output || d.Counts["change"] != 2 || d.Settings[0].Current != "11" || d.Settings[0].Value != "0" || d.Settings[0].Reason == "" {
+		t.Errorf("json diff %+v", d)
+	}
+}
+
+func TestPlanBadFlags(t *testing.T) {
+	h := snoHost(t)
+	for _, c := range []struct {
+		mod  func(*planFlags)
+		want string
+	}{
+		{func(f *planFlags) { f.policy = "magic" }, `unknown policy "magic"`},
+		{func(f *planFlags) { f.housekeeping = "x" }, `--housekeeping "x"`},
+		{func(f *planFlags) { f.housekeeping = "40" }, "housekeeping CPU 40 does not exist"},
+		{func(f *planFlags) { f.appCPUs = "3-1" }, `--app-cpus "3-1"`},
+		{func(f *planFlags) { f.app = "exe:foo" }, "--app: application selector"},
+		{func(f *planFlags) { f.irqbalance = "pause" }, `--irqbalance "pause"`},
+		{func(f *planFlags) { f.devices = []string{"eth9"} }, "network interface eth9 not found"},
+	} {
+		f := defaultPlanFlags("dedicated-core")
+		c.mod(&f)
+		err := runPlan(&bytes.Buffer{}, h, f, false, "x")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", f, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Error is one problem in a plan, located by file, line and field.
+type Error struct {
+	File  string // "" for a plan not read from a file
+	Line  int    // 1-based; 0 when unknown (generated plans)
+	Field string // "irqs[2].cpus"; "" for the whole document
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+	} else {
+		b.WriteString("plan")
+	}
+	if e.Line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in a plan, in file order. It is returned as
+// a single error; errors.As(err, &Errors{}) gives the list.
+type Errors []*Error
+
+// maxErrors bounds how many problems one Load or Resolve reports.
+const maxErrors = 50
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Unwrap lets errors.As find the individual *Error values.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// errList collects errors for one file.
+type errList struct {
+	file string
+	errs Errors
+}
+
+func (l *errList) add(line int, field, format string, args ...any) {
+	if len(l.errs) >= maxErrors {
+		return
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (l *errList) err() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	return l.errs
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,324 @@
+package plan
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+)
+
+func fullHost() synth {
+	return synth{cpus: 8, nics: []synthNIC{{name: "eth0", queues: 2}, {name: "eth1", queues: 2}}}
+}
+
+func TestLoadFullYAMLAndJSON(t *testing.T) {
+	h := fullHost().build()
+	var resolved [][]Setting
+	for _, file := range []string{"testdata/full.yaml", "testdata/full.json"} {
+		p, err := LoadFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if p.File != file || p.Version != 1 || p.Policy != "hand" || len(p.IRQs) != 3 || len(p.RxQueues) != 3 ||
+			len(p.TxQueues) != 1 || len(p.Apps) != 2 || len(p.Coalesce) != 1 {
+			t.Fatalf("%s: loaded %+v", file, p)
+		}
+		if p.IRQs[1].CPUs.String() != "2-3" || p.Irqbalance.BannedCPUs.String() != "1-7" || *p.Coalesce[0].RxUsecs != 50 || *p.Coalesce[0].AdaptiveRx {
+			t.Errorf("%s: values %+v %+v %+v", file, p.IRQs[1], p.Irqbalance, p.Coalesce[0])
+		}
+		ss, err := Resolve(p, h)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		got := map[string]string{}
+		for _, s := range ss {
+			got[s.Kind.String()+" "+s.Target] = s.Path + "=" + s.Value
+		}
+		want := map[string]string{
+			"irq-affinity irq 9 (acpi)":                "proc/irq/9/smp_affinity_list=0",
+			"irq-affinity irq 101 (eth0 rxtx queue 1)": "proc/irq/101/smp_affinity_list=2-3",
+			"irq-affinity irq 102 (eth1 rxtx queue 0)": "proc/irq/102/smp_affinity_list=4-5",
+			"irq-affinity irq 103 (eth1 rxtx queue 1)": "proc/irq/103/smp_affinity_list=4-5",
+			"rps-flow-cnt eth0 rx-0":                   "sys/class/net/eth0/queues/rx-0/rps_flow_cnt=4096",
+			"rps-flow-cnt eth0 rx-1":                   "sys/class/net/eth0/queues/rx-1/rps_flow_cnt=4096",
+			"rps-cpus eth0 rx-0":                       "sys/class/net/eth0/queues/rx-0/rps_cpus=0000000f",
+			"rps-cpus eth1 rx-0":                       "sys/class/net/eth1/queues/rx-0/rps_cpus=00000000",
+			"xps-cpus eth0 tx-0":                       "sys/class/net/eth0/queues/tx-0/xps_cpus=00000001",
+			"sysctl net.core.rps_sock_flow_entries":    "proc/sys/net/core/rps_sock_flow_entries=32768",
+			"app-affinity comm memcached":              "=1-7",
+			"app-affinity unit nginx.service":          "=6-7",
+			"irqbalance irqbalance":                    "=banned_cpus=1-7",
+			"coalesce eth0 coalescing":                 "=rx_usecs=50 adaptive_rx=off",
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: resolved\n%v\nwant\n%v", file, got, want)
+		}
+		resolved = append(resolved, ss)
+	}
+	// YAML and JSON give the same settings (lines differ).
+	for i := range resolved[0] {
+		a, b := resolved[0][i], resolved[1][i]
+		a.Line, b.Line = 0, 0
+		a.App, b.App, a.Irqbalance, b.Irqbalance, a.Coalesce, b.Coalesce = nil, nil, nil, nil, nil, nil
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("setting %d differs: %+v vs %+v", i, a, b)
+		}
+	}
+	// Lines point at the entry.
+	if resolved[0][0].Line != 7 {
+		t.Errorf("irqs[0] line %d, want 7", resolved[0][0].Line)
+	}
+}
+
+func (k Kind) String() string { return string(k) }
+
+// Policy output survives a YAML and a JSON round trip unchanged.
+func TestRoundTrip(t *testing.T) {
+	h := synth{cpus: 16, smt: true, balance: true, nics: []synthNIC{{name: "eth0", queues: 4}, {name: "eth0.7", queues: 1, kind: "vlan", lower: "eth0"}}}.build()
+	for _, name := range PolicyNames() {
+		for _, o := range []Options{{}, {App: "unit:memcached.service", Irqbalance: IrqbalanceBan}} {
+			p, err := Make(name, h, o)
+			if name == "rps-spread" && o.Irqbalance == IrqbalanceBan {
+				// Nothing is isolated and no IRQ is placed: nothing to ban.
+				if err == nil || !strings.Contains(err.Error(), "no CPU to ban") {
+					t.Errorf("rps-spread ban: %v", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(name, err)
+			}
+			y, err := p.MarshalFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := p.MarshalJSONFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for file, data := range map[string][]byte{"p.yaml": y, "p.json": j} {
+				q, err := Load(file, data)
+				if err != nil {
+					t.Fatalf("%s %s: %v\n%s", name, file, err, data)
+				}
+				clearLines(q)
+				q.File = ""
+				if !reflect.DeepEqual(p, q) {
+					t.Errorf("%s %s: round trip differs\n%+v\n%+v", name, file, p, q)
+				}
+			}
+		}
+	}
+}
+
+func clearLines(p *Plan) {
+	for i := range p.IRQs {
+		p.IRQs[i].Line = 0
+	}
+	for i := range p.RxQueues {
+		p.RxQueues[i].Line = 0
+	}
+	for i := range p.TxQueues {
+		p.TxQueues[i].Line = 0
+	}
+	for i := range p.Apps {
+		p.Apps[i].Line = 0
+	}
+	for i := range p.Coalesce {
+		p.Coalesce[i].Line = 0
+	}
+	if p.RPSSockFlowEntries != nil {
+		p.RPSSockFlowEntries.Line = 0
+	}
+	if p.Irqbalance != nil {
+		p.Irqbalance.Line = 0
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	cases := []struct {
+		name, text, want string
+	}{
+		{"bad.yaml", "version: 1\nirqs: [\n", "bad.yaml:2: malformed YAML/JSON: did not find expected node content"},
+		{"bad.json", "{\"version\": 1, \"irqs\": [}\n", "bad.json:1: malformed YAML/JSON"},
+		{"bad.yaml", "", "bad.yaml: empty plan"},
+		{"bad.yaml", "version: 1\n---\nversion: 1\n", "bad.yaml:2: more than one YAML document"},
+		{"bad.yaml", "- 1\n", "bad.yaml:1: expected a mapping, found a list"},
+		{"bad.yaml", "irqs: []\n", "bad.yaml:1: version: missing"},
+		{"bad.yaml", "version: 2\n", "bad.yaml:1: version: unsupported plan version 2"},
+		{"bad.yaml", "version: one\n", `bad.yaml:1: version: "one" is not an integer`},
+		{"bad.yaml", "version: 1\nfoo: bar\n", `bad.yaml:2: foo: unknown field "foo"`},
+		{"bad.yaml", "version: 1\nversion: 1\n", "bad.yaml:2: version: given twice (first at line 1)"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpu: 0\n    reason: x\n", `bad.yaml:4: irqs[0].cpu: unknown field "cpu"`},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 3-1\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: bad cpulist"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0-99999999\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: bad cpulist"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: -3\n    cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0].irq: -3 is negative"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: \"\"\n    reason: x\n", "bad.yaml:3: irqs[0].cpus: missing or empty"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0\n", "bad.yaml:3: irqs[0].reason: missing"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0\n    reason: \"a\\nb\"\n", "bad.yaml:3: irqs[0].reason: must be one line"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    action: eth*\n    cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0]: more than one selector"},
+		{"bad.yaml", "version: 1\nirqs:\n  - cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0]: no selector"},
+		{"bad.yaml", "version: 1\nirqs:\n  - queue: 1\n    cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0].device: missing"},
+		{"bad.yaml", "version: 1\nirqs:\n  - action: \"eth[\"\n    cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0].action: bad pattern"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0\n    reason: x\n  - irq: 3\n    cpus: 1\n    reason: y\n",
+			"bad.yaml:6: irqs[1]: duplicate: irq 3 is already set by the entry at line 3"},
+		{"bad.yaml", "version: 1\nirqs:\n  - device: eth0\n    queue: 0\n    cpus: 0\n    reason: x\n  - device: eth0\n    queue: 0\n    cpus: 1\n    reason: y\n",
+			"bad.yaml:7: irqs[1]: duplicate: device eth0 queue 0 is already set by the entry at line 3"},
+		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    queue: 0\n    rps_cpus: 0\n    reason: x\n  - device: eth0\n    rps_cpus: 1\n    reason: y\n",
+			"bad.yaml:7: rx_queues[1]: duplicate: every rx queue of eth0 is already set by the entry at line 3"},
+		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    rps_flow_cnt: -5\n    reason: x\n", "bad.yaml:4: rx_queues[0].rps_flow_cnt: -5 is negative"},
+		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    rps_flow_cnt: 3000\n    reason: x\n", "bad.yaml:3: rx_queues[0].rps_flow_cnt: 3000 is not a power of two (the kernel rounds it up to 4096"},
+		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: rx_queues[0]: nothing to set"},
+		{"bad.yaml", "version: 1\ntx_queues:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: tx_queues[0].xps_cpus: missing"},
+		{"bad.yaml", "version: 1\nrps_sock_flow_entries:\n  value: 1073741824\n  reason: x\n", "bad.yaml:3: rps_sock_flow_entries.value: 1073741824 exceeds the maximum 536870912"},
+		{"bad.yaml", "version: 1\napps:\n  - pid: 1\n    comm: x\n    cpus: 0\n    reason: x\n", "bad.yaml:3: apps[0]: more than one selector"},
+		{"bad.yaml", "version: 1\napps:\n  - pid: 0\n    cpus: 0\n    reason: x\n", "bad.yaml:3: apps[0].pid: 0 is below the minimum 1"},
+		{"bad.yaml", "version: 1\nirqbalance:\n  mode: pause\n  reason: x\n", `bad.yaml:2: irqbalance.mode: "pause" is not one of leave, ban, stop`},
+		{"bad.yaml", "version: 1\nirqbalance:\n  mode: ban\n  reason: x\n", "bad.yaml:2: irqbalance.banned_cpus: missing"},
+		{"bad.yaml", "version: 1\ncoalesce:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: coalesce[0]: nothing to set"},
+		{"bad.yaml", "version: 1\ncoalesce:\n  - device: eth0\n    adaptive_rx: maybe\n    reason: x\n", `bad.yaml:4: coalesce[0].adaptive_rx: "maybe" is not true or false`},
+		{"bad.yaml", "version: 1\nirqs: 5\n", `bad.yaml:2: irqs: expected a list, found "5"`},
+		{"bad.yaml", "version: 1\nx: &a 1\nirqs:\n  - irq: *a\n    cpus: 0\n    reason: r\n", "unknown field"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: *a\n", "malformed YAML"},
+		{"bad.yaml", "version: 1\nirqs:\n  - &e {irq: 1, cpus: 0, reason: r}\n  - *e\n", "bad.yaml:4: irqs[1]: YAML aliases are not supported"},
+	}
+	for _, c := range cases {
+		_, err := Load(c.name, []byte(c.text))
+		if err == nil {
+			t.Errorf("%q: no error, want %q", c.text, c.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %q", c.text, err, c.want)
+		}
+		var es Errors
+		if !errors.As(err, &es) || len(es) == 0 || es[0].File != c.name {
+			t.Errorf("%q: error %T does not carry the file", c.text, err)
+		}
+	}
+	// All problems at once, in file order.
+	_, err := Load("many.yaml", []byte("version: 1\nirqs:\n  - irq: 1\n    cpus: x\n    reason: r\n  - irq: 2\n    cpus: 0\nbogus: 1\n"))
+	var es Errors
+	if !errors.As(err, &es) || len(es) != 2 || es[0].Line != 4 || es[1].Line != 8 {
+		t.Errorf("many errors: %v", err)
+	}
+}
+
+func TestLoadFileMissing(t *testing.T) {
+	if _, err := LoadFile("testdata/nope.yaml"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	s := fullHost()
+	s.offline = []int{7}
+	s.nics = append(s.nics, synthNIC{name: "nvme0n1", queues: 2, managed: true})
+	h := s.build()
+	head := "version: 1\n"
+	cases := []struct{ text, want string }{
+		{"irqs:\n  - irq: 999\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].irq: IRQ 999 does not exist on this host"},
+		{"irqs:\n  - irq: 9\n    cpus: 7\n    reason: x\n", "host.yaml:3: irqs[0].cpus: CPU 7 is offline"},
+		{"irqs:\n  - irq: 9\n    cpus: 0-300\n    reason: x\n", "host.yaml:3: irqs[0].cpus: CPUs 8-300 do not exist on this host (it has CPUs 0-7)"},
+		{"irqs:\n  - device: eth0\n    queue: 7\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].queue: device eth0 has no IRQ for queue 7 (queues with IRQs: 0-1)"},
+		{"irqs:\n  - device: eth9\n    queue: 0\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].device: device eth9 not found"},
+		{"irqs:\n  - action: \"mlx5*\"\n    cpus: 0\n    reason: x\n", `host.yaml:3: irqs[0].action: pattern "mlx5*" matches no IRQ`},
+		{"irqs:\n  - irq: 100\n    cpus: 0\n    reason: x\n  - action: \"eth0-*\"\n    cpus: 1\n    reason: y\n",
+			"host.yaml:6: irqs[1]: irq 100 (eth0 rxtx queue 0) is also set by the entry at line 3"},
+		{"rx_queues:\n  - device: eth9\n    rps_cpus: 0\n    reason: x\n", "host.yaml:3: rx_queues[0].device: network interface eth9 not found on this host (it has: eth0, eth1, nvme0n1)"},
+		{"rx_queues:\n  - device: eth0\n    queue: 5\n    rps_cpus: 0\n    reason: x\n", "host.yaml:3: rx_queues[0].queue: eth0 has no rx queue 5 (it has 2 rx queues)"},
+		{"rx_queues:\n  - device: eth0\n    rps_cpus: 0-63\n    reason: x\n", "host.yaml:3: rx_queues[0].rps_cpus: CPUs 8-63 do not exist on this host"},
+		{"rx_queues:\n  - device: eth0\n    rps_cpus: 5-7\n    reason: x\n", "host.yaml:3: rx_queues[0].rps_cpus: CPU 7 is offline"},
+		{"rx_queues:\n  - device: eth0\n    rps_cpus: 0xffffffff,ffffffff\n    reason: x\n", "host.yaml:3: rx_queues[0].rps_cpus: CPUs 8-63 do not exist on this host (it has CPUs 0-7)"},
+		{"tx_queues:\n  - device: eth1\n    queue: 2\n    xps_cpus: 0\n    reason: x\n", "host.yaml:3: tx_queues[0].queue: eth1 has no tx queue 2"},
+		{"apps:\n  - comm: x\n    cpus: 9\n    reason: x\n", "host.yaml:3: apps[0].cpus: CPU 9 does not exist"},
+		{"irqbalance:\n  mode: ban\n  banned_cpus: 7\n  reason: x\n", "host.yaml:2: irqbalance.banned_cpus: CPU 7 is offline"},
+		{"coalesce:\n  - device: eth7\n    rx_usecs: 3\n    reason: x\n", "host.yaml:3: coalesce[0].device: network interface eth7 not found"},
+	}
+	for _, c := range cases {
+		p, err := Load("host.yaml", []byte(head+c.text))
+		if err != nil {
+			t.Fatalf("%q: load: %v", c.text, err)
+		}
+		_, err = Resolve(p, h)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %q", c.text, err, c.want)
+		}
+	}
+}
+
+func TestResolveManagedAndStatus(t *testing.T) {
+	s := fullHost()
+	s.nics = append(s.nics, synthNIC{name: "nvme0n1", queues: 2, managed: true})
+	h := s.build()
+	p, err := Load("m.yaml", []byte("version: 1\nirqs:\n  - action: \"nvme0n1-*\"\n    cpus: 0\n    reason: x\n  - irq: 100\n    cpus: 0-7\n    reason: y\n  - irq: 101\n    cpus: 1\n    reason: z\nirqbalance:\n  mode: leave\n  reason: l\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := Resolve(p, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, s := range ss {
+		status[s.Target] = s.Status()
+		if s.Status() == StatusSkip && s.Skip == "" {
+			t.Errorf("%s skipped without reason", s.Target)
+		}
+	}
+	want := map[string]string{
+		"irq 104 (nvme0n1 rxtx queue 0)": StatusSkip,
+		"irq 105 (nvme0n1 rxtx queue 1)": StatusSkip,
+		"irq 100 (eth0 rxtx queue 0)":    StatusUnchanged, // affinity already 0-7
+		"irq 101 (eth0 rxtx queue 1)":    StatusChange,
+		"irqbalance":                     StatusSkip,
+	}
+	if !reflect.DeepEqual(status, want) {
+		t.Errorf("status %v\nwant %v", status, want)
+	}
+	if ss[0].Skip != ManagedSkip {
+		t.Errorf("managed skip reason %q", ss[0].Skip)
+	}
+}
+
+func TestSameValue(t *testing.T) {
+	for _, c := range []struct {
+		k    Kind
+		a, b string
+		want bool
+	}{
+		{KindIRQAffinity, "0-3", "0,1,2,3\n", true},
+		{KindIRQAffinity, "0-3", "0-2", false},
+		{KindRPSCPUs, "f", "00000000,0000000f", true},
+		{KindRPSCPUs, "ff00", "ff", false},
+		{KindRPSFlowCnt, "4096\n", "4096", true},
+		{KindIrqbalance, "banned_cpus=1-3", "banned_cpus=1-3 ", true},
+	} {
+		got, err := SameValue(c.k, c.a, c.b)
+		if err != nil || got != c.want {
+			t.Errorf("SameValue(%s, %q, %q) = %v, %v", c.k, c.a, c.b, got, err)
+		}
+	}
+	if _, err := SameValue(KindRPSCPUs, "zz", "f"); err == nil {
+		t.Error("bad mask compared without error")
+	}
+	_ = cpuset.Set{}
+}
+
+func TestHostMismatch(t *testing.T) {
+	h := fullHost().build() // hostname "synth"
+	p, err := LoadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := HostMismatch(p, h); m != "" {
+		t.Errorf("same host: %q", m)
+	}
+	p.Host = "db7"
+	if m := HostMismatch(p, h); m != "plan testdata/full.yaml was made for host db7, this is synth" {
+		t.Errorf("mismatch: %q", m)
+	}
+}

@@ -1,0 +1,181 @@
+// Package plan describes desired interrupt placement and steering as data (a
+// Plan), reads and writes it as versioned YAML or JSON with errors that name
+// file, line and field, checks it against a host, resolves its selectors into
+// concrete kernel settings, and produces plans from the policies distilled
+// from the seed documents (dedicated-core, per-queue, colocate, rps-spread,
+// auto).
+//
+// A plan file (YAML; the same fields in JSON):
+//
+//	version: 1
+//	policy: per-queue            # optional: what made it
+//	host: db1                    # optional: the hostname it was made for
+//	irqs:                        # select by irq, device+queue, or action glob
+//	  - {irq: 38, cpus: "0", reason: eth0 queue 0 on CPU 0}
+//	  - {device: eth0, queue: 1, cpus: "8", reason: …}
+//	  - {action: "nvme0q*", cpus: 0-3, reason: …}
+//	rx_queues:                   # queue omitted: every rx queue of the device
+//	  - {device: eth0, queue: 0, rps_cpus: 0-7, rps_flow_cnt: 4096, reason: …}
+//	tx_queues:
+//	  - {device: eth0, queue: 0, xps_cpus: "0", reason: …}
+//	rps_sock_flow_entries: {value: 32768, reason: …}
+//	apps:                        # one of pid, comm, unit, cgroup
+//	  - {comm: memcached, cpus: 1-7, reason: …}
+//	irqbalance: {mode: ban, banned_cpus: 1-7, reason: …}   # leave | ban | stop
+//	coalesce:
+//	  - {device: eth0, rx_usecs: 50, adaptive_rx: false, reason: …}
+//
+// CPU sets are cpulists ("0-3,8", or a YAML list of numbers) or hex masks
+// with an explicit 0x prefix. Counts must be powers of two (the kernel
+// rounds rps_flow_cnt and rps_sock_flow_entries up and reports the rounded
+// value).
+//
+// Everything here is pure: no file system (Load takes bytes; LoadFile is the
+// one convenience that reads a file), no clock. Applying a plan is the job of
+// package apply, which consumes the []Setting returned by Resolve.
+package plan
+
+import (
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+)
+
+// Version is the plan file format version this package reads and writes.
+const Version = 1
+
+// Plan is the desired state of one machine. The YAML and JSON field names are
+// the file format; Line and File fields are where an entry came from (for
+// error messages) and are never serialised.
+type Plan struct {
+	Version int `yaml:"version" json:"version"`
+	// Policy that produced the plan ("" for hand-written plans).
+	Policy string `yaml:"policy,omitempty" json:"policy,omitempty"`
+	// Host is the hostname the plan was made for (informational; optional).
+	Host string `yaml:"host,omitempty" json:"host,omitempty"`
+	// Why explains the policy's choices (auto explains which policy it chose).
+	Why string `yaml:"why,omitempty" json:"why,omitempty"`
+	// Notes are things the policy deliberately left alone, one line each
+	// (kernel-managed IRQs, devices without queues…).
+	Notes []string `yaml:"notes,omitempty" json:"notes,omitempty"`
+	// AppCPUs is advice: the CPUs the policy leaves for the application when
+	// no application selector was given (so nothing is pinned).
+	AppCPUs *cpuset.Set `yaml:"app_cpus,omitempty" json:"app_cpus,omitempty"`
+
+	IRQs               []IRQEntry       `yaml:"irqs,omitempty" json:"irqs,omitempty"`
+	RxQueues           []RxQueueEntry   `yaml:"rx_queues,omitempty" json:"rx_queues,omitempty"`
+	TxQueues           []TxQueueEntry   `yaml:"tx_queues,omitempty" json:"tx_queues,omitempty"`
+	RPSSockFlowEntries *SockFlowEntry   `yaml:"rps_sock_flow_entries,omitempty" json:"rps_sock_flow_entries,omitempty"`
+	Apps               []AppEntry       `yaml:"apps,omitempty" json:"apps,omitempty"`
+	Irqbalance         *IrqbalanceEntry `yaml:"irqbalance,omitempty" json:"irqbalance,omitempty"`
+	Coalesce           []CoalesceEntry  `yaml:"coalesce,omitempty" json:"coalesce,omitempty"`
+
+	// File is the file the plan was loaded from ("" for generated plans).
+	File string `yaml:"-" json:"-"`
+}
+
+// IRQEntry sets the affinity of the IRQs it selects. Exactly one selector:
+// IRQ (a number), Device+Queue (the queue's IRQs, rx and tx), or Action (a
+// glob, path.Match syntax, over the IRQ's action names as in /proc/interrupts).
+type IRQEntry struct {
+	IRQ    *int       `yaml:"irq,omitempty" json:"irq,omitempty"`
+	Device string     `yaml:"device,omitempty" json:"device,omitempty"`
+	Queue  *int       `yaml:"queue,omitempty" json:"queue,omitempty"`
+	Action string     `yaml:"action,omitempty" json:"action,omitempty"`
+	CPUs   cpuset.Set `yaml:"cpus" json:"cpus"`
+	Reason string     `yaml:"reason" json:"reason"`
+	Line   int        `yaml:"-" json:"-"`
+}
+
+// RxQueueEntry sets RPS on one rx queue of a device, or on all of them when
+// Queue is nil. At least one of RPSCPUs and RPSFlowCnt is set; an empty
+// RPSCPUs turns RPS off.
+type RxQueueEntry struct {
+	Device     string      `yaml:"device" json:"device"`
+	Queue      *int        `yaml:"queue,omitempty" json:"queue,omitempty"`
+	RPSCPUs    *cpuset.Set `yaml:"rps_cpus,omitempty" json:"rps_cpus,omitempty"`
+	RPSFlowCnt *int        `yaml:"rps_flow_cnt,omitempty" json:"rps_flow_cnt,omitempty"`
+	Reason     string      `yaml:"reason" json:"reason"`
+	Line       int         `yaml:"-" json:"-"`
+}
+
+// TxQueueEntry sets XPS on one tx queue of a device, or on all of them when
+// Queue is nil. An empty XPSCPUs turns XPS off.
+type TxQueueEntry struct {
+	Device  string     `yaml:"device" json:"device"`
+	Queue   *int       `yaml:"queue,omitempty" json:"queue,omitempty"`
+	XPSCPUs cpuset.Set `yaml:"xps_cpus" json:"xps_cpus"`
+	Reason  string     `yaml:"reason" json:"reason"`
+	Line    int        `yaml:"-" json:"-"`
+}
+
+// SockFlowEntry sets net.core.rps_sock_flow_entries (0 turns RFS off).
+type SockFlowEntry struct {
+	Value  int    `yaml:"value" json:"value"`
+	Reason string `yaml:"reason" json:"reason"`
+	Line   int    `yaml:"-" json:"-"`
+}
+
+// AppEntry pins every thread of the selected processes to CPUs. Exactly one
+// selector: PID, Comm (process name as in /proc/PID/comm), Unit (a systemd
+// unit) or Cgroup (a cgroup path below /sys/fs/cgroup).
+type AppEntry struct {
+	PID    int        `yaml:"pid,omitempty" json:"pid,omitempty"`
+	Comm   string     `yaml:"comm,omitempty" json:"comm,omitempty"`
+	Unit   string     `yaml:"unit,omitempty" json:"unit,omitempty"`
+	Cgroup string     `yaml:"cgroup,omitempty" json:"cgroup,omitempty"`
+	CPUs   cpuset.Set `yaml:"cpus" json:"cpus"`
+	Reason string     `yaml:"reason" json:"reason"`
+	Line   int        `yaml:"-" json:"-"`
+}
+
+// Selector describes the entry's process selector, e.g. "comm memcached".
+func (a AppEntry) Selector() string {
+	switch {
+	case a.PID != 0:
+		return "pid " + itoa(a.PID)
+	case a.Comm != "":
+		return "comm " + a.Comm
+	case a.Unit != "":
+		return "unit " + a.Unit
+	case a.Cgroup != "":
+		return "cgroup " + a.Cgroup
+	}
+	return "(no selector)"
+}
+
+// IrqbalanceMode says what to do with the irqbalance daemon.
+type IrqbalanceMode string
+
+// Irqbalance modes.
+const (
+	// IrqbalanceLeave: do not touch irqbalance.
+	IrqbalanceLeave IrqbalanceMode = "leave"
+	// IrqbalanceBan: write BannedCPUs to its banned-CPU list and reload it
+	// (as cri-o does), so it keeps IRQs off those CPUs.
+	IrqbalanceBan IrqbalanceMode = "ban"
+	// IrqbalanceStop: stop the daemon so it cannot undo the placement.
+	IrqbalanceStop IrqbalanceMode = "stop"
+)
+
+// IrqbalanceEntry is the plan's irqbalance handling.
+type IrqbalanceEntry struct {
+	Mode       IrqbalanceMode `yaml:"mode" json:"mode"`
+	BannedCPUs *cpuset.Set    `yaml:"banned_cpus,omitempty" json:"banned_cpus,omitempty"` // mode ban only
+	Reason     string         `yaml:"reason" json:"reason"`
+	Line       int            `yaml:"-" json:"-"`
+}
+
+// CoalesceEntry sets a NIC's interrupt coalescing (ethtool -C). Nil fields
+// are left as they are.
+type CoalesceEntry struct {
+	Device     string  `yaml:"device" json:"device"`
+	RxUsecs    *uint32 `yaml:"rx_usecs,omitempty" json:"rx_usecs,omitempty"`
+	RxFrames   *uint32 `yaml:"rx_frames,omitempty" json:"rx_frames,omitempty"`
+	TxUsecs    *uint32 `yaml:"tx_usecs,omitempty" json:"tx_usecs,omitempty"`
+	TxFrames   *uint32 `yaml:"tx_frames,omitempty" json:"tx_frames,omitempty"`
+	AdaptiveRx *bool   `yaml:"adaptive_rx,omitempty" json:"adaptive_rx,omitempty"`
+	AdaptiveTx *bool   `yaml:"adaptive_tx,omitempty" json:"adaptive_tx,omitempty"`
+	Reason     string  `yaml:"reason" json:"reason"`
+	Line       int     `yaml:"-" json:"-"`
+}
+
+func ptr[T any](v T) *T { return &v }

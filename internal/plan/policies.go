@@ -1,0 +1,435 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// DedicatedCore is seed 000's policy: every movable hardware IRQ on the
+// housekeeping CPU(s) (default the lowest usable CPU, normally CPU 0), RPS
+// over the remaining usable CPUs, and RFS on: rps_sock_flow_entries 65536,
+// rps_flow_cnt per rx queue = 65536 / rx queues (seed 000: 8192 for its 8
+// queues). The application gets the CPUs other than the housekeeping ones.
+func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
+	b, err := newBuilder(h, o, "dedicated-core")
+	if err != nil {
+		return nil, err
+	}
+	hk := o.Housekeeping
+	if hk.IsEmpty() {
+		hk = cpuset.Of(b.usable.Min())
+	}
+	for _, c := range hk.CPUs() {
+		switch {
+		case !b.v.exists.Contains(c):
+			return nil, fmt.Errorf("housekeeping CPU %d does not exist on this host (it has CPUs %s)", c, b.v.exists)
+		case !b.v.online.Contains(c):
+			return nil, fmt.Errorf("housekeeping CPU %d is offline", c)
+		case b.banned.Contains(c):
+			return nil, fmt.Errorf("housekeeping CPU %d is isolated or nohz_full; IRQs never go there", c)
+		}
+	}
+	b.p.Why = fmt.Sprintf("CPU(s) %s take every movable hardware IRQ so the other CPUs run the application undisturbed; "+
+		"RPS spreads the network softirq work over the other CPUs and RFS steers each flow to the CPU reading its socket (seed 000)", hk)
+
+	reason := fmt.Sprintf("every movable hardware IRQ on housekeeping CPU(s) %s (seed 000)", hk)
+	var managed, timers, idle []int
+	for i := range h.IRQs {
+		q := &h.IRQs[i]
+		switch {
+		case len(q.Actions) == 0:
+			idle = append(idle, q.Number)
+		case q.Class == host.ClassTimer:
+			timers = append(timers, q.Number)
+		case !q.Movable():
+			managed = append(managed, q.Number)
+		default:
+			b.irq(q.Number, hk, reason)
+		}
+	}
+	if len(managed) > 0 {
+		b.note("%s kernel-managed; left where the kernel put them", irqWord(managed, "is", "are"))
+	}
+	if len(timers) > 0 {
+		b.note("timer %s left alone: the kernel does not move them", irqWord(timers, "is", "are"))
+	}
+	if len(idle) > 0 {
+		b.note("%s no handler; left alone", irqWord(idle, "has", "have"))
+	}
+
+	rest := b.usable.Difference(hk)
+	rpsReason := fmt.Sprintf("RPS over the CPUs other than the housekeeping ones, %s (seed 000)", rest)
+	if rest.IsEmpty() {
+		rest = hk
+		rpsReason = fmt.Sprintf("RPS on the housekeeping CPU(s) %s: no other usable CPU", hk)
+	}
+	ts, err := b.targets()
+	if err != nil {
+		return nil, err
+	}
+	entries := b.rfs(65536, "RFS on: steer each flow's softirq work to the CPU that reads its socket (seed 000)")
+	for _, t := range ts {
+		if !t.steer {
+			b.note("%s: not steered; RPS on its multi-queue lower device %s covers it", t.nic.Name, t.nic.Lower)
+			continue
+		}
+		b.managedNote(t)
+		cnt := flowCnt(entries, len(t.nic.RxQueues))
+		for _, rq := range t.nic.RxQueues {
+			rs := rest
+			b.rps(t.nic.Name, rq.Index, &rs, ptr(cnt), rpsReason)
+		}
+	}
+	if err := b.app(b.usable.Difference(hk), "the application runs on the CPUs that take no IRQs (seed 000)"); err != nil {
+		return nil, err
+	}
+	if err := b.irqbalance(true, hk); err != nil {
+		return nil, err
+	}
+	return b.p, nil
+}
+
+// PerQueue is seed 002's policy. For each NIC, with P its usable NUMA-local
+// CPUs in ascending order (N = |P|), Q its queues and R = CPUsPerIRQCore
+// (default 8):
+//
+//  1. The pool's IRQ CPUs: IRQCores, or one per R usable CPUs (N/R, at
+//     least 1). P is cut into that many contiguous blocks; IRQ CPU j is the
+//     first CPU of block j that is no SMT sibling of an IRQ CPU already
+//     chosen (for this or another node), else the first not already an IRQ
+//     CPU, else the first. NICs on the same node share these CPUs.
+//  2. A NIC uses K = min(IRQ CPUs, Q) of them (rotating between NICs).
+//  3. Queue i's IRQs go to the NIC's IRQ CPU ⌊i·K/Q⌋: each queue on its own
+//     core when K = Q, queues shared in order otherwise.
+//  4. RPS: when N ≥ R, P is cut into min(Q, N) contiguous groups and queue i
+//     steers to group i mod min(Q, N), spreading softirq work; when N < R the
+//     IRQ CPU alone is too small a share to give away, so queue i's stack
+//     runs on its IRQ CPU (RPS = that CPU).
+//  5. The application gets P minus the IRQ CPUs.
+//
+// On single-node hosts this gives seed 002's table exactly: 4 CPUs/1 queue →
+// K=1, IRQ 0, RPS 0, app 1-3; 8/2 → K=1, IRQs 0,0, RPS 0-3 and 4-7, app 1-7;
+// 16/2 → K=2, IRQs 0,8, RPS 0-7 and 8-15, app 1-7,9-15.
+func PerQueue(h *host.Host, o Options) (*Plan, error) {
+	b, err := newBuilder(h, o, "per-queue")
+	if err != nil {
+		return nil, err
+	}
+	ts, err := b.targets()
+	if err != nil {
+		return nil, err
+	}
+	R := b.o.CPUsPerIRQCore
+	// IRQ CPUs are chosen once per NUMA pool and shared by the NICs there,
+	// so several NICs on one node share the node's IRQ-CPU budget.
+	type nodeState struct {
+		irq  []int
+		next int // rotating start, so NICs with few queues use different IRQ CPUs
+	}
+	nodes := map[string]*nodeState{}
+	picked := cpuset.Set{} // candidate IRQ CPUs chosen so far (for SMT avoidance)
+	used := cpuset.Set{}   // CPUs that actually got a queue
+	pool := cpuset.Set{}
+	var summary []string
+	for _, t := range ts {
+		if skipStacked(b, ts, t) {
+			continue
+		}
+		P, local := b.nodeCPUs(t.nic)
+		Q := t.queueCount()
+		if Q == 0 {
+			b.note("%s has no queues; nothing to place", t.nic.Name)
+			continue
+		}
+		cpus := P.CPUs()
+		N := len(cpus)
+		ns := nodes[P.String()]
+		if ns == nil {
+			K := o.IRQCores
+			if K <= 0 {
+				K = N / R
+			}
+			K = max(1, min(K, N))
+			ns = &nodeState{irq: make([]int, K)}
+			for j := range K {
+				ns.irq[j] = b.pickCPU(cpus[j*N/K:(j+1)*N/K], picked)
+				picked = picked.Add(ns.irq[j])
+			}
+			nodes[P.String()] = ns
+		}
+		K := min(len(ns.irq), Q)
+		start := ns.next
+		ns.next = (ns.next + K) % len(ns.irq)
+		irqCPUOf := func(pos int) int { return ns.irq[(start+pos*K/Q)%len(ns.irq)] }
+		mine := cpuset.Set{}
+		for pos := range Q {
+			mine = mine.Add(irqCPUOf(pos))
+		}
+		used = used.Union(mine)
+		spread := N >= R
+		G := min(Q, N)
+		group := func(pos int) cpuset.Set {
+			g := pos % G
+			return cpuset.Of(cpus[g*N/G : (g+1)*N/G]...)
+		}
+		where := "NUMA-local"
+		if !local {
+			where = "NIC node unknown, any usable CPU"
+		}
+		b.managedNote(t)
+		for pos, qi := range t.queues {
+			c := irqCPUOf(pos)
+			for _, irq := range t.irqs[qi] {
+				if irq.Movable() {
+					b.irq(irq.Number, cpuset.Of(c), fmt.Sprintf("%s queue %d IRQ on CPU %d, IRQ CPU %d of %d (%s; seed 002)", t.nic.Name, qi, c, pos*K/Q+1, K, where))
+				}
+			}
+		}
+		rpsOf := func(pos int) (cpuset.Set, string) {
+			if spread {
+				g := group(pos)
+				return g, fmt.Sprintf("RPS spreads queue softirq work over group %s (seed 002)", g)
+			}
+			c := cpuset.Of(irqCPUOf(pos))
+			return c, fmt.Sprintf("stack runs on the queue's IRQ CPU %s: %d usable CPUs are too few to spread (seed 002)", c, N)
+		}
+		for _, dev := range append([]*target{t}, vlanOver(ts, t.nic.Name)...) {
+			if !dev.steer {
+				continue
+			}
+			for _, rq := range dev.nic.RxQueues {
+				s, why := rpsOf(queuePos(t, rq.Index))
+				if dev != t {
+					why += "; on VLAN " + dev.nic.Name + " over single-queue " + t.nic.Name + " (seed 004)"
+				}
+				b.rps(dev.nic.Name, rq.Index, &s, nil, why)
+			}
+		}
+		pool = pool.Union(P)
+		summary = append(summary, fmt.Sprintf("%s: %d queue(s), IRQ CPU(s) %s", t.nic.Name, Q, mine))
+	}
+	b.p.Why = fmt.Sprintf("each queue's IRQ pinned NUMA-local (one IRQ CPU per %d usable CPUs, distinct cores), RPS spreads softirq work per queue, "+
+		"the application runs on the rest (seed 002)", R)
+	if len(summary) > 0 {
+		b.p.Why += ": " + strings.Join(summary, "; ")
+	}
+	if err := b.app(pool.Difference(used), "the application runs on the NIC-local CPUs that take no queue IRQ (seed 002)"); err != nil {
+		return nil, err
+	}
+	if err := b.irqbalance(len(b.p.IRQs) > 0, used); err != nil {
+		return nil, err
+	}
+	return b.p, nil
+}
+
+// Colocate is seed 001's "full affinity": each queue gets its own core
+// (NUMA-local, distinct physical cores first, SMT siblings only when cores
+// run out), and the queue's IRQs, its RPS and XPS CPUs and the application
+// worker that consumes it all run there, so data stays in that core's
+// caches. Run one application worker per queue.
+func Colocate(h *host.Host, o Options) (*Plan, error) {
+	b, err := newBuilder(h, o, "colocate")
+	if err != nil {
+		return nil, err
+	}
+	ts, err := b.targets()
+	if err != nil {
+		return nil, err
+	}
+	used := cpuset.Set{}
+	var summary []string
+	workers := 0
+	for _, t := range ts {
+		if skipStacked(b, ts, t) {
+			continue
+		}
+		P, _ := b.nodeCPUs(t.nic)
+		Q := t.queueCount()
+		if Q == 0 {
+			b.note("%s has no queues; nothing to place", t.nic.Name)
+			continue
+		}
+		order := b.coreOrder(P, used)
+		core := func(pos int) int { return order[pos%len(order)] }
+		b.managedNote(t)
+		for pos, qi := range t.queues {
+			c := core(pos)
+			for _, irq := range t.irqs[qi] {
+				if irq.Movable() {
+					b.irq(irq.Number, cpuset.Of(c), fmt.Sprintf("%s queue %d IRQ, stack and worker together on CPU %d (seed 001)", t.nic.Name, qi, c))
+				}
+			}
+		}
+		mine := cpuset.Set{}
+		for pos := range Q {
+			mine = mine.Add(core(pos))
+		}
+		for _, dev := range append([]*target{t}, vlanOver(ts, t.nic.Name)...) {
+			if !dev.steer {
+				continue
+			}
+			for _, rq := range dev.nic.RxQueues {
+				s := cpuset.Of(core(queuePos(t, rq.Index)))
+				b.rps(dev.nic.Name, rq.Index, &s, nil, fmt.Sprintf("softirq work stays on the queue's core %s (seed 001)", s))
+			}
+			for _, tq := range dev.nic.TxQueues {
+				s := cpuset.Of(core(queuePos(t, tq.Index)))
+				b.xps(dev.nic.Name, tq.Index, s, fmt.Sprintf("transmit from the queue's core %s (seed 001)", s))
+			}
+		}
+		used = used.Union(mine)
+		workers += Q
+		summary = append(summary, fmt.Sprintf("%s: %d queue(s) on CPUs %s", t.nic.Name, Q, mine))
+	}
+	b.p.Why = "full affinity: each queue's IRQ, its softirq work, its transmits and the worker consuming it share one core, so the data stays in cache (seed 001)"
+	if len(summary) > 0 {
+		b.p.Why += ": " + strings.Join(summary, "; ") + fmt.Sprintf("; run %d application workers, one per queue", workers)
+	}
+	if err := b.app(used, "one application worker per queue, on the queues' cores (seed 001)"); err != nil {
+		return nil, err
+	}
+	if err := b.irqbalance(len(b.p.IRQs) > 0, used); err != nil {
+		return nil, err
+	}
+	return b.p, nil
+}
+
+// RPSSpread is seed 004's policy: RPS and RFS over every usable CPU of the
+// NIC's NUMA node (all usable CPUs when unknown), rps_sock_flow_entries
+// 32768, rps_flow_cnt per rx queue = 32768 / rx queues. IRQs are not
+// touched. On a VLAN over a single-queue NIC, the VLAN device is steered too.
+func RPSSpread(h *host.Host, o Options) (*Plan, error) {
+	b, err := newBuilder(h, o, "rps-spread")
+	if err != nil {
+		return nil, err
+	}
+	ts, err := b.targets()
+	if err != nil {
+		return nil, err
+	}
+	entries := b.rfs(32768, "RFS on: steer each flow's softirq work to the CPU that reads its socket (seed 004)")
+	var summary []string
+	for _, t := range ts {
+		if !t.steer {
+			b.note("%s: not steered; RPS on its multi-queue lower device %s covers it", t.nic.Name, t.nic.Lower)
+			continue
+		}
+		P, local := b.nodeCPUs(t.nic)
+		where := "its NUMA node"
+		if !local {
+			where = "the machine (node unknown)"
+		}
+		cnt := flowCnt(entries, len(t.nic.RxQueues))
+		why := fmt.Sprintf("spread softirq work over every usable CPU of %s, %s (seed 004)", where, P)
+		if t.nic.Kind == "vlan" {
+			why += "; VLAN over single-queue " + t.nic.Lower + " is where the packets are received"
+		}
+		for _, rq := range t.nic.RxQueues {
+			s := P
+			b.rps(t.nic.Name, rq.Index, &s, ptr(cnt), why)
+		}
+		if len(t.nic.RxQueues) > 0 {
+			summary = append(summary, fmt.Sprintf("%s over %s", t.nic.Name, P))
+		}
+	}
+	b.p.Why = "the receiving CPU is left to the NIC's IRQ; RPS moves the protocol work to every CPU of the NIC's node and RFS keeps each flow where its socket is read (seed 004)"
+	if len(summary) > 0 {
+		b.p.Why += ": " + strings.Join(summary, "; ")
+	}
+	if err := b.irqbalance(false, cpuset.Set{}); err != nil {
+		return nil, err
+	}
+	return b.p, nil
+}
+
+// skipStacked reports whether t is a VLAN handled with its lower device (or
+// not steered at all), noting why.
+func skipStacked(b *builder, ts []*target, t *target) bool {
+	if t.nic.Kind != "vlan" {
+		return false
+	}
+	if !t.steer {
+		b.note("%s: not steered; its multi-queue lower device %s receives and spreads the packets", t.nic.Name, t.nic.Lower)
+		return true
+	}
+	for _, o := range ts {
+		if o.nic.Name == t.nic.Lower {
+			return true // placed together with its lower device
+		}
+	}
+	return false
+}
+
+// queuePos maps a queue index to its position among t's queues with IRQs
+// (index modulo the queue count for queues without an IRQ).
+func queuePos(t *target, index int) int {
+	for pos, q := range t.queues {
+		if q == index {
+			return pos
+		}
+	}
+	n := t.queueCount()
+	if n == 0 {
+		return 0
+	}
+	return index % n
+}
+
+// pickCPU chooses an IRQ CPU from block: the first CPU that is no SMT
+// sibling of a CPU in used, else the first not in used, else the first.
+func (b *builder) pickCPU(block []int, used cpuset.Set) int {
+	avoid := b.siblingsOf(used)
+	for _, c := range block {
+		if !avoid.Contains(c) {
+			return c
+		}
+	}
+	for _, c := range block {
+		if !used.Contains(c) {
+			return c
+		}
+	}
+	return block[0]
+}
+
+// coreOrder lists P for one-queue-per-core placement: one CPU of each
+// physical core first, then the remaining SMT siblings; within each, CPUs
+// not already used (by another NIC) before used ones.
+func (b *builder) coreOrder(P, used cpuset.Set) []int {
+	var first, second []int
+	taken := cpuset.Set{}
+	for _, c := range P.CPUs() {
+		if taken.Intersect(b.siblings(c)).IsEmpty() {
+			first = append(first, c)
+			taken = taken.Add(c)
+		} else {
+			second = append(second, c)
+		}
+	}
+	avoid := b.siblingsOf(used)
+	var out []int
+	for _, list := range [][]int{first, second} {
+		var fresh, old []int
+		for _, c := range list {
+			if avoid.Contains(c) {
+				old = append(old, c)
+			} else {
+				fresh = append(fresh, c)
+			}
+		}
+		out = append(out, fresh...)
+		out = append(out, old...)
+	}
+	return out
+}
+
+// irqWord formats "IRQ 36 is" / "IRQs 103-104 are".
+func irqWord(irqs []int, one, many string) string {
+	if len(irqs) == 1 {
+		return fmt.Sprintf("IRQ %d %s", irqs[0], one)
+	}
+	return fmt.Sprintf("IRQs %s %s", cpuset.Of(irqs...), many)
+}

@@ -1,0 +1,425 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// TestPerQueueSeed002Table reproduces seed 002's table exactly (AWS A1
+// instances: one NUMA node, no SMT).
+func TestPerQueueSeed002Table(t *testing.T) {
+	cases := []struct {
+		cpus, queues int
+		irq          []string // per queue
+		rps          []string // per rx queue
+		app          string
+	}{
+		{4, 1, []string{"0"}, []string{"0"}, "1-3"},
+		{8, 2, []string{"0", "0"}, []string{"0-3", "4-7"}, "1-7"},
+		{16, 2, []string{"0", "8"}, []string{"0-7", "8-15"}, "1-7,9-15"},
+	}
+	for _, c := range cases {
+		h := synth{cpus: c.cpus, nics: []synthNIC{{name: "eth0", queues: c.queues}}, balance: true}.build()
+		p, err := Make("per-queue", h, Options{App: "comm:memcached"})
+		if err != nil {
+			t.Fatalf("%d CPUs: %v", c.cpus, err)
+		}
+		var gotIRQ, gotRPS []string
+		for _, e := range p.IRQs {
+			gotIRQ = append(gotIRQ, e.CPUs.String())
+		}
+		for _, e := range p.RxQueues {
+			gotRPS = append(gotRPS, e.RPSCPUs.String())
+			if e.RPSFlowCnt != nil {
+				t.Errorf("%d CPUs: seed 002 sets no rps_flow_cnt, plan has %d", c.cpus, *e.RPSFlowCnt)
+			}
+		}
+		if strings.Join(gotIRQ, " ") != strings.Join(c.irq, " ") {
+			t.Errorf("%d CPUs/%d queues: IRQ CPUs %v, seed 002 says %v", c.cpus, c.queues, gotIRQ, c.irq)
+		}
+		if strings.Join(gotRPS, " ") != strings.Join(c.rps, " ") {
+			t.Errorf("%d CPUs/%d queues: RPS %v, seed 002 says %v", c.cpus, c.queues, gotRPS, c.rps)
+		}
+		if len(p.Apps) != 1 || p.Apps[0].CPUs.String() != c.app || p.Apps[0].Comm != "memcached" {
+			t.Errorf("%d CPUs: apps %+v, seed 002 says %s", c.cpus, p.Apps, c.app)
+		}
+		if p.Irqbalance == nil || p.Irqbalance.Mode != IrqbalanceStop {
+			t.Errorf("%d CPUs: seed 002 stops a running irqbalance, plan: %+v", c.cpus, p.Irqbalance)
+		}
+		// The same table through the resolved kernel settings: the masks the
+		// seed's script wrote (rx-0 "1"/"f"/"ff", rx-1 "f0"/"ff00").
+		ss, err := Resolve(p, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var masks []string
+		for _, s := range ss {
+			if s.Kind == KindRPSCPUs {
+				m, _ := cpuset.ParseMask(s.Value)
+				masks = append(masks, strings.TrimLeft(m.Mask(32), "0"))
+			}
+		}
+		want := map[int]string{4: "1", 8: "f f0", 16: "ff ff00"}[c.cpus]
+		if strings.Join(masks, " ") != want {
+			t.Errorf("%d CPUs: rps masks %v, seed script wrote %s", c.cpus, masks, want)
+		}
+	}
+}
+
+// Without an application selector the plan only advises app CPUs.
+func TestPerQueueAppAdvice(t *testing.T) {
+	h := synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 2}}}.build()
+	p, err := Make("per-queue", h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Apps) != 0 || p.AppCPUs == nil || p.AppCPUs.String() != "1-7,9-15" {
+		t.Fatalf("apps %+v app_cpus %v", p.Apps, p.AppCPUs)
+	}
+	o := Options{AppCPUs: ptr(cpuset.MustParse("2-5")), App: "pid:42"}
+	p, err = Make("per-queue", h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Apps) != 1 || p.Apps[0].PID != 42 || p.Apps[0].CPUs.String() != "2-5" {
+		t.Fatalf("apps %+v", p.Apps)
+	}
+}
+
+// SMT: with siblings (i, i+8), per-queue's second IRQ CPU is not CPU 8 (the
+// sibling of CPU 0) but the next CPU of its block.
+func TestPerQueueAvoidsSiblings(t *testing.T) {
+	h := synth{cpus: 16, smt: true, nics: []synthNIC{{name: "eth0", queues: 2}}}.build()
+	p, err := Make("per-queue", h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := irqCPUs(p); got != "0 9" {
+		t.Fatalf("IRQ CPUs %q, want 0 9 (8 is CPU 0's sibling)", got)
+	}
+	// colocate: one queue per physical core first.
+	h = synth{cpus: 8, smt: true, nics: []synthNIC{{name: "eth0", queues: 4}}}.build()
+	p, err = Make("colocate", h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := irqCPUs(p); got != "0 1 2 3" {
+		t.Fatalf("colocate IRQ CPUs %q, want 0 1 2 3 (4-7 are siblings)", got)
+	}
+	// 6 queues on 4 cores: the extra two go to siblings.
+	h = synth{cpus: 8, smt: true, nics: []synthNIC{{name: "eth0", queues: 6}}}.build()
+	p, _ = Make("colocate", h, Options{})
+	if got := irqCPUs(p); got != "0 1 2 3 4 5" {
+		t.Fatalf("colocate IRQ CPUs %q", got)
+	}
+}
+
+func irqCPUs(p *Plan) string {
+	var s []string
+	for _, e := range p.IRQs {
+		s = append(s, e.CPUs.String())
+	}
+	return strings.Join(s, " ")
+}
+
+// NUMA: the NIC on node 1 gets its IRQs and RPS on node 1's CPUs.
+func TestPoliciesNUMALocal(t *testing.T) {
+	h := synth{cpus: 32, nodes: 2, nics: []synthNIC{{name: "eth0", queues: 4, node: 1}}}.build()
+	node1 := cpuset.Range(16, 31)
+	for _, name := range []string{"per-queue", "colocate", "rps-spread"} {
+		p, err := Make(name, h, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.IRQs {
+			if !e.CPUs.IsSubsetOf(node1) {
+				t.Errorf("%s: irq %d on %s, not node 1", name, *e.IRQ, e.CPUs)
+			}
+		}
+		for _, e := range p.RxQueues {
+			if !e.RPSCPUs.IsSubsetOf(node1) {
+				t.Errorf("%s: rps %s not on node 1", name, e.RPSCPUs)
+			}
+		}
+		if name == "rps-spread" && p.RxQueues[0].RPSCPUs.String() != "16-31" {
+			t.Errorf("rps-spread over %s, want all of node 1", p.RxQueues[0].RPSCPUs)
+		}
+	}
+	// per-queue on 16 node-local CPUs, 4 queues: 2 IRQ CPUs 16 and 24, groups of 4.
+	p, _ := Make("per-queue", h, Options{})
+	if got := irqCPUs(p); got != "16 16 24 24" {
+		t.Errorf("per-queue IRQ CPUs %q", got)
+	}
+	if p.RxQueues[3].RPSCPUs.String() != "28-31" {
+		t.Errorf("per-queue rx-3 RPS %s", p.RxQueues[3].RPSCPUs)
+	}
+	// IRQCores option: each queue on its own core.
+	p, _ = Make("per-queue", h, Options{IRQCores: 4})
+	if got := irqCPUs(p); got != "16 20 24 28" {
+		t.Errorf("per-queue --irq-cores 4: %q", got)
+	}
+}
+
+func TestDedicatedCore(t *testing.T) {
+	h := synth{cpus: 8, balance: true, nics: []synthNIC{{name: "eth0", queues: 3}, {name: "nvme-ish", queues: 2, managed: true}}}.build()
+	p, err := Make("dedicated-core", h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// IRQ 9 (acpi) and eth0's 3 queue IRQs; not the timer, not the managed ones.
+	var nums []int
+	for _, e := range p.IRQs {
+		nums = append(nums, *e.IRQ)
+		if e.CPUs.String() != "0" {
+			t.Errorf("irq %d on %s, want 0", *e.IRQ, e.CPUs)
+		}
+	}
+	if cpuset.Of(nums...).String() != "9,100-102" {
+		t.Errorf("IRQs placed: %v", nums)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "IRQs 103-104 are kernel-managed") {
+		t.Errorf("notes %q do not explain the managed IRQs", p.Notes)
+	}
+	if p.RPSSockFlowEntries.Value != 65536 {
+		t.Errorf("rps_sock_flow_entries %d", p.RPSSockFlowEntries.Value)
+	}
+	for _, e := range p.RxQueues {
+		if e.Device == "eth0" && (e.RPSCPUs.String() != "1-7" || *e.RPSFlowCnt != 16384) {
+			t.Errorf("eth0 rx-%d: rps %s flow %d, want 1-7 and 65536/3→16384", *e.Queue, e.RPSCPUs, *e.RPSFlowCnt)
+		}
+	}
+	if p.Irqbalance.Mode != IrqbalanceStop {
+		t.Errorf("irqbalance %v, want stop (seed 000)", p.Irqbalance.Mode)
+	}
+	// Seed 000: 8 queues → 8192 per queue.
+	h8 := synth{cpus: 32, nics: []synthNIC{{name: "eth0", queues: 8}}}.build()
+	p, _ = Make("dedicated-core", h8, Options{Housekeeping: cpuset.MustParse("0-1")})
+	if *p.RxQueues[0].RPSFlowCnt != 8192 || p.RxQueues[0].RPSCPUs.String() != "2-31" || p.IRQs[0].CPUs.String() != "0-1" {
+		t.Errorf("seed 000 shape: %+v %+v", p.RxQueues[0], p.IRQs[0])
+	}
+	// Bad housekeeping CPUs are clear errors.
+	hb := synth{cpus: 8, offline: []int{3}, isolated: []int{5}, nics: []synthNIC{{name: "eth0", queues: 1}}}.build()
+	for hk, want := range map[string]string{"3": "CPU 3 is offline", "5": "CPU 5 is isolated", "64": "CPU 64 does not exist"} {
+		_, err := Make("dedicated-core", hb, Options{Housekeeping: cpuset.MustParse(hk)})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("housekeeping %s: %v, want %q", hk, err, want)
+		}
+	}
+}
+
+func TestRPSSpreadSeed004(t *testing.T) {
+	// Seed 004: 2 cores/4 threads, single-queue 82574L, VLAN eth1.xx.
+	h := synth{cpus: 4, nics: []synthNIC{{name: "eth1", queues: 1}, {name: "eth1.10", queues: 1, kind: "vlan", lower: "eth1"}}}.build()
+	p, err := Make("rps-spread", h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.IRQs) != 0 {
+		t.Errorf("rps-spread touched IRQs: %+v", p.IRQs)
+	}
+	got := map[string]string{}
+	for _, e := range p.RxQueues {
+		got[e.Device] = e.RPSCPUs.Mask(4) + "/" + itoa(*e.RPSFlowCnt)
+	}
+	// rps_cpus=f on the VLAN device (seed 004), flow cnt = 32768 / 1 queue.
+	if got["eth1.10"] != "0000000f/32768" || got["eth1"] != "0000000f/32768" {
+		t.Errorf("rps %v", got)
+	}
+	if p.RPSSockFlowEntries.Value != 32768 || p.Irqbalance.Mode != IrqbalanceLeave {
+		t.Errorf("sock flow %d, irqbalance %s", p.RPSSockFlowEntries.Value, p.Irqbalance.Mode)
+	}
+	// A VLAN on a multi-queue NIC is not steered itself.
+	h = synth{cpus: 4, nics: []synthNIC{{name: "eth1", queues: 4}, {name: "eth1.10", queues: 1, kind: "vlan", lower: "eth1"}}}.build()
+	p, _ = Make("rps-spread", h, Options{})
+	for _, e := range p.RxQueues {
+		if e.Device == "eth1.10" {
+			t.Errorf("VLAN over multi-queue eth1 steered: %+v", e)
+		}
+	}
+	// per-queue steers the VLAN like its single-queue lower.
+	h = synth{cpus: 16, nics: []synthNIC{{name: "eth1", queues: 1}, {name: "eth1.10", queues: 1, kind: "vlan", lower: "eth1"}}}.build()
+	p, _ = Make("per-queue", h, Options{})
+	got = map[string]string{}
+	for _, e := range p.RxQueues {
+		got[e.Device] = e.RPSCPUs.String()
+	}
+	if got["eth1"] != "0-15" || got["eth1.10"] != "0-15" {
+		t.Errorf("per-queue VLAN rps %v", got)
+	}
+}
+
+func TestColocateVeth(t *testing.T) {
+	// A veth pair (no IRQs) selected by name: steering only, one core per queue.
+	h := synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}, {name: "veth0", queues: 4, kind: "veth"}}}.build()
+	p, err := Make("colocate", h, Options{Devices: []string{"veth0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.IRQs) != 0 || len(p.RxQueues) != 4 || len(p.TxQueues) != 4 {
+		t.Fatalf("irqs %d rx %d tx %d", len(p.IRQs), len(p.RxQueues), len(p.TxQueues))
+	}
+	for i := range 4 {
+		if p.RxQueues[i].RPSCPUs.String() != itoa(i) || p.TxQueues[i].XPSCPUs.String() != itoa(i) {
+			t.Errorf("queue %d: rps %s xps %s", i, p.RxQueues[i].RPSCPUs, p.TxQueues[i].XPSCPUs)
+		}
+	}
+	if _, err := Make("colocate", h, Options{Devices: []string{"nope0"}}); err == nil || !strings.Contains(err.Error(), "nope0 not found") {
+		t.Errorf("missing device: %v", err)
+	}
+}
+
+func TestPoliciesAvoidOfflineAndIsolated(t *testing.T) {
+	h := synth{cpus: 16, offline: []int{0, 8}, isolated: []int{1, 9, 10}, nics: []synthNIC{{name: "eth0", queues: 4}}}.build()
+	for _, name := range PolicyNames() {
+		p, err := Make(name, h, Options{})
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		checkProperties(t, name, h, p)
+		if name == "dedicated-core" && p.IRQs[0].CPUs.String() != "2" {
+			t.Errorf("default housekeeping %s, want the lowest usable CPU 2", p.IRQs[0].CPUs)
+		}
+	}
+	// Every CPU isolated: a clear error.
+	h = synth{cpus: 2, isolated: []int{0, 1}, nics: []synthNIC{{name: "eth0", queues: 1}}}.build()
+	if _, err := Make("per-queue", h, Options{}); err == nil || !strings.Contains(err.Error(), "no usable CPU") {
+		t.Errorf("all isolated: %v", err)
+	}
+}
+
+func TestAutoChoices(t *testing.T) {
+	cases := []struct {
+		name string
+		s    synth
+		load *CPULoad
+		want string
+	}{
+		{"single queue spreads", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}}, nil, "rps-spread"},
+		{"single queue, idle IRQ CPU", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}},
+			&CPULoad{IRQShare: map[int]float64{0: 0.05, 1: 0.01, 2: 0, 3: 0}}, "per-queue"},
+		{"single queue, hot IRQ CPU", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}},
+			&CPULoad{IRQShare: map[int]float64{0: 0.53, 1: 0.1}}, "rps-spread"},
+		{"few queues", synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 2}}}, nil, "per-queue"},
+		{"queues per core", synth{cpus: 16, smt: true, nics: []synthNIC{{name: "eth0", queues: 8}}}, nil, "colocate"},
+		{"managed queues", synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 4, managed: true}}}, nil, "rps-spread"},
+		{"isolated CPUs", synth{cpus: 8, isolated: []int{2, 3, 4, 5, 6, 7}, nics: []synthNIC{{name: "eth0", queues: 4}}}, nil, "dedicated-core"},
+		{"one CPU", synth{cpus: 1, nics: []synthNIC{{name: "eth0", queues: 1}}}, nil, "dedicated-core"},
+		{"no NIC", synth{cpus: 4}, nil, "auto"},
+	}
+	for _, c := range cases {
+		h := c.s.build()
+		p, err := Make("auto", h, Options{Load: c.load})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if p.Policy != c.want {
+			t.Errorf("%s: auto chose %s, want %s (why: %s)", c.name, p.Policy, c.want, p.Why)
+		}
+		if !strings.HasPrefix(p.Why, "auto") {
+			t.Errorf("%s: why %q does not explain the choice", c.name, p.Why)
+		}
+		checkProperties(t, "auto/"+c.name, h, p)
+	}
+	// isolated: housekeeping = the usable CPUs.
+	h := cases[6].s.build()
+	p, _ := Make("auto", h, Options{})
+	if p.IRQs[0].CPUs.String() != "0-1" || p.RxQueues[0].RPSCPUs.String() != "0-1" {
+		t.Errorf("auto with isolated CPUs: irq %s rps %s", p.IRQs[0].CPUs, p.RxQueues[0].RPSCPUs)
+	}
+}
+
+// checkProperties asserts the policy invariants on a plan for h: it
+// resolves against h; no offline, absent or isolated CPU is targeted; every
+// movable queue IRQ of a steered physical NIC is placed (policies that place
+// IRQs); queue IRQs are NUMA-local when the NIC's node has usable CPUs; no
+// two distinct queue-IRQ CPUs are SMT siblings when there are cores enough.
+func checkProperties(t *testing.T, name string, h *host.Host, p *Plan) {
+	t.Helper()
+	if _, err := Resolve(p, h); err != nil {
+		t.Errorf("%s: plan does not resolve on its own host: %v", name, err)
+		return
+	}
+	b, err := newBuilder(h, Options{}, "check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := func(what string, s cpuset.Set) {
+		if !s.IsSubsetOf(b.usable) {
+			t.Errorf("%s: %s uses CPUs %s outside the usable (online, not isolated) set %s", name, what, s.Difference(b.usable), b.usable)
+		}
+	}
+	placed := map[int]cpuset.Set{}
+	for _, e := range p.IRQs {
+		bad("irq "+itoa(*e.IRQ), e.CPUs)
+		placed[*e.IRQ] = e.CPUs
+	}
+	for _, e := range p.RxQueues {
+		if e.RPSCPUs != nil {
+			bad(e.Device+" rps", *e.RPSCPUs)
+		}
+	}
+	for _, e := range p.TxQueues {
+		bad(e.Device+" xps", e.XPSCPUs)
+	}
+	for _, e := range p.Apps {
+		bad("app", e.CPUs)
+	}
+	if p.Policy == "rps-spread" || p.Policy == "auto" {
+		if p.Policy == "rps-spread" && len(p.IRQs) > 0 {
+			t.Errorf("%s: rps-spread placed IRQs", name)
+		}
+		return
+	}
+	ts, _ := b.targets()
+	distinct := cpuset.Set{}
+	pool := cpuset.Set{}
+	for _, tg := range ts {
+		local, isLocal := b.nodeCPUs(tg.nic)
+		pool = pool.Union(local)
+		for _, qi := range tg.queues {
+			for _, irq := range tg.irqs[qi] {
+				cpus, ok := placed[irq.Number]
+				if !irq.Movable() {
+					if ok {
+						t.Errorf("%s: managed irq %d placed", name, irq.Number)
+					}
+					continue
+				}
+				if !ok {
+					t.Errorf("%s: movable %s queue %d irq %d not placed", name, tg.nic.Name, qi, irq.Number)
+					continue
+				}
+				if isLocal && p.Policy != "dedicated-core" && !cpus.IsSubsetOf(local) {
+					t.Errorf("%s: %s irq %d on %s, not NUMA-local (%s)", name, tg.nic.Name, irq.Number, cpus, local)
+				}
+				if cpus.Len() == 1 {
+					distinct = distinct.Union(cpus)
+				}
+			}
+		}
+	}
+	if p.Policy == "dedicated-core" {
+		return
+	}
+	if distinct.Len() <= b.cores(pool) {
+		for _, c := range distinct.CPUs() {
+			if s := b.siblings(c).Intersect(distinct); s.Len() > 1 {
+				t.Errorf("%s: queue IRQ CPUs %s are SMT siblings although %d cores suffice for %d IRQ CPUs", name, s, b.cores(pool), distinct.Len())
+			}
+		}
+	}
+}
+
+func TestAppCPUsChecked(t *testing.T) {
+	h := synth{cpus: 8, offline: []int{6}, nics: []synthNIC{{name: "eth0", queues: 2}}}.build()
+	for list, want := range map[string]string{"5-6": "application CPU 6 is offline", "7-9": "application CPUs 8-9 do not exist"} {
+		s := cpuset.MustParse(list)
+		_, err := Make("per-queue", h, Options{AppCPUs: &s})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--app-cpus %s: %v, want %q", list, err, want)
+		}
+	}
+}
