@@ -6,6 +6,7 @@
 package kernel
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Typed errors for writes the kernel refuses. Callers test with errors.Is.
@@ -32,18 +35,31 @@ var (
 // FS reads and writes kernel files below a root directory.
 //
 // An FS can record every path it reads (StartRecording), which is how
-// `irqpilot capture` archives exactly the files the tool reads. Facts that
+// `irqpilot capture` archives exactly the files the tool reads: the bytes of
+// every file read are kept as they were read, so a snapshot reproduces what
+// the tool saw, and reads the kernel refused with an error other than
+// "no such file" (EIO, EINVAL, EOPNOTSUPP from sysfs attributes) are kept too
+// (RecordedErrors) and replayed by an FS opened on the snapshot. Facts that
 // come from somewhere other than a file (ethtool ioctls, write probes for
 // kernel-managed IRQs) are saved as synthetic files under "irqpilot/" with
 // SaveSynthetic on the live machine and read back with ReadSynthetic from a
 // snapshot.
+//
+// Errors from reads name the kernel path ("/sys/class/net/eth0/speed"), not
+// the path on disk, so that the same failure reads the same live, below
+// --root, and from a snapshot.
 type FS struct {
 	root string
 
 	mu        sync.Mutex
 	recording bool
 	reads     map[string]Access
+	content   map[string][]byte
+	errs      map[string]ReadError
 	synthetic map[string][]byte
+
+	// replay holds the read errors recorded in a snapshot (read-errors.json).
+	replay map[string]ReadError
 }
 
 // Access says how a recorded path was used.
@@ -61,13 +77,33 @@ const (
 // facts irqpilot learned without a file.
 const SyntheticDir = "irqpilot"
 
+// ReadErrorsFile is the synthetic file (below SyntheticDir) listing the reads
+// that failed during a capture, replayed when reading the snapshot.
+const ReadErrorsFile = "read-errors.json"
+
+// ReadError is a recorded failed read: the operation ("open", "read",
+// "readlink") and the errno by name ("EIO").
+type ReadError struct {
+	Op    string `json:"op"`
+	Errno string `json:"errno"`
+}
+
 // StartRecording makes the FS remember every path read from now on.
 func (f *FS) StartRecording() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recording = true
 	f.reads = map[string]Access{}
+	f.content = map[string][]byte{}
+	f.errs = map[string]ReadError{}
 	f.synthetic = map[string][]byte{}
+}
+
+// StopRecording ends recording; what was recorded stays available.
+func (f *FS) StopRecording() {
+	f.mu.Lock()
+	f.recording = false
+	f.mu.Unlock()
 }
 
 // Recorded returns the root-relative paths (leading "/") read since
@@ -82,7 +118,29 @@ func (f *FS) Recorded() map[string]Access {
 	return out
 }
 
-// Synthetics returns the synthetic files saved since StartRecording.
+// RecordedContent returns the bytes of a file as the tool first read it
+// while recording (path as in Recorded).
+func (f *FS) RecordedContent(path string) ([]byte, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.content[path]
+	return b, ok
+}
+
+// RecordedErrors returns the reads that failed while recording, by path,
+// except opens of files that do not exist.
+func (f *FS) RecordedErrors() map[string]ReadError {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]ReadError, len(f.errs))
+	for k, v := range f.errs {
+		out[k] = v
+	}
+	return out
+}
+
+// Synthetics returns the synthetic files saved (or, below a snapshot, read)
+// since StartRecording.
 func (f *FS) Synthetics() map[string][]byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -93,12 +151,44 @@ func (f *FS) Synthetics() map[string][]byte {
 	return out
 }
 
+// clean turns "proc/x", "/proc/x/" or "proc//x" into "/proc/x".
+func clean(rel string) string { return filepath.Clean("/" + rel) }
+
 func (f *FS) note(rel string, a Access) {
 	f.mu.Lock()
 	if f.recording {
-		f.reads["/"+strings.TrimPrefix(filepath.Clean("/"+rel), "/")] |= a
+		f.reads[clean(rel)] |= a
 	}
 	f.mu.Unlock()
+}
+
+// noteResult records the outcome of a read: the content of a file (first
+// read wins, so a capture holds what the model was built from) or the error.
+func (f *FS) noteResult(rel string, data []byte, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.recording {
+		return
+	}
+	p := clean(rel)
+	if err == nil {
+		if data != nil {
+			if _, ok := f.content[p]; !ok {
+				f.content[p] = append([]byte(nil), data...)
+			}
+		}
+		return
+	}
+	var pe *fs.PathError
+	var errno syscall.Errno
+	// A missing file needs no record (the snapshot lacks it too); but some
+	// attributes exist and fail on read, even with ENOENT (xps_cpus of a
+	// single-queue device), and those must fail the same way from a snapshot.
+	if errors.As(err, &pe) && errors.As(err, &errno) && !(errno == syscall.ENOENT && pe.Op == "open") {
+		if name := unix.ErrnoName(errno); name != "" {
+			f.errs[p] = ReadError{Op: pe.Op, Errno: name}
+		}
+	}
 }
 
 // SaveSynthetic keeps data under name for a capture (only while recording).
@@ -111,16 +201,38 @@ func (f *FS) SaveSynthetic(name string, data []byte) {
 }
 
 // ReadSynthetic reads a synthetic file saved by a capture: <root>/irqpilot/<name>.
+// While recording, what it reads is kept for the next capture, so that
+// capturing from a snapshot keeps the snapshot's synthetic facts.
 func (f *FS) ReadSynthetic(name string) ([]byte, error) {
-	return os.ReadFile(filepath.Join(f.root, SyntheticDir, name))
+	b, err := os.ReadFile(filepath.Join(f.root, SyntheticDir, filepath.Clean("/"+name)))
+	err = f.kernelErr(err)
+	if err == nil {
+		f.mu.Lock()
+		if f.recording {
+			f.synthetic[name] = append([]byte(nil), b...)
+		}
+		f.mu.Unlock()
+	}
+	return b, err
 }
 
-// New returns an FS rooted at root ("/" for the live machine).
+// New returns an FS rooted at root ("/" for the live machine). Below any
+// other root, the read errors recorded by a capture (irqpilot/read-errors.json)
+// are replayed.
 func New(root string) *FS {
 	if root == "" {
 		root = "/"
 	}
-	return &FS{root: filepath.Clean(root)}
+	f := &FS{root: filepath.Clean(root)}
+	if f.root != "/" {
+		if b, err := os.ReadFile(filepath.Join(f.root, SyntheticDir, ReadErrorsFile)); err == nil {
+			var m map[string]ReadError
+			if json.Unmarshal(b, &m) == nil {
+				f.replay = m
+			}
+		}
+	}
+	return f
 }
 
 // Root is the directory this FS reads from.
@@ -135,10 +247,63 @@ func (f *FS) Path(rel string) string {
 	return filepath.Join(f.root, strings.TrimPrefix(rel, "/"))
 }
 
-// ReadFile reads a whole file.
+// kernelErr rewrites a *fs.PathError on a path below the root so that it names
+// the kernel path ("/proc/irq/36/node") instead of the path on disk.
+func (f *FS) kernelErr(err error) error {
+	var pe *fs.PathError
+	if err == nil || f.root == "/" || !errors.As(err, &pe) {
+		return err
+	}
+	r, rerr := filepath.Rel(f.root, pe.Path)
+	if rerr != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return err
+	}
+	return &fs.PathError{Op: pe.Op, Path: clean(r), Err: pe.Err}
+}
+
+// replayed returns the recorded error for a path of a snapshot, if any.
+func (f *FS) replayed(rel string) error {
+	if f.replay == nil {
+		return nil
+	}
+	p := clean(rel)
+	re, ok := f.replay[p]
+	if !ok {
+		return nil
+	}
+	errno := errnoByName(re.Errno)
+	if errno == 0 {
+		errno = syscall.EIO
+	}
+	return &fs.PathError{Op: re.Op, Path: p, Err: errno}
+}
+
+// errnoByName is the inverse of unix.ErrnoName (x/sys has no such lookup);
+// 0 when the name is unknown.
+func errnoByName(name string) syscall.Errno {
+	for e := syscall.Errno(1); e < 256; e++ {
+		if unix.ErrnoName(e) == name {
+			return e
+		}
+	}
+	return 0
+}
+
+// ReadFile reads a whole file. Files in /proc and /sys report size 0, so
+// the content is read to the end, never sized by stat.
 func (f *FS) ReadFile(rel string) ([]byte, error) {
 	f.note(rel, AccessFile)
-	return os.ReadFile(f.Path(rel))
+	if err := f.replayed(rel); err != nil {
+		f.noteResult(rel, nil, err)
+		return nil, err
+	}
+	b, err := os.ReadFile(f.Path(rel))
+	err = f.kernelErr(err)
+	if b == nil && err == nil {
+		b = []byte{}
+	}
+	f.noteResult(rel, b, err)
+	return b, err
 }
 
 // ReadString reads a file and trims surrounding white space.
@@ -173,8 +338,14 @@ func (f *FS) Exists(rel string) bool {
 // ReadDir lists the names in a directory, sorted by name.
 func (f *FS) ReadDir(rel string) ([]string, error) {
 	f.note(rel, AccessDir)
+	if err := f.replayed(rel); err != nil {
+		f.noteResult(rel, nil, err)
+		return nil, err
+	}
 	ents, err := os.ReadDir(f.Path(rel))
 	if err != nil {
+		err = f.kernelErr(err)
+		f.noteResult(rel, nil, err)
 		return nil, err
 	}
 	names := make([]string, len(ents))
@@ -187,7 +358,11 @@ func (f *FS) ReadDir(rel string) ([]string, error) {
 // Readlink returns the target of a symlink as stored.
 func (f *FS) Readlink(rel string) (string, error) {
 	f.note(rel, AccessStat)
-	return os.Readlink(f.Path(rel))
+	if err := f.replayed(rel); err != nil {
+		return "", err
+	}
+	t, err := os.Readlink(f.Path(rel))
+	return t, f.kernelErr(err)
 }
 
 // Glob matches a pattern relative to the root and returns root-relative
@@ -211,7 +386,21 @@ func (f *FS) Glob(pattern string) ([]string, error) {
 // so a snapshot cannot point the tool at the live machine.
 func (f *FS) Resolve(rel string) (string, error) {
 	f.note(rel, AccessStat)
-	parts := strings.Split(strings.Trim(filepath.Clean("/"+rel), "/"), "/")
+	real, _, err := f.ResolveLinks(rel)
+	if err != nil {
+		return "", err
+	}
+	return real, nil
+}
+
+// ResolveLinks resolves rel like Resolve and also returns every symlink met
+// on the way (root-relative, in the order followed). When resolution fails
+// part way, real is the part that did resolve (an existing directory) and
+// links the links followed so far. It does not record: capture uses it to
+// archive what makes a recorded path resolve, or fail, the same way in the
+// snapshot.
+func (f *FS) ResolveLinks(rel string) (real string, links []string, err error) {
+	parts := strings.Split(strings.Trim(clean(rel), "/"), "/")
 	cur := "/"
 	for hops := 0; len(parts) > 0; {
 		p := parts[0]
@@ -226,26 +415,27 @@ func (f *FS) Resolve(rel string) (string, error) {
 		next := filepath.Join(cur, p)
 		fi, err := os.Lstat(f.Path(next))
 		if err != nil {
-			return "", err
+			return cur, links, f.kernelErr(err)
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			cur = next
 			continue
 		}
 		if hops++; hops > 40 {
-			return "", fmt.Errorf("%s: too many levels of symbolic links", rel)
+			return cur, links, fmt.Errorf("%s: too many levels of symbolic links", clean(rel))
 		}
 		t, err := os.Readlink(f.Path(next))
 		if err != nil {
-			return "", err
+			return cur, links, f.kernelErr(err)
 		}
+		links = append(links, next)
 		if !filepath.IsAbs(t) {
 			t = filepath.Join(cur, t)
 		}
 		parts = append(strings.Split(strings.Trim(filepath.Clean(t), "/"), "/"), parts...)
 		cur = "/"
 	}
-	return cur, nil
+	return cur, links, nil
 }
 
 // WriteFile writes value to a kernel file the way `echo value > file` does,

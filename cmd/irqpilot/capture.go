@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/capture"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+var captureFlags struct {
+	output string
+}
+
+// loadFiles are the counter files the load sampler reads (some through
+// procfs, which bypasses kernel.FS recording), read here so that a capture
+// always holds them.
+var loadFiles = []string{"proc/stat", "proc/softirqs", "proc/net/softnet_stat", "proc/uptime"}
+
+var captureCmd = &cobra.Command{
+	Use:   "capture -o FILE.tar.gz",
+	Short: "Archive exactly the kernel files irqpilot reads, for --snapshot elsewhere",
+	Long: `capture runs the same reads as 'inventory' and one load sample, recording
+every file read, directory listed and symlink followed, and writes them to a
+.tar.gz. 'irqpilot --snapshot FILE <command>' then works on that machine's
+state anywhere.
+
+The archive holds nothing else: only paths below /proc and /sys plus
+/etc/default/irqbalance and /etc/sysconfig/irqbalance; never a process's
+command line; a process environment only as its IRQBALANCE_* variables.
+Facts learned without a file (ethtool settings, which IRQs the kernel
+manages) are stored under irqpilot/ in the archive. With --json, prints what
+was archived and the model the capture was made from.`,
+	Args: cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, args []string) error {
+		if captureFlags.output == "" {
+			return fmt.Errorf("capture: -o FILE.tar.gz is required")
+		}
+		fs, cleanup, err := openFS()
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		h, res, err := captureTo(fs, captureFlags.output)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if captureFlags.output == "-" {
+			out = cmd.ErrOrStderr()
+		}
+		if global.json {
+			return writeJSON(out, struct {
+				Output string `json:"output"`
+				*capture.Result
+				Host *host.Host `json:"host"`
+			}{captureFlags.output, res, h})
+		}
+		fmt.Fprintf(out, "wrote %s: %d files (%d bytes of content), %d directories, %d symlinks; %d IRQs, %d NICs, %d block devices\n",
+			captureFlags.output, res.Files, res.Bytes, res.Dirs, res.Symlinks, len(h.IRQs), len(h.NICs), len(h.Block))
+		for _, r := range res.Refused {
+			fmt.Fprintf(out, "  not archived: %s: %s\n", r.Path, r.Reason)
+		}
+		return nil
+	},
+}
+
+func init() {
+	captureCmd.Flags().StringVarP(&captureFlags.output, "output", "o", "", "write the snapshot to `FILE.tar.gz` (- for standard output)")
+	rootCmd.AddCommand(captureCmd)
+}
+
+// captureTo reads the host with recording on and writes the archive to
+// output, atomically (a temporary file renamed into place).
+func captureTo(fs *kernel.FS, output string) (*host.Host, *capture.Result, error) {
+	fs.StartRecording()
+	h, err := readHost(fs)
+	if err != nil {
+		fs.StopRecording()
+		return nil, nil, err
+	}
+	// One load sample, so that observe/doctor work on the snapshot too. Its
+	// failure (say, a test tree without /proc/stat) only leaves files out.
+	_, _ = load.NewSampler(fs).Sample()
+	for _, p := range loadFiles {
+		_, _ = fs.ReadFile(p)
+	}
+	fs.StopRecording()
+
+	if output == "-" {
+		res, err := capture.Write(os.Stdout, fs)
+		return h, res, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(output), ".irqpilot-capture-*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("capture: %w", err)
+	}
+	res, err := capture.Write(tmp, fs)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), output)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return nil, nil, fmt.Errorf("capture %s: %w", output, err)
+	}
+	return h, res, nil
+}

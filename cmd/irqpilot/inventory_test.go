@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// The inventory and capture tests run the test binary itself as irqpilot
+// when invMainEnv is set: no separate build, and the same binary can be
+// started inside a network namespace. Own names and an init function, so
+// that no test file of this package needs to own TestMain.
+const invMainEnv = "IRQPILOT_INVENTORY_TEST_MAIN"
+
+func init() {
+	if os.Getenv(invMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+}
+
+var updateGolden = flag.Bool("update-inventory", false, "rewrite the golden inventories of testdata/snapshots from the committed snapshots")
+
+const (
+	sharedFixtures = "../../../shared/fixtures"
+	snapshotsDir   = "../../testdata/snapshots"
+)
+
+// invCmd returns a command running irqpilot with args (prefix: a wrapper
+// such as "ip netns exec NS", or nil).
+func invCmd(prefix []string, args ...string) *exec.Cmd {
+	self, _ := os.Executable()
+	argv := append(append(append([]string{}, prefix...), self), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), invMainEnv+"=1")
+	return cmd
+}
+
+// invRun runs irqpilot and returns its standard output; any failure fails t.
+func invRun(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return invRunIn(t, nil, args...)
+}
+
+func invRunIn(t *testing.T, prefix []string, args ...string) []byte {
+	t.Helper()
+	cmd := invCmd(prefix, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("irqpilot %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// inventoryJSON runs `irqpilot ARGS inventory --json` and decodes the host.
+func inventoryJSON(t *testing.T, args ...string) (*host.Host, []byte) {
+	t.Helper()
+	out := invRun(t, append(args, "inventory", "--json")...)
+	var h host.Host
+	if err := json.Unmarshal(out, &h); err != nil {
+		t.Fatalf("inventory --json: %v\n%.500s", err, out)
+	}
+	return &h, out
+}
+
+func unavailable(h *host.Host, what string) bool {
+	for _, u := range h.Unavailable {
+		if strings.Contains(u.What, what) {
+			return true
+		}
+	}
+	return false
+}
+
+// With a root holding only proc/interrupts, every IRQ is still listed and
+// the rest is reported as unavailable.
+func TestInventoryOnlyProcInterrupts(t *testing.T) {
+	for _, name := range []string{"node_exporter/proc/interrupts", "node_exporter/proc/interrupts_aarch64", "sysstat/root3/proc/interrupts"} {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(sharedFixtures, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := t.TempDir()
+			os.MkdirAll(filepath.Join(root, "proc"), 0o755)
+			os.WriteFile(filepath.Join(root, "proc/interrupts"), data, 0o644)
+
+			// The IRQ numbers, found independently of the parser.
+			var want []int
+			for _, m := range regexp.MustCompile(`(?m)^\s*(\d+):`).FindAllStringSubmatch(string(data), -1) {
+				n, _ := strconv.Atoi(m[1])
+				want = append(want, n)
+			}
+			h, _ := inventoryJSON(t, "--root", root)
+			if len(h.IRQs) != len(want) {
+				t.Fatalf("%d IRQs, want %d", len(h.IRQs), len(want))
+			}
+			for i, n := range want {
+				if h.IRQs[i].Number != n {
+					t.Errorf("irqs[%d] = %d, want %d", i, h.IRQs[i].Number, n)
+				}
+				if h.IRQs[i].Affinity != nil || h.IRQs[i].Managed == host.ManagedYes {
+					t.Errorf("irq %d: affinity/managed invented without /proc/irq", n)
+				}
+			}
+			for _, what := range []string{"irq affinity", "nic", "block"} {
+				if !unavailable(h, what) {
+					t.Errorf("unavailable does not mention %q: %+v", what, h.Unavailable)
+				}
+			}
+			if name != "node_exporter/proc/interrupts" {
+				return
+			}
+			text := string(invRun(t, "--root", root, "inventory"))
+			if !strings.Contains(text, "Other IRQs: "+strconv.Itoa(len(want))+" of "+strconv.Itoa(len(want))) {
+				t.Errorf("text does not list every IRQ:\n%s", text)
+			}
+			if !strings.Contains(text, "Unavailable:") || strings.Contains(text, "Unavailable: nothing") {
+				t.Errorf("text does not report what is unavailable:\n%s", text)
+			}
+		})
+	}
+	// Specific values of the node_exporter laptop file.
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "proc"), 0o755)
+	data, _ := os.ReadFile(filepath.Join(sharedFixtures, "node_exporter/proc/interrupts"))
+	os.WriteFile(filepath.Join(root, "proc/interrupts"), data, 0o644)
+	h, _ := inventoryJSON(t, "--root", root)
+	if q := h.IRQ(1); q == nil || q.Counts[0] != 17960 || q.Counts[3] != 28 || strings.Join(q.Actions, ",") != "i8042" {
+		t.Errorf("irq 1 = %+v, want i8042 with 17960 on cpu0 and 28 on cpu3", q)
+	}
+	if q := h.IRQ(0); q == nil || q.Class != host.ClassTimer {
+		t.Errorf("irq 0 = %+v, want class timer", q)
+	}
+}
+
+// --root on the node_exporter fixture tree.
+func TestInventoryRootNodeExporter(t *testing.T) {
+	h, _ := inventoryJSON(t, "--root", filepath.Join(sharedFixtures, "node_exporter"))
+	if len(h.CPUs) != 4 {
+		t.Fatalf("%d cpus, want 4", len(h.CPUs))
+	}
+	for _, c := range h.CPUs {
+		wantNode := c.ID / 2 // node0 cpulist 0-1, node1 2-3
+		if c.Node != wantNode || c.Core != c.ID%2 || !c.Online {
+			t.Errorf("cpu %d: node %d core %d online %v, want node %d core %d", c.ID, c.Node, c.Core, c.Online, wantNode, c.ID%2)
+		}
+	}
+	if !h.CPUs[1].Isolated || h.CPUs[2].Isolated || !h.CPUs[3].Isolated {
+		t.Errorf("isolated flags wrong (isolated = 1,3-5,9): %+v", h.CPUs)
+	}
+	n := h.NIC("ens10f0")
+	if n == nil || len(n.RxQueues) != 8 || len(n.TxQueues) != 8 {
+		t.Fatalf("ens10f0 = %+v, want 8 rx and 8 tx queues", n)
+	}
+	if rx := n.RxQueues[7]; rx.RPSCPUs == nil || !rx.RPSCPUs.IsEmpty() || rx.RPSFlowCnt == nil || *rx.RPSFlowCnt != 0 {
+		t.Errorf("rx-7 = %+v, want rps_cpus empty (256-bit zero mask) and rps_flow_cnt 0", rx)
+	}
+	if q := h.IRQ(43); q == nil || strings.Join(q.Actions, ",") != "ahci" || q.Counts[1] != 8092205 {
+		t.Errorf("irq 43 = %+v", q)
+	}
+	text := string(invRun(t, "--root", filepath.Join(sharedFixtures, "node_exporter"), "inventory"))
+	for _, want := range []string{"node 0  cpus 0-1", "node 1  cpus 2-3", "core 1: 3", "ens10f0", "rx 0-7", "tx 0-7", "irq 43 ahci"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// --snapshot on ghw and cluster-node-tuning-operator captures.
+func TestInventorySnapshots(t *testing.T) {
+	t.Run("ghw-xeon-L5640", func(t *testing.T) {
+		// ghw snapshots hold topology but no /proc/interrupts; host.Read
+		// treats the IRQ table as required, so inventory fails naming it.
+		cmd := invCmd(nil, "--snapshot", filepath.Join(sharedFixtures, "ghw/linux-amd64-8581cf3a529e5d8b97ea876eade2f60d.tar.gz"), "inventory", "--json")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "/proc/interrupts") {
+			t.Errorf("err %v, output %.300s; want a failure naming /proc/interrupts", err, out)
+		}
+	})
+	t.Run("cnto-sno", func(t *testing.T) {
+		// A ghw-format snapshot of a KVM guest, with /proc/interrupts.
+		h, _ := inventoryJSON(t, "--snapshot", filepath.Join(sharedFixtures, "cluster-node-tuning-operator/sno-sysinfo.tgz"))
+		if len(h.CPUs) != 12 {
+			t.Fatalf("%d cpus, want 12", len(h.CPUs))
+		}
+		var req []int
+		for _, q := range h.IRQs {
+			if len(q.Actions) == 1 && strings.HasPrefix(q.Actions[0], "virtio3-req.") {
+				req = append(req, q.Number)
+				if q.Class != host.ClassStorage {
+					t.Errorf("irq %d %v: class %s, want storage", q.Number, q.Actions, q.Class)
+				}
+			}
+		}
+		if len(req) != 12 {
+			t.Errorf("%d virtio3-req.N IRQs, want 12 (one per vCPU)", len(req))
+		}
+	})
+	t.Run("cnto-worker1", func(t *testing.T) {
+		h, _ := inventoryJSON(t, "--snapshot", filepath.Join(sharedFixtures, "cluster-node-tuning-operator/bare-metal-worker1.internal-sysinfo.tgz"))
+		if len(h.CPUs) != 80 {
+			t.Fatalf("%d cpus, want 80", len(h.CPUs))
+		}
+		q := h.IRQ(100)
+		if q == nil || strings.Join(q.Actions, ",") != "megasas1-msix31" || q.Affinity == nil || q.Affinity.String() != "61" ||
+			q.EffectiveAffinity == nil || q.EffectiveAffinity.String() != "61" || q.Class != host.ClassStorage {
+			t.Errorf("irq 100 = %+v, want megasas1-msix31 on 61, storage", q)
+		}
+		// isolcpus=managed_irq,… isolates only from managed IRQs, not from
+		// the scheduler's domains; nohz_full=0-4,11-79.
+		if h.CPUs[0].Isolated || !h.CPUs[0].NohzFull || h.CPUs[5].NohzFull || !h.CPUs[11].NohzFull {
+			t.Errorf("cmdline isolation not reflected: cpu0 %+v cpu5 %+v", h.CPUs[0], h.CPUs[5])
+		}
+	})
+	t.Run("cnto-master-text", func(t *testing.T) {
+		// 112 CPUs, 1 862 IRQs: the text must stay short and narrow.
+		text := string(invRun(t, "--snapshot", filepath.Join(sharedFixtures, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz"), "inventory"))
+		lines := strings.Split(text, "\n")
+		if len(lines) > 150 {
+			t.Errorf("%d lines for a 112-CPU host", len(lines))
+		}
+		for _, l := range lines {
+			if len(l) > 200 {
+				t.Errorf("line of %d characters: %.120s…", len(l), l)
+			}
+		}
+		for _, want := range []string{"112 online", "node 1  cpus 1-111 step 2 (56 cpus)", "core 27: 55,111", "nvme0", "ens6f1"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q", want)
+			}
+		}
+	})
+}
