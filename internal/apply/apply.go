@@ -44,12 +44,23 @@ type Result struct {
 func Validate(changes []Change) error {
 	seen := map[string]int{}
 	for i, c := range changes {
-		if c.Kind == KindThreadAffinity {
+		switch c.Kind {
+		case KindThreadAffinity:
 			if c.TID <= 0 {
 				return fmt.Errorf("change %d (%s): thread id %d is not valid", i+1, c.Target, c.TID)
 			}
-		} else if c.Path == "" {
-			return fmt.Errorf("change %d (%s): no kernel file", i+1, c.Target)
+		case KindCoalesce:
+			if c.Device == "" {
+				return fmt.Errorf("change %d (%s): no device", i+1, c.Target)
+			}
+		case KindIrqbalance:
+			if c.Value != "running" && c.Value != "stopped" {
+				return fmt.Errorf("change %d (%s): irqbalance state %q is not running or stopped", i+1, c.Target, c.Value)
+			}
+		default:
+			if c.Path == "" {
+				return fmt.Errorf("change %d (%s): no kernel file", i+1, c.Target)
+			}
 		}
 		if prev, ok := seen[c.key()]; ok {
 			return fmt.Errorf("change %d (%s) and change %d (%s) both write %s", prev+1, changes[prev].Target, i+1, c.Target, strings.TrimPrefix(c.key(), "path:"))
@@ -286,9 +297,16 @@ func (a *Applier) now() time.Time {
 }
 
 func (a *Applier) read(c Change) (string, error) {
-	if c.Kind == KindThreadAffinity {
+	switch c.Kind {
+	case KindThreadAffinity:
 		s, err := a.FS.ThreadAffinity(c.TID)
 		return s.String(), err
+	case KindCoalesce:
+		return readCoalesce(a.FS, c)
+	case KindIrqbalance:
+		return readIrqbalanceState(a.FS)
+	case KindIrqbalanceBan:
+		return readBanned(a.FS, c.Path)
 	}
 	v, err := a.FS.ReadString(c.Path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -298,12 +316,19 @@ func (a *Applier) read(c Change) (string, error) {
 }
 
 func (a *Applier) write(c Change, value string) error {
-	if c.Kind == KindThreadAffinity {
+	switch c.Kind {
+	case KindThreadAffinity:
 		s, err := cpuset.Parse(value)
 		if err != nil {
 			return err
 		}
 		return a.FS.SetThreadAffinity(c.TID, s)
+	case KindCoalesce:
+		return writeCoalesce(a.FS, c, value)
+	case KindIrqbalance:
+		return writeIrqbalanceState(a.FS, value)
+	case KindIrqbalanceBan:
+		return writeBanned(a.FS, c.Path, value)
 	}
 	return a.FS.WriteFile(c.Path, value)
 }

@@ -24,6 +24,9 @@ const (
 	KindXPSCPUs        Kind = "xps-cpus"        // queues/tx-N/xps_cpus (hex mask)
 	KindSysctl         Kind = "sysctl"          // /proc/sys/... (integer or text)
 	KindThreadAffinity Kind = "thread-affinity" // sched_setaffinity on one thread (cpulist)
+	KindCoalesce       Kind = "coalesce"        // ethtool -C on Device ("rx_usecs=8 adaptive_rx=off")
+	KindIrqbalance     Kind = "irqbalance"      // the daemon: "running" or "stopped"
+	KindIrqbalanceBan  Kind = "irqbalance-ban"  // IRQBALANCE_BANNED_CPULIST in Path (a cpulist; "" = unset)
 )
 
 // Change is one desired setting: a kernel file (or a thread) and the value it
@@ -35,6 +38,7 @@ type Change struct {
 	Target string `json:"target"`         // for people: "irq 38 (eth0 rx 0)", "eth0 rx-0"
 	Path   string `json:"path,omitempty"` // root-relative kernel file
 	TID    int    `json:"tid,omitempty"`  // thread-affinity
+	Device string `json:"device,omitempty"` // coalesce
 	Value  string `json:"value"`
 	Reason string `json:"reason,omitempty"`
 }
@@ -48,8 +52,13 @@ func (c Change) String() string {
 
 // key identifies what a change writes, to find duplicates.
 func (c Change) key() string {
-	if c.Kind == KindThreadAffinity {
+	switch c.Kind {
+	case KindThreadAffinity:
 		return "tid:" + strconv.Itoa(c.TID)
+	case KindCoalesce:
+		return "coalesce:" + c.Device
+	case KindIrqbalance:
+		return "irqbalance"
 	}
 	return "path:" + c.Path
 }
@@ -59,7 +68,7 @@ func (c Change) key() string {
 func sameValue(k Kind, a, b string) (bool, error) {
 	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
 	switch k {
-	case KindIRQAffinity, KindThreadAffinity:
+	case KindIRQAffinity, KindThreadAffinity, KindIrqbalanceBan:
 		sa, err := cpuset.Parse(a)
 		if err != nil {
 			return false, err

@@ -176,3 +176,58 @@ func orUnknown(s string) string {
 	}
 	return s
 }
+
+// SetCoalesce changes the named coalescing fields of interface name
+// (ethtool -C): it reads the driver's current settings with
+// ETHTOOL_GCOALESCE, changes only the given fields, and writes them back
+// with ETHTOOL_SCOALESCE, so fields the plan does not name keep their value.
+// Keys: rx_usecs, rx_frames, tx_usecs, tx_frames (numbers) and
+// adaptive_rx, adaptive_tx (on/off). It acts in the calling thread's
+// network namespace.
+func SetCoalesce(name string, fields map[string]string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_IP)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	k := &ethtool.Coalesce{Cmd: ethtool.ETHTOOL_GCOALESCE}
+	if err := ethtoolIoctl(fd, name, unsafe.Pointer(k)); err != nil {
+		return fmt.Errorf("ethtool -c %s: %w", name, err)
+	}
+	for key, v := range fields {
+		var dst *uint32
+		switch key {
+		case "rx_usecs":
+			dst = &k.RxCoalesceUsecs
+		case "rx_frames":
+			dst = &k.RxMaxCoalescedFrames
+		case "tx_usecs":
+			dst = &k.TxCoalesceUsecs
+		case "tx_frames":
+			dst = &k.TxMaxCoalescedFrames
+		case "adaptive_rx":
+			dst = &k.UseAdaptiveRxCoalesce
+		case "adaptive_tx":
+			dst = &k.UseAdaptiveTxCoalesce
+		default:
+			return fmt.Errorf("coalescing field %q is not known (rx_usecs, rx_frames, tx_usecs, tx_frames, adaptive_rx, adaptive_tx)", key)
+		}
+		switch v {
+		case "on":
+			*dst = 1
+		case "off":
+			*dst = 0
+		default:
+			var n uint32
+			if _, err := fmt.Sscanf(v, "%d", &n); err != nil || fmt.Sprint(n) != v {
+				return fmt.Errorf("coalescing %s=%q: not a number or on/off", key, v)
+			}
+			*dst = n
+		}
+	}
+	k.Cmd = ethtool.ETHTOOL_SCOALESCE
+	if err := ethtoolIoctl(fd, name, unsafe.Pointer(k)); err != nil {
+		return fmt.Errorf("ethtool -C %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+// steeringState reads every steering file of vq0 inside the namespace plus
+// the global RFS table size and every IRQ's affinity: what apply may touch.
+func steeringState(t *testing.T, ns *vethNamespace) map[string]string {
+	t.Helper()
+	script := `for f in /sys/class/net/vq0/queues/*/rps_cpus /sys/class/net/vq0/queues/*/rps_flow_cnt /sys/class/net/vq0/queues/*/xps_cpus /proc/sys/net/core/rps_sock_flow_entries /proc/irq/*/smp_affinity_list; do printf '%s=' "$f"; cat "$f" 2>/dev/null || echo; done`
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns.name, "sh", "-c"}, script)...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// restoreIRQs puts every IRQ affinity back as it was, whatever a failing
+// test left behind.
+func restoreIRQs(t *testing.T) {
+	before := map[string]string{}
+	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			before[p] = strings.TrimSpace(string(b))
+		}
+	}
+	t.Cleanup(func() {
+		for p, v := range before {
+			if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != v {
+				os.WriteFile(p, []byte(v), 0)
+			}
+		}
+	})
+}
+
+// withoutEth0 drops plan entries that would touch eth0 or its IRQs: the
+// machine's only link to the package registries is never reconfigured by a test.
+func withoutEth0(t *testing.T, file string) {
+	t.Helper()
+	p, err := plan.LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Read(kernel.New("/"), host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	irqs := p.IRQs[:0]
+	for _, e := range p.IRQs {
+		if e.IRQ != nil {
+			if q := h.IRQ(*e.IRQ); q != nil && q.Device == "eth0" {
+				continue
+			}
+		}
+		if e.Device == "eth0" {
+			continue
+		}
+		irqs = append(irqs, e)
+	}
+	p.IRQs = irqs
+	data, err := p.MarshalFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Live: in a fresh namespace with a 4-queue veth pair, each policy's plan is
+// applied, checked in sysfs, re-applied (no change) and reverted (every file
+// byte-identical to before).
+func TestApplyPoliciesLive(t *testing.T) {
+	ns := newVethNamespace(t)
+	restoreIRQs(t)
+	for _, policy := range []string{"rps-spread", "per-queue", "colocate", "dedicated-core", "auto"} {
+		t.Run(policy, func(t *testing.T) {
+			dir := t.TempDir()
+			state := filepath.Join(dir, "state")
+			planFile := filepath.Join(dir, "plan.yaml")
+			invRunIn(t, ns.exec, "plan", "--policy", policy, "--device", "vq0", "--irqbalance", "leave", "-o", planFile)
+			withoutEth0(t, planFile)
+			before := steeringState(t, ns)
+
+			out := invRunIn(t, ns.exec, "apply", "--json", "--state-dir", state, planFile)
+			var res struct {
+				Journal string `json:"journal"`
+				Changed int    `json:"changed"`
+				Entries []struct {
+					Kind, Path, Value, Status string
+				} `json:"entries"`
+			}
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if res.Changed == 0 || res.Journal == "" {
+				t.Fatalf("apply changed nothing: %s", out)
+			}
+			after := steeringState(t, ns)
+			for _, e := range res.Entries {
+				if e.Status != "done" || e.Path == "" {
+					continue
+				}
+				got := after["/"+e.Path]
+				if same, err := plan.SameValue(plan.Kind(e.Kind), got, e.Value); err != nil || !same {
+					if e.Kind == "rps-flow-cnt" || e.Kind == "sysctl" {
+						continue // rounded to a power of two by the kernel; apply checked it
+					}
+					t.Errorf("%s = %q after apply, want %q", e.Path, got, e.Value)
+				}
+			}
+
+			again := invRunIn(t, ns.exec, "apply", "--state-dir", state, planFile)
+			if !strings.Contains(string(again), "nothing to change") {
+				t.Errorf("re-apply changed something:\n%s", again)
+			}
+
+			invRunIn(t, ns.exec, "revert", "--state-dir", state)
+			reverted := steeringState(t, ns)
+			for k, v := range before {
+				if reverted[k] != v {
+					t.Errorf("%s: %q before, %q after revert", k, v, reverted[k])
+				}
+			}
+			hist := invRunIn(t, ns.exec, "history", "--state-dir", state)
+			if !strings.Contains(string(hist), res.Journal) || !strings.Contains(string(hist), "reverted") {
+				t.Errorf("history does not list %s as reverted:\n%s", res.Journal, hist)
+			}
+		})
+	}
+}
+
+// Bad plans are refused with a message naming the problem, and nothing is
+// written: the steering files are compared before and after.
+func TestApplyRejectsBadPlansLive(t *testing.T) {
+	ns := newVethNamespace(t)
+	restoreIRQs(t)
+	cases := map[string]string{
+		"malformed YAML":  "version: 1\nrx_queues: [\n",
+		"unknown IRQ":     "version: 1\nirqs:\n  - irq: 99999\n    cpus: 0\n    reason: r\n",
+		"offline CPU":     "version: 1\nrx_queues:\n  - device: vq0\n    rps_cpus: 0-4095\n    reason: r\n",
+		"missing device":  "version: 1\nrx_queues:\n  - device: nosuch0\n    rps_cpus: 0\n    reason: r\n",
+		"duplicate entry": "version: 1\nrx_queues:\n  - device: vq0\n    queue: 1\n    rps_cpus: 0\n    reason: r\n  - device: vq0\n    queue: 1\n    rps_cpus: 1\n    reason: r\n",
+		"no reason":       "version: 1\nrx_queues:\n  - device: vq0\n    queue: 1\n    rps_cpus: 0\n",
+	}
+	want := map[string]string{
+		"malformed YAML": "bad.yaml:", "unknown IRQ": "99999", "offline CPU": "do not exist",
+		"missing device": "nosuch0", "duplicate entry": "vq0", "no reason": "reason",
+	}
+	for name, body := range cases {
+		t.Run(strings.ReplaceAll(name, " ", "-"), func(t *testing.T) {
+			dir := t.TempDir()
+			f := filepath.Join(dir, "bad.yaml")
+			os.WriteFile(f, []byte(body), 0o644)
+			before := steeringState(t, ns)
+			cmd := invCmd(ns.exec, "apply", "--state-dir", filepath.Join(dir, "state"), f)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("bad plan applied:\n%s", out)
+			}
+			if !strings.Contains(string(out), want[name]) {
+				t.Errorf("error does not name %q:\n%s", want[name], out)
+			}
+			if after := steeringState(t, ns); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("files changed although the plan was rejected")
+			}
+			if _, err := os.Stat(filepath.Join(dir, "state", "journal")); err == nil {
+				if js, _ := filepath.Glob(filepath.Join(dir, "state", "journal", "*.json")); len(js) > 0 {
+					t.Errorf("a journal was written for a rejected plan: %v", js)
+				}
+			}
+		})
+	}
+}
+
+func TestApplyRefusesSnapshotAndNonRootHint(t *testing.T) {
+	cmd := invCmd(nil, "apply", "--snapshot", "../../testdata/snapshots/veth4.tar.gz", "x.yaml")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot run on a --snapshot") {
+		t.Errorf("apply on a snapshot: %v\n%s", err, out)
+	}
+}

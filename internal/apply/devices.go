@@ -1,0 +1,202 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+// Coalescing: the value is "key=value …" for the fields the plan names; the
+// old value recorded in the journal has the same keys, so revert restores
+// exactly those fields and nothing else.
+
+func parseKV(v string) (map[string]string, []string, error) {
+	m := map[string]string{}
+	var keys []string
+	for _, f := range strings.Fields(v) {
+		k, val, ok := strings.Cut(f, "=")
+		if !ok || k == "" || val == "" {
+			return nil, nil, fmt.Errorf("%q is not key=value", f)
+		}
+		m[k] = val
+		keys = append(keys, k)
+	}
+	return m, keys, nil
+}
+
+func readCoalesce(fs *kernel.FS, c Change) (string, error) {
+	if !fs.IsLive() {
+		return "", fmt.Errorf("%s coalescing: %w on a snapshot", c.Device, kernel.ErrUnsupported)
+	}
+	_, keys, err := parseKV(c.Value)
+	if err != nil {
+		return "", err
+	}
+	facts, err := host.QueryEthtool([]string{c.Device})
+	if err != nil {
+		return "", err
+	}
+	f := facts[c.Device]
+	if f.Coalesce == nil {
+		return "", fmt.Errorf("%s coalescing (%s): %w", c.Device, f.CoalesceError, kernel.ErrUnsupported)
+	}
+	k := f.Coalesce
+	onoff := map[bool]string{true: "on", false: "off"}
+	cur := map[string]string{
+		"rx_usecs": fmt.Sprint(k.RxUsecs), "rx_frames": fmt.Sprint(k.RxFrames),
+		"tx_usecs": fmt.Sprint(k.TxUsecs), "tx_frames": fmt.Sprint(k.TxFrames),
+		"adaptive_rx": onoff[k.AdaptiveRx], "adaptive_tx": onoff[k.AdaptiveTx],
+	}
+	parts := make([]string, 0, len(keys))
+	for _, key := range keys {
+		v, ok := cur[key]
+		if !ok {
+			return "", fmt.Errorf("%s coalescing: field %q is not known", c.Device, key)
+		}
+		parts = append(parts, key+"="+v)
+	}
+	return strings.Join(parts, " "), nil
+}
+
+func writeCoalesce(fs *kernel.FS, c Change, value string) error {
+	if !fs.IsLive() {
+		return fmt.Errorf("%s coalescing: %w on a snapshot", c.Device, kernel.ErrUnsupported)
+	}
+	m, _, err := parseKV(value)
+	if err != nil {
+		return err
+	}
+	err = host.SetCoalesce(c.Device, m)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("%w: %v", kernel.ErrUnsupported, err)
+	}
+	return err
+}
+
+// irqbalance: stopping and starting go through systemd when it manages the
+// daemon; banning writes IRQBALANCE_BANNED_CPULIST in its configuration file
+// and restarts a running daemon so it reads it (what cri-o does).
+
+func irqbalanceChanges(s plan.Setting) ([]Change, error) {
+	e := s.Irqbalance
+	switch e.Mode {
+	case plan.IrqbalanceStop:
+		return []Change{{Kind: KindIrqbalance, Target: "irqbalance", Value: "stopped", Reason: s.Reason}}, nil
+	case plan.IrqbalanceBan:
+		file := "etc/default/irqbalance"
+		if _, err := os.Stat("/etc/sysconfig/irqbalance"); err == nil {
+			file = "etc/sysconfig/irqbalance"
+		}
+		return []Change{{Kind: KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: file, Value: e.BannedCPUs.String(), Reason: s.Reason}}, nil
+	}
+	return nil, fmt.Errorf("irqbalance mode %q is not supported", e.Mode)
+}
+
+func irqbalancePID(fs *kernel.FS) int {
+	pids, _ := fs.PIDs()
+	for _, p := range pids {
+		if c, err := fs.Comm(p); err == nil && c == "irqbalance" {
+			return p
+		}
+	}
+	return 0
+}
+
+func readIrqbalanceState(fs *kernel.FS) (string, error) {
+	if irqbalancePID(fs) != 0 {
+		return "running", nil
+	}
+	return "stopped", nil
+}
+
+func writeIrqbalanceState(fs *kernel.FS, value string) error {
+	if !fs.IsLive() {
+		return fmt.Errorf("irqbalance: %w on a snapshot", kernel.ErrUnsupported)
+	}
+	verb := map[string]string{"running": "start", "stopped": "stop"}[value]
+	if out, err := exec.Command("systemctl", verb, "irqbalance.service").CombinedOutput(); err == nil {
+		return nil
+	} else if value == "running" {
+		return fmt.Errorf("systemctl start irqbalance: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	// Not under systemd (containers, tests): stop the process we found.
+	if pid := irqbalancePID(fs); pid != 0 {
+		return unix.Kill(pid, unix.SIGTERM)
+	}
+	return nil
+}
+
+const banVar = "IRQBALANCE_BANNED_CPULIST"
+
+func readBanned(fs *kernel.FS, path string) (string, error) {
+	data, err := fs.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), banVar+"="); ok {
+			v = strings.Trim(v, `"'`)
+			if _, err := cpuset.Parse(v); err != nil {
+				return "", fmt.Errorf("%s: %s=%q: %w", path, banVar, v, err)
+			}
+			return v, nil
+		}
+	}
+	return "", nil
+}
+
+// writeBanned sets (or, for "", removes) the ban variable, keeping every
+// other line of the file, then restarts irqbalance if it runs.
+func writeBanned(fs *kernel.FS, path, value string) error {
+	data, err := fs.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var out []string
+	done := false
+	for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), banVar+"=") {
+			if value != "" && !done {
+				out = append(out, fmt.Sprintf("%s=%q", banVar, value))
+				done = true
+			}
+			continue
+		}
+		if l != "" || len(out) > 0 {
+			out = append(out, l)
+		}
+	}
+	if value != "" && !done {
+		out = append(out, "# Set by irqpilot (revert with 'irqpilot revert').", fmt.Sprintf("%s=%q", banVar, value))
+	}
+	full := fs.Path(path)
+	if err := os.MkdirAll(strings.TrimSuffix(full, "/"+lastElem(path)), 0o755); err != nil {
+		return err
+	}
+	if err := writeAtomic(full, []byte(strings.Join(out, "\n")+"\n")); err != nil {
+		return err
+	}
+	if fs.IsLive() && irqbalancePID(fs) != 0 {
+		exec.Command("systemctl", "try-restart", "irqbalance.service").Run()
+	}
+	return nil
+}
+
+func lastElem(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
