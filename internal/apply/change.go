@@ -35,9 +35,9 @@ const (
 // decimal for counts.
 type Change struct {
 	Kind   Kind   `json:"kind"`
-	Target string `json:"target"`         // for people: "irq 38 (eth0 rx 0)", "eth0 rx-0"
-	Path   string `json:"path,omitempty"` // root-relative kernel file
-	TID    int    `json:"tid,omitempty"`  // thread-affinity
+	Target string `json:"target"`           // for people: "irq 38 (eth0 rx 0)", "eth0 rx-0"
+	Path   string `json:"path,omitempty"`   // root-relative kernel file
+	TID    int    `json:"tid,omitempty"`    // thread-affinity
 	Device string `json:"device,omitempty"` // coalesce
 	Value  string `json:"value"`
 	Reason string `json:"reason,omitempty"`

@@ -109,4 +109,3 @@ func Resolved(fs *kernel.FS, h *host.Host, p *plan.Plan) ([]Change, []Entry, err
 	}
 	return FromPlan(fs, settings)
 }
-

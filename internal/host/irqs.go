@@ -30,11 +30,19 @@ const SingleTotalCPU = -1
 
 // readIRQs fills h.IRQs and h.Summary from /proc/interrupts, refined by
 // /sys/kernel/irq/N/ where present, with the placement from /proc/irq/N/ and
-// the managed state. Only an unreadable or unparsable /proc/interrupts is an
-// error; everything else that is missing goes to h.Unavailable.
+// the managed state. A missing /proc/interrupts (a topology-only snapshot
+// such as ghw's) leaves the IRQ table empty and is recorded in
+// h.Unavailable; an unreadable or garbled one is an error, since everything
+// irqpilot decides would rest on it. Everything else missing goes to
+// h.Unavailable.
 func readIRQs(kfs *kernel.FS, h *Host, opts Options) error {
 	const path = "/proc/interrupts"
 	data, err := kfs.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		h.IRQs = []IRQ{}
+		h.unavailable("irqs", path, fmt.Errorf("not present in this capture"))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
