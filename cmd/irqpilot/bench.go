@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/irqpilot/irqpilot/internal/bench"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+)
+
+// workloadFlags are shared by bench and tune.
+type workloadFlags struct {
+	workload   string
+	net        bench.NetOptions
+	clientCPUs string
+	appCPUs    string
+	command    string
+	pattern    string
+	unit       string
+	fioDir     string
+	stateDir   string
+}
+
+func (f *workloadFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, storage or command (required)")
+	fs.IntVar(&f.net.Testbed.Queues, "queues", 1, "veth rx/tx queues (memcached, nginx)")
+	fs.BoolVar(&f.net.Testbed.GRO, "gro", false, "GRO on the veth pair (NAPI receive)")
+	fs.BoolVar(&f.net.Testbed.Threaded, "threaded-napi", false, "threaded NAPI on the server veth (implies --gro)")
+	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers")
+	fs.IntVar(&f.net.ClientThreads, "client-threads", 2, "memaslap/wrk threads")
+	fs.IntVar(&f.net.Connections, "connections", 32, "memaslap concurrency / wrk connections")
+	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration that does not place it")
+	fs.StringVar(&f.appCPUs, "app-cpus", "", "pin the application to these CPUs in every configuration that does not place it")
+	fs.StringVar(&f.command, "command", "", "command workload: the command line (split on spaces)")
+	fs.StringVar(&f.pattern, "pattern", "", "command workload: regular expression whose first group is the figure of merit")
+	fs.StringVar(&f.unit, "unit", "ops/s", "command workload: unit of the figure of merit")
+	fs.StringVar(&f.fioDir, "fio-dir", "/var/tmp", "storage workload: directory for the test file (on the disk under test)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "apply journals (default /var/lib/irqpilot/bench)")
+}
+
+func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration) (*bench.Runner, error) {
+	var w bench.Workload
+	var err error
+	switch f.workload {
+	case "memcached", "nginx":
+		w, err = bench.NewNet(f.workload, f.net)
+	case "storage":
+		w = &bench.StorageWorkload{Dir: f.fioDir}
+	case "command":
+		w = &bench.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
+	case "":
+		err = fmt.Errorf("--workload is required (memcached, nginx, storage, command)")
+	default:
+		err = fmt.Errorf("--workload %q: want memcached, nginx, storage or command", f.workload)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p bench.Pinned
+	p.Inner = bench.Configs{}
+	if f.clientCPUs != "" {
+		if p.Client, err = cpuset.Parse(f.clientCPUs); err != nil {
+			return nil, fmt.Errorf("--client-cpus: %w", err)
+		}
+	}
+	if f.appCPUs != "" {
+		if p.App, err = cpuset.Parse(f.appCPUs); err != nil {
+			return nil, fmt.Errorf("--app-cpus: %w", err)
+		}
+	}
+	if rounds < 1 {
+		return nil, fmt.Errorf("--rounds %d: need at least 1", rounds)
+	}
+	if d < time.Second {
+		return nil, fmt.Errorf("--duration %s: need at least 1s", d)
+	}
+	return &bench.Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: d, Configurator: p,
+		StateDir: f.stateDir, Progress: func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, format+"\n", args...)
+		}}, nil
+}
+
+// signalContext is cancelled on Ctrl-C or SIGTERM, so runs stop, every
+// change is reverted and the test bed removed.
+func signalContext() (context.Context, func()) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func init() {
+	var wf workloadFlags
+	var configs string
+	var rounds int
+	var duration time.Duration
+	var out, chart, baseline string
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "A/B-measure configurations on a real workload, interleaved, with bootstrap intervals",
+		Long: `bench applies each configuration through the normal apply/revert path, runs the
+workload, records throughput, latency and per-CPU load, and reverts. Rounds are
+interleaved (A B C … A B C …). It reports the median and a 95 % bootstrap
+interval per configuration, the ratio to the baseline, and whether the
+difference is outside the noise. The machine is restored exactly at the end
+(checked: every IRQ affinity and queue steering value).
+
+Configurations: default, irqbalance, dedicated-core, per-queue, colocate,
+rps-spread, auto, and spec:app=CPUS,client=CPUS,rps=CPUS|off,napi=CPUS,flows=N,irq=N:CPUS.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl := splitConfigs(configs)
+			r, err := wf.runner(cl, rounds, duration)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			rep, err := bench.Bench(ctx, r, baseline)
+			if rep != nil {
+				if werr := writeReport(cmd, rep, out, chart); werr != nil {
+					err = joinErr(err, werr)
+				}
+				if !rep.Restored && len(rep.Diff) > 0 {
+					err = joinErr(err, fmt.Errorf("machine not restored: %d values differ", len(rep.Diff)))
+				}
+			}
+			return err
+		},
+	}
+	wf.add(cmd.Flags())
+	cmd.Flags().StringVar(&configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs)")
+	cmd.Flags().IntVar(&rounds, "rounds", 5, "measurements per configuration")
+	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of one measurement")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the JSON report to this file")
+	cmd.Flags().StringVar(&chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "configuration the others are compared with (default: the first)")
+	rootCmd.AddCommand(cmd)
+}
+
+func splitConfigs(s string) []string {
+	var out []string
+	cur := ""
+	// spec:…,… contains commas: a new configuration starts at a comma
+	// followed by a known configuration name or "spec:".
+	parts := strings.Split(s, ",")
+	for _, p := range parts {
+		if cur != "" && strings.HasPrefix(cur, "spec:") && strings.Contains(p, "=") && !strings.HasPrefix(p, "spec:") {
+			cur += "," + p
+			continue
+		}
+		if cur != "" {
+			out = append(out, cur)
+		}
+		cur = strings.TrimSpace(p)
+	}
+	if cur != "" {
+		out = append(out, cur)
+	}
+	return out
+}
+
+func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart string) error {
+	if out != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(out, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if chart != "" && len(rep.Summary) > 0 {
+		if err := rep.Chart(chart); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+	}
+	if global.json {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+	}
+	return rep.WriteTable(cmd.OutOrStdout())
+}

@@ -1,0 +1,38 @@
+package bench
+
+import (
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// Pinned wraps a Configurator with the scenario's fixed placements: the
+// load generator on Client and the application on App, unless the
+// configuration places them itself. Seed 004's scenario is "the sender
+// pinned to CPU 0": every configuration is measured with that.
+type Pinned struct {
+	Inner       Configurator
+	Client, App cpuset.Set
+}
+
+// Setup implements Configurator.
+func (p Pinned) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+	s, err := p.Inner.Setup(config, h, app)
+	if err != nil {
+		return nil, err
+	}
+	if s.ClientCPUs.IsEmpty() {
+		s.ClientCPUs = p.Client
+	}
+	if s.AppCPUs.IsEmpty() && !p.App.IsEmpty() {
+		s.AppCPUs = p.App
+		for _, pid := range app.PIDs {
+			ch, err := apply.PinProcess(liveFS(), pid, "app", p.App, "scenario: application CPUs")
+			if err != nil {
+				return nil, err
+			}
+			s.Changes = append(s.Changes, ch...)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+)
+
+func TestSummarizeFixedRuns(t *testing.T) {
+	mk := func(c string, tps ...float64) []Run {
+		var out []Run
+		for i, v := range tps {
+			out = append(out, Run{Config: c, Round: i, Result: Result{Throughput: v, Unit: "ops/s"},
+				CPUs: []CPUStat{{ID: 0, SoftIRQ: 50, Idle: float64(i)}, {ID: 1, SoftIRQ: 10, Idle: 40}}})
+		}
+		return out
+	}
+	var runs []Run
+	runs = append(runs, mk("default", 100, 101, 99, 100, 102)...)
+	runs = append(runs, mk("better", 120, 121, 119, 122, 120)...)
+	runs = append(runs, mk("same", 100, 103, 98, 101, 99)...)
+	runs = append(runs, Run{Config: "same", Error: "wrk could not connect"})
+	s := Summarize([]string{"default", "better", "same"}, runs, "")
+	if len(s) != 3 {
+		t.Fatalf("%d summaries", len(s))
+	}
+	if s[0].Verdict != "baseline" || s[0].Throughput.Point != 100 || s[0].Ratio != nil {
+		t.Errorf("baseline %+v", s[0])
+	}
+	if s[1].Verdict != "better" || math.Abs(s[1].Ratio.Point-1.2) > 1e-9 || s[1].Ratio.Low <= 1 {
+		t.Errorf("better %+v ratio %+v", s[1], s[1].Ratio)
+	}
+	if s[2].Verdict != "within noise" || s[2].Failed != 1 || s[2].N != 6 || s[2].Throughput.Point != 100 {
+		t.Errorf("same %+v", s[2])
+	}
+	// Per-CPU medians: CPU 0 idle 0,1,2,3,4 → 2; soft 50.
+	if c := s[0].CPUs[0]; c.SoftIRQ != 50 || c.Idle != 2 {
+		t.Errorf("cpu 0 %+v", c)
+	}
+	one := Summarize([]string{"a", "b"}, append(mk("a", 10), mk("b", 20)...), "a")
+	if one[1].Verdict != "too few runs" || one[1].Ratio.Point != 2 {
+		t.Errorf("single runs: %+v", one[1])
+	}
+}
+
+func TestParseSpecRoundTrip(t *testing.T) {
+	for _, c := range []string{
+		"spec:app=1,client=0,rps=0-1",
+		"spec:app=0+2,client=1",
+		"spec:app=0,napi=1,rps=off,flows=4096,irq=38:0;39:1",
+	} {
+		s, err := ParseSpec(c)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		if got := s.String(); got != c {
+			t.Errorf("%s → %s", c, got)
+		}
+	}
+	if s, _ := ParseSpec("spec:rps=1+0"); s.String() != "spec:rps=0-1" {
+		t.Errorf("rps=1+0 → %s", s)
+	}
+	if s, _ := ParseSpec("spec:rps=off"); s.RPS == nil || !s.RPS.IsEmpty() {
+		t.Errorf("rps=off: %+v", s.RPS)
+	}
+	for _, bad := range []string{"spec:cpu=1", "spec:app=x", "spec:irq=38", "spec:app"} {
+		if _, err := ParseSpec(bad); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
+	}
+}
+
+func TestMachineStateDiff(t *testing.T) {
+	a := MachineState{"proc/irq/38/smp_affinity_list": "1", "x": "f"}
+	b := MachineState{"proc/irq/38/smp_affinity_list": "0", "y": "1"}
+	d := a.Diff(b)
+	want := []string{"proc/irq/38/smp_affinity_list: 1 → 0", "x: gone (was f)", "y: new (1)"}
+	if strings.Join(d, "|") != strings.Join(want, "|") {
+		t.Errorf("diff %q", d)
+	}
+}
+
+// TestShortBench is the CI run: 2 configurations × 2 rounds × 2 s of
+// memcached in a testbed; the machine must be restored exactly, and the
+// testbed gone.
+func TestShortBench(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	for _, b := range []string{"memcached", "memcaslap", "taskset"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("%s not installed", b)
+		}
+	}
+	tbDir := t.TempDir()
+	w, err := NewNet("memcached", NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}, Connections: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := ReadMachineState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Workload: w, Configs: []string{"default", "spec:app=1,client=0,rps=0+1,flows=2048"}, Rounds: 2,
+		Duration: 2 * time.Second, StateDir: t.TempDir()}
+	rep, err := Bench(context.Background(), r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Restored {
+		t.Errorf("machine not restored: %v", rep.Diff)
+	}
+	after, _ := ReadMachineState()
+	if d := before.Diff(after); len(d) > 0 {
+		t.Errorf("state differs: %v", d)
+	}
+	if len(rep.Runs) != 4 {
+		t.Fatalf("%d runs, want 4", len(rep.Runs))
+	}
+	// Interleaved A B A B.
+	for i, run := range rep.Runs {
+		if run.Config != r.Configs[i%2] || run.Round != i/2 {
+			t.Errorf("run %d is %s round %d", i, run.Config, run.Round)
+		}
+		if run.Error != "" || run.Throughput <= 0 || run.Unit != "ops/s" {
+			t.Errorf("run %d: %+v", i, run)
+		}
+		if len(run.CPUs) == 0 {
+			t.Errorf("run %d: no per-CPU load", i)
+		}
+	}
+	if rep.Summary[1].Ratio == nil || rep.Summary[0].Verdict != "baseline" {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+	if left, _ := testbed.List(tbDir); len(left) > 0 {
+		t.Errorf("testbed state left: %+v", left)
+	}
+	if ns := testbed.Namespaces(); len(ns) > 0 && w.TB != nil {
+		t.Errorf("namespaces left: %v", ns)
+	}
+	var sb strings.Builder
+	if err := rep.WriteTable(&sb); err != nil || !strings.Contains(sb.String(), "machine restored") {
+		t.Errorf("table: %v\n%s", err, sb.String())
+	}
+	png := t.TempDir() + "/r.png"
+	if err := rep.Chart(png); err != nil {
+		t.Error(err)
+	} else if fi, err := os.Stat(png); err != nil || fi.Size() < 1000 {
+		t.Errorf("chart %v %v", fi, err)
+	}
+}

@@ -1,0 +1,332 @@
+package bench
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+// AppInfo is what a configuration may place besides IRQs and queues.
+type AppInfo struct {
+	// PIDs are the server processes (all threads of each are pinned).
+	PIDs []int `json:"pids,omitempty"`
+	// Device is the server-side network device of the testbed ("" for
+	// storage and commands).
+	Device string `json:"device,omitempty"`
+	// NSRoot is a root directory whose sys/ shows Device (the testbed's
+	// namespace view); changes whose Path is below sys/class/net/Device are
+	// applied there.
+	NSRoot string `json:"-"`
+	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
+	NAPIThreads []int `json:"napi_threads,omitempty"`
+}
+
+// Setup is one configuration made concrete for a host and an application.
+type Setup struct {
+	Config string `json:"config"`
+	// Changes are the kernel writes (applied with package apply, reverted
+	// after the run). Paths below sys/class/net/<AppInfo.Device> go to the
+	// testbed namespace's view.
+	Changes []apply.Change `json:"changes"`
+	// AppCPUs places an application started per run (fio, a command) and,
+	// for servers, is already in Changes as thread affinities. Empty: free.
+	AppCPUs cpuset.Set `json:"app_cpus"`
+	// ClientCPUs places the load generator (empty: free).
+	ClientCPUs cpuset.Set `json:"client_cpus"`
+	// Irqbalance: run `irqbalance --oneshot` and measure its placement.
+	Irqbalance bool     `json:"irqbalance,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+// Configurator turns a configuration name into a Setup for a host.
+type Configurator interface {
+	Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
+}
+
+// Configs is the built-in configurator:
+//
+//   - "default": no change (the machine as it is).
+//   - "irqbalance": irqbalance --oneshot's placement (see Runner).
+//   - a policy name of package plan (dedicated-core, per-queue, colocate,
+//     rps-spread, auto): the policy's plan for the host, restricted to the
+//     testbed's device, with the server processes as the application.
+//   - "spec:KEY=VAL,…": an explicit placement, the unit of tune's and the
+//     exhaustive search's spaces. Keys: app, client, napi (cpulists), rps
+//     (cpulist or "off", on every rx queue of the device), flows
+//     (rps_flow_cnt and rps_sock_flow_entries = flows×queues), irq=N:CPUS
+//     (repeatable with ";" between).
+type Configs struct {
+	// PlanOptions are passed to every policy (housekeeping CPUs …).
+	PlanOptions plan.Options
+}
+
+// Setup implements Configurator.
+func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+	s := &Setup{Config: config}
+	switch {
+	case config == "default":
+		return s, nil
+	case config == "irqbalance":
+		s.Irqbalance = true
+		return s, nil
+	case strings.HasPrefix(config, "spec:"):
+		return specSetup(config, h, app)
+	}
+	if _, ok := plan.Policies[config]; !ok {
+		return nil, fmt.Errorf("unknown configuration %q (known: default, irqbalance, spec:…, %s)", config, strings.Join(plan.PolicyNames(), ", "))
+	}
+	o := c.PlanOptions
+	if app.Device != "" {
+		o.Devices = []string{app.Device}
+	}
+	if len(app.PIDs) > 0 {
+		o.App = "pid:" + strconv.Itoa(app.PIDs[0])
+	}
+	p, err := plan.Make(config, h, o)
+	if err != nil {
+		return nil, err
+	}
+	sets, err := plan.Resolve(p, h)
+	if err != nil {
+		return nil, fmt.Errorf("%s: resolve: %w", config, err)
+	}
+	changes, appCPUs, notes, err := SettingsToChanges(sets, app)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config, err)
+	}
+	s.Changes, s.Notes = changes, notes
+	s.AppCPUs = appCPUs
+	if s.AppCPUs.IsEmpty() && p.AppCPUs != nil {
+		s.AppCPUs = *p.AppCPUs
+	}
+	return s, nil
+}
+
+// SettingsToChanges converts resolved plan settings to apply changes. An app
+// setting pins every thread of every process in app.PIDs (the plan selected
+// the first; the others are its workers). Settings apply cannot write
+// (irqbalance, coalescing) and skipped ones become notes.
+func SettingsToChanges(sets []plan.Setting, app AppInfo) ([]apply.Change, cpuset.Set, []string, error) {
+	var out []apply.Change
+	var notes []string
+	var appCPUs cpuset.Set
+	for _, st := range sets {
+		if st.Skip != "" {
+			notes = append(notes, st.Target+": "+st.Skip)
+			continue
+		}
+		switch st.Kind {
+		case plan.KindIRQAffinity, plan.KindRPSCPUs, plan.KindRPSFlowCnt, plan.KindXPSCPUs, plan.KindSysctl:
+			out = append(out, apply.Change{Kind: apply.Kind(st.Kind), Target: st.Target, Path: st.Path, Value: st.Value, Reason: st.Reason})
+		case plan.KindApp:
+			cpus, err := cpuset.Parse(st.Value)
+			if err != nil {
+				return nil, appCPUs, nil, fmt.Errorf("%s: %w", st.Target, err)
+			}
+			appCPUs = cpus
+			if len(app.PIDs) == 0 {
+				continue
+			}
+			for _, pid := range app.PIDs {
+				ch, err := apply.PinProcess(liveFS(), pid, "app", cpus, st.Reason)
+				if err != nil {
+					return nil, appCPUs, nil, err
+				}
+				out = append(out, ch...)
+			}
+		default:
+			notes = append(notes, fmt.Sprintf("%s: %s not applied by bench", st.Target, st.Kind))
+		}
+	}
+	return out, appCPUs, notes, nil
+}
+
+// Spec is an explicit placement (see Configs).
+type Spec struct {
+	App, Client, NAPI *cpuset.Set
+	RPS               *cpuset.Set // empty set: RPS off
+	Flows             int
+	IRQs              map[int]cpuset.Set
+}
+
+// ParseSpec reads "spec:app=1,client=0,rps=0-1,napi=0,flows=4096,irq=36:1".
+func ParseSpec(config string) (*Spec, error) {
+	body, ok := strings.CutPrefix(config, "spec:")
+	if !ok {
+		return nil, fmt.Errorf("%q: not a spec configuration", config)
+	}
+	s := &Spec{IRQs: map[int]cpuset.Set{}}
+	for _, kv := range strings.Split(body, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: %q is not KEY=VALUE", config, kv)
+		}
+		set := func() (*cpuset.Set, error) {
+			if v == "off" && k == "rps" {
+				e := cpuset.Set{}
+				return &e, nil
+			}
+			cs, err := cpuset.Parse(strings.ReplaceAll(v, "+", ","))
+			if err != nil {
+				return nil, fmt.Errorf("%q: %s: %w", config, k, err)
+			}
+			return &cs, nil
+		}
+		var err error
+		switch k {
+		case "app":
+			s.App, err = set()
+		case "client":
+			s.Client, err = set()
+		case "napi":
+			s.NAPI, err = set()
+		case "rps":
+			s.RPS, err = set()
+		case "flows":
+			s.Flows, err = strconv.Atoi(v)
+		case "irq":
+			for _, one := range strings.Split(v, ";") {
+				n, cpus, ok := strings.Cut(one, ":")
+				irq, e1 := strconv.Atoi(n)
+				cs, e2 := cpuset.Parse(strings.ReplaceAll(cpus, "+", ","))
+				if !ok || e1 != nil || e2 != nil {
+					return nil, fmt.Errorf("%q: irq=%s: want irq=N:CPUS", config, one)
+				}
+				s.IRQs[irq] = cs
+			}
+		default:
+			return nil, fmt.Errorf("%q: unknown key %q (app, client, napi, rps, flows, irq)", config, k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// String renders a spec in canonical order.
+func (s *Spec) String() string {
+	var parts []string
+	cl := func(c *cpuset.Set) string {
+		if c.IsEmpty() {
+			return "off"
+		}
+		return strings.ReplaceAll(c.String(), ",", "+")
+	}
+	if s.App != nil {
+		parts = append(parts, "app="+cl(s.App))
+	}
+	if s.Client != nil {
+		parts = append(parts, "client="+cl(s.Client))
+	}
+	if s.NAPI != nil {
+		parts = append(parts, "napi="+cl(s.NAPI))
+	}
+	if s.RPS != nil {
+		parts = append(parts, "rps="+cl(s.RPS))
+	}
+	if s.Flows > 0 {
+		parts = append(parts, "flows="+strconv.Itoa(s.Flows))
+	}
+	var irqs []int
+	for n := range s.IRQs {
+		irqs = append(irqs, n)
+	}
+	sort.Ints(irqs)
+	var is []string
+	for _, n := range irqs {
+		c := s.IRQs[n]
+		is = append(is, fmt.Sprintf("%d:%s", n, cl(&c)))
+	}
+	if len(is) > 0 {
+		parts = append(parts, "irq="+strings.Join(is, ";"))
+	}
+	return "spec:" + strings.Join(parts, ",")
+}
+
+func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+	sp, err := ParseSpec(config)
+	if err != nil {
+		return nil, err
+	}
+	s := &Setup{Config: config}
+	nr := nrCPUs(h)
+	if sp.Client != nil {
+		s.ClientCPUs = *sp.Client
+	}
+	if sp.App != nil {
+		s.AppCPUs = *sp.App
+		for _, pid := range app.PIDs {
+			ch, err := apply.PinProcess(liveFS(), pid, "app", *sp.App, config)
+			if err != nil {
+				return nil, err
+			}
+			s.Changes = append(s.Changes, ch...)
+		}
+	}
+	if sp.NAPI != nil {
+		if len(app.NAPIThreads) == 0 && app.Device != "" {
+			s.Notes = append(s.Notes, "napi= given but the testbed has no threaded NAPI")
+		}
+		for _, tid := range app.NAPIThreads {
+			s.Changes = append(s.Changes, apply.Change{Kind: apply.KindThreadAffinity, Target: fmt.Sprintf("napi thread %d", tid),
+				TID: tid, Value: sp.NAPI.String(), Reason: config})
+		}
+	}
+	for n, cpus := range sp.IRQs {
+		q := h.IRQ(n)
+		if q == nil {
+			return nil, fmt.Errorf("%q: no IRQ %d on this machine", config, n)
+		}
+		if !q.Movable() {
+			s.Notes = append(s.Notes, fmt.Sprintf("irq %d is kernel-managed; left alone", n))
+			continue
+		}
+		s.Changes = append(s.Changes, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", n),
+			Path: fmt.Sprintf("proc/irq/%d/smp_affinity_list", n), Value: cpus.String(), Reason: config})
+	}
+	if (sp.RPS != nil || sp.Flows > 0) && app.Device != "" {
+		nic := h.NIC(app.Device)
+		if nic == nil {
+			return nil, fmt.Errorf("%q: device %s not in the host model", config, app.Device)
+		}
+		for _, rq := range nic.RxQueues {
+			base := fmt.Sprintf("sys/class/net/%s/queues/rx-%d/", nic.Name, rq.Index)
+			if sp.RPS != nil {
+				s.Changes = append(s.Changes, apply.Change{Kind: apply.KindRPSCPUs, Target: fmt.Sprintf("%s rx-%d", nic.Name, rq.Index),
+					Path: base + "rps_cpus", Value: sp.RPS.Mask(nr), Reason: config})
+			}
+			if sp.Flows > 0 {
+				s.Changes = append(s.Changes, apply.Change{Kind: apply.KindRPSFlowCnt, Target: fmt.Sprintf("%s rx-%d", nic.Name, rq.Index),
+					Path: base + "rps_flow_cnt", Value: strconv.Itoa(sp.Flows), Reason: config})
+			}
+		}
+		if sp.Flows > 0 {
+			s.Changes = append(s.Changes, apply.Change{Kind: apply.KindSysctl, Target: "net.core.rps_sock_flow_entries",
+				Path: "proc/sys/net/core/rps_sock_flow_entries", Value: strconv.Itoa(sp.Flows * len(nic.RxQueues)), Reason: config})
+		}
+	}
+	return s, nil
+}
+
+func nrCPUs(h *host.Host) int {
+	n := 0
+	for _, c := range h.CPUs {
+		if c.ID+1 > n {
+			n = c.ID + 1
+		}
+	}
+	if n == 0 {
+		n = 1
+	}
+	return n
+}

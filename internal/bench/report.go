@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Summary is one configuration over all its runs.
+type Summary struct {
+	Config     string   `json:"config"`
+	N          int      `json:"runs"`
+	Failed     int      `json:"failed"`
+	Throughput Interval `json:"throughput"`
+	Unit       string   `json:"unit"`
+	// Ratio to the baseline (nil for the baseline itself or without one).
+	Ratio *Interval `json:"ratio,omitempty"`
+	// Verdict: "baseline", "better", "worse" or "within noise".
+	Verdict    string    `json:"verdict"`
+	LatencyP50 float64   `json:"latency_p50_us,omitempty"`
+	LatencyP99 float64   `json:"latency_p99_us,omitempty"`
+	CPUs       []CPUStat `json:"cpus"` // per-CPU medians over the runs
+}
+
+// Report is a whole bench.
+type Report struct {
+	Workload string        `json:"workload"`
+	Host     string        `json:"host"`
+	Kernel   string        `json:"kernel"`
+	CPUs     int           `json:"cpus"`
+	Rounds   int           `json:"rounds"`
+	Duration time.Duration `json:"duration_ns"`
+	Baseline string        `json:"baseline"`
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
+	// Restored is true when every IRQ affinity and queue steering value read
+	// the same after the bench as before; Diff lists any that did not.
+	Restored bool      `json:"restored"`
+	Diff     []string  `json:"diff,omitempty"`
+	Summary  []Summary `json:"summary"`
+	Runs     []Run     `json:"runs"`
+}
+
+// Summarize computes medians, 95 % bootstrap intervals and ratios to
+// baseline (the first configuration when baseline is "").
+func Summarize(configs []string, runs []Run, baseline string) []Summary {
+	if baseline == "" && len(configs) > 0 {
+		baseline = configs[0]
+	}
+	by := map[string][]Run{}
+	for _, r := range runs {
+		by[r.Config] = append(by[r.Config], r)
+	}
+	tp := func(c string) []float64 {
+		var xs []float64
+		for _, r := range by[c] {
+			if r.Error == "" {
+				xs = append(xs, r.Throughput)
+			}
+		}
+		return xs
+	}
+	base := tp(baseline)
+	var out []Summary
+	for i, c := range configs {
+		xs := tp(c)
+		s := Summary{Config: c, N: len(by[c]), Failed: len(by[c]) - len(xs)}
+		if len(xs) > 0 {
+			s.Throughput = BootstrapMedian(xs, 0.95, uint64(i+1))
+		} else {
+			s.Throughput = Interval{Point: math.NaN(), Low: math.NaN(), High: math.NaN()}
+		}
+		var p50, p99 []float64
+		cpuCols := map[int][][5]float64{}
+		for _, r := range by[c] {
+			if r.Error == "" {
+				s.Unit = r.Unit
+				if r.LatencyP50 > 0 {
+					p50 = append(p50, r.LatencyP50)
+				}
+				if r.LatencyP99 > 0 {
+					p99 = append(p99, r.LatencyP99)
+				}
+			}
+			for _, cs := range r.CPUs {
+				cpuCols[cs.ID] = append(cpuCols[cs.ID], [5]float64{cs.User, cs.System, cs.IRQ, cs.SoftIRQ, cs.Idle})
+			}
+		}
+		if len(p50) > 0 {
+			s.LatencyP50, s.LatencyP99 = Median(p50), Median(p99)
+		}
+		var ids []int
+		for id := range cpuCols {
+			ids = append(ids, id)
+		}
+		sort.Ints(ids)
+		for _, id := range ids {
+			col := func(k int) float64 {
+				var v []float64
+				for _, row := range cpuCols[id] {
+					v = append(v, row[k])
+				}
+				return round1(Median(v))
+			}
+			s.CPUs = append(s.CPUs, CPUStat{ID: id, User: col(0), System: col(1), IRQ: col(2), SoftIRQ: col(3), Idle: col(4)})
+		}
+		switch {
+		case c == baseline:
+			s.Verdict = "baseline"
+		case len(xs) == 0 || len(base) == 0:
+			s.Verdict = "no data"
+		case len(xs) < 2 || len(base) < 2:
+			s.Verdict = "too few runs"
+			ratio := Interval{Point: Median(xs) / Median(base), Low: math.NaN(), High: math.NaN()}
+			s.Ratio = &ratio
+		default:
+			ratio := BootstrapRatio(base, xs, 0.95, uint64(1000+i))
+			s.Ratio = &ratio
+			switch {
+			case !ratio.Significant():
+				s.Verdict = "within noise"
+			case ratio.Low > 1:
+				s.Verdict = "better"
+			default:
+				s.Verdict = "worse"
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// WriteTable prints the summary for people.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "workload %s on %s (%s, %d CPUs): %d rounds × %s, interleaved; 95 %% bootstrap intervals\n",
+		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "config\tthroughput (median)\t95% interval\tratio to "+r.Baseline+"\tverdict\tp50 µs\tp99 µs\t%soft per CPU\t%idle per CPU\t")
+	for _, s := range r.Summary {
+		ratio := "—"
+		if s.Ratio != nil {
+			ratio = fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
+		}
+		var soft, idle []string
+		for _, c := range s.CPUs {
+			soft = append(soft, fmt.Sprintf("%d:%.1f", c.ID, c.SoftIRQ))
+			idle = append(idle, fmt.Sprintf("%d:%.1f", c.ID, c.Idle))
+		}
+		failed := ""
+		if s.Failed > 0 {
+			failed = fmt.Sprintf(" (%d failed)", s.Failed)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f %s%s\t%.0f–%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, s.Throughput.Point, s.Unit, failed,
+			s.Throughput.Low, s.Throughput.High, ratio, s.Verdict, num(s.LatencyP50), num(s.LatencyP99),
+			strings.Join(soft, " "), strings.Join(idle, " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Restored {
+		fmt.Fprintln(w, "machine restored: every IRQ affinity and queue steering value is as before")
+	} else if len(r.Diff) > 0 {
+		fmt.Fprintf(w, "WARNING: %d values differ from before the bench:\n  %s\n", len(r.Diff), strings.Join(r.Diff, "\n  "))
+	}
+	return nil
+}
+
+func num(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// Chart writes two charts next to each other: throughput per configuration
+// with its interval, and per-CPU %soft per configuration (seed 004's
+// before/after). The format follows the file's extension (.png, .svg, .pdf).
+func (r *Report) Chart(path string) error {
+	p1 := plot.New()
+	p1.Title.Text = fmt.Sprintf("%s: throughput (median, 95%% interval)", r.Workload)
+	unit := ""
+	var vals plotter.Values
+	var errs plotter.YErrors
+	var names []string
+	for _, s := range r.Summary {
+		v := s.Throughput.Point
+		if math.IsNaN(v) {
+			v = 0
+		}
+		vals = append(vals, v)
+		lo, hi := v-s.Throughput.Low, s.Throughput.High-v
+		if math.IsNaN(lo) {
+			lo, hi = 0, 0
+		}
+		errs = append(errs, struct{ Low, High float64 }{lo, hi})
+		names = append(names, shortName(s.Config))
+		if s.Unit != "" {
+			unit = s.Unit
+		}
+	}
+	p1.Y.Label.Text = unit
+	bars, err := plotter.NewBarChart(vals, vg.Points(18))
+	if err != nil {
+		return err
+	}
+	p1.Add(bars)
+	eb := &plotter.YErrorBars{XYs: make(plotter.XYs, len(vals)), YErrors: errs}
+	for i, v := range vals {
+		eb.XYs[i] = plotter.XY{X: float64(i), Y: v}
+	}
+	eb.LineStyle.Width = vg.Points(1.5)
+	p1.Add(eb)
+	p1.NominalX(names...)
+	p1.X.Tick.Label.Rotation = 0.5
+	p1.X.Tick.Label.XAlign = -1
+
+	p2 := plot.New()
+	p2.Title.Text = "%soft per CPU (median over runs)"
+	p2.Y.Label.Text = "% of CPU in softirq"
+	ncpu := 0
+	for _, s := range r.Summary {
+		ncpu = max(ncpu, len(s.CPUs))
+	}
+	w := vg.Points(10)
+	for c := 0; c < ncpu; c++ {
+		var v plotter.Values
+		for _, s := range r.Summary {
+			if c < len(s.CPUs) {
+				v = append(v, s.CPUs[c].SoftIRQ)
+			} else {
+				v = append(v, 0)
+			}
+		}
+		b, err := plotter.NewBarChart(v, w)
+		if err != nil {
+			return err
+		}
+		b.Offset = w * vg.Length(float64(c)-float64(ncpu-1)/2)
+		b.Color = plotColor(c)
+		p2.Add(b)
+		p2.Legend.Add(fmt.Sprintf("CPU %d", c), b)
+	}
+	p2.Legend.Top = true
+	p2.NominalX(names...)
+	p2.X.Tick.Label.Rotation = 0.5
+	p2.X.Tick.Label.XAlign = -1
+
+	width := vg.Length(max(6, 0.9*float64(len(names)))) * vg.Inch
+	img, err := newCanvas(path, 2*width, 4*vg.Inch)
+	if err != nil {
+		return err
+	}
+	return img.draw([]*plot.Plot{p1, p2})
+}
+
+func shortName(c string) string {
+	if len(c) > 28 {
+		return c[:27] + "…"
+	}
+	return c
+}
+
+// chartExt is the image format for a file name.
+func chartExt(path string) string {
+	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+	if ext == "" {
+		ext = "png"
+	}
+	return ext
+}

@@ -1,0 +1,385 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+func liveFS() *kernel.FS { return kernel.New("/") }
+
+// CPUStat is one CPU's utilisation over a run, in percent.
+type CPUStat struct {
+	ID      int     `json:"cpu"`
+	User    float64 `json:"usr"`
+	System  float64 `json:"sys"`
+	IRQ     float64 `json:"irq"`
+	SoftIRQ float64 `json:"soft"`
+	Idle    float64 `json:"idle"`
+	// NetRx is NET_RX softirqs per second; Interrupts numbered IRQs per second.
+	NetRx      float64 `json:"net_rx_per_s"`
+	Interrupts float64 `json:"irqs_per_s"`
+}
+
+// Run is one measurement of one configuration.
+type Run struct {
+	Config string    `json:"config"`
+	Round  int       `json:"round"`
+	Start  time.Time `json:"start"`
+	Result
+	CPUs  []CPUStat `json:"cpus"`
+	Error string    `json:"error,omitempty"`
+}
+
+// Runner runs configurations against a workload, interleaved.
+type Runner struct {
+	Workload     Workload
+	Configs      []string
+	Rounds       int
+	Duration     time.Duration
+	Configurator Configurator
+	// StateDir keeps the apply journals (DefaultStateDir/bench when empty).
+	StateDir string
+	// Progress, when set, is told what is happening.
+	Progress func(format string, args ...any)
+
+	app     AppInfo
+	h       *host.Host
+	live    *apply.Applier
+	ns      *apply.Applier
+	started bool
+}
+
+// Start prepares the workload and reads the host (with the testbed's device).
+func (r *Runner) Start() error {
+	if r.Configurator == nil {
+		r.Configurator = Configs{}
+	}
+	if r.StateDir == "" {
+		r.StateDir = filepath.Join(apply.DefaultStateDir, "bench")
+	}
+	if err := os.MkdirAll(r.StateDir, 0o755); err != nil {
+		return err
+	}
+	app, err := r.Workload.Prepare()
+	if err != nil {
+		return err
+	}
+	r.app = app
+	r.started = true
+	h, err := host.Read(liveFS(), host.Options{ProbeManaged: true})
+	if err != nil {
+		return err
+	}
+	if app.NSRoot != "" {
+		nh, err := host.Read(kernel.New(app.NSRoot), host.Options{})
+		if err != nil {
+			return fmt.Errorf("testbed view %s: %w", app.NSRoot, err)
+		}
+		if nic := nh.NIC(app.Device); nic != nil {
+			h.NICs = append(h.NICs, *nic)
+		} else {
+			return fmt.Errorf("testbed device %s not visible below %s", app.Device, app.NSRoot)
+		}
+		r.ns = &apply.Applier{FS: kernel.New(app.NSRoot), StateDir: filepath.Join(r.StateDir, "testbed")}
+	}
+	r.h = h
+	r.live = &apply.Applier{FS: liveFS(), StateDir: r.StateDir}
+	return nil
+}
+
+// Host is the host model the configurations are made for.
+func (r *Runner) Host() *host.Host { return r.h }
+
+// App is what the workload lets configurations place.
+func (r *Runner) App() AppInfo { return r.app }
+
+// Close stops the workload.
+func (r *Runner) Close() error {
+	if !r.started {
+		return nil
+	}
+	r.started = false
+	return r.Workload.Close()
+}
+
+func (r *Runner) progress(format string, args ...any) {
+	if r.Progress != nil {
+		r.Progress(format, args...)
+	}
+}
+
+// All runs every configuration Rounds times, interleaved (A B C A B C …).
+func (r *Runner) All(ctx context.Context) ([]Run, error) {
+	var runs []Run
+	for round := 0; round < r.Rounds; round++ {
+		for _, c := range r.Configs {
+			if err := ctx.Err(); err != nil {
+				return runs, err
+			}
+			r.progress("round %d/%d  %-20s", round+1, r.Rounds, c)
+			run, err := r.Measure(ctx, c, round)
+			if err != nil {
+				return runs, err
+			}
+			runs = append(runs, run)
+		}
+	}
+	return runs, nil
+}
+
+// Measure applies config, drives the workload for Duration while sampling
+// per-CPU load, and reverts. A workload failure is recorded in the run; a
+// failure to apply or revert is returned.
+func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run, err error) {
+	run = Run{Config: config, Round: round, Start: time.Now().UTC()}
+	// Thread ids change (nginx may respawn a worker): refresh the app.
+	app := r.app
+	if len(app.PIDs) > 0 {
+		app.PIDs = append([]int{app.PIDs[0]}, childrenOf(app.PIDs[0])...)
+	}
+	s, err := r.Configurator.Setup(config, r.h, app)
+	if err != nil {
+		return run, err
+	}
+	var liveCh, nsCh []apply.Change
+	for _, c := range s.Changes {
+		if app.Device != "" && strings.HasPrefix(c.Path, "sys/class/net/"+app.Device+"/") {
+			nsCh = append(nsCh, c)
+		} else {
+			liveCh = append(liveCh, c)
+		}
+	}
+	undo, err := r.apply(config, liveCh, nsCh)
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		if uerr := undo(); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
+	if s.Irqbalance {
+		iu, ierr := r.irqbalance()
+		if ierr != nil {
+			return run, ierr
+		}
+		prev := undo
+		undo = func() error { return errors.Join(iu(), prev()) }
+	}
+	sampler := load.NewSampler(liveFS())
+	s0, err := sampler.Sample()
+	if err != nil {
+		return run, err
+	}
+	res, werr := r.Workload.Run(ctx, r.Duration, s)
+	s1, err := sampler.Sample()
+	if err != nil {
+		return run, err
+	}
+	l, err := load.Rates(s0, s1)
+	if err != nil {
+		return run, err
+	}
+	for _, c := range l.CPUs {
+		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, User: c.User + c.Nice, System: c.System, IRQ: c.IRQ,
+			SoftIRQ: c.SoftIRQ, Idle: c.Idle + c.IOWait, NetRx: c.NetRx, Interrupts: c.Interrupts})
+	}
+	if werr != nil {
+		run.Error = werr.Error()
+	} else {
+		run.Result = res
+	}
+	return run, nil
+}
+
+// apply writes the live and namespace changes; the returned function reverts
+// both.
+func (r *Runner) apply(config string, liveCh, nsCh []apply.Change) (func() error, error) {
+	meta := apply.Meta{Host: r.h.Hostname, PlanFile: "bench:" + config}
+	var undo []func() error
+	revertAll := func() error {
+		var errs []error
+		for i := len(undo) - 1; i >= 0; i-- {
+			errs = append(errs, undo[i]())
+		}
+		return errors.Join(errs...)
+	}
+	for _, step := range []struct {
+		a  *apply.Applier
+		ch []apply.Change
+	}{{r.live, liveCh}, {r.ns, nsCh}} {
+		if len(step.ch) == 0 {
+			continue
+		}
+		if step.a == nil {
+			return revertAll, fmt.Errorf("%s: changes for the testbed device but no testbed", config)
+		}
+		res, err := step.a.Apply(step.ch, meta)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("%s: apply: %w", config, err), revertAll())
+		}
+		if res.Journal != nil {
+			a, id := step.a, res.Journal.ID
+			undo = append(undo, func() error {
+				if _, err := a.Revert(id); err != nil {
+					return fmt.Errorf("%s: revert journal %s: %w", config, id, err)
+				}
+				return nil
+			})
+		}
+	}
+	return revertAll, nil
+}
+
+// irqbalance runs `irqbalance --oneshot`, then turns what it wrote into a
+// journaled apply: the old affinities are written back, irqbalance's are
+// applied through package apply, and the returned function reverts that
+// journal — so a killed bench leaves a journal `irqpilot revert` undoes.
+func (r *Runner) irqbalance() (func() error, error) {
+	before, err := irqAffinities()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command("irqbalance", "--oneshot").CombinedOutput()
+	after, aerr := irqAffinities()
+	if aerr != nil {
+		return nil, aerr
+	}
+	var back, its []apply.Change
+	for irq, v := range after {
+		if before[irq] != v {
+			p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq)
+			back = append(back, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: before[irq], Reason: "undo irqbalance --oneshot"})
+			its = append(its, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: v, Reason: "irqbalance --oneshot"})
+		}
+	}
+	if len(back) > 0 {
+		if _, berr := r.live.Apply(back, apply.Meta{PlanFile: "bench:irqbalance-undo"}); berr != nil {
+			return nil, fmt.Errorf("restore after irqbalance: %w", berr)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("irqbalance --oneshot: %v: %s", err, tail(out, 300))
+	}
+	r.progress("irqbalance --oneshot moved %d IRQs", len(its))
+	if len(its) == 0 {
+		return func() error { return nil }, nil
+	}
+	res, err := r.live.Apply(its, apply.Meta{PlanFile: "bench:irqbalance"})
+	if err != nil {
+		return nil, err
+	}
+	if res.Journal == nil {
+		return func() error { return nil }, nil
+	}
+	id := res.Journal.ID
+	return func() error { _, err := r.live.Revert(id); return err }, nil
+}
+
+func irqAffinities() (map[int]string, error) {
+	fs := liveFS()
+	names, err := fs.Glob("proc/irq/*/smp_affinity_list")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	for _, n := range names {
+		irq, err := strconv.Atoi(filepath.Base(filepath.Dir(n)))
+		if err != nil {
+			continue
+		}
+		v, err := fs.ReadString(n)
+		if err != nil {
+			continue
+		}
+		out[irq] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+func childrenOf(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// MachineState is every placement and steering value bench may change, by
+// file, to prove the machine is restored: every IRQ's smp_affinity_list,
+// every queue's rps_cpus/rps_flow_cnt/xps_cpus and rps_sock_flow_entries.
+type MachineState map[string]string
+
+// ReadMachineState reads the state of the live machine.
+func ReadMachineState() (MachineState, error) {
+	fs := liveFS()
+	st := MachineState{}
+	for _, g := range []string{"proc/irq/*/smp_affinity_list", "sys/class/net/*/queues/rx-*/rps_cpus",
+		"sys/class/net/*/queues/rx-*/rps_flow_cnt", "sys/class/net/*/queues/tx-*/xps_cpus",
+		"proc/sys/net/core/rps_sock_flow_entries"} {
+		names, err := fs.Glob(g)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			v, err := fs.ReadString(n)
+			if err != nil {
+				v = "error: " + err.Error()
+			}
+			st[n] = strings.TrimSpace(v)
+		}
+	}
+	if len(st) == 0 {
+		return nil, fmt.Errorf("no IRQ or queue settings readable")
+	}
+	return st, nil
+}
+
+// Diff lists the files whose values differ between two states.
+func (a MachineState) Diff(b MachineState) []string {
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok {
+			out = append(out, k+": gone (was "+v+")")
+		} else if w != v {
+			out = append(out, fmt.Sprintf("%s: %s → %s", k, v, w))
+		}
+	}
+	for k, w := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k+": new ("+w+")")
+		}
+	}
+	sort.Strings(out)
+	return out
+}

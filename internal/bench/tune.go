@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+// subsets lists the non-empty subsets of the online CPUs (2^n − 1; callers
+// bound n).
+func subsets(cpus []int) []cpuset.Set {
+	var out []cpuset.Set
+	for m := 1; m < 1<<len(cpus); m++ {
+		var s cpuset.Set
+		for i, c := range cpus {
+			if m&(1<<i) != 0 {
+				s = s.Add(c)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func onlineCPUs(h *host.Host) []int {
+	var out []int
+	for _, c := range h.CPUs {
+		if c.Online {
+			out = append(out, c.ID)
+		}
+	}
+	return out
+}
+
+// ExhaustiveSpace is every distinct explicit placement on a small machine
+// (at most 4 online CPUs): application CPUs × client CPUs × RPS mask (off or
+// any subset) × NAPI-thread CPUs (threaded NAPI only). For storage (no
+// device) only the application's CPUs vary. "default" is always first.
+func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
+	cpus := onlineCPUs(h)
+	if len(cpus) > 4 {
+		return nil, fmt.Errorf("exhaustive search is for machines with at most 4 CPUs (this one has %d): %d plans", len(cpus), 1<<(4*len(cpus)))
+	}
+	sets := subsets(cpus)
+	out := []string{"default"}
+	if app.Device == "" {
+		for _, a := range sets {
+			a := a
+			out = append(out, (&Spec{App: &a}).String())
+		}
+		return out, nil
+	}
+	rps := append([]cpuset.Set{{}}, sets...)
+	napi := []*cpuset.Set{nil}
+	if len(app.NAPIThreads) > 0 {
+		napi = nil
+		for _, s := range sets {
+			s := s
+			napi = append(napi, &s)
+		}
+	}
+	for _, a := range sets {
+		for _, c := range sets {
+			for _, r := range rps {
+				for _, n := range napi {
+					a, c, r := a, c, r
+					out = append(out, (&Spec{App: &a, Client: &c, RPS: &r, NAPI: n}).String())
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Candidates is tune --auto's space: the baseline, irqbalance, every policy
+// (auto included) and its parameter variants (each CPU as housekeeping),
+// plus the explicit placements that separate the application from the
+// receive work (application on one CPU, RPS/NAPI on the others) — a few
+// dozen instead of the exhaustive space.
+func Candidates(h *host.Host, app AppInfo) []string {
+	out := []string{"default", "irqbalance"}
+	out = append(out, plan.PolicyNames()...)
+	cpus := onlineCPUs(h)
+	all := cpuset.Of(cpus...)
+	for _, c := range cpus {
+		one := cpuset.Of(c)
+		rest := all.Difference(one)
+		if rest.IsEmpty() {
+			continue
+		}
+		if app.Device == "" {
+			out = append(out, (&Spec{App: &one}).String(), (&Spec{App: &rest}).String())
+			continue
+		}
+		for _, r := range []cpuset.Set{rest, all} {
+			r := r
+			s := &Spec{App: &one, RPS: &r}
+			if len(app.NAPIThreads) > 0 {
+				s.NAPI = &rest
+			}
+			out = append(out, s.String())
+		}
+		out = append(out, (&Spec{App: &one, Client: &rest}).String())
+	}
+	if app.Device != "" {
+		out = append(out, (&Spec{RPS: &all}).String())
+	}
+	return out
+}
+
+// TuneResult is what tune decided and why.
+type TuneResult struct {
+	Search     string               `json:"search"`
+	Baseline   string               `json:"baseline"`
+	Candidates []string             `json:"candidates"`
+	Ranked     []string             `json:"ranked"`
+	Obs        map[string][]float64 `json:"observations"`
+	Best       string               `json:"best"`
+	Ratio      Interval             `json:"ratio_to_baseline"`
+	Kept       bool                 `json:"kept"`
+	Why        string               `json:"why"`
+	Setup      *Setup               `json:"setup,omitempty"`
+	Elapsed    time.Duration        `json:"elapsed_ns"`
+}
+
+// Tune measures the candidates. With search "auto" it runs successive
+// halving within budget (each measurement costs about r.Duration plus the
+// apply/revert overhead); with "exhaustive" every candidate is measured
+// rounds times, interleaved. The best is kept only if its ratio to the
+// baseline ("default", candidate 0) is above 1 beyond the noise.
+func Tune(ctx context.Context, r *Runner, cands []string, search string, budget time.Duration, rounds int) (*TuneResult, error) {
+	start := time.Now()
+	res := &TuneResult{Search: search, Baseline: cands[0], Candidates: cands, Obs: map[string][]float64{}}
+	per := r.Duration + 700*time.Millisecond
+	done := 0
+	var firstErr error
+	measure := func(c, n int) []float64 {
+		var xs []float64
+		for i := 0; i < n; i++ {
+			if ctx.Err() != nil || firstErr != nil {
+				return xs
+			}
+			left := budget - time.Since(start)
+			r.progress("[%s] candidate %d/%d %s  measurements %d  time left %s", search, c+1, len(cands), cands[c], done, left.Round(time.Second))
+			run, err := r.Measure(ctx, cands[c], i)
+			done++
+			if err != nil {
+				firstErr = err
+				return xs
+			}
+			if run.Error == "" {
+				xs = append(xs, run.Throughput)
+			}
+		}
+		return xs
+	}
+	switch search {
+	case "exhaustive":
+		for round := 0; round < rounds; round++ {
+			for i, c := range cands {
+				res.Obs[c] = append(res.Obs[c], measure(i, 1)...)
+			}
+		}
+		res.Ranked = append([]string(nil), cands...)
+		sort.SliceStable(res.Ranked, func(i, j int) bool { return Median(res.Obs[res.Ranked[i]]) > Median(res.Obs[res.Ranked[j]]) })
+	default:
+		idx := make([]int, len(cands))
+		for i := range idx {
+			idx[i] = i
+		}
+		total := int(budget / per)
+		// The baseline is measured alongside the final round, so keep some
+		// budget for it.
+		ranked, obs := SuccessiveHalving(idx, total-4, func(c, n int) []float64 { return measure(c, n) })
+		for c, xs := range obs {
+			res.Obs[cands[c]] = xs
+		}
+		for _, c := range ranked {
+			res.Ranked = append(res.Ranked, cands[c])
+		}
+		// Give the baseline as many observations as the best for a fair interval.
+		if len(ranked) > 0 {
+			best := cands[ranked[0]]
+			for len(res.Obs[res.Baseline]) < len(res.Obs[best]) && ctx.Err() == nil && firstErr == nil {
+				res.Obs[res.Baseline] = append(res.Obs[res.Baseline], measure(0, 1)...)
+				res.Obs[best] = append(res.Obs[best], measure(ranked[0], 1)...)
+				if len(res.Obs[best]) > 8 {
+					break
+				}
+			}
+		}
+	}
+	res.Elapsed = time.Since(start)
+	if firstErr != nil {
+		return res, firstErr
+	}
+	if len(res.Ranked) == 0 {
+		return res, fmt.Errorf("no candidate measured")
+	}
+	res.Best = res.Ranked[0]
+	base := res.Obs[res.Baseline]
+	res.Ratio = BootstrapRatio(base, res.Obs[res.Best], 0.95, 7)
+	switch {
+	case res.Best == res.Baseline:
+		res.Why = "the baseline measured best; nothing to change"
+	case len(base) < 2 || len(res.Obs[res.Best]) < 2:
+		res.Why = fmt.Sprintf("%s measured best (%.3fx) but with too few runs to tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point)
+	case res.Ratio.Low > 1:
+		res.Kept = true
+		res.Why = fmt.Sprintf("%s beats %s by %.3fx (95 %% interval %.3f–%.3f), outside the noise", res.Best, res.Baseline, res.Ratio.Point, res.Ratio.Low, res.Ratio.High)
+	default:
+		res.Why = fmt.Sprintf("%s measured best (%.3fx, 95 %% interval %.3f–%.3f) but the interval includes 1: within the noise; keeping the baseline", res.Best, res.Ratio.Point, res.Ratio.Low, res.Ratio.High)
+	}
+	if res.Kept {
+		s, err := r.Configurator.Setup(res.Best, r.h, r.app)
+		if err == nil {
+			res.Setup = s
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+func twoCPUHost(n int) *host.Host {
+	h := &host.Host{Hostname: "t"}
+	for i := 0; i < n; i++ {
+		h.CPUs = append(h.CPUs, host.CPU{ID: i, Online: true})
+	}
+	return h
+}
+
+func TestExhaustiveSpace(t *testing.T) {
+	h := twoCPUHost(2)
+	for _, tc := range []struct {
+		name string
+		app  AppInfo
+		want int
+	}{
+		{"storage", AppInfo{}, 1 + 3},                                                 // app ∈ {0,1,0-1}
+		{"veth", AppInfo{Device: "vs1"}, 1 + 3*3*4},                                   // app × client × rps(off,0,1,0-1)
+		{"threaded", AppInfo{Device: "vs1", NAPIThreads: []int{10, 11}}, 1 + 3*3*4*3}, // × napi
+	} {
+		sp, err := ExhaustiveSpace(h, tc.app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sp) != tc.want {
+			t.Errorf("%s: %d plans, want %d", tc.name, len(sp), tc.want)
+		}
+		seen := map[string]bool{}
+		for _, c := range sp {
+			if seen[c] {
+				t.Errorf("%s: %s twice", tc.name, c)
+			}
+			seen[c] = true
+			if c != "default" {
+				if _, err := ParseSpec(c); err != nil {
+					t.Errorf("%s: %v", c, err)
+				}
+			}
+		}
+		if sp[0] != "default" {
+			t.Errorf("first is %s", sp[0])
+		}
+	}
+	if _, err := ExhaustiveSpace(twoCPUHost(5), AppInfo{}); err == nil {
+		t.Error("5 CPUs accepted")
+	}
+	c := Candidates(h, AppInfo{Device: "vs1"})
+	if c[0] != "default" || len(c) < 8 {
+		t.Errorf("candidates %v", c)
+	}
+}
+
+// scoreWorkload scores a configuration by its application CPUs, with a
+// fixed small wobble per call, to test tune's decisions on known answers.
+type scoreWorkload struct {
+	score map[string]float64
+	n     int
+}
+
+func (w *scoreWorkload) Name() string              { return "score" }
+func (w *scoreWorkload) Prepare() (AppInfo, error) { return AppInfo{}, nil }
+func (w *scoreWorkload) Close() error              { return nil }
+func (w *scoreWorkload) Run(_ context.Context, _ time.Duration, s *Setup) (Result, error) {
+	w.n++
+	wobble := []float64{-1, 0.5, 1, -0.5}[w.n%4]
+	return Result{Throughput: w.score[s.AppCPUs.String()] + wobble, Unit: "ops/s"}, nil
+}
+
+func TestTuneKeepsOnlyRealWins(t *testing.T) {
+	h := twoCPUHost(2)
+	cands := []string{"default", "spec:app=0", "spec:app=1", "spec:app=0-1"}
+	for _, tc := range []struct {
+		score   map[string]float64
+		best    string
+		kept    bool
+		exhaust bool
+	}{
+		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, false},
+		{map[string]float64{"": 100, "0": 90, "1": 100.5, "0-1": 80}, "", false, false},
+		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, true},
+	} {
+		w := &scoreWorkload{score: tc.score}
+		r := &Runner{Workload: w, Duration: time.Millisecond, Configurator: Configs{}, h: h, StateDir: t.TempDir()}
+		search := "auto"
+		if tc.exhaust {
+			search = "exhaustive"
+		}
+		res, err := Tune(context.Background(), r, cands, search, 20*time.Second, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Kept != tc.kept || (tc.kept && res.Best != tc.best) {
+			t.Errorf("%v %s: best %s kept %v (%s)", tc.score, search, res.Best, res.Kept, res.Why)
+		}
+		if tc.kept && (res.Setup == nil || res.Setup.AppCPUs.String() != "1") {
+			t.Errorf("winner setup %+v", res.Setup)
+		}
+	}
+}

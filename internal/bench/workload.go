@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+)
+
+// Workload is a server (or none) and a load generator.
+type Workload interface {
+	Name() string
+	// Prepare starts what the workload serves from and says what may be
+	// placed.
+	Prepare() (AppInfo, error)
+	// Run drives load for d, with the setup's client and application CPUs.
+	Run(ctx context.Context, d time.Duration, s *Setup) (Result, error)
+	// Close removes everything Prepare made.
+	Close() error
+}
+
+// NetOptions shape the network workloads' testbed and load.
+type NetOptions struct {
+	Testbed testbed.Options
+	// Threads is memcached's threads / nginx's workers (default 2).
+	Threads int
+	// ClientThreads and Connections drive memcaslap/wrk (default 2, 32).
+	ClientThreads, Connections int
+}
+
+func (o *NetOptions) defaults() {
+	if o.Threads <= 0 {
+		o.Threads = 2
+	}
+	if o.ClientThreads <= 0 {
+		o.ClientThreads = 2
+	}
+	if o.Connections <= 0 {
+		o.Connections = 32
+	}
+	if o.Testbed.Queues <= 0 {
+		o.Testbed.Queues = 1
+	}
+}
+
+// NetWorkload is memcached+memcaslap or nginx+wrk in a testbed.
+type NetWorkload struct {
+	Kind string // "memcached" or "nginx"
+	Opts NetOptions
+	TB   *testbed.Testbed
+	srv  testbed.Proc
+}
+
+// NewNet returns the memcached or nginx workload.
+func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
+	if kind != "memcached" && kind != "nginx" {
+		return nil, fmt.Errorf("network workload %q: want memcached or nginx", kind)
+	}
+	o.defaults()
+	if o.Connections%o.ClientThreads != 0 {
+		return nil, fmt.Errorf("%d connections do not divide over %d client threads", o.Connections, o.ClientThreads)
+	}
+	return &NetWorkload{Kind: kind, Opts: o}, nil
+}
+
+// Name implements Workload.
+func (w *NetWorkload) Name() string { return w.Kind }
+
+// Prepare brings the testbed up and starts the server.
+func (w *NetWorkload) Prepare() (AppInfo, error) {
+	tb, err := testbed.Up(w.Opts.Testbed)
+	if err != nil {
+		return AppInfo{}, err
+	}
+	w.TB = tb
+	if w.Kind == "memcached" {
+		w.srv, err = tb.StartMemcached(w.Opts.Threads)
+	} else {
+		w.srv, err = tb.StartNginx(w.Opts.Threads)
+	}
+	if err != nil {
+		_ = tb.Down()
+		w.TB = nil
+		return AppInfo{}, err
+	}
+	pids := append([]int{w.srv.PID}, testbed.Children(w.srv.PID)...)
+	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NAPIThreads: tb.NAPIThreads()}, nil
+}
+
+// Run implements Workload.
+func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+	secs := strconv.Itoa(int(d.Round(time.Second) / time.Second))
+	if secs == "0" {
+		secs = "1"
+	}
+	var argv []string
+	var parse func([]byte) (Result, error)
+	if w.Kind == "memcached" {
+		argv = []string{"memcaslap", "-s", testbed.ServerAddr + ":11211", "-T", strconv.Itoa(w.Opts.ClientThreads),
+			"-c", strconv.Itoa(w.Opts.Connections), "-t", secs + "s", "-S", secs + "s"}
+		parse = ParseMemcaslap
+	} else {
+		argv = []string{"wrk", "-t", strconv.Itoa(w.Opts.ClientThreads), "-c", strconv.Itoa(w.Opts.Connections),
+			"-d", secs + "s", "--latency", "http://" + testbed.ServerAddr + "/"}
+		parse = ParseWrk
+	}
+	out, err := runPinned(ctx, d, s.ClientCPUs, append([]string{"ip", "netns", "exec", w.TB.ClientNS}, argv...))
+	if err != nil {
+		return Result{}, err
+	}
+	return parse(out)
+}
+
+// Close implements Workload.
+func (w *NetWorkload) Close() error {
+	if w.TB == nil {
+		return nil
+	}
+	err := w.TB.Down()
+	w.TB = nil
+	return err
+}
+
+// runPinned runs argv under taskset (when cpus is not empty) with a
+// deadline of d plus a margin, and returns its standard output and error.
+func runPinned(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []string) ([]byte, error) {
+	if !cpus.IsEmpty() {
+		argv = append([]string{"taskset", "-c", cpus.String()}, argv...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, tail(out, 400))
+	}
+	return out, nil
+}
+
+func tail(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// StorageWorkload is fio random reads on a file on the real disk. Its IRQ is
+// kernel-managed; what a configuration places is fio relative to it.
+type StorageWorkload struct {
+	// Dir holds the test file (default /var/tmp: the root disk).
+	Dir    string
+	SizeMB int
+	// IODepth of libaio (default 16).
+	IODepth int
+	file    string
+}
+
+// Name implements Workload.
+func (w *StorageWorkload) Name() string { return "storage" }
+
+// Prepare lays out the test file.
+func (w *StorageWorkload) Prepare() (AppInfo, error) {
+	if w.Dir == "" {
+		w.Dir = "/var/tmp"
+	}
+	if w.SizeMB <= 0 {
+		w.SizeMB = 256
+	}
+	if w.IODepth <= 0 {
+		w.IODepth = 16
+	}
+	f, err := os.CreateTemp(w.Dir, "irqpilot-fio-*.dat")
+	if err != nil {
+		return AppInfo{}, err
+	}
+	w.file = f.Name()
+	f.Close()
+	out, err := exec.Command("fio", "--name=layout", "--filename="+w.file, "--size="+strconv.Itoa(w.SizeMB)+"M",
+		"--rw=write", "--bs=1M", "--create_only=0", "--end_fsync=1", "--output-format=terse").CombinedOutput()
+	if err != nil {
+		os.Remove(w.file)
+		return AppInfo{}, fmt.Errorf("fio layout of %s: %v: %s", w.file, err, tail(out, 300))
+	}
+	return AppInfo{}, nil
+}
+
+// Run implements Workload.
+func (w *StorageWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+	out, err := runPinned(ctx, d, s.AppCPUs, []string{"fio", "--name=randread", "--filename=" + w.file,
+		"--size=" + strconv.Itoa(w.SizeMB) + "M", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
+		"--iodepth=" + strconv.Itoa(w.IODepth), "--runtime=" + secs, "--time_based", "--output-format=json"})
+	if err != nil {
+		return Result{}, err
+	}
+	return ParseFio(out)
+}
+
+// Close removes the test file.
+func (w *StorageWorkload) Close() error {
+	if w.file == "" {
+		return nil
+	}
+	err := os.Remove(w.file)
+	w.file = ""
+	return err
+}
+
+// CommandWorkload runs any command; Pattern's first group is the figure of
+// merit. The command runs under the setup's application CPUs.
+type CommandWorkload struct {
+	Argv    []string
+	Pattern string
+	Unit    string
+}
+
+// Name implements Workload.
+func (w *CommandWorkload) Name() string { return "command" }
+
+// Prepare checks the command exists.
+func (w *CommandWorkload) Prepare() (AppInfo, error) {
+	if len(w.Argv) == 0 {
+		return AppInfo{}, fmt.Errorf("command workload: no command given")
+	}
+	if _, err := exec.LookPath(w.Argv[0]); err != nil {
+		return AppInfo{}, fmt.Errorf("command workload: %w", err)
+	}
+	if _, err := ParsePattern(nil, w.Pattern, w.Unit); err != nil && strings.Contains(err.Error(), "capture group") {
+		return AppInfo{}, err
+	}
+	return AppInfo{}, nil
+}
+
+// Run implements Workload. The command should run about d by itself; it is
+// stopped after d plus 30 s.
+func (w *CommandWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+	out, err := runPinned(ctx, d, s.AppCPUs, w.Argv)
+	if err != nil {
+		return Result{}, err
+	}
+	return ParsePattern(out, w.Pattern, w.Unit)
+}
+
+// Close implements Workload.
+func (w *CommandWorkload) Close() error { return nil }
