@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test deps tools lint bench fuzz clean
+.PHONY: all build run test deps tools lint bench bench-workloads fuzz clean
 
 all: build
 
@@ -15,8 +15,9 @@ deps:
 build:
 	$(GO) build -o $(BIN) ./cmd/irqpilot
 
+# doctor exits 1 when it has warnings: that is a diagnosis, not a failure of `make run`.
 run: deps build
-	./$(BIN) inventory
+	./$(BIN) doctor --duration 5s || [ $$? -eq 1 ]
 
 tools:
 	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
@@ -26,15 +27,34 @@ lint: tools
 	$(GO) vet $(PKGS)
 	$$($(GO) env GOPATH)/bin/staticcheck $(PKGS)
 
+# Snapshots and generated hosts unpack thousands of small files: tmpfs is
+# 30-40x faster than this disk for that.
+export TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
+
 test: deps lint
-	$(GO) test -race -timeout 20m $(PKGS)
+	$(GO) test -race -timeout 30m $(PKGS)
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
+# The long A/B runs behind docs/benchmarks.md (about 25 minutes, root).
+BENCH_OUT ?= bench-results
+bench-workloads: deps build
+	mkdir -p $(BENCH_OUT)
+	for w in memcached nginx; do \
+	  ./$(BIN) bench --workload $$w --queues 2 --configs default,irqbalance,dedicated-core,per-queue,colocate,rps-spread,auto \
+	    --rounds 3 --duration 5s -o $(BENCH_OUT)/$$w.json --chart $(BENCH_OUT)/$$w.png || exit 1; \
+	done
+	./$(BIN) bench --workload storage --configs default,irqbalance,dedicated-core,per-queue,colocate,rps-spread,auto,spec:app=0,spec:app=1 \
+	    --rounds 3 --duration 5s -o $(BENCH_OUT)/storage.json --chart $(BENCH_OUT)/storage.png
+
 fuzz:
 	$(GO) test ./internal/cpuset -run '^$$' -fuzz FuzzParse -fuzztime 60s
+	$(GO) test ./internal/cpuset -run '^$$' -fuzz FuzzParseMask -fuzztime 60s
 	$(GO) test ./internal/kernel -run '^$$' -fuzz FuzzParseInterrupts -fuzztime 60s
+	$(GO) test ./internal/plan -run '^$$' -fuzz FuzzLoad -fuzztime 60s
+	$(GO) test ./internal/load -run '^$$' -fuzz FuzzParseSoftirqs -fuzztime 60s
+	$(GO) test ./internal/host -run '^$$' -fuzz FuzzParseAction -fuzztime 60s
 
 clean:
 	rm -rf bin
