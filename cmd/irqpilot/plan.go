@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -29,6 +31,8 @@ type planFlags struct {
 	sockFlowEntries int
 	irqbalance      string
 	output          string
+	sample          time.Duration
+	load            *plan.CPULoad // measured with --sample
 }
 
 var planOpts planFlags
@@ -62,9 +66,36 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 			return err
 		}
 		defer cleanup()
+		var sampler *load.Sampler
+		var first *load.Sample
+		if planOpts.sample > 0 {
+			if !fs.IsLive() {
+				return fmt.Errorf("--sample measures the live machine; it cannot be used with --root or --snapshot")
+			}
+			sampler = load.NewSampler(fs)
+			if first, err = sampler.Sample(); err != nil {
+				return err
+			}
+		}
 		h, err := host.Read(fs, host.Options{ProbeManaged: fs.IsLive() && os.Geteuid() == 0})
 		if err != nil {
 			return err
+		}
+		if sampler != nil {
+			time.Sleep(planOpts.sample)
+			second, err := sampler.Sample()
+			if err != nil {
+				return err
+			}
+			l, err := load.Rates(first, second)
+			if err != nil {
+				return err
+			}
+			share := map[int]float64{}
+			for _, c := range l.CPUs {
+				share[c.ID] = (c.IRQ + c.SoftIRQ) / 100
+			}
+			planOpts.load = &plan.CPULoad{IRQShare: share}
 		}
 		return runPlan(cmd.OutOrStdout(), h, planOpts, global.json, planSource())
 	},
@@ -82,6 +113,7 @@ func init() {
 	f.IntVar(&planOpts.sockFlowEntries, "sock-flow-entries", 0, "RFS table size net.core.rps_sock_flow_entries (default: the policy's; rounded down to a power of two)")
 	f.StringVar(&planOpts.irqbalance, "irqbalance", "", "irqbalance handling: leave, ban or stop (default: stop it when the plan pins IRQs and it runs)")
 	f.StringVarP(&planOpts.output, "output", "o", "", "write the plan to `FILE` instead of printing it")
+	f.DurationVar(&planOpts.sample, "sample", 0, "measure per-CPU interrupt load for `DURATION` first, so auto can weigh the current load (live machine only)")
 	rootCmd.AddCommand(planCmd)
 }
 
@@ -131,6 +163,7 @@ func (f planFlags) options() (plan.Options, error) {
 	o.IRQCores = f.irqCores
 	o.CPUsPerIRQCore = f.cpusPerIRQCore
 	o.SockFlowEntries = f.sockFlowEntries
+	o.Load = f.load
 	return o, nil
 }
 
