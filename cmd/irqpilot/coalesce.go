@@ -61,11 +61,36 @@ func init() {
 	rootCmd.AddCommand(coalesceCmd)
 }
 
+// coalesceShowNIC is one NIC in `coalesce show --json` (field names are
+// documented in docs/coalescing.md).
 type coalesceShowNIC struct {
 	Name     string         `json:"name"`
 	Driver   string         `json:"driver"`
 	Coalesce *host.Coalesce `json:"coalesce"`
-	Channels *host.Channels `json:"channels"`
+	// CoalesceUnavailable says why Coalesce is null: the driver refused
+	// ("operation not supported") or the snapshot holds no ethtool data.
+	CoalesceUnavailable string         `json:"coalesce_unavailable,omitempty"`
+	Channels            *host.Channels `json:"channels"`
+	// Queues is per-queue coalescing (--per-queue, live only).
+	Queues            []coalesce.QueueCoalesce `json:"queues,omitempty"`
+	QueuesUnavailable string                   `json:"queues_unavailable,omitempty"`
+}
+
+var coalesceShowPerQueue bool
+
+func init() {
+	coalesceShowCmd.Flags().BoolVar(&coalesceShowPerQueue, "per-queue", false, "also read each queue's coalescing (ETHTOOL_PERQUEUE; live machine, root, drivers that support it)")
+}
+
+// coalesceUnavailable finds why host.Read has no coalescing for NIC name.
+func coalesceUnavailable(h *host.Host, name string) string {
+	for _, u := range h.Unavailable {
+		switch u.What {
+		case "nic " + name + " coalesce", "nic " + name + " channels and coalescing", "nic channels and coalescing":
+			return fmt.Sprintf("%s (%s)", u.Reason, u.Path)
+		}
+	}
+	return "not read"
 }
 
 func runCoalesceShow(cmd *cobra.Command, _ []string) error {
@@ -80,7 +105,27 @@ func runCoalesceShow(cmd *cobra.Command, _ []string) error {
 	}
 	nics := make([]coalesceShowNIC, 0, len(h.NICs))
 	for _, n := range h.NICs {
-		nics = append(nics, coalesceShowNIC{Name: n.Name, Driver: n.Driver, Coalesce: n.Coalesce, Channels: n.Channels})
+		e := coalesceShowNIC{Name: n.Name, Driver: n.Driver, Coalesce: n.Coalesce, Channels: n.Channels}
+		if n.Coalesce == nil {
+			e.CoalesceUnavailable = coalesceUnavailable(h, n.Name)
+		}
+		if coalesceShowPerQueue {
+			switch nq := max(len(n.RxQueues), len(n.TxQueues)); {
+			case !fs.IsLive():
+				e.QueuesUnavailable = "per-queue coalescing is read live only (not captured in snapshots)"
+			case nq == 0:
+				e.QueuesUnavailable = "no queues in sysfs"
+			default:
+				qs := make([]int, min(nq, coalesce.MaxQueues))
+				for i := range qs {
+					qs[i] = i
+				}
+				if e.Queues, err = coalesce.PerQueueCoalesce(n.Name, qs); err != nil {
+					e.QueuesUnavailable = err.Error()
+				}
+			}
+		}
+		nics = append(nics, e)
 	}
 	w := cmd.OutOrStdout()
 	if global.json {
@@ -95,23 +140,45 @@ func runCoalesceShow(cmd *cobra.Command, _ []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NIC\tDRIVER\tRX-USECS\tRX-FRAMES\tTX-USECS\tTX-FRAMES\tADAPTIVE-RX\tADAPTIVE-TX\tQUEUES")
+	header := false
+	head := "NIC\tDRIVER\tRX-USECS\tRX-FRAMES\tTX-USECS\tTX-FRAMES\tADAPTIVE-RX\tADAPTIVE-TX\tQUEUES"
+	row := func(name, driver string, c *host.Coalesce, q string) {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", name, driver, c.RxUsecs, c.RxFrames, c.TxUsecs, c.TxFrames, coalesceOnOff(c.AdaptiveRx), coalesceOnOff(c.AdaptiveTx), q)
+	}
+	var missing []coalesceShowNIC
 	for _, n := range nics {
+		if n.Coalesce == nil {
+			missing = append(missing, n)
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, head)
+			header = true
+		}
 		q := "-"
 		if c := n.Channels; c != nil {
 			q = fmt.Sprintf("rx %d tx %d combined %d", c.Rx, c.Tx, c.Combined)
 		}
-		if n.Coalesce == nil {
-			fmt.Fprintf(tw, "%s\t%s\tnot supported or unread (ethtool -c)\t\t\t\t\t\t%s\n", n.Name, n.Driver, q)
-			continue
+		row(n.Name, n.Driver, n.Coalesce, q)
+		for _, qc := range n.Queues {
+			c := qc.Coalesce
+			row(fmt.Sprintf("  queue %d", qc.Queue), "", &c, "")
 		}
-		c := n.Coalesce
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", n.Name, n.Driver, c.RxUsecs, c.RxFrames, c.TxUsecs, c.TxFrames, coalesceOnOff(c.AdaptiveRx), coalesceOnOff(c.AdaptiveTx), q)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "settings are per device; per-queue coalescing is not read")
+	for _, n := range missing {
+		fmt.Fprintf(w, "%s: coalescing unavailable: %s\n", n.Name, n.CoalesceUnavailable)
+	}
+	for _, n := range nics {
+		if n.Coalesce != nil && n.QueuesUnavailable != "" {
+			fmt.Fprintf(w, "%s: per-queue coalescing unavailable: %s\n", n.Name, n.QueuesUnavailable)
+		}
+	}
+	if !coalesceShowPerQueue {
+		fmt.Fprintln(w, "settings are per device; --per-queue also reads each queue")
+	}
 	return nil
 }
 

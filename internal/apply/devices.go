@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -27,8 +28,14 @@ func parseKV(v string) (map[string]string, []string, error) {
 		if !ok || k == "" || val == "" {
 			return nil, nil, fmt.Errorf("%q is not key=value", f)
 		}
+		if _, dup := m[k]; dup {
+			return nil, nil, fmt.Errorf("%q: field %s given twice", v, k)
+		}
 		m[k] = val
 		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, nil, fmt.Errorf("%q: no key=value field", v)
 	}
 	return m, keys, nil
 }
@@ -37,9 +44,14 @@ func readCoalesce(fs *kernel.FS, c Change) (string, error) {
 	if !fs.IsLive() {
 		return "", fmt.Errorf("%s coalescing: %w on a snapshot", c.Device, kernel.ErrUnsupported)
 	}
-	_, keys, err := parseKV(c.Value)
+	m, keys, err := parseKV(c.Value)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s coalescing: %w", c.Device, err)
+	}
+	// Check the wanted values before asking the device, so a bad value stops
+	// the apply before anything is written rather than at the write.
+	if err := host.SetCoalesceFields(&ethtool.Coalesce{}, m); err != nil {
+		return "", fmt.Errorf("%s: %w", c.Device, err)
 	}
 	facts, err := host.QueryEthtool([]string{c.Device})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"strconv"
 	"unsafe"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -177,14 +178,67 @@ func orUnknown(s string) string {
 	return s
 }
 
+// CoalesceKeys are the coalescing fields a plan can set, in the order
+// ethtool -c prints them.
+var CoalesceKeys = []string{"rx_usecs", "rx_frames", "tx_usecs", "tx_frames", "adaptive_rx", "adaptive_tx"}
+
+// SetCoalesceFields changes the named fields of k (a struct as
+// ETHTOOL_GCOALESCE filled it) and nothing else. rx_usecs, rx_frames,
+// tx_usecs and tx_frames take a decimal number (0 to 2^32-1); adaptive_rx
+// and adaptive_tx take on or off. An unknown key or a value of the wrong form
+// is an error naming the key, and then k is left unchanged.
+func SetCoalesceFields(k *ethtool.Coalesce, fields map[string]string) error {
+	out := *k
+	for key, v := range fields {
+		var dst *uint32
+		onoff := false
+		switch key {
+		case "rx_usecs":
+			dst = &out.RxCoalesceUsecs
+		case "rx_frames":
+			dst = &out.RxMaxCoalescedFrames
+		case "tx_usecs":
+			dst = &out.TxCoalesceUsecs
+		case "tx_frames":
+			dst = &out.TxMaxCoalescedFrames
+		case "adaptive_rx":
+			dst, onoff = &out.UseAdaptiveRxCoalesce, true
+		case "adaptive_tx":
+			dst, onoff = &out.UseAdaptiveTxCoalesce, true
+		default:
+			return fmt.Errorf("coalescing field %q is not known (rx_usecs, rx_frames, tx_usecs, tx_frames, adaptive_rx, adaptive_tx)", key)
+		}
+		if onoff {
+			switch v {
+			case "on":
+				*dst = 1
+			case "off":
+				*dst = 0
+			default:
+				return fmt.Errorf("coalescing %s=%q: want on or off", key, v)
+			}
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || strconv.FormatUint(n, 10) != v {
+			return fmt.Errorf("coalescing %s=%q: want a decimal number 0-4294967295", key, v)
+		}
+		*dst = uint32(n)
+	}
+	*k = out
+	return nil
+}
+
 // SetCoalesce changes the named coalescing fields of interface name
 // (ethtool -C): it reads the driver's current settings with
-// ETHTOOL_GCOALESCE, changes only the given fields, and writes them back
-// with ETHTOOL_SCOALESCE, so fields the plan does not name keep their value.
-// Keys: rx_usecs, rx_frames, tx_usecs, tx_frames (numbers) and
-// adaptive_rx, adaptive_tx (on/off). It acts in the calling thread's
-// network namespace.
+// ETHTOOL_GCOALESCE, changes only the given fields (SetCoalesceFields), and
+// writes them back with ETHTOOL_SCOALESCE, so fields the plan does not name
+// keep their value. The fields are checked before anything is read or
+// written. It acts in the calling thread's network namespace.
 func SetCoalesce(name string, fields map[string]string) error {
+	if err := SetCoalesceFields(&ethtool.Coalesce{}, fields); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_IP)
 	if err != nil {
 		return err
@@ -194,36 +248,8 @@ func SetCoalesce(name string, fields map[string]string) error {
 	if err := ethtoolIoctl(fd, name, unsafe.Pointer(k)); err != nil {
 		return fmt.Errorf("ethtool -c %s: %w", name, err)
 	}
-	for key, v := range fields {
-		var dst *uint32
-		switch key {
-		case "rx_usecs":
-			dst = &k.RxCoalesceUsecs
-		case "rx_frames":
-			dst = &k.RxMaxCoalescedFrames
-		case "tx_usecs":
-			dst = &k.TxCoalesceUsecs
-		case "tx_frames":
-			dst = &k.TxMaxCoalescedFrames
-		case "adaptive_rx":
-			dst = &k.UseAdaptiveRxCoalesce
-		case "adaptive_tx":
-			dst = &k.UseAdaptiveTxCoalesce
-		default:
-			return fmt.Errorf("coalescing field %q is not known (rx_usecs, rx_frames, tx_usecs, tx_frames, adaptive_rx, adaptive_tx)", key)
-		}
-		switch v {
-		case "on":
-			*dst = 1
-		case "off":
-			*dst = 0
-		default:
-			var n uint32
-			if _, err := fmt.Sscanf(v, "%d", &n); err != nil || fmt.Sprint(n) != v {
-				return fmt.Errorf("coalescing %s=%q: not a number or on/off", key, v)
-			}
-			*dst = n
-		}
+	if err := SetCoalesceFields(k, fields); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	k.Cmd = ethtool.ETHTOOL_SCOALESCE
 	if err := ethtoolIoctl(fd, name, unsafe.Pointer(k)); err != nil {

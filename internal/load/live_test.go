@@ -392,4 +392,3 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 		t.Errorf("RPS on: the other CPUs took no softirq work (%.1f%%)", othersSoft)
 	}
 }
-
