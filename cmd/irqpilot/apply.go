@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -51,7 +53,7 @@ before anything was written.`,
 		if err != nil {
 			return err
 		}
-		h, err := host.Read(fs, host.Options{ProbeManaged: fs.IsLive() && os.Geteuid() == 0})
+		h, err := readHost(fs)
 		if err != nil {
 			return err
 		}
@@ -112,6 +114,11 @@ before anything was written.`,
 			}
 		}
 		if err != nil {
+			// 1: something was written and then rolled back; 2: refused
+			// before the first write (lock held, unreadable value…).
+			if res == nil || res.Journal == nil {
+				return &exitError{code: 2, err: err}
+			}
 			return &exitError{code: 1, err: err}
 		}
 		return nil
@@ -135,39 +142,11 @@ func dropMissingDevices(p *plan.Plan, h *host.Host) []string {
 		missing[dev] = true
 		return false
 	}
-	irqs := p.IRQs[:0]
-	for _, e := range p.IRQs {
-		if present(e.Device) {
-			irqs = append(irqs, e)
-		}
-	}
-	p.IRQs = irqs
-	rx := p.RxQueues[:0]
-	for _, e := range p.RxQueues {
-		if present(e.Device) {
-			rx = append(rx, e)
-		}
-	}
-	p.RxQueues = rx
-	tx := p.TxQueues[:0]
-	for _, e := range p.TxQueues {
-		if present(e.Device) {
-			tx = append(tx, e)
-		}
-	}
-	p.TxQueues = tx
-	co := p.Coalesce[:0]
-	for _, e := range p.Coalesce {
-		if present(e.Device) {
-			co = append(co, e)
-		}
-	}
-	p.Coalesce = co
-	var out []string
-	for d := range missing {
-		out = append(out, d)
-	}
-	return out
+	p.IRQs = slices.DeleteFunc(p.IRQs, func(e plan.IRQEntry) bool { return !present(e.Device) })
+	p.RxQueues = slices.DeleteFunc(p.RxQueues, func(e plan.RxQueueEntry) bool { return !present(e.Device) })
+	p.TxQueues = slices.DeleteFunc(p.TxQueues, func(e plan.TxQueueEntry) bool { return !present(e.Device) })
+	p.Coalesce = slices.DeleteFunc(p.Coalesce, func(e plan.CoalesceEntry) bool { return !present(e.Device) })
+	return slices.Sorted(maps.Keys(missing))
 }
 
 func errString(err error) string {
@@ -201,7 +180,10 @@ func orDash(s string) string {
 	return s
 }
 
-var revertTo string
+var (
+	revertTo    string
+	revertForce bool
+)
 
 var revertCmd = &cobra.Command{
 	Use:   "revert [--to ID]",
@@ -216,7 +198,13 @@ var revertCmd = &cobra.Command{
 			return fmt.Errorf("revert must run as root (nothing was changed)")
 		}
 		a := &apply.Applier{FS: fs, StateDir: applyFlags.stateDir}
-		j, err := a.Revert(revertTo)
+		if revertTo == "" {
+			if js, _ := apply.History(applyFlags.stateDir); !anyRevertable(js) {
+				fmt.Fprintf(cmd.OutOrStdout(), "nothing to revert: no applied journal in %s\n", applyFlags.stateDir)
+				return nil
+			}
+		}
+		j, err := a.Revert(revertTo, revertForce)
 		if j != nil {
 			if global.json {
 				if werr := writeJSON(cmd.OutOrStdout(), j); werr != nil && err == nil {
@@ -325,9 +313,20 @@ func init() {
 		c.Flags().StringVar(&applyFlags.stateDir, "state-dir", apply.DefaultStateDir, "directory for journals and the lock")
 		rootCmd.AddCommand(c)
 	}
-	applyCmd.Flags().BoolVar(&applyFlags.dryRun, "dry-run", false, "show what would change; write nothing")
+	applyCmd.Flags().BoolVar(&applyFlags.dryRun, "dry-run", false, "show what would change and write no setting (as root, kernel-managed IRQs are still found by writing each IRQ's own affinity back)")
 	applyCmd.Flags().BoolVar(&applyFlags.boot, "boot", false, "skip entries for devices not present yet (used by the boot unit)")
 	revertCmd.Flags().StringVar(&revertTo, "to", "", "journal `ID` to revert (see 'irqpilot history'); default the newest applied")
+	revertCmd.Flags().BoolVar(&revertForce, "force", false, "revert an older journal even though a newer applied one changed some of the same settings")
 	persistCmd.Flags().BoolVar(&persistFlags.remove, "remove", false, "remove the installed unit, rule and plan")
 	persistCmd.Flags().StringVar(&persistFlags.root, "install-root", "", "install below `DIR` instead of / (for packaging and tests)")
+}
+
+func anyRevertable(js []*apply.Journal) bool {
+	for _, j := range js {
+		switch j.State {
+		case apply.StateApplied, apply.StateApplying, apply.StateRollbackIncomplete:
+			return true
+		}
+	}
+	return false
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
@@ -109,7 +108,7 @@ func runDoctor(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := host.Read(last, host.Options{ProbeManaged: last.IsLive() && os.Geteuid() == 0})
+	h, err := readHost(last)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,9 +53,12 @@ names, documented in the README.`,
 
 func init() { rootCmd.AddCommand(inventoryCmd) }
 
-// readHost builds the model; managed IRQs are probed only on the live machine.
+// readHost builds the model. On the live machine, as root, kernel-managed
+// IRQs are found by writing each IRQ's own affinity back (the kernel refuses
+// the write for managed ones), under the machine-wide write lock; elsewhere
+// the managed state comes from a capture or is unknown.
 func readHost(fs *kernel.FS) (*host.Host, error) {
-	return host.Read(fs, host.Options{ProbeManaged: fs.IsLive()})
+	return host.Read(fs, host.Options{ProbeManaged: fs.IsLive() && os.Geteuid() == 0})
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -77,7 +77,7 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 				return err
 			}
 		}
-		h, err := host.Read(fs, host.Options{ProbeManaged: fs.IsLive() && os.Geteuid() == 0})
+		h, err := readHost(fs)
 		if err != nil {
 			return err
 		}
@@ -118,11 +118,8 @@ func init() {
 }
 
 func planSource() string {
-	switch {
-	case global.snapshot != "":
-		return "snapshot " + global.snapshot
-	case global.root != "" && global.root != "/":
-		return "root " + global.root
+	if s := sourceName(); s != "live" {
+		return s
 	}
 	return "this machine"
 }

@@ -13,6 +13,11 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
+// writeLockWait is how long an apply or revert waits for another irqpilot
+// process that is writing kernel settings (an apply, or an inventory's
+// managed-IRQ probe, which takes well under a second).
+const writeLockWait = 30 * time.Second
+
 // Applier applies changes to the machine behind FS.
 type Applier struct {
 	FS       *kernel.FS
@@ -90,6 +95,14 @@ func (a *Applier) Plan(changes []Change) ([]Entry, error) {
 			return nil, fmt.Errorf("%s: read current value: %w", c.Target, err)
 		default:
 			e.Old = old
+			if c.Kind == KindIrqbalanceBan {
+				// Revert restores the whole file byte for byte (or removes
+				// it if it did not exist), not just the variable.
+				if b, err := a.FS.ReadFile(c.Path); err == nil {
+					content := string(b)
+					e.OldFile = &content
+				}
+			}
 			same, err := sameValue(c.Kind, old, expected(c))
 			if err != nil {
 				return nil, fmt.Errorf("%s: current value %q: %w", c.Target, old, err)
@@ -116,6 +129,11 @@ func (a *Applier) Apply(changes []Change, meta Meta) (*Result, error) {
 		return nil, err
 	}
 	defer lock.Release()
+	release, err := a.FS.LockWrites(writeLockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 
 	entries, err := a.Plan(changes)
 	if err != nil {
@@ -163,7 +181,7 @@ func (a *Applier) Apply(changes []Change, meta Meta) (*Result, error) {
 			e.Status = StatusDone
 		case errors.Is(werr, kernel.ErrManaged):
 			e.Status = StatusSkipped
-			e.Note = "kernel-managed IRQ: the kernel places it with its queue's CPUs and refuses writes; left as is"
+			e.Note = "the kernel refuses this IRQ's affinity (kernel-managed, or per-CPU): managed queue IRQs follow their queue's CPUs; left as is"
 		case errors.Is(werr, kernel.ErrUnsupported), errors.Is(werr, kernel.ErrNoSuchTask):
 			e.Status = StatusSkipped
 			e.Note = werr.Error()
@@ -177,8 +195,12 @@ func (a *Applier) Apply(changes []Change, meta Meta) (*Result, error) {
 			}
 			e.Note = werr.Error()
 			j.Error = fmt.Sprintf("%s: %v", e.Target, werr)
-			rbErr := a.rollback(j)
+			rbErr := a.rollback(j, false)
 			j.State = StateRolledBack
+			if rbErr != nil {
+				// Revert accepts this state, so the journal's advice works.
+				j.State = StateRollbackIncomplete
+			}
 			if serr := j.save(); serr != nil && rbErr == nil {
 				rbErr = serr
 			}
@@ -192,8 +214,11 @@ func (a *Applier) Apply(changes []Change, meta Meta) (*Result, error) {
 		if err := j.save(); err != nil {
 			// Cannot keep the journal current: undo, so that nothing is left
 			// changed without a record.
-			rbErr := a.rollback(j)
-			return res, fmt.Errorf("journal %s: %v; rolled back (rollback error: %v)", j.path, err, rbErr)
+			rbErr := a.rollback(j, false)
+			if rbErr != nil {
+				return res, fmt.Errorf("journal %s: %v; ROLLBACK INCOMPLETE: %v", j.path, err, rbErr)
+			}
+			return res, fmt.Errorf("journal %s: %v; every change already made was restored", j.path, err)
 		}
 	}
 	j.State = StateApplied
@@ -219,17 +244,29 @@ func (r *Result) count() {
 	}
 }
 
-// rollback restores, newest first, every entry that may have been written.
-func (a *Applier) rollback(j *Journal) error {
+// rollback restores, newest first, every entry that was written. After a
+// crash (a journal left "applying"), the first pending entry is restored too:
+// entries are written in order and the journal is saved after each, so only
+// that one can have been in flight when the process died. Other pending
+// entries were never attempted and are marked so.
+func (a *Applier) rollback(j *Journal, crashed bool) error {
+	inFlight := -1
+	for i, e := range j.Entries {
+		if e.Status == StatusPending {
+			if inFlight < 0 && crashed {
+				inFlight = i
+			} else {
+				j.Entries[i].Status = StatusNotAttempted
+			}
+		}
+	}
 	var errs []error
 	for i := len(j.Entries) - 1; i >= 0; i-- {
 		e := &j.Entries[i]
-		if e.Status != StatusDone && e.Status != StatusPending {
+		if e.Status != StatusDone && i != inFlight {
 			continue
 		}
-		// Pending entries were possibly written just before a crash;
-		// restoring their old value is harmless either way.
-		if err := a.write(e.Change, e.Old); err != nil {
+		if err := a.restore(e); err != nil {
 			if errors.Is(err, kernel.ErrNoSuchTask) {
 				e.Status = StatusGone
 				continue
@@ -250,14 +287,30 @@ func (a *Applier) rollback(j *Journal) error {
 	return errors.Join(errs...)
 }
 
+// restore puts an entry's old value back; a configuration file is restored
+// byte for byte, or removed if it did not exist.
+func (a *Applier) restore(e *Entry) error {
+	if e.Kind == KindIrqbalanceBan {
+		return restoreConfigFile(a.FS, e.Path, e.OldFile)
+	}
+	return a.write(e.Change, e.Old)
+}
+
 // Revert restores exactly what journal id recorded (the newest applied
-// journal when id is ""), newest change first, and marks it reverted.
-func (a *Applier) Revert(id string) (*Journal, error) {
+// journal when id is ""), newest change first, and marks it reverted. An
+// older journal whose settings a newer, still applied journal changed again
+// is refused unless force: restoring it would silently undo the newer one.
+func (a *Applier) Revert(id string, force bool) (*Journal, error) {
 	lock, err := AcquireLock(a.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
+	release, err := a.FS.LockWrites(writeLockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var j *Journal
 	if id == "" {
 		all, err := History(a.StateDir)
@@ -265,7 +318,7 @@ func (a *Applier) Revert(id string) (*Journal, error) {
 			return nil, err
 		}
 		for i := len(all) - 1; i >= 0; i-- {
-			if all[i].State == StateApplied || all[i].State == StateApplying {
+			if all[i].State == StateApplied || all[i].State == StateApplying || all[i].State == StateRollbackIncomplete {
 				j = all[i]
 				break
 			}
@@ -279,7 +332,14 @@ func (a *Applier) Revert(id string) (*Journal, error) {
 	if j.State == StateReverted || j.State == StateRolledBack {
 		return j, fmt.Errorf("journal %s is already %s", j.ID, j.State)
 	}
-	err = a.rollback(j)
+	if !force {
+		if newer, err := a.newerTouching(j); err != nil {
+			return nil, err
+		} else if newer != "" {
+			return nil, fmt.Errorf("journal %s is older than %s, which changed some of the same settings and is still applied; revert that one first (or use --force to restore %s's old values anyway)", j.ID, newer, j.ID)
+		}
+	}
+	err = a.rollback(j, j.State == StateApplying)
 	if err == nil {
 		j.State = StateReverted
 	}
@@ -367,4 +427,36 @@ func expected(c Change) string {
 		}
 	}
 	return c.Value
+}
+
+// newerTouching returns the ID of a journal newer than j, still applied (or
+// interrupted), that wrote one of the same targets; "" if none.
+func (a *Applier) newerTouching(j *Journal) (string, error) {
+	all, err := History(a.StateDir)
+	if err != nil {
+		return "", err
+	}
+	mine := map[string]bool{}
+	for _, e := range j.Entries {
+		if e.Status == StatusDone || e.Status == StatusPending {
+			mine[e.key()] = true
+		}
+	}
+	for _, o := range all {
+		if o.ID == j.ID {
+			continue
+		}
+		if o.State != StateApplied && o.State != StateApplying && o.State != StateRollbackIncomplete {
+			continue
+		}
+		if !(o.Time.After(j.Time) || (o.Time.Equal(j.Time) && o.ID > j.ID)) {
+			continue
+		}
+		for _, e := range o.Entries {
+			if (e.Status == StatusDone || e.Status == StatusPending) && mine[e.key()] {
+				return o.ID, nil
+			}
+		}
+	}
+	return "", nil
 }

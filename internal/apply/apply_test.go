@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -110,7 +111,7 @@ func TestApplyReapplyRevert(t *testing.T) {
 		t.Fatalf("history = %+v, %v", hist, err)
 	}
 
-	j, err := a.Revert("")
+	j, err := a.Revert("", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestApplyReapplyRevert(t *testing.T) {
 			t.Errorf("%s: before %q, after revert %q", p, before[p], after[p])
 		}
 	}
-	if _, err := a.Revert(j.ID); err == nil || !strings.Contains(err.Error(), "already reverted") {
+	if _, err := a.Revert(j.ID, false); err == nil || !strings.Contains(err.Error(), "already reverted") {
 		t.Errorf("second revert of %s: err = %v", j.ID, err)
 	}
 }
@@ -254,7 +255,7 @@ func TestCrashBetweenWrites(t *testing.T) {
 				t.Fatalf("journal after crash: %+v %v", hist, err)
 			}
 			a := &Applier{FS: fs, StateDir: state}
-			if _, err := a.Revert(""); err != nil {
+			if _, err := a.Revert("", false); err != nil {
 				t.Fatal(err)
 			}
 			for p, v := range snapshotFiles(t, fs, paths(baseTree)) {
@@ -278,3 +279,134 @@ func crashChild() {
 	a.Apply(sampleChanges(), Meta{})
 	os.Exit(0)
 }
+
+// A failure in the middle: what was written is restored, what came after
+// was never attempted and is neither written nor "restored".
+func TestFailureMidListLeavesLaterChangesUntouched(t *testing.T) {
+	fs := tree(t, baseTree)
+	before := snapshotFiles(t, fs, paths(baseTree))
+	bad := filepath.Join(fs.Root(), "sys/class/net/veth0/queues/rx-0/rps_cpus")
+	a := &Applier{FS: fs, StateDir: t.TempDir(), BeforeWrite: func(i int, e *Entry) {
+		if e.Target == "veth0 rx-0" && e.Kind == KindRPSCPUs {
+			os.Remove(bad)
+			os.Mkdir(bad, 0o755) // the write of change 3 fails
+		}
+	}}
+	res, err := a.Apply(sampleChanges(), Meta{})
+	if err == nil {
+		t.Fatal("apply succeeded although change 3 failed")
+	}
+	os.Remove(bad)
+	os.WriteFile(bad, []byte(before["sys/class/net/veth0/queues/rx-0/rps_cpus"]), 0o644)
+	want := []string{StatusRestored, StatusUnchanged, StatusFailed, StatusNotAttempted, StatusNotAttempted, StatusNotAttempted}
+	for i, e := range res.Entries {
+		if e.Status != want[i] {
+			t.Errorf("entry %d (%s %s): status %s, want %s", i, e.Target, e.Kind, e.Status, want[i])
+		}
+	}
+	for p, v := range snapshotFiles(t, fs, paths(baseTree)) {
+		if strings.TrimSpace(v) != strings.TrimSpace(before[p]) {
+			t.Errorf("%s: %q after rollback, want %q", p, v, before[p])
+		}
+	}
+}
+
+// When the rollback itself fails, the journal says so and revert — the
+// command the error message recommends — finishes the job later.
+func TestRollbackIncompleteCanBeReverted(t *testing.T) {
+	fs := tree(t, baseTree)
+	a40 := filepath.Join(fs.Root(), "proc/irq/40/smp_affinity_list")
+	rx := filepath.Join(fs.Root(), "sys/class/net/veth0/queues/rx-0/rps_cpus")
+	a := &Applier{FS: fs, StateDir: t.TempDir(), BeforeWrite: func(i int, e *Entry) {
+		if i == 1 { // after irq 40 was written: break both files
+			os.Remove(a40)
+			os.Mkdir(a40, 0o755)
+			os.Remove(rx)
+			os.Mkdir(rx, 0o755)
+		}
+	}}
+	res, err := a.Apply(sampleChanges(), Meta{})
+	if err == nil || !strings.Contains(err.Error(), "ROLLBACK INCOMPLETE") {
+		t.Fatalf("want an incomplete rollback, got %v", err)
+	}
+	if res.Journal.State != StateRollbackIncomplete {
+		t.Fatalf("journal state %s", res.Journal.State)
+	}
+	// The operator repairs the cause; revert restores irq 40.
+	os.Remove(a40)
+	os.WriteFile(a40, []byte("2\n"), 0o644)
+	os.Remove(rx)
+	os.WriteFile(rx, []byte("00000000\n"), 0o644)
+	if _, err := a.Revert("", false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fs.ReadString("proc/irq/40/smp_affinity_list"); got != "0-3" {
+		t.Errorf("irq 40 = %q after revert, want 0-3", got)
+	}
+}
+
+// Reverting an older apply whose settings a newer apply changed again is
+// refused: it would silently undo the newer one.
+func TestRevertOlderJournalRefused(t *testing.T) {
+	fs := tree(t, baseTree)
+	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	p := "proc/irq/40/smp_affinity_list"
+	r1, err := a.Apply([]Change{{Kind: KindIRQAffinity, Target: "irq 40", Path: p, Value: "2"}}, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply([]Change{{Kind: KindIRQAffinity, Target: "irq 40", Path: p, Value: "3"}}, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Revert(r1.Journal.ID, false); err == nil || !strings.Contains(err.Error(), "revert that one first") {
+		t.Fatalf("older revert: %v", err)
+	}
+	if got, _ := fs.ReadString(p); got != "3" {
+		t.Fatalf("refused revert changed irq 40 to %q", got)
+	}
+	if _, err := a.Revert("", false); err != nil { // the newer one: back to 2
+		t.Fatal(err)
+	}
+	if _, err := a.Revert(r1.Journal.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fs.ReadString(p); got != "0-3" {
+		t.Errorf("irq 40 = %q after both reverts, want 0-3", got)
+	}
+}
+
+// The irqbalance ban edits a configuration file; revert restores it byte
+// for byte (comments, other variables) or removes it when it did not exist.
+func TestIrqbalanceBanFileRestoredExactly(t *testing.T) {
+	const cfg = "# irqbalance options\nIRQBALANCE_ONESHOT=0\nexport IRQBALANCE_BANNED_CPULIST=\"3\" # old\nOPTIONS=\"--policyscript=/x\"\n"
+	for name, initial := range map[string]*string{"existing": ptrTo(cfg), "absent": nil} {
+		t.Run(name, func(t *testing.T) {
+			files := map[string]string{"proc/irq/40/smp_affinity_list": "0-3\n"}
+			if initial != nil {
+				files["etc/default/irqbalance"] = *initial
+			}
+			fs := tree(t, files)
+			a := &Applier{FS: fs, StateDir: t.TempDir()}
+			c := []Change{{Kind: KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: "etc/default/irqbalance", Value: "0-1"}}
+			if _, err := a.Apply(c, Meta{}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := fs.ReadFile("etc/default/irqbalance")
+			if set, found, err := host.BannedInConfig(got); err != nil || !found || set.String() != "0-1" {
+				t.Fatalf("after apply the file bans %v (found %v, %v):\n%s", set, found, err, got)
+			}
+			if _, err := a.Revert("", false); err != nil {
+				t.Fatal(err)
+			}
+			after, err := os.ReadFile(filepath.Join(fs.Root(), "etc/default/irqbalance"))
+			switch {
+			case initial == nil && !os.IsNotExist(err):
+				t.Errorf("file created by apply survives revert: %q %v", after, err)
+			case initial != nil && string(after) != *initial:
+				t.Errorf("after revert:\n%q\nwant\n%q", after, *initial)
+			}
+		})
+	}
+}
+
+func ptrTo(s string) *string { return &s }

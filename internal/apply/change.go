@@ -8,9 +8,8 @@ package apply
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
-	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // Kind is what a change writes; it decides how values are compared.
@@ -63,41 +62,14 @@ func (c Change) key() string {
 	return "path:" + c.Path
 }
 
-// sameValue compares two values of a kind semantically: "0-3" equals
-// "0,1,2,3"; mask "f" equals "00000000,0000000f"; "4096" equals "4096\n".
+// sameValue compares two values of a kind by meaning ("0-3" equals
+// "0,1,2,3"; mask "f" equals "00000000,0000000f"), with the plan's
+// comparison: thread affinity and banned CPUs are cpulists like an app's.
 func sameValue(k Kind, a, b string) (bool, error) {
-	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+	pk := plan.Kind(k)
 	switch k {
-	case KindIRQAffinity, KindThreadAffinity, KindIrqbalanceBan:
-		sa, err := cpuset.Parse(a)
-		if err != nil {
-			return false, err
-		}
-		sb, err := cpuset.Parse(b)
-		if err != nil {
-			return false, err
-		}
-		return sa.Equal(sb), nil
-	case KindRPSCPUs, KindXPSCPUs:
-		sa, err := cpuset.ParseMask(a)
-		if err != nil {
-			return false, err
-		}
-		sb, err := cpuset.ParseMask(b)
-		if err != nil {
-			return false, err
-		}
-		return sa.Equal(sb), nil
-	case KindRPSFlowCnt:
-		na, err := strconv.ParseInt(a, 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("%q is not an integer", a)
-		}
-		nb, err := strconv.ParseInt(b, 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("%q is not an integer", b)
-		}
-		return na == nb, nil
+	case KindThreadAffinity, KindIrqbalanceBan:
+		pk = plan.KindApp
 	}
-	return strings.Join(strings.Fields(a), " ") == strings.Join(strings.Fields(b), " "), nil
+	return plan.SameValue(pk, a, b)
 }

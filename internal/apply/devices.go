@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 
-	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -98,15 +99,19 @@ func writeCoalesce(fs *kernel.FS, c Change, value string) error {
 // daemon; banning writes IRQBALANCE_BANNED_CPULIST in its configuration file
 // and restarts a running daemon so it reads it (what cri-o does).
 
-func irqbalanceChanges(s plan.Setting) ([]Change, error) {
+func irqbalanceChanges(fs *kernel.FS, s plan.Setting) ([]Change, error) {
 	e := s.Irqbalance
 	switch e.Mode {
 	case plan.IrqbalanceStop:
 		return []Change{{Kind: KindIrqbalance, Target: "irqbalance", Value: "stopped", Reason: s.Reason}}, nil
 	case plan.IrqbalanceBan:
-		file := "etc/default/irqbalance"
-		if _, err := os.Stat("/etc/sysconfig/irqbalance"); err == nil {
-			file = "etc/sysconfig/irqbalance"
+		files := host.IrqbalanceConfigFiles()
+		file := files[0]
+		for _, f := range files {
+			if fs.Exists(f) {
+				file = f
+				break
+			}
 		}
 		return []Change{{Kind: KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: file, Value: e.BannedCPUs.String(), Reason: s.Reason}}, nil
 	}
@@ -134,17 +139,29 @@ func writeIrqbalanceState(fs *kernel.FS, value string) error {
 	if !fs.IsLive() {
 		return fmt.Errorf("irqbalance: %w on a snapshot", kernel.ErrUnsupported)
 	}
-	verb := map[string]string{"running": "start", "stopped": "stop"}[value]
-	if out, err := exec.Command("systemctl", verb, "irqbalance.service").CombinedOutput(); err == nil {
+	if value == "running" {
+		if out, err := exec.Command("systemctl", "start", "irqbalance.service").CombinedOutput(); err != nil {
+			return fmt.Errorf("systemctl start irqbalance: %v: %s", err, strings.TrimSpace(string(out)))
+		}
 		return nil
-	} else if value == "running" {
-		return fmt.Errorf("systemctl start irqbalance: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	// Not under systemd (containers, tests): stop the process we found.
-	if pid := irqbalancePID(fs); pid != 0 {
-		return unix.Kill(pid, unix.SIGTERM)
+	// systemctl stop succeeds even when the daemon was started outside
+	// systemd and keeps running, so check the process afterwards, ask it to
+	// stop by its PID, and wait until it is gone: apply reads the state back
+	// right after this returns.
+	exec.Command("systemctl", "stop", "irqbalance.service").Run()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pid := irqbalancePID(fs)
+		if pid == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("irqbalance (pid %d) still runs 5 s after SIGTERM", pid)
+		}
+		unix.Kill(pid, unix.SIGTERM)
+		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
 
 const banVar = "IRQBALANCE_BANNED_CPULIST"
@@ -157,16 +174,11 @@ func readBanned(fs *kernel.FS, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), banVar+"="); ok {
-			v = strings.Trim(v, `"'`)
-			if _, err := cpuset.Parse(v); err != nil {
-				return "", fmt.Errorf("%s: %s=%q: %w", path, banVar, v, err)
-			}
-			return v, nil
-		}
+	set, _, err := host.BannedInConfig(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	return "", nil
+	return set.String(), nil
 }
 
 // writeBanned sets (or, for "", removes) the ban variable, keeping every
@@ -194,7 +206,7 @@ func writeBanned(fs *kernel.FS, path, value string) error {
 		out = append(out, "# Set by irqpilot (revert with 'irqpilot revert').", fmt.Sprintf("%s=%q", banVar, value))
 	}
 	full := fs.Path(path)
-	if err := os.MkdirAll(strings.TrimSuffix(full, "/"+lastElem(path)), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 		return err
 	}
 	if err := writeAtomic(full, []byte(strings.Join(out, "\n")+"\n")); err != nil {
@@ -206,9 +218,20 @@ func writeBanned(fs *kernel.FS, path, value string) error {
 	return nil
 }
 
-func lastElem(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
+// restoreConfigFile puts a configuration file back as the journal recorded
+// it: the exact old bytes, or no file when it did not exist; then a running
+// irqbalance is restarted so it reads it.
+func restoreConfigFile(fs *kernel.FS, path string, old *string) error {
+	full := fs.Path(path)
+	if old == nil {
+		if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	} else if err := writeAtomic(full, []byte(*old)); err != nil {
+		return err
 	}
-	return p
+	if fs.IsLive() && irqbalancePID(fs) != 0 {
+		exec.Command("systemctl", "try-restart", "irqbalance.service").Run()
+	}
+	return nil
 }

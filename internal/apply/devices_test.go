@@ -369,7 +369,7 @@ coalesce:
 			t.Errorf("journal coalesce entry = %+v", e)
 		}
 	}
-	if _, err := a.Revert(""); err != nil {
+	if _, err := a.Revert("", false); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := fs.ReadString(rps); got != origMask {

@@ -17,6 +17,20 @@ import (
 // plan marks skipped (kernel-managed IRQs, irqbalance left alone) come back
 // as entries with status skipped, so the report lists them.
 func FromPlan(fs *kernel.FS, settings []plan.Setting) ([]Change, []Entry, error) {
+	// irqbalance first: a running daemon would otherwise move IRQs pinned by
+	// the entries before it was stopped.
+	ordered := make([]plan.Setting, 0, len(settings))
+	for _, s := range settings {
+		if s.Kind == plan.KindIrqbalance {
+			ordered = append(ordered, s)
+		}
+	}
+	for _, s := range settings {
+		if s.Kind != plan.KindIrqbalance {
+			ordered = append(ordered, s)
+		}
+	}
+	settings = ordered
 	var changes []Change
 	var skipped []Entry
 	for _, s := range settings {
@@ -48,7 +62,7 @@ func FromPlan(fs *kernel.FS, settings []plan.Setting) ([]Change, []Entry, error)
 				changes = append(changes, c...)
 			}
 		case plan.KindIrqbalance:
-			c, err := irqbalanceChanges(s)
+			c, err := irqbalanceChanges(fs, s)
 			if err != nil {
 				return nil, nil, fmt.Errorf("plan line %d: %w", s.Line, err)
 			}

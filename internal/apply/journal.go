@@ -23,6 +23,9 @@ const (
 	StateRolledBack = "rolled-back" // a change failed and everything done was undone
 	StateReverted   = "reverted"    // `irqpilot revert` restored it
 	StateNoChange   = "no-change"   // nothing needed writing
+	// StateRollbackIncomplete: a change failed and restoring the others
+	// failed too; `revert` retries from the journal.
+	StateRollbackIncomplete = "rollback-incomplete"
 )
 
 // Entry statuses.
@@ -34,14 +37,20 @@ const (
 	StatusFailed    = "failed"    // unexpected failure: triggers rollback
 	StatusRestored  = "restored"  // old value written back
 	StatusGone      = "gone"      // thread exited; nothing to restore
+	// StatusNotAttempted: after a failure or crash, a change that was never
+	// written; nothing to restore.
+	StatusNotAttempted = "not-attempted"
 )
 
 // Entry is one change with what was there before.
 type Entry struct {
 	Change
-	Old    string `json:"old"`
-	Status string `json:"status"`
-	Note   string `json:"note,omitempty"` // why skipped, the error, effective affinity …
+	Old string `json:"old"`
+	// OldFile is the whole previous content of a configuration file the
+	// change edits (nil: the file did not exist), restored byte for byte.
+	OldFile *string `json:"old_file,omitempty"`
+	Status  string  `json:"status"`
+	Note    string  `json:"note,omitempty"` // why skipped, the error, effective affinity …
 }
 
 // Journal is the write-ahead record of one apply.

@@ -106,7 +106,7 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 			t.Errorf("managed irq %d: status %s note %q, want skipped as kernel-managed", managed, e.Status, e.Note)
 		}
 	}
-	if _, err := a.Revert(""); err != nil {
+	if _, err := a.Revert("", false); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := fs.ReadString(p); !cpuset.MustParse(got).Equal(cpuset.MustParse(orig)) {
@@ -190,7 +190,7 @@ func TestLivePinMultiThreadedProcess(t *testing.T) {
 			t.Errorf("thread %d Cpus_allowed_list = %s, want %s", tid, got, target)
 		}
 	}
-	if _, err := a.Revert(""); err != nil {
+	if _, err := a.Revert("", false); err != nil {
 		t.Fatal(err)
 	}
 	all := cpuset.MustParse(online)

@@ -43,7 +43,9 @@ ConditionPathExists={{.Plan}}
 [Service]
 Type=oneshot
 ExecStart={{.Binary}} apply --boot --state-dir {{.StateDir}} {{.Plan}}
-RemainAfterExit=yes
+# Not RemainAfterExit: the udev rule starts this unit again for every NIC
+# that appears later, which a unit that stays "active" would ignore.
+RemainAfterExit=no
 
 [Install]
 WantedBy=multi-user.target

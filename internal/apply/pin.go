@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -19,7 +20,7 @@ func PinProcess(fs *kernel.FS, pid int, name string, cpus cpuset.Set, reason str
 		if err != nil {
 			return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
 		}
-		if equalInts(tids, next) {
+		if slices.Equal(tids, next) {
 			break
 		}
 		tids = next
@@ -35,16 +36,4 @@ func PinProcess(fs *kernel.FS, pid int, name string, cpus cpuset.Set, reason str
 		})
 	}
 	return changes, nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

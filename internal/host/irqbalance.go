@@ -169,12 +169,26 @@ func parseEnvFile(b []byte) map[string]string {
 			continue
 		}
 		v = strings.TrimSpace(v)
-		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
-			v = v[1 : len(v)-1]
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') {
+			// A quoted value, possibly followed by a comment: `"3" # old`.
+			if end := strings.IndexByte(v[1:], v[0]); end >= 0 {
+				v = v[1 : 1+end]
+			}
 		} else if i := strings.Index(v, " #"); i >= 0 {
 			v = strings.TrimSpace(v[:i])
 		}
 		out[k] = v
 	}
 	return out
+}
+
+// IrqbalanceConfigFiles are the files, relative to the root, where
+// distributions keep irqbalance's environment (Debian's first).
+func IrqbalanceConfigFiles() []string { return append([]string(nil), irqbalanceConfigFiles...) }
+
+// BannedInConfig reads the CPUs an irqbalance configuration file bans
+// (IRQBALANCE_BANNED_CPULIST, else IRQBALANCE_BANNED_CPUS), the way
+// readIrqbalance does; found is false when the file sets neither.
+func BannedInConfig(b []byte) (set cpuset.Set, found bool, err error) {
+	return bannedFrom(parseEnvFile(b))
 }

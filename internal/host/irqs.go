@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -196,6 +197,14 @@ func readPlacement(kfs *kernel.FS, h *Host) {
 // re-pick the effective CPU within them (as it does for irqbalance's writes),
 // which is why effective affinity is read again after a successful write.
 func probeManaged(kfs *kernel.FS, h *Host) {
+	// The probe writes, so it holds the machine-wide write lock: an apply
+	// cannot write an IRQ between our read and our write-back.
+	release, err := kfs.LockWrites(10 * time.Second)
+	if err != nil {
+		h.unavailable("irq managed state", kernel.WriteLockPath, fmt.Errorf("probe skipped: %w", err))
+		return
+	}
+	defer release()
 	probe := managedProbe{Managed: []int{}, Movable: []int{}}
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
@@ -203,7 +212,14 @@ func probeManaged(kfs *kernel.FS, h *Host) {
 			continue // unread: reported by readPlacement
 		}
 		p := kernel.IRQAffinityListPath(q.Number)
-		err := kfs.WriteFile(p, q.Affinity.String())
+		// Write back what is there now, under the lock, not what was read
+		// earlier: irqbalance may have moved it since.
+		cur, err := kfs.ReadIRQAffinity(q.Number)
+		if err != nil || cur.IsEmpty() {
+			continue
+		}
+		q.Affinity = &cur
+		err = kfs.WriteFile(p, cur.String())
 		switch {
 		case err == nil:
 			q.Managed = ManagedNo

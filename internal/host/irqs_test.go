@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -164,24 +165,52 @@ func TestReadIRQsCaptureWithSysfs(t *testing.T) {
 	}
 }
 
-// TestReadIRQsLiveProbe runs the managed probe on this machine: virtio-blk's
-// IRQ 36 is kernel-managed, virtio-net's 38 is not, and the probe leaves 38's
-// allowed CPUs as they were. The result survives a capture.
+// TestReadIRQsLiveProbe runs the managed probe on this machine. IRQs are
+// found by their actions, not their numbers: virtio-blk request queues
+// ("virtioN-req.M") are kernel-managed, virtio-net queues ("virtioN-input.M")
+// are not. The probe writes every IRQ's own affinity back, so every IRQ's
+// allowed CPUs are compared before and after (and restored if they moved).
+// The result survives a capture.
 func TestReadIRQsLiveProbe(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
 	live := kernel.New("/")
-	before, err := live.ReadIRQAffinity(38)
+	data, err := live.ReadFile("proc/interrupts")
 	if err != nil {
-		t.Skipf("no IRQ 38 here: %v", err)
+		t.Fatal(err)
 	}
-	if _, err := os.Stat("/proc/irq/36/virtio1-req.0"); err != nil {
-		t.Skip("IRQ 36 is not virtio1-req.0 on this machine")
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	managedIRQ, movableIRQ := -1, -1
+	before := map[int]cpuset.Set{}
+	for _, l := range in.Lines {
+		if l.IRQ < 0 {
+			continue
+		}
+		if a, err := live.ReadIRQAffinity(l.IRQ); err == nil {
+			before[l.IRQ] = a
+		}
+		for _, a := range l.Actions {
+			switch {
+			case managedIRQ < 0 && strings.HasPrefix(a, "virtio") && strings.Contains(a, "-req."):
+				managedIRQ = l.IRQ
+			case movableIRQ < 0 && strings.HasPrefix(a, "virtio") && strings.Contains(a, "-input."):
+				movableIRQ = l.IRQ
+			}
+		}
+	}
+	if managedIRQ < 0 || movableIRQ < 0 {
+		t.Skip("this machine has no virtio-blk and virtio-net queue IRQs to tell managed from movable")
 	}
 	t.Cleanup(func() {
-		if now, err := live.ReadIRQAffinity(38); err == nil && !now.Equal(before) {
-			live.WriteFile(kernel.IRQAffinityListPath(38), before.String())
+		for irq, was := range before {
+			if now, err := live.ReadIRQAffinity(irq); err == nil && !now.Equal(was) {
+				t.Errorf("irq %d: affinity %s before the probe, %s after; restoring", irq, was, now)
+				live.WriteFile(kernel.IRQAffinityListPath(irq), was.String())
+			}
 		}
 	})
 	live.StartRecording()
@@ -189,15 +218,11 @@ func TestReadIRQsLiveProbe(t *testing.T) {
 	if err := readIRQs(live, h, Options{ProbeManaged: true}); err != nil {
 		t.Fatal(err)
 	}
-	if q := h.IRQ(36); q == nil || q.Managed != ManagedYes || !slices.Equal(q.Actions, []string{"virtio1-req.0"}) {
-		t.Errorf("irq 36 = %+v", q)
+	if q := h.IRQ(managedIRQ); q == nil || q.Managed != ManagedYes {
+		t.Errorf("irq %d = %+v, want managed", managedIRQ, q)
 	}
-	if q := h.IRQ(38); q == nil || q.Managed != ManagedNo || !q.Affinity.Equal(before) {
-		t.Errorf("irq 38 = %+v", q)
-	}
-	after, err := live.ReadIRQAffinity(38)
-	if err != nil || !after.Equal(before) {
-		t.Errorf("irq 38 affinity %v before the probe, %v after (%v)", before, after, err)
+	if q := h.IRQ(movableIRQ); q == nil || q.Managed != ManagedNo || !q.Affinity.Equal(before[movableIRQ]) {
+		t.Errorf("irq %d = %+v, want movable with affinity %s", movableIRQ, q, before[movableIRQ])
 	}
 	for _, u := range h.Unavailable {
 		if strings.Contains(u.What, "managed") {
@@ -206,7 +231,7 @@ func TestReadIRQsLiveProbe(t *testing.T) {
 	}
 	saved := live.Synthetics()[ManagedFile]
 	var probe managedProbe
-	if err := json.Unmarshal(saved, &probe); err != nil || !slices.Contains(probe.Managed, 36) || !slices.Contains(probe.Movable, 38) {
+	if err := json.Unmarshal(saved, &probe); err != nil || !slices.Contains(probe.Managed, managedIRQ) || !slices.Contains(probe.Movable, movableIRQ) {
 		t.Fatalf("saved probe %s: %v", saved, err)
 	}
 	// Replay on a copy of what was read: same managed states.
