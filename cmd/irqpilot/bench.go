@@ -31,14 +31,14 @@ type workloadFlags struct {
 }
 
 func (f *workloadFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, storage or command (required)")
+	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (one-way UDP flood into a sink: seed 004's shape), storage or command (required)")
 	fs.IntVar(&f.net.Testbed.Queues, "queues", 1, "veth rx/tx queues (memcached, nginx)")
 	fs.BoolVar(&f.net.Testbed.GRO, "gro", false, "GRO on the veth pair (NAPI receive)")
 	fs.BoolVar(&f.net.Testbed.Threaded, "threaded-napi", false, "threaded NAPI on the server veth (implies --gro)")
-	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers")
+	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers / udp sink reading threads")
 	fs.IntVar(&f.net.ClientThreads, "client-threads", 2, "memaslap/wrk threads")
 	fs.IntVar(&f.net.Connections, "connections", 32, "memaslap concurrency / wrk connections")
-	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration that does not place it")
+	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration (part of the scenario: never tuned)")
 	fs.StringVar(&f.appCPUs, "app-cpus", "", "pin the application to these CPUs in every configuration that does not place it")
 	fs.StringVar(&f.command, "command", "", "command workload: the command line (split on spaces)")
 	fs.StringVar(&f.pattern, "pattern", "", "command workload: regular expression whose first group is the figure of merit")
@@ -51,16 +51,16 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration) (*
 	var w bench.Workload
 	var err error
 	switch f.workload {
-	case "memcached", "nginx":
+	case "memcached", "nginx", "udp":
 		w, err = bench.NewNet(f.workload, f.net)
 	case "storage":
 		w = &bench.StorageWorkload{Dir: f.fioDir}
 	case "command":
 		w = &bench.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
 	case "":
-		err = fmt.Errorf("--workload is required (memcached, nginx, storage, command)")
+		err = fmt.Errorf("--workload is required (memcached, nginx, udp, storage, command)")
 	default:
-		err = fmt.Errorf("--workload %q: want memcached, nginx, storage or command", f.workload)
+		err = fmt.Errorf("--workload %q: want memcached, nginx, udp, storage or command", f.workload)
 	}
 	if err != nil {
 		return nil, err
@@ -96,6 +96,11 @@ func signalContext() (context.Context, func()) {
 }
 
 func init() {
+	// The udp workload's sink and sender are this binary started again
+	// (see bench.RunHelper): run the helper instead of the command line.
+	if mode := os.Getenv(bench.HelperEnv); mode != "" {
+		os.Exit(bench.RunHelper(mode, os.Args[1:], os.Stdout, os.Stderr))
+	}
 	var wf workloadFlags
 	var configs string
 	var rounds int

@@ -57,12 +57,14 @@ measurement; the winner is written to --output (its changes and the report).`,
 				return err
 			}
 			var cands []string
+			app := r.App()
+			app.ClientFixed = wf.clientCPUs != ""
 			if search == "exhaustive" {
-				if cands, err = bench.ExhaustiveSpace(r.Host(), r.App()); err != nil {
+				if cands, err = bench.ExhaustiveSpace(r.Host(), app); err != nil {
 					return err
 				}
 			} else {
-				cands = bench.Candidates(r.Host(), r.App())
+				cands = bench.Candidates(r.Host(), app)
 			}
 			fmt.Fprintf(os.Stderr, "%d candidates\n", len(cands))
 			res, err := bench.Tune(ctx, r, cands, search, budget, rounds)
@@ -85,6 +87,16 @@ measurement; the winner is written to --output (its changes and the report).`,
 						fmt.Fprintf(w, "  %2d. %-45s median %.0f over %d runs\n", i+1, c, bench.Median(res.Obs[c]), len(res.Obs[c]))
 					}
 					fmt.Fprintf(w, "baseline %s median %.0f\n", res.Baseline, bench.Median(res.Obs[res.Baseline]))
+					for _, s := range res.Summary {
+						if s.Config != res.Baseline && s.Config != res.Best {
+							continue
+						}
+						fmt.Fprintf(w, "  %s per-CPU median:", s.Config)
+						for _, c := range s.CPUs {
+							fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.Idle)
+						}
+						fmt.Fprintln(w)
+					}
 					fmt.Fprintln(w, res.Why)
 				}
 			}

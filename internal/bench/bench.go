@@ -42,5 +42,8 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 	runs, err := r.All(ctx)
 	rep.Runs = runs
 	rep.Summary = Summarize(r.Configs, runs, baseline)
+	sc := r.Scope()
+	rep.Scope = &sc
+	rep.Dropped = r.Dropped
 	return rep, err
 }

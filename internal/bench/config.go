@@ -25,6 +25,12 @@ type AppInfo struct {
 	NSRoot string `json:"-"`
 	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
 	NAPIThreads []int `json:"napi_threads,omitempty"`
+	// Disk is the block device the storage workload reads ("" otherwise);
+	// its IRQs are the only IRQs a storage configuration may place.
+	Disk string `json:"disk,omitempty"`
+	// ClientFixed: the scenario pins the load generator (--client-cpus), so
+	// tune and the exhaustive search do not vary the client's CPUs.
+	ClientFixed bool `json:"client_fixed,omitempty"`
 }
 
 // Setup is one configuration made concrete for a host and an application.
@@ -42,6 +48,9 @@ type Setup struct {
 	// Irqbalance: run `irqbalance --oneshot` and measure its placement.
 	Irqbalance bool     `json:"irqbalance,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+	// Dropped are the changes the configuration wanted outside the devices
+	// under test, left out by Scope.Restrict.
+	Dropped []string `json:"dropped,omitempty"`
 }
 
 // Configurator turns a configuration name into a Setup for a host.

@@ -48,6 +48,10 @@ type Report struct {
 	Diff     []string  `json:"diff,omitempty"`
 	Summary  []Summary `json:"summary"`
 	Runs     []Run     `json:"runs"`
+	// Scope is what the configurations were allowed to change; Dropped the
+	// changes each configuration wanted outside it (not applied).
+	Scope   *Scope              `json:"scope,omitempty"`
+	Dropped map[string][]string `json:"dropped,omitempty"`
 }
 
 // Summarize computes medians, 95 % bootstrap intervals and ratios to
@@ -167,6 +171,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if r.Scope != nil {
+		fmt.Fprintf(w, "devices under test: net %q disk %q, IRQs %v; nothing else is changed\n", r.Scope.NetDevice, r.Scope.Disk, r.Scope.IRQs)
+	}
+	var dc []string
+	for c := range r.Dropped {
+		dc = append(dc, c)
+	}
+	sort.Strings(dc)
+	for _, c := range dc {
+		fmt.Fprintf(w, "%s: %d changes outside the devices under test dropped (see JSON \"dropped\"), e.g. %s\n", c, len(r.Dropped[c]), r.Dropped[c][0])
 	}
 	if r.Restored {
 		fmt.Fprintln(w, "machine restored: every IRQ affinity and queue steering value is as before")

@@ -55,7 +55,12 @@ type Runner struct {
 	// Progress, when set, is told what is happening.
 	Progress func(format string, args ...any)
 
+	// Dropped lists, per configuration, the changes Scope.Restrict left out
+	// (filled as configurations are first measured).
+	Dropped map[string][]string
+
 	app     AppInfo
+	scope   Scope
 	h       *host.Host
 	live    *apply.Applier
 	ns      *apply.Applier
@@ -96,8 +101,37 @@ func (r *Runner) Start() error {
 		r.ns = &apply.Applier{FS: kernel.New(app.NSRoot), StateDir: filepath.Join(r.StateDir, "testbed")}
 	}
 	r.h = h
+	r.scope = NewScope(h, app)
 	r.live = &apply.Applier{FS: liveFS(), StateDir: r.StateDir}
 	return nil
+}
+
+// Scope is what the runner's configurations may change.
+func (r *Runner) Scope() Scope { return r.scope }
+
+// Setup makes config concrete for the runner's host and app and restricts
+// it to the devices under test (see Scope). Every measured configuration
+// goes through here.
+func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
+	s, err := r.Configurator.Setup(config, r.h, app)
+	if err != nil {
+		return nil, err
+	}
+	sc := r.scope
+	sc.PIDs = app.PIDs
+	var dropped []string
+	s.Changes, dropped = sc.Restrict(s.Changes)
+	s.Dropped = append(s.Dropped, dropped...)
+	if len(s.Dropped) > 0 {
+		if r.Dropped == nil {
+			r.Dropped = map[string][]string{}
+		}
+		if _, ok := r.Dropped[config]; !ok {
+			r.Dropped[config] = s.Dropped
+			r.progress("%s: %d changes outside the devices under test dropped", config, len(s.Dropped))
+		}
+	}
+	return s, nil
 }
 
 // Host is the host model the configurations are made for.
@@ -150,7 +184,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	if len(app.PIDs) > 0 {
 		app.PIDs = append([]int{app.PIDs[0]}, childrenOf(app.PIDs[0])...)
 	}
-	s, err := r.Configurator.Setup(config, r.h, app)
+	s, err := r.Setup(config, app)
 	if err != nil {
 		return run, err
 	}
@@ -234,7 +268,7 @@ func (r *Runner) apply(config string, liveCh, nsCh []apply.Change) (func() error
 		if res.Journal != nil {
 			a, id := step.a, res.Journal.ID
 			undo = append(undo, func() error {
-				if _, err := a.Revert(id); err != nil {
+				if _, err := a.Revert(id, false); err != nil {
 					return fmt.Errorf("%s: revert journal %s: %w", config, id, err)
 				}
 				return nil
@@ -253,18 +287,37 @@ func (r *Runner) irqbalance() (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command("irqbalance", "--oneshot").CombinedOutput()
+	// Only the devices under test are irqbalance's to place: every other
+	// IRQ is banned (eth0's above all).
+	args := []string{"--oneshot"}
+	for _, n := range r.scope.ForeignIRQs(r.h) {
+		args = append(args, "--banirq="+strconv.Itoa(n))
+	}
+	out, err := exec.Command("irqbalance", args...).CombinedOutput()
 	after, aerr := irqAffinities()
 	if aerr != nil {
 		return nil, aerr
 	}
-	var back, its []apply.Change
+	var back, its, foreign []apply.Change
 	for irq, v := range after {
 		if before[irq] != v {
 			p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq)
 			back = append(back, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: before[irq], Reason: "undo irqbalance --oneshot"})
-			its = append(its, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: v, Reason: "irqbalance --oneshot"})
+			ch := apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: v, Reason: "irqbalance --oneshot"}
+			if r.scope.hasIRQ(irq) {
+				its = append(its, ch)
+			} else {
+				foreign = append(foreign, ch)
+			}
 		}
+	}
+	if len(foreign) > 0 {
+		_, dropped := r.scope.Restrict(foreign)
+		if r.Dropped == nil {
+			r.Dropped = map[string][]string{}
+		}
+		r.Dropped["irqbalance"] = append(r.Dropped["irqbalance"], dropped...)
+		r.progress("irqbalance --oneshot moved %d banned IRQs; written back", len(foreign))
 	}
 	if len(back) > 0 {
 		if _, berr := r.live.Apply(back, apply.Meta{PlanFile: "bench:irqbalance-undo"}); berr != nil {
@@ -286,7 +339,7 @@ func (r *Runner) irqbalance() (func() error, error) {
 		return func() error { return nil }, nil
 	}
 	id := res.Journal.ID
-	return func() error { _, err := r.live.Revert(id); return err }, nil
+	return func() error { _, err := r.live.Revert(id, false); return err }, nil
 }
 
 func irqAffinities() (map[int]string, error) {

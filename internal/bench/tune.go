@@ -38,9 +38,10 @@ func onlineCPUs(h *host.Host) []int {
 }
 
 // ExhaustiveSpace is every distinct explicit placement on a small machine
-// (at most 4 online CPUs): application CPUs × client CPUs × RPS mask (off or
-// any subset) × NAPI-thread CPUs (threaded NAPI only). For storage (no
-// device) only the application's CPUs vary. "default" is always first.
+// (at most 4 online CPUs): application CPUs × client CPUs (unless the
+// scenario fixes the client) × RPS mask (off or any subset) × NAPI-thread
+// CPUs (threaded NAPI only). For storage (no network device) only the
+// application's CPUs vary. "default" is always first.
 func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
 	cpus := onlineCPUs(h)
 	if len(cpus) > 4 {
@@ -64,12 +65,20 @@ func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
 			napi = append(napi, &s)
 		}
 	}
+	clients := []*cpuset.Set{nil}
+	if !app.ClientFixed {
+		clients = nil
+		for _, s := range sets {
+			s := s
+			clients = append(clients, &s)
+		}
+	}
 	for _, a := range sets {
-		for _, c := range sets {
+		for _, c := range clients {
 			for _, r := range rps {
 				for _, n := range napi {
-					a, c, r := a, c, r
-					out = append(out, (&Spec{App: &a, Client: &c, RPS: &r, NAPI: n}).String())
+					a, r := a, r
+					out = append(out, (&Spec{App: &a, Client: c, RPS: &r, NAPI: n}).String())
 				}
 			}
 		}
@@ -78,15 +87,25 @@ func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
 }
 
 // Candidates is tune --auto's space: the baseline, irqbalance, every policy
-// (auto included) and its parameter variants (each CPU as housekeeping),
-// plus the explicit placements that separate the application from the
-// receive work (application on one CPU, RPS/NAPI on the others) — a few
-// dozen instead of the exhaustive space.
+// (auto included) and, for each CPU c as the receive CPU, the explicit
+// placements that separate the application from the receive work
+// (application on c, RPS/NAPI on the others; RPS only on c with the
+// application elsewhere), that put the application with its steered
+// receive work (application and RPS on c), and the client off the
+// application (unless the scenario fixes the client); plus RPS over all
+// CPUs — a few dozen instead of the exhaustive space.
 func Candidates(h *host.Host, app AppInfo) []string {
 	out := []string{"default", "irqbalance"}
 	out = append(out, plan.PolicyNames()...)
 	cpus := onlineCPUs(h)
 	all := cpuset.Of(cpus...)
+	seen := map[string]bool{}
+	add := func(s *Spec) {
+		if c := s.String(); !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
 	for _, c := range cpus {
 		one := cpuset.Of(c)
 		rest := all.Difference(one)
@@ -94,21 +113,26 @@ func Candidates(h *host.Host, app AppInfo) []string {
 			continue
 		}
 		if app.Device == "" {
-			out = append(out, (&Spec{App: &one}).String(), (&Spec{App: &rest}).String())
+			add(&Spec{App: &one})
+			add(&Spec{App: &rest})
 			continue
 		}
-		for _, r := range []cpuset.Set{rest, all} {
-			r := r
-			s := &Spec{App: &one, RPS: &r}
+		napi := func(s *Spec, cpus cpuset.Set) *Spec {
 			if len(app.NAPIThreads) > 0 {
-				s.NAPI = &rest
+				s.NAPI = &cpus
 			}
-			out = append(out, s.String())
+			return s
 		}
-		out = append(out, (&Spec{App: &one, Client: &rest}).String())
+		add(napi(&Spec{App: &one, RPS: &rest}, rest))
+		add(napi(&Spec{App: &one, RPS: &all}, rest))
+		add(napi(&Spec{App: &rest, RPS: &one}, one))
+		add(napi(&Spec{App: &one, RPS: &one}, one))
+		if !app.ClientFixed {
+			add(&Spec{App: &one, Client: &rest})
+		}
 	}
 	if app.Device != "" {
-		out = append(out, (&Spec{RPS: &all}).String())
+		add(&Spec{RPS: &all})
 	}
 	return out
 }
@@ -126,6 +150,12 @@ type TuneResult struct {
 	Why        string               `json:"why"`
 	Setup      *Setup               `json:"setup,omitempty"`
 	Elapsed    time.Duration        `json:"elapsed_ns"`
+	// Summary is every measured candidate's medians and per-CPU load (in
+	// Ranked order), Runs every measurement.
+	Summary []Summary `json:"summary"`
+	Runs    []Run     `json:"runs"`
+	// Dropped: changes candidates wanted outside the devices under test.
+	Dropped map[string][]string `json:"dropped,omitempty"`
 }
 
 // Tune measures the candidates. With search "auto" it runs successive
@@ -153,6 +183,7 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 				firstErr = err
 				return xs
 			}
+			res.Runs = append(res.Runs, run)
 			if run.Error == "" {
 				xs = append(xs, run.Throughput)
 			}
@@ -196,6 +227,17 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 		}
 	}
 	res.Elapsed = time.Since(start)
+	res.Dropped = r.Dropped
+	var measured []string
+	for _, c := range res.Ranked {
+		if len(res.Obs[c]) > 0 {
+			measured = append(measured, c)
+		}
+	}
+	if len(res.Obs[res.Baseline]) > 0 && (len(measured) == 0 || measured[0] != res.Baseline) {
+		measured = append([]string{res.Baseline}, removeStr(measured, res.Baseline)...)
+	}
+	res.Summary = Summarize(measured, res.Runs, res.Baseline)
 	if firstErr != nil {
 		return res, firstErr
 	}
@@ -208,7 +250,10 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	switch {
 	case res.Best == res.Baseline:
 		res.Why = "the baseline measured best; nothing to change"
-	case len(base) < 2 || len(res.Obs[res.Best]) < 2:
+	// A percentile bootstrap of two values is no interval: with 2 runs each
+	// two identical placements measured 1.12x apart "outside the noise" on
+	// this machine (memcached, docs/benchmarks.md).
+	case len(base) < 3 || len(res.Obs[res.Best]) < 3:
 		res.Why = fmt.Sprintf("%s measured best (%.3fx) but with too few runs to tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point)
 	case res.Ratio.Low > 1:
 		res.Kept = true
@@ -217,10 +262,20 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 		res.Why = fmt.Sprintf("%s measured best (%.3fx, 95 %% interval %.3f–%.3f) but the interval includes 1: within the noise; keeping the baseline", res.Best, res.Ratio.Point, res.Ratio.Low, res.Ratio.High)
 	}
 	if res.Kept {
-		s, err := r.Configurator.Setup(res.Best, r.h, r.app)
+		s, err := r.Setup(res.Best, r.app)
 		if err == nil {
 			res.Setup = s
 		}
 	}
 	return res, nil
+}
+
+func removeStr(xs []string, x string) []string {
+	var out []string
+	for _, v := range xs {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
 }

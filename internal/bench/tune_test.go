@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ func TestExhaustiveSpace(t *testing.T) {
 		{"storage", AppInfo{}, 1 + 3},                                                 // app ∈ {0,1,0-1}
 		{"veth", AppInfo{Device: "vs1"}, 1 + 3*3*4},                                   // app × client × rps(off,0,1,0-1)
 		{"threaded", AppInfo{Device: "vs1", NAPIThreads: []int{10, 11}}, 1 + 3*3*4*3}, // × napi
+		{"client fixed", AppInfo{Device: "vs1", ClientFixed: true}, 1 + 3*4},          // app × rps
 	} {
 		sp, err := ExhaustiveSpace(h, tc.app)
 		if err != nil {
@@ -56,6 +58,17 @@ func TestExhaustiveSpace(t *testing.T) {
 	c := Candidates(h, AppInfo{Device: "vs1"})
 	if c[0] != "default" || len(c) < 8 {
 		t.Errorf("candidates %v", c)
+	}
+	// Seed 004's answer on 2 CPUs (application with the sender on CPU 0,
+	// receive work moved to CPU 1) is a candidate; with the client fixed no
+	// candidate moves the client.
+	fixed := Candidates(h, AppInfo{Device: "vs1", ClientFixed: true})
+	joined := strings.Join(fixed, " ")
+	if !strings.Contains(joined, "spec:app=0,rps=1 ") || !strings.Contains(joined, "spec:app=1,rps=1 ") || strings.Contains(joined, "client=") {
+		t.Errorf("client-fixed candidates %v", fixed)
+	}
+	if len(fixed) != len(c)-2 {
+		t.Errorf("%d client-fixed candidates, %d free", len(fixed), len(c))
 	}
 }
 

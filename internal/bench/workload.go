@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -49,9 +50,10 @@ func (o *NetOptions) defaults() {
 	}
 }
 
-// NetWorkload is memcached+memcaslap or nginx+wrk in a testbed.
+// NetWorkload is memcached+memcaslap, nginx+wrk or the UDP sink and flood
+// (see udp.go) in a testbed.
 type NetWorkload struct {
-	Kind string // "memcached" or "nginx"
+	Kind string // "memcached", "nginx" or "udp"
 	Opts NetOptions
 	TB   *testbed.Testbed
 	srv  testbed.Proc
@@ -59,8 +61,8 @@ type NetWorkload struct {
 
 // NewNet returns the memcached or nginx workload.
 func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
-	if kind != "memcached" && kind != "nginx" {
-		return nil, fmt.Errorf("network workload %q: want memcached or nginx", kind)
+	if kind != "memcached" && kind != "nginx" && kind != "udp" {
+		return nil, fmt.Errorf("network workload %q: want memcached, nginx or udp", kind)
 	}
 	o.defaults()
 	if o.Connections%o.ClientThreads != 0 {
@@ -79,10 +81,16 @@ func (w *NetWorkload) Prepare() (AppInfo, error) {
 		return AppInfo{}, err
 	}
 	w.TB = tb
-	if w.Kind == "memcached" {
+	switch w.Kind {
+	case "memcached":
 		w.srv, err = tb.StartMemcached(w.Opts.Threads)
-	} else {
+	case "nginx":
 		w.srv, err = tb.StartNginx(w.Opts.Threads)
+	default:
+		var argv []string
+		if argv, err = helperCommand("udp-sink", "-addr", testbed.ServerAddr, "-threads", strconv.Itoa(w.Opts.Threads)); err == nil {
+			w.srv, err = tb.StartProgram("udp-sink", filepath.Base(argv[2]), udpCtlPort, argv...)
+		}
 	}
 	if err != nil {
 		_ = tb.Down()
@@ -101,11 +109,18 @@ func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Resul
 	}
 	var argv []string
 	var parse func([]byte) (Result, error)
-	if w.Kind == "memcached" {
+	switch w.Kind {
+	case "udp":
+		var err error
+		if argv, err = helperCommand("udp-send", "-addr", testbed.ServerAddr, "-d", d.String()); err != nil {
+			return Result{}, err
+		}
+		parse = ParseUDP
+	case "memcached":
 		argv = []string{"memcaslap", "-s", testbed.ServerAddr + ":11211", "-T", strconv.Itoa(w.Opts.ClientThreads),
 			"-c", strconv.Itoa(w.Opts.Connections), "-t", secs + "s", "-S", secs + "s"}
 		parse = ParseMemcaslap
-	} else {
+	default:
 		argv = []string{"wrk", "-t", strconv.Itoa(w.Opts.ClientThreads), "-c", strconv.Itoa(w.Opts.Connections),
 			"-d", secs + "s", "--latency", "http://" + testbed.ServerAddr + "/"}
 		parse = ParseWrk
@@ -188,7 +203,12 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 		os.Remove(w.file)
 		return AppInfo{}, fmt.Errorf("fio layout of %s: %v: %s", w.file, err, tail(out, 300))
 	}
-	return AppInfo{}, nil
+	disk, err := DiskOf(w.file)
+	if err != nil {
+		os.Remove(w.file)
+		return AppInfo{}, fmt.Errorf("storage workload: %w", err)
+	}
+	return AppInfo{Disk: disk}, nil
 }
 
 // Run implements Workload.

@@ -319,6 +319,21 @@ http {
 	return p, t.waitPort(80)
 }
 
+// StartProgram starts argv in the server namespace as role and, when port
+// is not 0, waits until it listens on ServerAddr:port (TCP). comm is what
+// /proc/PID/comm reads once argv[0]'s program runs (after any exec chain
+// such as env(1)); only a process with that comm is ever stopped.
+func (t *Testbed) StartProgram(role, comm string, port int, argv ...string) (Proc, error) {
+	if len(comm) > 15 {
+		comm = comm[:15]
+	}
+	p, err := t.start(role, comm, t.ServerNS, nil, argv...)
+	if err != nil || port == 0 {
+		return p, err
+	}
+	return p, t.waitPort(port)
+}
+
 // waitPort waits until something listens on ServerAddr:port in the server
 // namespace (ss inside the namespace).
 func (t *Testbed) waitPort(port int) error {

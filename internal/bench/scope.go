@@ -1,0 +1,214 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// Scope is what a bench or tune run may change: the devices under test and
+// nothing else. A policy plans for the whole machine (dedicated-core moves
+// every movable IRQ, a storage run has no network device so rps-spread
+// would steer eth0); the machine's other devices — eth0 above all, which
+// the machine's own traffic uses — must never be touched by a measurement.
+// Every Setup goes through Restrict before it is applied.
+type Scope struct {
+	// NetDevice is the testbed's server device ("" for none).
+	NetDevice string `json:"net_device,omitempty"`
+	// Disk is the storage workload's block device ("" for none).
+	Disk string `json:"disk,omitempty"`
+	// IRQs are the IRQ numbers of NetDevice and Disk (ascending).
+	IRQs []int `json:"irqs"`
+	// PIDs are processes whose threads may be placed (the application) and
+	// NAPIThreads the testbed's threaded-NAPI kernel threads.
+	PIDs        []int `json:"-"`
+	NAPIThreads []int `json:"-"`
+}
+
+// NewScope is the scope of app on h: the IRQs whose device is the testbed
+// device or the storage disk (by the host model's IRQ-to-device mapping and
+// the block device's IRQ list).
+func NewScope(h *host.Host, app AppInfo) Scope {
+	s := Scope{NetDevice: app.Device, Disk: app.Disk, PIDs: app.PIDs, NAPIThreads: app.NAPIThreads}
+	seen := map[int]bool{}
+	add := func(n int) {
+		if !seen[n] {
+			seen[n] = true
+			s.IRQs = append(s.IRQs, n)
+		}
+	}
+	for _, q := range h.IRQs {
+		if q.Device != "" && (q.Device == app.Device || q.Device == app.Disk) {
+			add(q.Number)
+		}
+	}
+	if app.Disk != "" {
+		for _, b := range h.Block {
+			if b.Name == app.Disk {
+				for _, n := range b.IRQs {
+					add(n)
+				}
+			}
+		}
+	}
+	if app.Device != "" {
+		if nic := h.NIC(app.Device); nic != nil {
+			for _, n := range nic.IRQs {
+				add(n)
+			}
+		}
+	}
+	sort.Ints(s.IRQs)
+	return s
+}
+
+var irqPath = regexp.MustCompile(`^proc/irq/(\d+)/smp_affinity_list$`)
+
+func (s Scope) hasIRQ(n int) bool {
+	i := sort.SearchInts(s.IRQs, n)
+	return i < len(s.IRQs) && s.IRQs[i] == n
+}
+
+// Restrict keeps the changes inside the scope and describes each dropped
+// one: IRQ affinities of IRQs not belonging to the devices under test,
+// queue steering and coalescing of other devices, sysctls unless a testbed
+// device is steered (rps_sock_flow_entries only), thread placements of
+// threads that are neither the application's nor the testbed's NAPI
+// threads, and irqbalance daemon changes (bench measures irqbalance itself).
+func (s Scope) Restrict(changes []apply.Change) (kept []apply.Change, dropped []string) {
+	netPrefix := ""
+	if s.NetDevice != "" {
+		netPrefix = "sys/class/net/" + s.NetDevice + "/"
+	}
+	steersDevice := false
+	for _, c := range changes {
+		if netPrefix != "" && strings.HasPrefix(c.Path, netPrefix) && !strings.Contains(c.Path, "..") {
+			steersDevice = true
+		}
+	}
+	drop := func(c apply.Change, why string) {
+		dropped = append(dropped, fmt.Sprintf("%s (%s → %s): %s", c.Target, c.Path+tidText(c), c.Value, why))
+	}
+	for _, c := range changes {
+		switch c.Kind {
+		case apply.KindIRQAffinity:
+			m := irqPath.FindStringSubmatch(c.Path)
+			if m == nil {
+				drop(c, "not an IRQ affinity file")
+				continue
+			}
+			n, _ := strconv.Atoi(m[1])
+			if !s.hasIRQ(n) {
+				drop(c, fmt.Sprintf("IRQ %d is not an IRQ of the devices under test", n))
+				continue
+			}
+		case apply.KindRPSCPUs, apply.KindRPSFlowCnt, apply.KindXPSCPUs:
+			if netPrefix == "" || !strings.HasPrefix(c.Path, netPrefix) || strings.Contains(c.Path, "..") {
+				drop(c, "not a queue of the device under test")
+				continue
+			}
+		case apply.KindCoalesce:
+			if s.NetDevice == "" || c.Device != s.NetDevice {
+				drop(c, "coalescing of a device not under test")
+				continue
+			}
+		case apply.KindSysctl:
+			if c.Path != "proc/sys/net/core/rps_sock_flow_entries" || !steersDevice {
+				drop(c, "system-wide setting not needed by the device under test")
+				continue
+			}
+		case apply.KindThreadAffinity:
+			if !s.ownsThread(c.TID) {
+				drop(c, fmt.Sprintf("thread %d is neither the application's nor a NAPI thread of the device under test", c.TID))
+				continue
+			}
+		default:
+			drop(c, string(c.Kind)+" is not changed by bench")
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept, dropped
+}
+
+func tidText(c apply.Change) string {
+	if c.Kind == apply.KindThreadAffinity {
+		return fmt.Sprintf("thread %d", c.TID)
+	}
+	if c.Kind == apply.KindCoalesce {
+		return "ethtool -C " + c.Device
+	}
+	return ""
+}
+
+// ownsThread: tid is a NAPI thread of the device or a thread of one of the
+// application's processes (its Tgid).
+func (s Scope) ownsThread(tid int) bool {
+	for _, t := range s.NAPIThreads {
+		if t == tid {
+			return true
+		}
+	}
+	tg := tgid(tid)
+	for _, p := range s.PIDs {
+		if p == tid || (tg > 0 && p == tg) {
+			return true
+		}
+	}
+	return false
+}
+
+func tgid(tid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(tid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// ForeignIRQs are the IRQs of h outside the scope: irqbalance is told to
+// leave them alone (--banirq).
+func (s Scope) ForeignIRQs(h *host.Host) []int {
+	var out []int
+	for _, q := range h.IRQs {
+		if !s.hasIRQ(q.Number) {
+			out = append(out, q.Number)
+		}
+	}
+	return out
+}
+
+// DiskOf names the whole-disk block device holding path (vda for a file on
+// /dev/vda or /dev/vda1), from the file's device number and
+// /sys/dev/block/MAJ:MIN.
+func DiskOf(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	major, minor := unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))
+	link := fmt.Sprintf("/sys/dev/block/%d:%d", major, minor)
+	dev, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", fmt.Errorf("%s is on device %d:%d, not a block device (%w)", path, major, minor, err)
+	}
+	if _, err := os.Stat(filepath.Join(dev, "partition")); err == nil {
+		dev = filepath.Dir(dev)
+	}
+	return filepath.Base(dev), nil
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+)
+
+func TestParseUDPCaptured(t *testing.T) {
+	// The udp-send helper's line from a 2 s run on this machine (sender on
+	// CPU 0, sink on CPU 1, single-queue veth).
+	r, err := ParseUDP(read(t, "udp-send.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Unit != "dgram/s" || r.Throughput != udpCapturedRate {
+		t.Errorf("got %+v, want %v dgram/s", r, udpCapturedRate)
+	}
+	if _, err := ParseUDP([]byte("udp-send: connection refused\n")); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("error output: %v", err)
+	}
+}
+
+// TestUDPWorkloadShort runs the udp workload (seed 004's scenario: sender
+// pinned to CPU 0, one queue) for default and for RPS to CPU 1 only, one
+// round of 2 s each. RPS off CPU 0 must take CPU 0's softirq share down;
+// the sink and the testbed must be gone afterwards and the machine
+// restored.
+func TestUDPWorkloadShort(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset not installed")
+	}
+	tbDir := t.TempDir()
+	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Workload: w, Configs: []string{"default", "spec:app=0,rps=1"}, Rounds: 1, Duration: 2 * time.Second,
+		StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0), App: cpuset.Of(1)}}
+	rep, err := Bench(context.Background(), r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Restored {
+		t.Errorf("machine not restored: %v", rep.Diff)
+	}
+	if rep.Scope == nil || !strings.HasPrefix(rep.Scope.NetDevice, "vs") || len(rep.Scope.IRQs) != 0 {
+		t.Errorf("scope %+v", rep.Scope)
+	}
+	for _, run := range rep.Runs {
+		if run.Error != "" || run.Throughput <= 0 || run.Unit != "dgram/s" || len(run.CPUs) < 2 {
+			t.Fatalf("run %+v", run)
+		}
+	}
+	base, moved := rep.Runs[0].CPUs[0].SoftIRQ, rep.Runs[1].CPUs[0].SoftIRQ
+	t.Logf("CPU 0 %%soft: default %.1f, rps=1 %.1f", base, moved)
+	if !(moved < base) {
+		t.Errorf("RPS to CPU 1 left CPU 0's softirq at %.1f %% (default %.1f %%)", moved, base)
+	}
+	if left, _ := testbed.List(tbDir); len(left) > 0 {
+		t.Errorf("testbed left: %+v", left)
+	}
+}
+
+// udpCapturedRate is the last field of testdata/udp-send.txt.
+const udpCapturedRate = 677033
