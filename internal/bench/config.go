@@ -31,6 +31,10 @@ type AppInfo struct {
 	// ClientFixed: the scenario pins the load generator (--client-cpus), so
 	// tune and the exhaustive search do not vary the client's CPUs.
 	ClientFixed bool `json:"client_fixed,omitempty"`
+	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
+	// "default" run, given to the policies (auto weighs it the way
+	// `plan --sample` does on a live machine); nil before the first one.
+	BaselineLoad *plan.CPULoad `json:"-"`
 }
 
 // Setup is one configuration made concrete for a host and an application.
@@ -96,6 +100,9 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 	}
 	if len(app.PIDs) > 0 {
 		o.App = "pid:" + strconv.Itoa(app.PIDs[0])
+	}
+	if o.Load == nil {
+		o.Load = app.BaselineLoad
 	}
 	p, err := plan.Make(config, h, o)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 func liveFS() *kernel.FS { return kernel.New("/") }
@@ -59,12 +60,14 @@ type Runner struct {
 	// (filled as configurations are first measured).
 	Dropped map[string][]string
 
-	app     AppInfo
-	scope   Scope
-	h       *host.Host
-	live    *apply.Applier
-	ns      *apply.Applier
-	started bool
+	app   AppInfo
+	scope Scope
+	// baseline is the load of the latest "default" run (see AppInfo.BaselineLoad).
+	baseline *plan.CPULoad
+	h        *host.Host
+	live     *apply.Applier
+	ns       *apply.Applier
+	started  bool
 }
 
 // Start prepares the workload and reads the host (with the testbed's device).
@@ -184,6 +187,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	if len(app.PIDs) > 0 {
 		app.PIDs = append([]int{app.PIDs[0]}, childrenOf(app.PIDs[0])...)
 	}
+	app.BaselineLoad = r.baseline
 	s, err := r.Setup(config, app)
 	if err != nil {
 		return run, err
@@ -226,6 +230,13 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	l, err := load.Rates(s0, s1)
 	if err != nil {
 		return run, err
+	}
+	if config == "default" && werr == nil {
+		share := map[int]float64{}
+		for _, c := range l.CPUs {
+			share[c.ID] = (c.IRQ + c.SoftIRQ) / 100
+		}
+		r.baseline = &plan.CPULoad{IRQShare: share}
 	}
 	for _, c := range l.CPUs {
 		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, User: c.User + c.Nice, System: c.System, IRQ: c.IRQ,
