@@ -478,17 +478,7 @@ func writeNICs(w io.Writer, h *host.Host, shown map[int]bool) {
 		if len(rows) > 0 {
 			table(w, "    ", []string{"queue", "irq", "allowed", "lands on", "count", "rps", "flows", "xps"}, mergeRows(rows))
 		}
-		for _, irq := range n.IRQs {
-			shown[irq] = true
-			if !queueIRQs[irq] {
-				if q := h.IRQ(irq); q != nil {
-					fmt.Fprintf(w, "    %s\n", irqLine(q))
-				}
-			}
-		}
-		for q := range queueIRQs {
-			shown[q] = true
-		}
+		printOtherIRQs(w, h, n.IRQs, queueIRQs, shown)
 	}
 	fmt.Fprintln(w)
 }
@@ -572,17 +562,7 @@ func writeBlock(w io.Writer, h *host.Host, shown map[int]bool) {
 		if len(rows) > 0 {
 			table(w, "    ", []string{"queue", "irq", "allowed", "lands on", "count", "submitting cpus"}, mergeRows(rows))
 		}
-		for _, irq := range d.IRQs {
-			shown[irq] = true
-			if !queueIRQs[irq] {
-				if q := h.IRQ(irq); q != nil {
-					fmt.Fprintf(w, "    %s\n", irqLine(q))
-				}
-			}
-		}
-		for q := range queueIRQs {
-			shown[q] = true
-		}
+		printOtherIRQs(w, h, d.IRQs, queueIRQs, shown)
 	}
 	fmt.Fprintln(w)
 }
@@ -774,5 +754,21 @@ func writeUnavailable(w io.Writer, h *host.Host) {
 			}
 			fmt.Fprintf(w, "%s: %s\n", line, u.Reason)
 		}
+	}
+}
+
+// printOtherIRQs lists a device's IRQs that serve no queue (config, misc
+// vectors) and marks all of its IRQs as shown.
+func printOtherIRQs(w io.Writer, h *host.Host, irqs []int, queueIRQs, shown map[int]bool) {
+	for _, irq := range irqs {
+		shown[irq] = true
+		if !queueIRQs[irq] {
+			if q := h.IRQ(irq); q != nil {
+				fmt.Fprintf(w, "    %s\n", irqLine(q))
+			}
+		}
+	}
+	for q := range queueIRQs {
+		shown[q] = true
 	}
 }

@@ -124,16 +124,11 @@ func (a *Applier) Plan(changes []Change) ([]Entry, error) {
 // back every change already made and returns an error that names the change.
 // Re-applying the same changes writes nothing.
 func (a *Applier) Apply(changes []Change, meta Meta) (*Result, error) {
-	lock, err := AcquireLock(a.StateDir)
+	unlock, err := a.lock()
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Release()
-	release, err := a.FS.LockWrites(writeLockWait)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
+	defer unlock()
 
 	entries, err := a.Plan(changes)
 	if err != nil {
@@ -301,16 +296,11 @@ func (a *Applier) restore(e *Entry) error {
 // older journal whose settings a newer, still applied journal changed again
 // is refused unless force: restoring it would silently undo the newer one.
 func (a *Applier) Revert(id string, force bool) (*Journal, error) {
-	lock, err := AcquireLock(a.StateDir)
+	unlock, err := a.lock()
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Release()
-	release, err := a.FS.LockWrites(writeLockWait)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
+	defer unlock()
 	var j *Journal
 	if id == "" {
 		all, err := History(a.StateDir)
@@ -459,4 +449,20 @@ func (a *Applier) newerTouching(j *Journal) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// lock takes the state directory's lock (two applies or reverts never
+// interleave) and the machine-wide kernel write lock (no managed-IRQ probe
+// writes in between).
+func (a *Applier) lock() (unlock func(), err error) {
+	l, err := AcquireLock(a.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	release, err := a.FS.LockWrites(writeLockWait)
+	if err != nil {
+		l.Release()
+		return nil, err
+	}
+	return func() { release(); l.Release() }, nil
 }

@@ -3,6 +3,8 @@ package host
 import (
 	"errors"
 	"io/fs"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -85,10 +87,5 @@ func blockIRQs(h *Host, infos []actionInfo, name string, di deviceInfo) []int {
 			set[h.IRQs[i].Number] = true
 		}
 	}
-	out := make([]int, 0, len(set))
-	for q := range set {
-		out = append(out, q)
-	}
-	sort.Ints(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,12 +169,7 @@ func nicIRQs(h *Host, infos []actionInfo, n *NIC, di deviceInfo) []int {
 			}
 		}
 	}
-	out := make([]int, 0, len(set))
-	for q := range set {
-		out = append(out, q)
-	}
-	sort.Ints(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // netKind tells what kind of interface a netdev is from its class
