@@ -12,10 +12,19 @@ import (
 	"github.com/irqpilot/irqpilot/internal/record"
 )
 
-// diskActivity writes and fsyncs a file under dir until stop is closed, so
+// diskActivity writes and fsyncs a file until stop is closed, so
 // that the block device's IRQ fires during a recording.
-func diskActivity(t *testing.T, dir string, stop <-chan struct{}) {
+//
+// The file goes to /var/tmp, on the real disk: the test's own temporary
+// directory may be on tmpfs (make test sets TMPDIR=/dev/shm), where fsync
+// does no I/O and no IRQ fires.
+func diskActivity(t *testing.T, stop <-chan struct{}) {
 	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "irqpilot-fsync-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	f, err := os.Create(filepath.Join(dir, "fsync.dat"))
 	if err != nil {
 		t.Fatal(err)

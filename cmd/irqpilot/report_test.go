@@ -18,7 +18,7 @@ import (
 func TestReportTwoHosts(t *testing.T) {
 	dir := t.TempDir()
 	stop := make(chan struct{})
-	diskActivity(t, dir, stop)
+	diskActivity(t, stop)
 	a, b := filepath.Join(dir, "alpha.jsonl"), filepath.Join(dir, "beta.jsonl")
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -124,8 +124,10 @@ func TestReportTwoHosts(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, `unknown report format ".pdf"`) {
 		t.Errorf("report -o r.pdf: %v %q", err, stderr)
 	}
-	_, stderr, err = runIrqpilot(t, "report", filepath.Join(dir, "fsync.dat"), "-o", pngPath)
-	if err == nil || !strings.Contains(stderr, "fsync.dat:1") {
+	junk := filepath.Join(dir, "junk.dat")
+	os.WriteFile(junk, bytes.Repeat([]byte("irqpilot"), 512), 0o644)
+	_, stderr, err = runIrqpilot(t, "report", junk, "-o", pngPath)
+	if err == nil || !strings.Contains(stderr, "junk.dat:1") {
 		t.Errorf("report on a non-recording: %v %q", err, stderr)
 	}
 }
