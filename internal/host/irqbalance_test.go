@@ -137,9 +137,13 @@ func TestIrqbalanceLive(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_, _ = cmd.Process.Wait()
 	})
-	// Wait until the exec has happened (comm turns into "irqbalance").
+	// Wait until the exec has finished: comm turns into "irqbalance" early in
+	// execve, the new environment becomes readable only a little later
+	// (create_elf_tables), so wait for both.
 	for i := 0; i < 100; i++ {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(b)) == "irqbalance" {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if strings.TrimSpace(string(comm)) == "irqbalance" && strings.Contains(string(env), "IRQBALANCE_BANNED_CPULIST=") {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
