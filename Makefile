@@ -31,11 +31,12 @@ lint: tools
 # 30-40x faster than this disk for that.
 export TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 
-# -p 1: one package at a time. Live tests measure per-CPU load (mpstat
+# -count=1: live tests always run (never a cached result of another day's
+# machine). -p 1: one package at a time. Live tests measure per-CPU load (mpstat
 # agreement, the core-0 bottleneck) and start real daemons; on 2 CPUs a
 # second package's tests running alongside would be in their measurements.
 test: deps lint
-	$(GO) test -race -p 1 -timeout 30m $(PKGS)
+	$(GO) test -race -p 1 -count=1 -timeout 30m $(PKGS)
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
