@@ -41,7 +41,7 @@ test: deps lint
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# The long A/B runs behind docs/benchmarks.md (about 25 minutes, root).
+# The A/B runs behind docs/benchmarks.md (about 8 minutes, root).
 BENCH_OUT ?= bench-results
 bench-workloads: deps build
 	mkdir -p $(BENCH_OUT)
@@ -51,6 +51,8 @@ bench-workloads: deps build
 	done
 	./$(BIN) bench --workload storage --configs default,irqbalance,dedicated-core,per-queue,colocate,rps-spread,auto,spec:app=0,spec:app=1 \
 	    --rounds 3 --duration 5s -o $(BENCH_OUT)/storage.json --chart $(BENCH_OUT)/storage.png
+	./$(BIN) bench --workload udp --queues 1 --client-cpus 0 --app-cpus 1 --configs default,rps-spread,auto,spec:app=0,rps=1 \
+	    --rounds 3 --duration 5s -o $(BENCH_OUT)/seed004.json --chart $(BENCH_OUT)/seed004.png
 
 fuzz:
 	$(GO) test ./internal/cpuset -run '^$$' -fuzz FuzzParse -fuzztime 60s
