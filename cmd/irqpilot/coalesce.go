@@ -43,7 +43,10 @@ var coalesceNVMeCmd = &cobra.Command{
 (/sys/block/nvmeXnY/stat), picks the aggregation threshold from the vIC
 table (off at low CIF or low IOPS) and sends Set Features 08h (Interrupt
 Coalescing) when the choice changes. --dry-run (default) only prints the
-decisions and the encoded command.`,
+decisions and the encoded command. With --dry-run=false the last setting
+sent stays on the controller after irqpilot exits; it is not journaled or
+restored (set it back with --dry-run=false at low load, which turns
+coalescing off, or with nvme-cli).`,
 	Args: cobra.NoArgs,
 	RunE: runCoalesceNVMe,
 }
@@ -52,7 +55,7 @@ func init() {
 	f := coalesceNVMeCmd.Flags()
 	f.BoolVar(&nvmeFlags.dryRun, "dry-run", true, "print decisions without sending commands (--dry-run=false to apply, needs root)")
 	f.DurationVar(&nvmeFlags.epoch, "epoch", time.Second, "measurement epoch")
-	f.IntVar(&nvmeFlags.count, "count", 5, "epochs to run (0: until interrupted)")
+	f.IntVar(&nvmeFlags.count, "count", 5, "epochs to measure after the first sample (0: until interrupted)")
 	f.IntVar(&nvmeFlags.thresh, "cif-threshold", 4, "coalescing off at or below this many commands in flight")
 	f.IntVar(&nvmeFlags.trickle, "trickle-iops", 2000, "coalescing off below this many completions per second")
 	f.IntVar(&nvmeFlags.aggTime, "aggregation-time", 1, "aggregation time when on, in 100 µs units (1-255)")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
@@ -185,7 +186,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	// Thread ids change (nginx may respawn a worker): refresh the app.
 	app := r.app
 	if len(app.PIDs) > 0 {
-		app.PIDs = append([]int{app.PIDs[0]}, childrenOf(app.PIDs[0])...)
+		app.PIDs = append([]int{app.PIDs[0]}, testbed.Children(app.PIDs[0])...)
 	}
 	app.BaselineLoad = r.baseline
 	s, err := r.Setup(config, app)
@@ -290,9 +291,10 @@ func (r *Runner) apply(config string, liveCh, nsCh []apply.Change) (func() error
 }
 
 // irqbalance runs `irqbalance --oneshot`, then turns what it wrote into a
-// journaled apply: the old affinities are written back, irqbalance's are
-// applied through package apply, and the returned function reverts that
-// journal — so a killed bench leaves a journal `irqpilot revert` undoes.
+// journaled apply: the old affinities are written back (plain writes, read
+// back), the placement of the IRQs under test is applied through package
+// apply, and the returned function reverts that journal — so a killed bench
+// leaves a journal `irqpilot revert` undoes.
 func (r *Runner) irqbalance() (func() error, error) {
 	before, err := irqAffinities()
 	if err != nil {
@@ -311,9 +313,10 @@ func (r *Runner) irqbalance() (func() error, error) {
 	}
 	var back, its, foreign []apply.Change
 	for irq, v := range after {
-		if before[irq] != v {
+		old, known := before[irq]
+		if known && old != v {
 			p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq)
-			back = append(back, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: before[irq], Reason: "undo irqbalance --oneshot"})
+			back = append(back, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: old, Reason: "undo irqbalance --oneshot"})
 			ch := apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: v, Reason: "irqbalance --oneshot"}
 			if r.scope.hasIRQ(irq) {
 				its = append(its, ch)
@@ -330,10 +333,21 @@ func (r *Runner) irqbalance() (func() error, error) {
 		r.Dropped["irqbalance"] = append(r.Dropped["irqbalance"], dropped...)
 		r.progress("irqbalance --oneshot moved %d banned IRQs; written back", len(foreign))
 	}
-	if len(back) > 0 {
-		if _, berr := r.live.Apply(back, apply.Meta{PlanFile: "bench:irqbalance-undo"}); berr != nil {
-			return nil, fmt.Errorf("restore after irqbalance: %w", berr)
+	// Put back what irqbalance moved with plain writes, each read back: this
+	// restores the state from before the run, so it must not leave a journal
+	// whose "old" values are irqbalance's placement (a later `irqpilot
+	// revert` would re-apply that, eth0's IRQs included). What the run keeps
+	// is applied through a journal below.
+	var berrs []error
+	for _, c := range back {
+		if err := r.live.FS.WriteFile(c.Path, c.Value); err != nil {
+			berrs = append(berrs, fmt.Errorf("%s: %w", c.Target, err))
+		} else if got, err := r.live.FS.ReadString(c.Path); err != nil || got != c.Value {
+			berrs = append(berrs, fmt.Errorf("%s: read back %q after writing %q (%v)", c.Target, got, c.Value, err))
 		}
+	}
+	if err := errors.Join(berrs...); err != nil {
+		return nil, fmt.Errorf("restore after irqbalance: %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("irqbalance --oneshot: %v: %s", err, tail(out, 300))
@@ -372,31 +386,6 @@ func irqAffinities() (map[int]string, error) {
 		out[irq] = strings.TrimSpace(v)
 	}
 	return out, nil
-}
-
-func childrenOf(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, c)
-		}
-	}
-	sort.Ints(out)
-	return out
 }
 
 // MachineState is every placement and steering value bench may change, by

@@ -116,11 +116,6 @@ func (s Scope) Restrict(changes []apply.Change) (kept []apply.Change, dropped []
 				drop(c, "not a queue of the device under test")
 				continue
 			}
-		case apply.KindCoalesce:
-			if s.NetDevice == "" || c.Device != s.NetDevice {
-				drop(c, "coalescing of a device not under test")
-				continue
-			}
 		case apply.KindSysctl:
 			if c.Path != "proc/sys/net/core/rps_sock_flow_entries" || !steersDevice {
 				drop(c, "system-wide setting not needed by the device under test")
@@ -143,9 +138,6 @@ func (s Scope) Restrict(changes []apply.Change) (kept []apply.Change, dropped []
 func tidText(c apply.Change) string {
 	if c.Kind == apply.KindThreadAffinity {
 		return fmt.Sprintf("thread %d", c.TID)
-	}
-	if c.Kind == apply.KindCoalesce {
-		return "ethtool -C " + c.Device
 	}
 	return ""
 }

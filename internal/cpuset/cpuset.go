@@ -152,6 +152,35 @@ func parseCPU(s string) (int, error) {
 	return n, nil
 }
 
+// ParseWithLast is Parse for boot parameters (isolcpus=, nohz_full=),
+// where the kernel's bitmap_parselist also accepts "N" for the last CPU id
+// (nr_cpu_ids-1): "2-N" on an 8-CPU machine is 2-7.
+func ParseWithLast(list string, last int) (Set, error) {
+	if last < 0 || !strings.ContainsRune(list, 'N') {
+		return Parse(list)
+	}
+	n := strconv.Itoa(last)
+	parts := strings.Split(list, ",")
+	for i, part := range parts {
+		rng, stride, hasStride := strings.Cut(part, ":")
+		lo, hi, isRange := strings.Cut(rng, "-")
+		if strings.TrimSpace(lo) == "N" {
+			lo = n
+		}
+		if isRange && strings.TrimSpace(hi) == "N" {
+			hi = n
+		}
+		parts[i] = lo
+		if isRange {
+			parts[i] += "-" + hi
+		}
+		if hasStride {
+			parts[i] += ":" + stride
+		}
+	}
+	return Parse(strings.Join(parts, ","))
+}
+
 // MustParse is Parse for constants in tests and tables; it panics on error.
 func MustParse(list string) Set {
 	s, err := Parse(list)

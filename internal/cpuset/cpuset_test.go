@@ -368,3 +368,17 @@ func FuzzParseMask(f *testing.F) {
 		}
 	})
 }
+
+func TestParseWithLast(t *testing.T) {
+	for in, want := range map[string]string{
+		"2-N": "2-7", "N": "7", "0,N": "0,7", "0-N:2/4": "0-1,4-5", "1-3": "1-3",
+	} {
+		got, err := ParseWithLast(in, 7)
+		if err != nil || got.String() != want {
+			t.Errorf("ParseWithLast(%q, 7) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := ParseWithLast("N-2", 7); err == nil {
+		t.Error("N-2 (backwards) accepted")
+	}
+}

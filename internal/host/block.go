@@ -69,16 +69,7 @@ func readBlock(kfs *kernel.FS, h *Host) {
 }
 
 func blockIRQs(h *Host, infos []actionInfo, name string, di deviceInfo) []int {
-	set := map[int]bool{}
-	have := map[int]bool{}
-	for i := range h.IRQs {
-		have[h.IRQs[i].Number] = true
-	}
-	for _, q := range di.msiIRQs {
-		if have[q] {
-			set[q] = true
-		}
-	}
+	set := knownMSIIRQs(h, di)
 	ctrl := nvmeController(name)
 	for i := range h.IRQs {
 		ai := infos[i]

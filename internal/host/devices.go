@@ -144,16 +144,7 @@ func readNICs(kfs *kernel.FS, h *Host) {
 // function's msi_irqs, vectors named after the netdev, and for virtio NICs
 // the vectors of its virtio device ("virtio2-input.0" for eth0 on virtio2).
 func nicIRQs(h *Host, infos []actionInfo, n *NIC, di deviceInfo) []int {
-	set := map[int]bool{}
-	have := map[int]bool{}
-	for i := range h.IRQs {
-		have[h.IRQs[i].Number] = true
-	}
-	for _, q := range di.msiIRQs {
-		if have[q] {
-			set[q] = true
-		}
-	}
+	set := knownMSIIRQs(h, di)
 	for i := range h.IRQs {
 		ai := infos[i]
 		switch {
@@ -283,4 +274,20 @@ func readMask(kfs *kernel.FS, h *Host, what, p string) *cpuset.Set {
 		return nil
 	}
 	return &set
+}
+
+// knownMSIIRQs is the set of the device's msi_irqs that the IRQ table holds
+// (a vector can be allocated but not requested, so not in /proc/interrupts).
+func knownMSIIRQs(h *Host, di deviceInfo) map[int]bool {
+	set := map[int]bool{}
+	have := make(map[int]bool, len(h.IRQs))
+	for i := range h.IRQs {
+		have[h.IRQs[i].Number] = true
+	}
+	for _, q := range di.msiIRQs {
+		if have[q] {
+			set[q] = true
+		}
+	}
+	return set
 }

@@ -265,7 +265,11 @@ func readIsolation(fs *kernel.FS, h *Host) {
 	var cmd bootIsolation
 	if clErr == nil {
 		var errs []error
-		cmd, errs = parseCmdlineIsolation(cl)
+		last := t.Possible.Max() // "N" in a boot cpulist: the last CPU id
+		if last < 0 {
+			last = t.Online.Union(t.Offline).Max()
+		}
+		cmd, errs = parseCmdlineIsolation(cl, last)
 		for _, e := range errs {
 			h.unavailable("kernel command line", "/proc/cmdline", e)
 		}
@@ -302,8 +306,8 @@ type bootIsolation struct {
 // housekeeping_isolcpus_setup does: leading flags "nohz,", "domain,",
 // "managed_irq," select what is isolated; no flag means "domain". Arguments
 // after "--" belong to init and are ignored; a later parameter overrides an
-// earlier one of the same name.
-func parseCmdlineIsolation(cmdline string) (bootIsolation, []error) {
+// earlier one of the same name. last is the highest CPU id, for "N".
+func parseCmdlineIsolation(cmdline string, last int) (bootIsolation, []error) {
 	var b bootIsolation
 	var errs []error
 	for _, f := range strings.Fields(cmdline) {
@@ -335,7 +339,7 @@ func parseCmdlineIsolation(cmdline string) (bootIsolation, []error) {
 				}
 				rest = after
 			}
-			set, err := cpuset.Parse(rest)
+			set, err := cpuset.ParseWithLast(rest, last)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("isolcpus=%s: %w", val, err))
 				continue
@@ -354,7 +358,7 @@ func parseCmdlineIsolation(cmdline string) (bootIsolation, []error) {
 				b.nohzFull = b.nohzFull.Union(set)
 			}
 		case "nohz_full":
-			set, err := cpuset.Parse(val)
+			set, err := cpuset.ParseWithLast(val, last)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("nohz_full=%s: %w", val, err))
 				continue

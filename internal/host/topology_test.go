@@ -234,9 +234,11 @@ func TestParseCmdlineIsolation(t *testing.T) {
 		{cmdline: "root=/dev/vda -- isolcpus=1 nohz_full=1", domain: ""}, // init's arguments
 		{cmdline: "isolcpus=bogus,1", domain: "1", errs: 1},
 		{cmdline: "isolcpus=1-x nohz_full=z", errs: 2},
+		// "N" is the last CPU (7 in this table), as bitmap_parselist reads it.
+		{cmdline: "isolcpus=managed_irq,domain,2-N nohz_full=N", domain: "2-7", managed: "2-7", nohz: "7"},
 	}
 	for _, tc := range tests {
-		b, errs := parseCmdlineIsolation(tc.cmdline)
+		b, errs := parseCmdlineIsolation(tc.cmdline, 7)
 		if len(errs) != tc.errs {
 			t.Errorf("%q: errors %v, want %d", tc.cmdline, errs, tc.errs)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -111,11 +112,7 @@ func (f *FS) StopRecording() {
 func (f *FS) Recorded() map[string]Access {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]Access, len(f.reads))
-	for k, v := range f.reads {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.reads)
 }
 
 // RecordedContent returns the bytes of a file as the tool first read it
@@ -132,11 +129,7 @@ func (f *FS) RecordedContent(path string) ([]byte, bool) {
 func (f *FS) RecordedErrors() map[string]ReadError {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]ReadError, len(f.errs))
-	for k, v := range f.errs {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.errs)
 }
 
 // Synthetics returns the synthetic files saved (or, below a snapshot, read)
@@ -144,11 +137,7 @@ func (f *FS) RecordedErrors() map[string]ReadError {
 func (f *FS) Synthetics() map[string][]byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string][]byte, len(f.synthetic))
-	for k, v := range f.synthetic {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.synthetic)
 }
 
 // clean turns "proc/x", "/proc/x/" or "proc//x" into "/proc/x".

@@ -387,6 +387,11 @@ func flowCnt(entries, queues int) int {
 	if queues < 1 {
 		queues = 1
 	}
+	if entries > 0 && entries < queues {
+		// A table smaller than the queue count still turns RFS on: one
+		// flow per queue, not 0 (which would turn it off unannounced).
+		return 1
+	}
 	return floorPow2(entries / queues)
 }
 

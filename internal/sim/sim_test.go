@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -135,14 +136,15 @@ func TestSeedClaims(t *testing.T) {
 func TestBadConfig(t *testing.T) {
 	c := DefaultConfig()
 	c.OpenRate = 1000 // both closed and open
-	if _, err := Run(c, nil); err == nil {
-		t.Fatal("cif and rate both accepted")
+	if _, err := Run(c, nil); err == nil || !strings.Contains(err.Error(), "exactly one of cif") {
+		t.Fatalf("cif and rate both: %v", err)
 	}
-	if _, err := Preset("tape"); err == nil {
-		t.Fatal("unknown preset accepted")
+	// Errors name what was wrong.
+	if _, err := Preset("tape"); err == nil || !strings.Contains(err.Error(), "tape") {
+		t.Fatalf("unknown preset: %v", err)
 	}
-	if _, err := NewPolicy("magic", DefaultPolicyParams(), 1); err == nil {
-		t.Fatal("unknown policy accepted")
+	if _, err := NewPolicy("magic", DefaultPolicyParams(), 1); err == nil || !strings.Contains(err.Error(), "magic") {
+		t.Fatalf("unknown policy: %v", err)
 	}
 }
 

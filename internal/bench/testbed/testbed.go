@@ -9,8 +9,11 @@
 // Every testbed writes a state file before it creates anything, naming the
 // namespaces, the temporary directory and the processes it starts. Down
 // removes exactly those; Up first cleans any testbed whose owner process is
-// gone (a harness killed mid-run), killing only recorded PIDs whose
-// /proc/PID/comm still matches.
+// gone (a harness killed mid-run). Down stops recorded PIDs whose
+// /proc/PID/comm and start time still match, then kills whatever still runs
+// inside the two namespaces it created (load generators started there with
+// `ip netns exec`) before deleting them: the namespaces' names are unique
+// to the testbed, so nothing else runs in them.
 package testbed
 
 import (
@@ -137,7 +140,12 @@ func Up(o Options) (t *Testbed, err error) {
 	}
 	id := Prefix + hex.EncodeToString(rb[:])
 	self := os.Getpid()
-	st, _ := startTime(self)
+	st, err := startTime(self)
+	if err != nil {
+		// Without it a recycled owner PID would keep a dead testbed
+		// from ever being found stale.
+		return nil, fmt.Errorf("testbed: own start time: %w", err)
+	}
 	t = &Testbed{
 		ID: id, ServerNS: id + "-s", ClientNS: id + "-c",
 		// Device names live inside our namespaces; they are short so that
@@ -497,8 +505,11 @@ func List(dir string) ([]*Testbed, error) {
 		if err := json.Unmarshal(b, t); err != nil {
 			return nil, fmt.Errorf("%s: %w", n, err)
 		}
-		if t.ID+".json" != filepath.Base(n) {
-			return nil, fmt.Errorf("%s: names testbed %q", n, t.ID)
+		// Down deletes what a state file names: accept only the names Up
+		// derives from the ID, so a damaged file cannot point it elsewhere.
+		if t.ID+".json" != filepath.Base(n) || t.ServerNS != t.ID+"-s" || t.ClientNS != t.ID+"-c" ||
+			(t.Dir != "" && !strings.HasPrefix(filepath.Base(t.Dir), t.ID+"-")) {
+			return nil, fmt.Errorf("%s: does not describe testbed %q as irqpilot writes it; remove it by hand", n, t.ID)
 		}
 		out = append(out, t)
 	}
