@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // steeringState reads every steering file of vq0 inside the namespace plus
@@ -106,7 +107,7 @@ func TestApplyPoliciesLive(t *testing.T) {
 					continue
 				}
 				got := after["/"+e.Path]
-				if same, err := plan.SameValue(plan.Kind(e.Kind), got, e.Value); err != nil || !same {
+				if same, err := setting.Same(setting.Kind(e.Kind), got, e.Value); err != nil || !same {
 					if e.Kind == "rps-flow-cnt" || e.Kind == "sysctl" {
 						continue // rounded to a power of two by the kernel; apply checked it
 					}

@@ -13,11 +13,24 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
-// Global flags shared by every verb.
-var global struct {
+// globalFlags are the flags every verb takes.
+type globalFlags struct {
 	root     string
 	snapshot string
 	json     bool
+}
+
+// global holds the parsed global flags.
+var global globalFlags
+
+// exactArgs is cobra.ExactArgs with a message that says what is missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%s needs %s (got %d arguments)\nusage: %s", cmd.Name(), what, len(args), cmd.UseLine())
+		}
+		return nil
+	}
 }
 
 var rootCmd = &cobra.Command{

@@ -17,6 +17,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // planFlags are the options of `irqpilot plan`.
@@ -175,10 +176,9 @@ type planDiff struct {
 	Settings []planSetting  `json:"settings"`
 }
 
-type planSetting struct {
-	plan.Setting
-	Status string `json:"status"`
-}
+// planSetting is one resolved setting with its status against the host
+// (setting.Status: pending = would change, unchanged, skipped, unknown).
+type planSetting = setting.Change
 
 // runPlan makes the plan for h, writes or prints it, and prints the changes.
 func runPlan(w io.Writer, h *host.Host, f planFlags, asJSON bool, source string) error {
@@ -196,9 +196,9 @@ func runPlan(w io.Writer, h *host.Host, f planFlags, asJSON bool, source string)
 	}
 	d := planDiff{Policy: p.Policy, Why: p.Why, Notes: p.Notes, Counts: map[string]int{}, Settings: []planSetting{}}
 	for _, s := range settings {
-		st := s.Status()
-		d.Counts[st]++
-		d.Settings = append(d.Settings, planSetting{s, st})
+		s.Status = setting.StatusFor(&s)
+		d.Counts[string(s.Status)]++
+		d.Settings = append(d.Settings, s)
 	}
 
 	if f.output != "" {
@@ -246,9 +246,9 @@ func runPlan(w io.Writer, h *host.Host, f planFlags, asJSON bool, source string)
 // prefix is prepended to every line ("# " keeps a printed plan valid YAML).
 func writePlanChanges(w io.Writer, d planDiff, source, prefix string) {
 	fmt.Fprintf(w, "%sAgainst %s: %d to change, %d unchanged, %d skipped, %d with unknown current value.\n",
-		prefix, source, d.Counts[plan.StatusChange], d.Counts[plan.StatusUnchanged], d.Counts[plan.StatusSkip], d.Counts[plan.StatusUnknown])
+		prefix, source, d.Counts[string(setting.StatusPending)], d.Counts[string(setting.StatusUnchanged)], d.Counts[string(setting.StatusSkipped)], d.Counts[string(setting.StatusUnknown)])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	section := func(title string, want ...string) {
+	section := func(title string, want ...setting.Status) {
 		first := true
 		for _, s := range d.Settings {
 			if !slices.Contains(want, s.Status) {
@@ -258,33 +258,25 @@ func writePlanChanges(w io.Writer, d planDiff, source, prefix string) {
 				fmt.Fprintf(tw, "%s\n%s%s\n", strings.TrimSpace(prefix), prefix, title)
 				first = false
 			}
-			from := s.Current
+			from := s.Old
 			if from == "" {
 				from = "?"
 			}
 			to := s.Value
 			why := s.Reason
-			if s.Status == plan.StatusSkip {
-				to, why = "(skipped)", s.Skip
+			if s.Status == setting.StatusSkipped {
+				to, why = "(skipped)", s.Note
 			}
-			fmt.Fprintf(tw, "%s  %s\t%s\t%s → %s\t%s\n", prefix, s.Target, planSettingName(s.Setting), from, to, why)
+			fmt.Fprintf(tw, "%s  %s\t%s\t%s → %s\t%s\n", prefix, s.Target, s.Name(), from, to, why)
 		}
 		tw.Flush()
 	}
-	section("Changes (target, setting, from → to, why):", plan.StatusChange, plan.StatusUnknown)
-	section("Skipped:", plan.StatusSkip)
+	section("Changes (target, setting, from → to, why):", setting.StatusPending, setting.StatusUnknown)
+	section("Skipped:", setting.StatusSkipped)
 	if len(d.Notes) > 0 {
 		fmt.Fprintf(w, "%s\n%sLeft alone:\n", strings.TrimSpace(prefix), prefix)
 		for _, n := range d.Notes {
 			fmt.Fprintf(w, "%s  %s\n", prefix, n)
 		}
 	}
-}
-
-// planSettingName is the file or knob a setting changes, for the diff.
-func planSettingName(s plan.Setting) string {
-	if s.Path != "" {
-		return filepath.Base(s.Path)
-	}
-	return string(s.Kind)
 }

@@ -107,13 +107,13 @@ func TestPlanOutputFile(t *testing.T) {
 		File     string         `json:"file"`
 		Counts   map[string]int `json:"counts"`
 		Settings []struct {
-			Target, Current, Value, Status, Reason string
+			Target, Old, Value, Status, Reason string
 		} `json:"settings"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
 		t.Fatal(err)
 	}
-	if d.File != f.output || d.Counts["change"] != 2 || d.Settings[0].Current != "11" || d.Settings[0].Value != "0" || d.Settings[0].Reason == "" {
+	if d.File != f.output || d.Counts["pending"] != 2 || d.Settings[0].Old != "11" || d.Settings[0].Status != "pending" || d.Settings[0].Value != "0" || d.Settings[0].Reason == "" {
 		t.Errorf("json diff %+v", d)
 	}
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"github.com/irqpilot/irqpilot/internal/setting"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,21 +65,21 @@ func paths(m map[string]string) []string {
 	return out
 }
 
-func sampleChanges() []Change {
-	return []Change{
-		{Kind: KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "2"},
-		{Kind: KindIRQAffinity, Target: "irq 41", Path: "proc/irq/41/smp_affinity_list", Value: "0-3"}, // already so
-		{Kind: KindRPSCPUs, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_cpus", Value: "e"},
-		{Kind: KindRPSFlowCnt, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_flow_cnt", Value: "4096"},
-		{Kind: KindXPSCPUs, Target: "veth0 tx-0", Path: "sys/class/net/veth0/queues/tx-0/xps_cpus", Value: "1"},
-		{Kind: KindSysctl, Target: "rps_sock_flow_entries", Path: "proc/sys/net/core/rps_sock_flow_entries", Value: "32768"},
+func sampleChanges() []setting.Change {
+	return []setting.Change{
+		{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "2"},
+		{Kind: setting.KindIRQAffinity, Target: "irq 41", Path: "proc/irq/41/smp_affinity_list", Value: "0-3"}, // already so
+		{Kind: setting.KindRPSCPUs, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_cpus", Value: "e"},
+		{Kind: setting.KindRPSFlowCnt, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_flow_cnt", Value: "4096"},
+		{Kind: setting.KindXPSCPUs, Target: "veth0 tx-0", Path: "sys/class/net/veth0/queues/tx-0/xps_cpus", Value: "1"},
+		{Kind: setting.KindSysctl, Target: "rps_sock_flow_entries", Path: "proc/sys/net/core/rps_sock_flow_entries", Value: "32768"},
 	}
 }
 
 func TestApplyReapplyRevert(t *testing.T) {
 	fs := tree(t, baseTree)
 	before := snapshotFiles(t, fs, paths(baseTree))
-	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
 
 	res, err := a.Apply(sampleChanges(), Meta{PlanFile: "p.yaml", PlanHash: "abc"})
 	if err != nil {
@@ -137,8 +138,8 @@ func TestApplyRollsBackOnFailure(t *testing.T) {
 	// The fourth write fails: its target is a directory, which the kernel
 	// file write cannot open.
 	bad := filepath.Join(fs.Root(), "sys/class/net/veth0/queues/rx-1/rps_cpus")
-	changes := append(sampleChanges(), Change{Kind: KindRPSCPUs, Target: "veth0 rx-1", Path: "sys/class/net/veth0/queues/rx-1/rps_cpus", Value: "3"})
-	a := &Applier{FS: fs, StateDir: t.TempDir(), BeforeWrite: func(i int, e *Entry) {
+	changes := append(sampleChanges(), setting.Change{Kind: setting.KindRPSCPUs, Target: "veth0 rx-1", Path: "sys/class/net/veth0/queues/rx-1/rps_cpus", Value: "3"})
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir(), BeforeWrite: func(i int, e *setting.Change) {
 		if e.Target == "veth0 rx-1" {
 			os.Remove(bad)
 			os.Mkdir(bad, 0o755)
@@ -172,8 +173,8 @@ func TestReadBackMismatchRollsBack(t *testing.T) {
 	// before verify is not possible from outside; use a value the file will
 	// not read back as equal — a flow count of 3 reads back as 3 in a plain
 	// file, while the kernel would show 4.
-	c := []Change{{Kind: KindRPSFlowCnt, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_flow_cnt", Value: "3"}}
-	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	c := []setting.Change{{Kind: setting.KindRPSFlowCnt, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_flow_cnt", Value: "3"}}
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
 	_, err := a.Apply(c, Meta{})
 	if err == nil || !strings.Contains(err.Error(), "read back") {
 		t.Fatalf("want a read-back error, got %v", err)
@@ -184,19 +185,26 @@ func TestReadBackMismatchRollsBack(t *testing.T) {
 }
 
 func TestValidateRejectsBadInput(t *testing.T) {
-	cases := map[string][]Change{
+	cases := map[string][]setting.Change{
 		"both write": {
-			{Kind: KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "1"},
-			{Kind: KindIRQAffinity, Target: "irq 40 again", Path: "proc/irq/40/smp_affinity_list", Value: "2"},
+			{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "1"},
+			{Kind: setting.KindIRQAffinity, Target: "irq 40 again", Path: "proc/irq/40/smp_affinity_list", Value: "2"},
 		},
-		`value "zz"`:       {{Kind: KindRPSCPUs, Target: "veth0 rx-0", Path: "x", Value: "zz"}},
-		"not a cpu number": {{Kind: KindIRQAffinity, Target: "irq 40", Path: "x", Value: "a-b"}},
-		"thread id":        {{Kind: KindThreadAffinity, Target: "memcached", Value: "1"}},
+		`value "zz"`:       {{Kind: setting.KindRPSCPUs, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_cpus", Value: "zz"}},
+		"not a cpu number": {{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "a-b"}},
+		"thread id":        {{Kind: setting.KindThreadAffinity, Target: "memcached", Value: "1"}},
+		// Each kind writes only its own kernel files.
+		`path "x" is not an IRQ's smp_affinity_list`:      {{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "x", Value: "1"}},
+		`is not a rx-N/rps_cpus file of a network device`: {{Kind: setting.KindRPSCPUs, Target: "t", Path: "sys/class/net/../../../etc/passwd/queues/rx-0/rps_cpus", Value: "1"}},
+		`is not a net.core sysctl`:                        {{Kind: setting.KindSysctl, Target: "t", Path: "proc/sys/kernel/core_pattern", Value: "1"}},
+		`is not an irqbalance configuration file`:         {{Kind: setting.KindIrqbalanceBan, Target: "t", Path: "etc/shadow", Value: "1"}},
+		`rps_flow_cnt 536870912 is out of range`:          {{Kind: setting.KindRPSFlowCnt, Target: "t", Path: "sys/class/net/veth0/queues/rx-0/rps_flow_cnt", Value: "536870912"}},
+		`setting kind "mystery" is not known`:             {{Kind: "mystery", Target: "t", Path: "proc/irq/40/smp_affinity_list", Value: "1"}},
 	}
 	for want, changes := range cases {
 		fs := tree(t, baseTree)
 		before := snapshotFiles(t, fs, paths(baseTree))
-		a := &Applier{FS: fs, StateDir: t.TempDir()}
+		a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
 		_, err := a.Apply(changes, Meta{})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v", want, err)
@@ -214,7 +222,7 @@ func TestLockExcludesSecondApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release()
-	a := &Applier{FS: tree(t, baseTree), StateDir: dir}
+	a := &Applier{Env: setting.Env{FS: tree(t, baseTree)}, StateDir: dir}
 	_, err = a.Apply(sampleChanges(), Meta{})
 	if err == nil || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("second apply while locked: %v", err)
@@ -254,7 +262,7 @@ func TestCrashBetweenWrites(t *testing.T) {
 			if err != nil || len(hist) != 1 || hist[0].State != StateApplying {
 				t.Fatalf("journal after crash: %+v %v", hist, err)
 			}
-			a := &Applier{FS: fs, StateDir: state}
+			a := &Applier{Env: setting.Env{FS: fs}, StateDir: state}
 			if _, err := a.Revert("", false); err != nil {
 				t.Fatal(err)
 			}
@@ -269,7 +277,7 @@ func TestCrashBetweenWrites(t *testing.T) {
 
 func crashChild() {
 	at, _ := strconv.Atoi(os.Getenv("AT"))
-	a := &Applier{FS: kernel.New(os.Getenv("ROOT")), StateDir: os.Getenv("STATE"), BeforeWrite: func(i int, e *Entry) {
+	a := &Applier{Env: setting.Env{FS: kernel.New(os.Getenv("ROOT"))}, StateDir: os.Getenv("STATE"), BeforeWrite: func(i int, e *setting.Change) {
 		if i == at {
 			p, _ := os.FindProcess(os.Getpid())
 			p.Kill() // SIGKILL: no deferred code, no cleanup, like a crash
@@ -286,8 +294,8 @@ func TestFailureMidListLeavesLaterChangesUntouched(t *testing.T) {
 	fs := tree(t, baseTree)
 	before := snapshotFiles(t, fs, paths(baseTree))
 	bad := filepath.Join(fs.Root(), "sys/class/net/veth0/queues/rx-0/rps_cpus")
-	a := &Applier{FS: fs, StateDir: t.TempDir(), BeforeWrite: func(i int, e *Entry) {
-		if e.Target == "veth0 rx-0" && e.Kind == KindRPSCPUs {
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir(), BeforeWrite: func(i int, e *setting.Change) {
+		if e.Target == "veth0 rx-0" && e.Kind == setting.KindRPSCPUs {
 			os.Remove(bad)
 			os.Mkdir(bad, 0o755) // the write of change 3 fails
 		}
@@ -298,7 +306,7 @@ func TestFailureMidListLeavesLaterChangesUntouched(t *testing.T) {
 	}
 	os.Remove(bad)
 	os.WriteFile(bad, []byte(before["sys/class/net/veth0/queues/rx-0/rps_cpus"]), 0o644)
-	want := []string{StatusRestored, StatusUnchanged, StatusFailed, StatusNotAttempted, StatusNotAttempted, StatusNotAttempted}
+	want := []setting.Status{setting.StatusRestored, setting.StatusUnchanged, setting.StatusFailed, setting.StatusNotAttempted, setting.StatusNotAttempted, setting.StatusNotAttempted}
 	for i, e := range res.Entries {
 		if e.Status != want[i] {
 			t.Errorf("entry %d (%s %s): status %s, want %s", i, e.Target, e.Kind, e.Status, want[i])
@@ -317,7 +325,7 @@ func TestRollbackIncompleteCanBeReverted(t *testing.T) {
 	fs := tree(t, baseTree)
 	a40 := filepath.Join(fs.Root(), "proc/irq/40/smp_affinity_list")
 	rx := filepath.Join(fs.Root(), "sys/class/net/veth0/queues/rx-0/rps_cpus")
-	a := &Applier{FS: fs, StateDir: t.TempDir(), BeforeWrite: func(i int, e *Entry) {
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir(), BeforeWrite: func(i int, e *setting.Change) {
 		if i == 1 { // after irq 40 was written: break both files
 			os.Remove(a40)
 			os.Mkdir(a40, 0o755)
@@ -349,13 +357,13 @@ func TestRollbackIncompleteCanBeReverted(t *testing.T) {
 // refused: it would silently undo the newer one.
 func TestRevertOlderJournalRefused(t *testing.T) {
 	fs := tree(t, baseTree)
-	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
 	p := "proc/irq/40/smp_affinity_list"
-	r1, err := a.Apply([]Change{{Kind: KindIRQAffinity, Target: "irq 40", Path: p, Value: "2"}}, Meta{})
+	r1, err := a.Apply([]setting.Change{{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: p, Value: "2"}}, Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Apply([]Change{{Kind: KindIRQAffinity, Target: "irq 40", Path: p, Value: "3"}}, Meta{}); err != nil {
+	if _, err := a.Apply([]setting.Change{{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: p, Value: "3"}}, Meta{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Revert(r1.Journal.ID, false); err == nil || !strings.Contains(err.Error(), "revert that one first") {
@@ -386,8 +394,8 @@ func TestIrqbalanceBanFileRestoredExactly(t *testing.T) {
 				files["etc/default/irqbalance"] = *initial
 			}
 			fs := tree(t, files)
-			a := &Applier{FS: fs, StateDir: t.TempDir()}
-			c := []Change{{Kind: KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: "etc/default/irqbalance", Value: "0-1"}}
+			a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
+			c := []setting.Change{{Kind: setting.KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: "etc/default/irqbalance", Value: "0-1"}}
 			if _, err := a.Apply(c, Meta{}); err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/irqpilot/irqpilot/internal/setting"
 	"os"
 	"os/exec"
 	"reflect"
@@ -18,33 +19,6 @@ import (
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
-func TestParseKV(t *testing.T) {
-	m, keys, err := parseKV("  tx_frames=9 rx_usecs=8\tadaptive_rx=off ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"tx_frames", "rx_usecs", "adaptive_rx"}; !reflect.DeepEqual(keys, want) {
-		t.Errorf("keys = %v, want %v (the order of the value)", keys, want)
-	}
-	if want := map[string]string{"tx_frames": "9", "rx_usecs": "8", "adaptive_rx": "off"}; !reflect.DeepEqual(m, want) {
-		t.Errorf("fields = %v, want %v", m, want)
-	}
-	for _, bad := range []struct{ in, msg string }{
-		{"rx_usecs", `"rx_usecs" is not key=value`},
-		{"=8", `"=8" is not key=value`},
-		{"rx_usecs=", `"rx_usecs=" is not key=value`},
-		{"rx_usecs=1 rx_usecs=2", "field rx_usecs given twice"},
-		{"  ", "no key=value field"},
-	} {
-		_, _, err := parseKV(bad.in)
-		if err == nil || !strings.Contains(err.Error(), bad.msg) {
-			t.Errorf("parseKV(%q) error = %v, want %q", bad.in, err, bad.msg)
-		}
-	}
-}
-
-// numbered returns a Coalesce whose every field holds a distinct value, so a
-// test sees any field that changes when it should not.
 func numbered() ethtool.Coalesce {
 	var k ethtool.Coalesce
 	v := reflect.ValueOf(&k).Elem()
@@ -136,20 +110,20 @@ func TestSetCoalesceFieldsRejects(t *testing.T) {
 
 func TestCoalesceOnSnapshotUnsupported(t *testing.T) {
 	fs := tree(t, map[string]string{"proc/interrupts": "           CPU0\n"})
-	c := Change{Kind: KindCoalesce, Target: "eth0 coalescing", Device: "eth0", Value: "rx_usecs=8"}
-	if _, err := readCoalesce(fs, c); !errors.Is(err, kernel.ErrUnsupported) || !strings.Contains(err.Error(), "eth0 coalescing") {
+	c := setting.Change{Kind: setting.KindCoalesce, Target: "eth0 coalescing", Device: "eth0", Value: "rx_usecs=8"}
+	if _, err := readKind(fs, c); !errors.Is(err, kernel.ErrUnsupported) || !strings.Contains(err.Error(), "eth0 coalescing") {
 		t.Errorf("readCoalesce on a tree: %v, want ErrUnsupported naming eth0", err)
 	}
-	if err := writeCoalesce(fs, c, c.Value); !errors.Is(err, kernel.ErrUnsupported) {
+	if err := writeKind(fs, c, c.Value); !errors.Is(err, kernel.ErrUnsupported) {
 		t.Errorf("writeCoalesce on a tree: %v, want ErrUnsupported", err)
 	}
 	// Through the applier: reported as skipped, nothing journaled.
-	a := &Applier{FS: fs, StateDir: t.TempDir()}
-	res, err := a.Apply([]Change{c}, Meta{})
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
+	res, err := a.Apply([]setting.Change{c}, Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Journal != nil || res.Skipped != 1 || res.Entries[0].Status != StatusSkipped {
+	if res.Journal != nil || res.Skipped != 1 || res.Entries[0].Status != setting.StatusSkipped {
 		t.Errorf("apply on a tree: %+v", res)
 	}
 }
@@ -165,7 +139,7 @@ func TestReadCoalesceBadValueStopsBeforeDevice(t *testing.T) {
 		"rx_usecs=1 bogus=2":   `"bogus" is not known`,
 		"rx_usecs=1 rx_usecs=": `eth0 coalescing: "rx_usecs=" is not key=value`,
 	} {
-		_, err := readCoalesce(fs, Change{Kind: KindCoalesce, Device: "eth0", Value: v})
+		_, err := readKind(fs, setting.Change{Kind: setting.KindCoalesce, Device: "eth0", Value: v})
 		if err == nil || errors.Is(err, kernel.ErrUnsupported) || !strings.Contains(err.Error(), msg) {
 			t.Errorf("readCoalesce(%q) = %v, want a hard error with %q", v, err, msg)
 		}
@@ -234,7 +208,7 @@ func TestLiveReadCoalesceEth0(t *testing.T) {
 			value = append(value, k+"="+v)
 			exp = append(exp, k+"="+want[k])
 		}
-		got, err := readCoalesce(fs, Change{Kind: KindCoalesce, Device: "eth0", Value: strings.Join(value, " ")})
+		got, err := readKind(fs, setting.Change{Kind: setting.KindCoalesce, Device: "eth0", Value: strings.Join(value, " ")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,23 +289,23 @@ coalesce:
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, skipped, err := Resolved(fs, h, p)
+	changes, skipped, err := Changes(setting.Env{FS: fs}, h, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(changes) != 2 || len(skipped) != 0 {
 		t.Fatalf("changes %+v skipped %+v", changes, skipped)
 	}
-	var co Change
+	var co setting.Change
 	for _, c := range changes {
-		if c.Kind == KindCoalesce {
+		if c.Kind == setting.KindCoalesce {
 			co = c
 		}
 	}
 	if co.Device != "vc0" || co.Value != "rx_usecs=8 adaptive_rx=off" {
 		t.Fatalf("coalesce change = %+v", co)
 	}
-	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
 	res, err := a.Apply(changes, Meta{PlanFile: "ns.yaml"})
 	if err != nil {
 		t.Fatal(err)
@@ -341,12 +315,12 @@ coalesce:
 	}
 	for _, e := range res.Entries {
 		switch e.Kind {
-		case KindCoalesce:
-			if e.Status != StatusSkipped || !strings.Contains(e.Note, "not supported") || !strings.Contains(e.Note, "vc0") || e.Old != "" {
+		case setting.KindCoalesce:
+			if e.Status != setting.StatusSkipped || !strings.Contains(e.Note, "not supported") || !strings.Contains(e.Note, "vc0") || e.Old != "" {
 				t.Errorf("coalesce entry = %+v, want skipped, not supported, no old value", e)
 			}
-		case KindRPSCPUs:
-			if e.Status != StatusDone {
+		case setting.KindRPSCPUs:
+			if e.Status != setting.StatusDone {
 				t.Errorf("rps entry = %+v, want done", e)
 			}
 		}
@@ -365,7 +339,7 @@ coalesce:
 		t.Fatal(err)
 	}
 	for _, e := range j.Entries {
-		if e.Kind == KindCoalesce && e.Status != StatusSkipped {
+		if e.Kind == setting.KindCoalesce && e.Status != setting.StatusSkipped {
 			t.Errorf("journal coalesce entry = %+v", e)
 		}
 	}
@@ -377,7 +351,28 @@ coalesce:
 	}
 	// A write attempt straight at the veth is refused as unsupported (what
 	// Apply would record as skipped), not as a hard failure.
-	if err := writeCoalesce(fs, co, co.Value); !errors.Is(err, kernel.ErrUnsupported) {
+	if err := writeKind(fs, co, co.Value); !errors.Is(err, kernel.ErrUnsupported) {
 		t.Errorf("writeCoalesce(vc0) = %v, want ErrUnsupported", err)
 	}
+}
+
+// readKind reads c's current value the way apply does: the kind's checks
+// first, then the read.
+func readKind(fs *kernel.FS, c setting.Change) (string, error) {
+	h, err := setting.Lookup(c.Kind)
+	if err != nil {
+		return "", err
+	}
+	if err := h.Check(&c); err != nil {
+		return "", err
+	}
+	return h.Read(&setting.Env{FS: fs}, &c)
+}
+
+func writeKind(fs *kernel.FS, c setting.Change, v string) error {
+	h, err := setting.Lookup(c.Kind)
+	if err != nil {
+		return err
+	}
+	return h.Write(&setting.Env{FS: fs}, &c, v)
 }

@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // DefaultStateDir is where journals and the lock live.
@@ -28,70 +32,68 @@ const (
 	StateRollbackIncomplete = "rollback-incomplete"
 )
 
-// Entry statuses.
-const (
-	StatusPending   = "pending"   // old value recorded, write not yet confirmed
-	StatusDone      = "done"      // written and read back
-	StatusUnchanged = "unchanged" // already had the value
-	StatusSkipped   = "skipped"   // kernel refused for a known reason (managed IRQ, unsupported)
-	StatusFailed    = "failed"    // unexpected failure: triggers rollback
-	StatusRestored  = "restored"  // old value written back
-	StatusGone      = "gone"      // thread exited; nothing to restore
-	// StatusNotAttempted: after a failure or crash, a change that was never
-	// written; nothing to restore.
-	StatusNotAttempted = "not-attempted"
-)
+var journalStates = map[string]bool{StateApplying: true, StateApplied: true, StateRolledBack: true,
+	StateReverted: true, StateNoChange: true, StateRollbackIncomplete: true}
 
-// Entry is one change with what was there before.
-type Entry struct {
-	Change
-	Old string `json:"old"`
-	// OldFile is the whole previous content of a configuration file the
-	// change edits (nil: the file did not exist), restored byte for byte.
-	OldFile *string `json:"old_file,omitempty"`
-	Status  string  `json:"status"`
-	Note    string  `json:"note,omitempty"` // why skipped, the error, effective affinity …
-}
+var entryStatuses = map[setting.Status]bool{setting.StatusPending: true, setting.StatusDone: true,
+	setting.StatusUnchanged: true, setting.StatusSkipped: true, setting.StatusFailed: true,
+	setting.StatusRestored: true, setting.StatusGone: true, setting.StatusNotAttempted: true}
+
+// maxJournalSize bounds a journal file: the largest real plan (every IRQ and
+// queue of a 1152-CPU host plus every thread of a large server) journals in
+// a few megabytes.
+const maxJournalSize = 64 << 20
 
 // Journal is the write-ahead record of one apply.
 type Journal struct {
-	ID       string    `json:"id"`
-	Time     time.Time `json:"time"`
-	Host     string    `json:"host,omitempty"`
-	PlanFile string    `json:"plan_file,omitempty"`
-	PlanHash string    `json:"plan_hash,omitempty"` // sha256 of the plan file's bytes
-	State    string    `json:"state"`
-	Entries  []Entry   `json:"entries"`
-	Error    string    `json:"error,omitempty"`
+	ID       string           `json:"id"`
+	Time     time.Time        `json:"time"`
+	Host     string           `json:"host,omitempty"`
+	PlanFile string           `json:"plan_file,omitempty"`
+	PlanHash string           `json:"plan_hash,omitempty"` // sha256 of the plan file's bytes
+	State    string           `json:"state"`
+	Entries  []setting.Change `json:"entries"`
+	Error    string           `json:"error,omitempty"`
 
 	path string
 }
 
-// save writes the journal atomically and durably: temp file, fsync, rename,
-// fsync of the directory. It is called before every kernel write, so a crash
-// at any moment leaves a journal that names every value that may have changed.
+// journalID is the form of a journal's ID (and file name without .json).
+var journalID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z(-[0-9]{1,6})?$`)
+
+// save writes the journal atomically and durably: a new temp file (created
+// exclusively, never through a symlink), fsync, rename, fsync of the
+// directory. It is called before every kernel write, so a crash at any
+// moment leaves a journal that names every value that may have changed.
 func (j *Journal) save() error {
 	data, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
 		return err
 	}
 	tmp := j.path + ".tmp"
-	fh, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	fh, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
 	if _, err := fh.Write(append(data, '\n')); err != nil {
 		fh.Close()
+		os.Remove(tmp)
 		return err
 	}
 	if err := fh.Sync(); err != nil {
 		fh.Close()
+		os.Remove(tmp)
 		return err
 	}
 	if err := fh.Close(); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, j.path); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	if d, err := os.Open(filepath.Dir(j.path)); err == nil {
@@ -101,17 +103,26 @@ func (j *Journal) save() error {
 	return nil
 }
 
+// discard removes a journal whose first save failed (nothing was changed).
+func (j *Journal) discard() {
+	os.Remove(j.path + ".tmp")
+	os.Remove(j.path)
+}
+
 func journalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }
 
 func newJournal(stateDir string, now time.Time) (*Journal, error) {
+	if err := SecureStateDir(stateDir); err != nil {
+		return nil, err
+	}
 	dir := journalDir(stateDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
+	if err := secureSubdir(dir); err != nil {
+		return nil, err
 	}
 	base := now.UTC().Format("20060102T150405Z")
 	id := base
 	for i := 2; ; i++ {
-		if _, err := os.Stat(filepath.Join(dir, id+".json")); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(dir, id+".json")); errors.Is(err, os.ErrNotExist) {
 			break
 		}
 		id = fmt.Sprintf("%s-%d", base, i)
@@ -119,38 +130,136 @@ func newJournal(stateDir string, now time.Time) (*Journal, error) {
 	return &Journal{ID: id, Time: now, State: StateApplying, path: filepath.Join(dir, id+".json")}, nil
 }
 
-// LoadJournal reads one journal by ID.
+// LoadJournal reads one journal by ID. The state directory must pass
+// SecureStateDir, the file is opened without following a symlink, and every
+// entry must pass its kind's checks (the object it may touch, its value):
+// a journal with one forged or garbled entry is refused whole, before
+// anything acts on it.
 func LoadJournal(stateDir, id string) (*Journal, error) {
-	if strings.ContainsAny(id, "/\\") || id == "" || id == "." || id == ".." {
-		return nil, fmt.Errorf("journal id %q is not valid", id)
+	if !journalID.MatchString(id) {
+		return nil, fmt.Errorf("journal id %q is not valid (IDs look like 20261122T103000Z; see 'irqpilot history')", id)
+	}
+	if err := CheckStateDir(stateDir); err != nil {
+		return nil, err
 	}
 	p := filepath.Join(journalDir(stateDir), id+".json")
-	data, err := os.ReadFile(p)
+	j, err := readJournal(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no journal %q in %s", id, journalDir(stateDir))
+	}
+	return j, err
+}
+
+func readJournal(p string) (*Journal, error) {
+	fh, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no journal %q in %s", id, journalDir(stateDir))
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("journal %s is a symbolic link; refused", p)
 		}
 		return nil, err
 	}
-	var j Journal
-	if err := json.Unmarshal(data, &j); err != nil {
+	defer fh.Close()
+	if fi, err := fh.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("journal %s is not a regular file; refused", p)
+	} else if err := checkOwner(p, fi); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, maxJournalSize+1))
+	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", p, err)
+	}
+	if len(data) > maxJournalSize {
+		return nil, fmt.Errorf("journal %s is larger than %d bytes; refused", p, maxJournalSize)
+	}
+	var j Journal
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("journal %s: %w", p, err)
+	}
+	id := strings.TrimSuffix(filepath.Base(p), ".json")
+	if j.ID != id {
+		return nil, fmt.Errorf("journal %s: its id %q does not match its file name; refused", p, j.ID)
+	}
+	if err := j.validate(); err != nil {
+		return nil, fmt.Errorf("journal %s: %w; refused (nothing was changed)", p, err)
 	}
 	j.path = p
 	return &j, nil
 }
 
-// History lists the journals, oldest first.
+// validate checks a journal read from disk before anything acts on it.
+func (j *Journal) validate() error {
+	if !journalStates[j.State] {
+		return fmt.Errorf("unknown state %q", j.State)
+	}
+	for i := range j.Entries {
+		e := &j.Entries[i]
+		if !entryStatuses[e.Status] {
+			return fmt.Errorf("entry %d (%s): unknown status %q", i+1, e.Target, e.Status)
+		}
+		if err := setting.Check(e); err != nil {
+			return fmt.Errorf("entry %d: %w", i+1, err)
+		}
+		if e.Status == setting.StatusDone || e.Status == setting.StatusPending {
+			h, _ := setting.Lookup(e.Kind)
+			if _, err := h.Same(e.Old, e.Old); err != nil && e.Kind != setting.KindIrqbalanceBan {
+				return fmt.Errorf("entry %d (%s): old value %q: %w", i+1, e.Target, e.Old, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Unreadable is a file in the journal directory that could not be used.
+type Unreadable struct {
+	File string `json:"file"`
+	Err  string `json:"error"`
+}
+
+// HistoryError lists the journal files that could not be read; History
+// returns it with every journal that could.
+type HistoryError struct{ Files []Unreadable }
+
+func (e *HistoryError) Error() string {
+	parts := make([]string, len(e.Files))
+	for i, f := range e.Files {
+		parts[i] = f.Err
+	}
+	return "unreadable journal(s): " + strings.Join(parts, "; ")
+}
+
+// History lists the journals, oldest first. Files whose names are not
+// journal IDs (a stray notes.json, a leftover .tmp) are not journals and are
+// ignored; a journal file that cannot be read or fails its checks is
+// reported in a *HistoryError naming it, beside every journal that could be
+// read. A directory that cannot be listed is an error of its own.
 func History(stateDir string) ([]*Journal, error) {
-	names, err := filepath.Glob(filepath.Join(journalDir(stateDir), "*.json"))
-	if err != nil {
+	if err := CheckStateDir(stateDir); err != nil {
 		return nil, err
 	}
+	dir := journalDir(stateDir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal directory %s: %w", dir, err)
+	}
 	var out []*Journal
-	for _, n := range names {
-		j, err := LoadJournal(stateDir, strings.TrimSuffix(filepath.Base(n), ".json"))
+	var bad []Unreadable
+	for _, de := range ents {
+		name := de.Name()
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || !journalID.MatchString(id) {
+			continue
+		}
+		j, err := readJournal(filepath.Join(dir, name))
 		if err != nil {
-			return nil, err
+			bad = append(bad, Unreadable{File: filepath.Join(dir, name), Err: err.Error()})
+			continue
 		}
 		out = append(out, j)
 	}
@@ -160,6 +269,9 @@ func History(stateDir string) ([]*Journal, error) {
 		}
 		return out[a].ID < out[b].ID
 	})
+	if len(bad) > 0 {
+		return out, &HistoryError{Files: bad}
+	}
 	return out, nil
 }
 
@@ -168,21 +280,31 @@ func History(stateDir string) ([]*Journal, error) {
 type Lock struct{ fh *os.File }
 
 // AcquireLock takes the lock without waiting; if another irqpilot holds it,
-// the error names its PID.
+// the error names its PID. The state directory is created (0700) or checked
+// (SecureStateDir) first, and the lock file is never opened through a
+// symlink.
 func AcquireLock(stateDir string) (*Lock, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir %s: %w", stateDir, err)
-	}
-	p := filepath.Join(stateDir, "lock")
-	fh, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
+	if err := SecureStateDir(stateDir); err != nil {
 		return nil, err
 	}
+	p := filepath.Join(stateDir, "lock")
+	fh, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("lock %s is a symbolic link; refused (remove it)", p)
+		}
+		return nil, err
+	}
+	if fi, err := fh.Stat(); err != nil || !fi.Mode().IsRegular() {
+		fh.Close()
+		return nil, fmt.Errorf("lock %s is not a regular file; refused", p)
+	}
 	if err := unix.Flock(int(fh.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(p)
+		holder := make([]byte, 32)
+		n, _ := fh.ReadAt(holder, 0)
 		fh.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another irqpilot apply/revert holds %s (pid %s); try again when it ends", p, strings.TrimSpace(string(holder)))
+			return nil, fmt.Errorf("another irqpilot apply/revert holds %s (pid %s); try again when it ends", p, strings.TrimSpace(string(holder[:n])))
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}

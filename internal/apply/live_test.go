@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"github.com/irqpilot/irqpilot/internal/setting"
 	"os"
 	"os/exec"
 	"strings"
@@ -74,9 +75,9 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 		target = cpuset.Of(cpus.Min())
 	}
 	p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq)
-	a := &Applier{FS: fs, StateDir: t.TempDir()}
-	changes := []Change{
-		{Kind: KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: target.String()},
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
+	changes := []setting.Change{
+		{Kind: setting.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: target.String()},
 	}
 	// The managed virtio-blk IRQ (if this machine has one) is reported as
 	// skipped, not as a failure.
@@ -88,7 +89,7 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 		if other.IsEmpty() {
 			other = cpuset.Of(cpus.Min())
 		}
-		changes = append(changes, Change{Kind: KindIRQAffinity, Target: fmt.Sprintf("irq %d", managed), Path: mp, Value: other.String()})
+		changes = append(changes, setting.Change{Kind: setting.KindIRQAffinity, Target: fmt.Sprintf("irq %d", managed), Path: mp, Value: other.String()})
 	}
 	res, err := a.Apply(changes, Meta{})
 	if err != nil {
@@ -97,12 +98,12 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 	if got, _ := fs.ReadString(p); !cpuset.MustParse(got).Equal(target) {
 		t.Fatalf("irq %d affinity = %q after apply, want %s", irq, got, target)
 	}
-	if res.Entries[0].Status != StatusDone || !strings.HasPrefix(res.Entries[0].Note, "effective ") {
+	if res.Entries[0].Status != setting.StatusDone || !strings.HasPrefix(res.Entries[0].Note, "effective ") {
 		t.Errorf("irq %d entry = %+v", irq, res.Entries[0])
 	}
 	if managed > 0 {
 		e := res.Entries[1]
-		if e.Status != StatusSkipped || !strings.Contains(e.Note, "kernel-managed") {
+		if e.Status != setting.StatusSkipped || !strings.Contains(e.Note, "kernel-managed") {
 			t.Errorf("managed irq %d: status %s note %q, want skipped as kernel-managed", managed, e.Status, e.Note)
 		}
 	}
@@ -175,11 +176,11 @@ func TestLivePinMultiThreadedProcess(t *testing.T) {
 	}
 	online, _ := fs.ReadString("sys/devices/system/cpu/online")
 	target := cpuset.Of(cpuset.MustParse(online).Max())
-	changes, err := PinProcess(fs, pid, "memcached", target, "test pin")
+	changes, err := setting.PinProcess(fs, pid, "memcached", target, "test pin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Applier{FS: fs, StateDir: t.TempDir()}
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: t.TempDir()}
 	if _, err := a.Apply(changes, Meta{}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/template"
 )
 
@@ -42,7 +43,7 @@ ConditionPathExists={{.Plan}}
 
 [Service]
 Type=oneshot
-ExecStart={{.Binary}} apply --boot --state-dir {{.StateDir}} {{.Plan}}
+ExecStart={{.Binary}} apply --boot --state-dir {{.StateDir}} {{.PlanArg}}
 # Not RemainAfterExit: the udev rule starts this unit again for every NIC
 # that appears later, which a unit that stays "active" would ignore.
 RemainAfterExit=no
@@ -61,9 +62,22 @@ func (p *Persistence) Files() (map[string][]byte, error) {
 	if !filepath.IsAbs(p.Binary) {
 		return nil, fmt.Errorf("irqpilot binary path %q must be absolute for a systemd unit", p.Binary)
 	}
-	data := struct{ Plan, Binary, StateDir string }{PersistPlanPath, p.Binary, p.StateDir}
-	if data.StateDir == "" {
-		data.StateDir = DefaultStateDir
+	stateDir := p.StateDir
+	if stateDir == "" {
+		stateDir = DefaultStateDir
+	}
+	if !filepath.IsAbs(stateDir) {
+		return nil, fmt.Errorf("state directory %q must be absolute for a systemd unit", stateDir)
+	}
+	data := struct{ Plan, PlanArg, Binary, StateDir string }{Plan: PersistPlanPath}
+	var err error
+	for _, f := range []struct {
+		dst *string
+		v   string
+	}{{&data.PlanArg, PersistPlanPath}, {&data.Binary, p.Binary}, {&data.StateDir, stateDir}} {
+		if *f.dst, err = systemdQuote(f.v); err != nil {
+			return nil, err
+		}
 	}
 	var unit, rule bytes.Buffer
 	if err := unitTmpl.Execute(&unit, data); err != nil {
@@ -126,6 +140,19 @@ func (p *Persistence) Remove() ([]string, error) {
 	}
 	os.Remove(filepath.Join(p.Root, filepath.Dir(PersistPlanPath))) // only if empty
 	return removed, errors.Join(errs...)
+}
+
+// systemdQuote quotes one ExecStart argument for a unit file: double quotes
+// with \ and " escaped, and % and $ doubled so systemd expands neither.
+// Control characters (a newline would start a new unit line) are refused.
+func systemdQuote(s string) (string, error) {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return "", fmt.Errorf("path %q has a control character; refusing to write it into a systemd unit", s)
+		}
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%", "$", "$$")
+	return `"` + r.Replace(s) + `"`, nil
 }
 
 func writeAtomic(path string, data []byte) error {

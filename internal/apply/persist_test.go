@@ -25,7 +25,7 @@ func TestPersistInstallVerifyRemove(t *testing.T) {
 	}
 	unit := filepath.Join(root, PersistUnitPath)
 	data, _ := os.ReadFile(unit)
-	for _, want := range []string{"ExecStart=" + bin + " apply --boot --state-dir /var/lib/irqpilot /etc/irqpilot/plan.yaml", "Type=oneshot", "RemainAfterExit=no", "WantedBy=multi-user.target"} {
+	for _, want := range []string{`ExecStart="` + bin + `" apply --boot --state-dir "/var/lib/irqpilot" "/etc/irqpilot/plan.yaml"`, "Type=oneshot", "RemainAfterExit=no", "WantedBy=multi-user.target"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("unit lacks %q:\n%s", want, data)
 		}

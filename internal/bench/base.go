@@ -1,9 +1,9 @@
 package bench
 
 import (
-	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // Pinned wraps a Configurator with the scenario's fixed placements: the
@@ -30,7 +30,7 @@ func (p Pinned) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) 
 	if s.AppCPUs.IsEmpty() && !p.App.IsEmpty() {
 		s.AppCPUs = p.App
 		for _, pid := range app.PIDs {
-			ch, err := apply.PinProcess(liveFS(), pid, "app", p.App, "scenario: application CPUs")
+			ch, err := setting.PinProcess(liveFS(), pid, "app", p.App, "scenario: application CPUs")
 			if err != nil {
 				return nil, err
 			}

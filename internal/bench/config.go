@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // AppInfo is what a configuration may place besides IRQs and queues.
@@ -43,7 +43,7 @@ type Setup struct {
 	// Changes are the kernel writes (applied with package apply, reverted
 	// after the run). Paths below sys/class/net/<AppInfo.Device> go to the
 	// testbed namespace's view.
-	Changes []apply.Change `json:"changes"`
+	Changes []setting.Change `json:"changes"`
 	// AppCPUs places an application started per run (fio, a command) and,
 	// for servers, is already in Changes as thread affinities. Empty: free.
 	AppCPUs cpuset.Set `json:"app_cpus"`
@@ -124,40 +124,38 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 	return s, nil
 }
 
-// SettingsToChanges converts resolved plan settings to apply changes. An app
-// setting pins every thread of every process in app.PIDs (the plan selected
-// the first; the others are its workers). Settings apply cannot write
-// (irqbalance, coalescing) and skipped ones become notes.
-func SettingsToChanges(sets []plan.Setting, app AppInfo) ([]apply.Change, cpuset.Set, []string, error) {
-	var out []apply.Change
+// SettingsToChanges turns resolved plan settings into the changes bench
+// writes. An app setting pins every thread of every process in app.PIDs
+// (the plan selected the first; the others are its workers). Skipped
+// settings and kinds bench does not write (irqbalance: bench measures it as
+// a configuration of its own; coalescing) become notes.
+func SettingsToChanges(sets []setting.Change, app AppInfo) ([]setting.Change, cpuset.Set, []string, error) {
+	var out []setting.Change
 	var notes []string
 	var appCPUs cpuset.Set
 	for _, st := range sets {
-		if st.Skip != "" {
-			notes = append(notes, st.Target+": "+st.Skip)
-			continue
-		}
-		switch st.Kind {
-		case plan.KindIRQAffinity, plan.KindRPSCPUs, plan.KindRPSFlowCnt, plan.KindXPSCPUs, plan.KindSysctl:
-			out = append(out, apply.Change{Kind: apply.Kind(st.Kind), Target: st.Target, Path: st.Path, Value: st.Value, Reason: st.Reason})
-		case plan.KindApp:
+		switch {
+		case st.Status == setting.StatusSkipped:
+			notes = append(notes, st.Target+": "+st.Note)
+		case st.Kind == setting.KindApp:
 			cpus, err := cpuset.Parse(st.Value)
 			if err != nil {
 				return nil, appCPUs, nil, fmt.Errorf("%s: %w", st.Target, err)
 			}
 			appCPUs = cpus
-			if len(app.PIDs) == 0 {
-				continue
-			}
 			for _, pid := range app.PIDs {
-				ch, err := apply.PinProcess(liveFS(), pid, "app", cpus, st.Reason)
+				ch, err := setting.PinProcess(liveFS(), pid, "app", cpus, st.Reason)
 				if err != nil {
 					return nil, appCPUs, nil, err
 				}
 				out = append(out, ch...)
 			}
-		default:
+		case st.Kind == setting.KindIrqbalance || st.Kind == setting.KindCoalesce:
 			notes = append(notes, fmt.Sprintf("%s: %s not applied by bench", st.Target, st.Kind))
+		default:
+			c := st
+			c.Old, c.Status, c.Note = "", "", ""
+			out = append(out, c)
 		}
 	}
 	return out, appCPUs, notes, nil
@@ -282,7 +280,7 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 	if sp.App != nil {
 		s.AppCPUs = *sp.App
 		for _, pid := range app.PIDs {
-			ch, err := apply.PinProcess(liveFS(), pid, "app", *sp.App, config)
+			ch, err := setting.PinProcess(liveFS(), pid, "app", *sp.App, config)
 			if err != nil {
 				return nil, err
 			}
@@ -294,8 +292,8 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 			s.Notes = append(s.Notes, "napi= given but the testbed has no threaded NAPI")
 		}
 		for _, tid := range app.NAPIThreads {
-			s.Changes = append(s.Changes, apply.Change{Kind: apply.KindThreadAffinity, Target: fmt.Sprintf("napi thread %d", tid),
-				TID: tid, Value: sp.NAPI.String(), Reason: config})
+			start, _ := liveFS().TaskStart(tid)
+			s.Changes = append(s.Changes, setting.ThreadAffinity(tid, start, fmt.Sprintf("napi thread %d", tid), *sp.NAPI, config))
 		}
 	}
 	for n, cpus := range sp.IRQs {
@@ -307,8 +305,7 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 			s.Notes = append(s.Notes, fmt.Sprintf("irq %d is kernel-managed; left alone", n))
 			continue
 		}
-		s.Changes = append(s.Changes, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", n),
-			Path: fmt.Sprintf("proc/irq/%d/smp_affinity_list", n), Value: cpus.String(), Reason: config})
+		s.Changes = append(s.Changes, setting.IRQAffinity(n, fmt.Sprintf("irq %d", n), cpus, config))
 	}
 	if (sp.RPS != nil || sp.Flows > 0) && app.Device != "" {
 		nic := h.NIC(app.Device)
@@ -316,19 +313,15 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 			return nil, fmt.Errorf("%q: device %s not in the host model", config, app.Device)
 		}
 		for _, rq := range nic.RxQueues {
-			base := fmt.Sprintf("sys/class/net/%s/queues/rx-%d/", nic.Name, rq.Index)
 			if sp.RPS != nil {
-				s.Changes = append(s.Changes, apply.Change{Kind: apply.KindRPSCPUs, Target: fmt.Sprintf("%s rx-%d", nic.Name, rq.Index),
-					Path: base + "rps_cpus", Value: sp.RPS.Mask(nr), Reason: config})
+				s.Changes = append(s.Changes, setting.RPSCPUs(nic.Name, rq.Index, *sp.RPS, nr, config))
 			}
 			if sp.Flows > 0 {
-				s.Changes = append(s.Changes, apply.Change{Kind: apply.KindRPSFlowCnt, Target: fmt.Sprintf("%s rx-%d", nic.Name, rq.Index),
-					Path: base + "rps_flow_cnt", Value: strconv.Itoa(sp.Flows), Reason: config})
+				s.Changes = append(s.Changes, setting.RPSFlowCnt(nic.Name, rq.Index, sp.Flows, config))
 			}
 		}
 		if sp.Flows > 0 {
-			s.Changes = append(s.Changes, apply.Change{Kind: apply.KindSysctl, Target: "net.core.rps_sock_flow_entries",
-				Path: "proc/sys/net/core/rps_sock_flow_entries", Value: strconv.Itoa(sp.Flows * len(nic.RxQueues)), Reason: config})
+			s.Changes = append(s.Changes, setting.SockFlowEntries(sp.Flows*len(nic.RxQueues), config))
 		}
 	}
 	return s, nil

@@ -14,10 +14,12 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 func liveFS() *kernel.FS { return kernel.New("/") }
@@ -102,11 +104,11 @@ func (r *Runner) Start() error {
 		} else {
 			return fmt.Errorf("testbed device %s not visible below %s", app.Device, app.NSRoot)
 		}
-		r.ns = &apply.Applier{FS: kernel.New(app.NSRoot), StateDir: filepath.Join(r.StateDir, "testbed")}
+		r.ns = apply.New(kernel.New(app.NSRoot), filepath.Join(r.StateDir, "testbed"))
 	}
 	r.h = h
 	r.scope = NewScope(h, app)
-	r.live = &apply.Applier{FS: liveFS(), StateDir: r.StateDir}
+	r.live = apply.New(liveFS(), r.StateDir)
 	return nil
 }
 
@@ -193,9 +195,10 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	if err != nil {
 		return run, err
 	}
-	var liveCh, nsCh []apply.Change
+	var liveCh, nsCh []setting.Change
 	for _, c := range s.Changes {
-		if app.Device != "" && strings.HasPrefix(c.Path, "sys/class/net/"+app.Device+"/") {
+		// The testbed device's queue files are seen in its namespace.
+		if app.Device != "" && c.Path != "" && setting.ScopeOf(&c).NetDevice == app.Device {
 			nsCh = append(nsCh, c)
 		} else {
 			liveCh = append(liveCh, c)
@@ -253,7 +256,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 
 // apply writes the live and namespace changes; the returned function reverts
 // both.
-func (r *Runner) apply(config string, liveCh, nsCh []apply.Change) (func() error, error) {
+func (r *Runner) apply(config string, liveCh, nsCh []setting.Change) (func() error, error) {
 	meta := apply.Meta{Host: r.h.Hostname, PlanFile: "bench:" + config}
 	var undo []func() error
 	revertAll := func() error {
@@ -265,7 +268,7 @@ func (r *Runner) apply(config string, liveCh, nsCh []apply.Change) (func() error
 	}
 	for _, step := range []struct {
 		a  *apply.Applier
-		ch []apply.Change
+		ch []setting.Change
 	}{{r.live, liveCh}, {r.ns, nsCh}} {
 		if len(step.ch) == 0 {
 			continue
@@ -311,13 +314,12 @@ func (r *Runner) irqbalance() (func() error, error) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	var back, its, foreign []apply.Change
+	var back, its, foreign []setting.Change
 	for irq, v := range after {
 		old, known := before[irq]
-		if known && old != v {
-			p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq)
-			back = append(back, apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: old, Reason: "undo irqbalance --oneshot"})
-			ch := apply.Change{Kind: apply.KindIRQAffinity, Target: fmt.Sprintf("irq %d", irq), Path: p, Value: v, Reason: "irqbalance --oneshot"}
+		if known && !old.Equal(v) {
+			back = append(back, setting.IRQAffinity(irq, fmt.Sprintf("irq %d", irq), old, "undo irqbalance --oneshot"))
+			ch := setting.IRQAffinity(irq, fmt.Sprintf("irq %d", irq), v, "irqbalance --oneshot")
 			if r.scope.hasIRQ(irq) {
 				its = append(its, ch)
 			} else {
@@ -340,9 +342,9 @@ func (r *Runner) irqbalance() (func() error, error) {
 	// is applied through a journal below.
 	var berrs []error
 	for _, c := range back {
-		if err := r.live.FS.WriteFile(c.Path, c.Value); err != nil {
+		if err := r.live.Env.FS.WriteFile(c.Path, c.Value); err != nil {
 			berrs = append(berrs, fmt.Errorf("%s: %w", c.Target, err))
-		} else if got, err := r.live.FS.ReadString(c.Path); err != nil || got != c.Value {
+		} else if got, err := r.live.Env.FS.ReadString(c.Path); err != nil || got != c.Value {
 			berrs = append(berrs, fmt.Errorf("%s: read back %q after writing %q (%v)", c.Target, got, c.Value, err))
 		}
 	}
@@ -367,39 +369,36 @@ func (r *Runner) irqbalance() (func() error, error) {
 	return func() error { _, err := r.live.Revert(id, false); return err }, nil
 }
 
-func irqAffinities() (map[int]string, error) {
+// irqAffinities reads every IRQ's affinity on the live machine.
+func irqAffinities() (map[int]cpuset.Set, error) {
 	fs := liveFS()
-	names, err := fs.Glob("proc/irq/*/smp_affinity_list")
+	irqs, err := fs.ProcIRQs()
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]string{}
-	for _, n := range names {
-		irq, err := strconv.Atoi(filepath.Base(filepath.Dir(n)))
+	out := map[int]cpuset.Set{}
+	for _, irq := range irqs {
+		v, err := fs.ReadString(kernel.IRQAffinityListPath(irq))
 		if err != nil {
 			continue
 		}
-		v, err := fs.ReadString(n)
-		if err != nil {
-			continue
+		if s, err := cpuset.Parse(v); err == nil {
+			out[irq] = s
 		}
-		out[irq] = strings.TrimSpace(v)
 	}
 	return out, nil
 }
 
 // MachineState is every placement and steering value bench may change, by
-// file, to prove the machine is restored: every IRQ's smp_affinity_list,
-// every queue's rps_cpus/rps_flow_cnt/xps_cpus and rps_sock_flow_entries.
+// file, to prove the machine is restored: every file of every kind of
+// setting in the registry (IRQ affinities, queue steering, flow tables).
 type MachineState map[string]string
 
 // ReadMachineState reads the state of the live machine.
 func ReadMachineState() (MachineState, error) {
 	fs := liveFS()
 	st := MachineState{}
-	for _, g := range []string{"proc/irq/*/smp_affinity_list", "sys/class/net/*/queues/rx-*/rps_cpus",
-		"sys/class/net/*/queues/rx-*/rps_flow_cnt", "sys/class/net/*/queues/tx-*/xps_cpus",
-		"proc/sys/net/core/rps_sock_flow_entries"} {
+	for _, g := range setting.StateGlobs() {
 		names, err := fs.Glob(g)
 		if err != nil {
 			return nil, err

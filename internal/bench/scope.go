@@ -4,15 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // Scope is what a bench or tune run may change: the devices under test and
@@ -71,61 +70,54 @@ func NewScope(h *host.Host, app AppInfo) Scope {
 	return s
 }
 
-var irqPath = regexp.MustCompile(`^proc/irq/(\d+)/smp_affinity_list$`)
-
 func (s Scope) hasIRQ(n int) bool {
 	i := sort.SearchInts(s.IRQs, n)
 	return i < len(s.IRQs) && s.IRQs[i] == n
 }
 
 // Restrict keeps the changes inside the scope and describes each dropped
-// one: IRQ affinities of IRQs not belonging to the devices under test,
-// queue steering and coalescing of other devices, sysctls unless a testbed
-// device is steered (rps_sock_flow_entries only), thread placements of
+// one, by what each change belongs to (setting.ScopeOf): IRQ moves of IRQs
+// not belonging to the devices under test, settings of other devices,
+// machine-wide settings (only rps_sock_flow_entries is kept, and only when
+// a device under test is steered: RFS needs it), thread placements of
 // threads that are neither the application's nor the testbed's NAPI
-// threads, and irqbalance daemon changes (bench measures irqbalance itself).
-func (s Scope) Restrict(changes []apply.Change) (kept []apply.Change, dropped []string) {
-	netPrefix := ""
-	if s.NetDevice != "" {
-		netPrefix = "sys/class/net/" + s.NetDevice + "/"
-	}
+// threads, and the irqbalance daemon (bench measures irqbalance itself).
+func (s Scope) Restrict(changes []setting.Change) (kept []setting.Change, dropped []string) {
 	steersDevice := false
-	for _, c := range changes {
-		if netPrefix != "" && strings.HasPrefix(c.Path, netPrefix) && !strings.Contains(c.Path, "..") {
+	for i := range changes {
+		if sc := setting.ScopeOf(&changes[i]); s.NetDevice != "" && sc.NetDevice == s.NetDevice {
 			steersDevice = true
 		}
 	}
-	drop := func(c apply.Change, why string) {
-		dropped = append(dropped, fmt.Sprintf("%s (%s → %s): %s", c.Target, c.Path+tidText(c), c.Value, why))
+	drop := func(c setting.Change, why string) {
+		dropped = append(dropped, fmt.Sprintf("%s (%s → %s): %s", c.Target, c.Name(), c.Value, why))
 	}
 	for _, c := range changes {
-		switch c.Kind {
-		case apply.KindIRQAffinity:
-			m := irqPath.FindStringSubmatch(c.Path)
-			if m == nil {
-				drop(c, "not an IRQ affinity file")
+		sc := setting.ScopeOf(&c)
+		switch {
+		case sc.IRQ >= 0:
+			if !s.hasIRQ(sc.IRQ) {
+				drop(c, fmt.Sprintf("IRQ %d is not an IRQ of the devices under test", sc.IRQ))
 				continue
 			}
-			n, _ := strconv.Atoi(m[1])
-			if !s.hasIRQ(n) {
-				drop(c, fmt.Sprintf("IRQ %d is not an IRQ of the devices under test", n))
+		case sc.TID > 0:
+			if !s.ownsThread(sc.TID) {
+				drop(c, fmt.Sprintf("thread %d is neither the application's nor a NAPI thread of the device under test", sc.TID))
 				continue
 			}
-		case apply.KindRPSCPUs, apply.KindRPSFlowCnt, apply.KindXPSCPUs:
-			if netPrefix == "" || !strings.HasPrefix(c.Path, netPrefix) || strings.Contains(c.Path, "..") {
+		case sc.NetDevice != "":
+			if s.NetDevice == "" || sc.NetDevice != s.NetDevice {
 				drop(c, "not a queue of the device under test")
 				continue
 			}
-		case apply.KindSysctl:
-			if c.Path != "proc/sys/net/core/rps_sock_flow_entries" || !steersDevice {
+		case sc.MachineWide && c.Path == setting.SockFlowPath:
+			if !steersDevice {
 				drop(c, "system-wide setting not needed by the device under test")
 				continue
 			}
-		case apply.KindThreadAffinity:
-			if !s.ownsThread(c.TID) {
-				drop(c, fmt.Sprintf("thread %d is neither the application's nor a NAPI thread of the device under test", c.TID))
-				continue
-			}
+		case sc.MachineWide:
+			drop(c, string(c.Kind)+" is system-wide: not changed by bench")
+			continue
 		default:
 			drop(c, string(c.Kind)+" is not changed by bench")
 			continue
@@ -133,13 +125,6 @@ func (s Scope) Restrict(changes []apply.Change) (kept []apply.Change, dropped []
 		kept = append(kept, c)
 	}
 	return kept, dropped
-}
-
-func tidText(c apply.Change) string {
-	if c.Kind == apply.KindThreadAffinity {
-		return fmt.Sprintf("thread %d", c.TID)
-	}
-	return ""
 }
 
 // ownsThread: tid is a NAPI thread of the device or a thread of one of the

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // A machine like this one: eth0 (IRQs 37-39), vda (35, 36 managed), a
@@ -28,26 +28,26 @@ func scopeHost() *host.Host {
 
 func TestScopeRestrictKnownAnswers(t *testing.T) {
 	h := scopeHost()
-	irqCh := func(n int) apply.Change {
-		return apply.Change{Kind: apply.KindIRQAffinity, Target: "irq " + strconv.Itoa(n), Path: "proc/irq/" + strconv.Itoa(n) + "/smp_affinity_list", Value: "0"}
+	irqCh := func(n int) setting.Change {
+		return setting.Change{Kind: setting.KindIRQAffinity, Target: "irq " + strconv.Itoa(n), Path: "proc/irq/" + strconv.Itoa(n) + "/smp_affinity_list", Value: "0"}
 	}
-	q := func(kind apply.Kind, path string) apply.Change {
-		return apply.Change{Kind: kind, Target: path, Path: path, Value: "3"}
+	q := func(kind setting.Kind, path string) setting.Change {
+		return setting.Change{Kind: kind, Target: path, Path: path, Value: "3"}
 	}
-	sock := apply.Change{Kind: apply.KindSysctl, Target: "net.core.rps_sock_flow_entries", Path: "proc/sys/net/core/rps_sock_flow_entries", Value: "32768"}
-	all := []apply.Change{irqCh(26), irqCh(35), irqCh(36), irqCh(38), irqCh(41),
-		q(apply.KindRPSCPUs, "sys/class/net/eth0/queues/rx-0/rps_cpus"),
-		q(apply.KindRPSFlowCnt, "sys/class/net/eth0/queues/rx-0/rps_flow_cnt"),
-		q(apply.KindXPSCPUs, "sys/class/net/eth0/queues/tx-0/xps_cpus"),
-		q(apply.KindRPSCPUs, "sys/class/net/vs1/queues/rx-0/rps_cpus"),
-		q(apply.KindRPSCPUs, "sys/class/net/vs1/../eth0/queues/rx-0/rps_cpus"),
+	sock := setting.Change{Kind: setting.KindSysctl, Target: "net.core.rps_sock_flow_entries", Path: "proc/sys/net/core/rps_sock_flow_entries", Value: "32768"}
+	all := []setting.Change{irqCh(26), irqCh(35), irqCh(36), irqCh(38), irqCh(41),
+		q(setting.KindRPSCPUs, "sys/class/net/eth0/queues/rx-0/rps_cpus"),
+		q(setting.KindRPSFlowCnt, "sys/class/net/eth0/queues/rx-0/rps_flow_cnt"),
+		q(setting.KindXPSCPUs, "sys/class/net/eth0/queues/tx-0/xps_cpus"),
+		q(setting.KindRPSCPUs, "sys/class/net/vs1/queues/rx-0/rps_cpus"),
+		q(setting.KindRPSCPUs, "sys/class/net/vs1/../eth0/queues/rx-0/rps_cpus"),
 		sock,
-		{Kind: apply.KindCoalesce, Target: "eth0", Device: "eth0", Value: "rx_usecs=8"},
-		{Kind: apply.KindIrqbalance, Target: "irqbalance", Value: "stopped"},
-		{Kind: apply.KindThreadAffinity, Target: "init", TID: 1, Value: "0"},
-		{Kind: apply.KindThreadAffinity, Target: "napi", TID: 4242, Value: "1"},
+		{Kind: setting.KindCoalesce, Target: "eth0", Device: "eth0", Value: "rx_usecs=8"},
+		{Kind: setting.KindIrqbalance, Target: "irqbalance", Value: "stopped"},
+		{Kind: setting.KindThreadAffinity, Target: "init", TID: 1, Value: "0"},
+		{Kind: setting.KindThreadAffinity, Target: "napi", TID: 4242, Value: "1"},
 	}
-	paths := func(cs []apply.Change) string {
+	paths := func(cs []setting.Change) string {
 		var out []string
 		for _, c := range cs {
 			out = append(out, c.Path+c.Device+strconv.Itoa(c.TID))
@@ -62,7 +62,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 		t.Errorf("veth scope IRQs %v", net.IRQs)
 	}
 	kept, dropped := net.Restrict(all)
-	if got, want := paths(kept), "sys/class/net/vs1/queues/rx-0/rps_cpus0 proc/sys/net/core/rps_sock_flow_entries0 4242"; got != want {
+	if got, want := paths(kept), "sys/class/net/vs1/queues/rx-0/rps_cpusvs10 proc/sys/net/core/rps_sock_flow_entries0 4242"; got != want {
 		t.Errorf("net kept %q, want %q", got, want)
 	}
 	if len(dropped) != len(all)-3 {
@@ -85,7 +85,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 		t.Errorf("storage foreign IRQs %v", got)
 	}
 	// Without a steered device the RFS table is not the bench's to change.
-	if kept, _ := net.Restrict([]apply.Change{sock}); len(kept) != 0 {
+	if kept, _ := net.Restrict([]setting.Change{sock}); len(kept) != 0 {
 		t.Errorf("lone sysctl kept: %v", kept)
 	}
 }
@@ -184,7 +184,7 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 	for _, c := range []string{"rps-spread", "auto"} {
 		s, _ := rs.Setup(c, rs.App())
 		for _, ch := range s.Changes {
-			if strings.HasPrefix(ch.Path, "sys/class/net/") || ch.Kind == apply.KindSysctl {
+			if strings.HasPrefix(ch.Path, "sys/class/net/") || ch.Kind == setting.KindSysctl {
 				t.Errorf("storage %s steers a network device: %+v", c, ch)
 			}
 		}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -63,4 +64,21 @@ func (f *FS) readCPUList(list, mask string) (cpuset.Set, error) {
 		return cpuset.Set{}, fmt.Errorf("/%s: %w", mask, perr)
 	}
 	return set, nil
+}
+
+// ProcIRQs lists the IRQ numbers that have a /proc/irq/N directory,
+// ascending.
+func (f *FS) ProcIRQs() ([]int, error) {
+	names, err := f.ReadDir("proc/irq")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, n := range names {
+		if irq, err := strconv.Atoi(n); err == nil {
+			out = append(out, irq)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 const fixtures = "../../../shared/fixtures/"
@@ -149,7 +150,7 @@ func TestAutoIsolatedWorker(t *testing.T) {
 	// The capture's own affinities: many IRQs already sit on 5-10? Count what changes.
 	changes := 0
 	for _, s := range ss {
-		if s.Status() == StatusChange {
+		if setting.StatusFor(&s) == setting.StatusPending {
 			changes++
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // LoadFile reads and checks a plan file (YAML or JSON).
@@ -296,6 +297,10 @@ func (d *decoder) cpus(n *yaml.Node, field string) (cpuset.Set, bool) {
 		d.kind(n, field, yaml.ScalarNode, "a cpulist such as \"0-3,8\"")
 		return cpuset.Set{}, false
 	}
+	if len(text) > setting.MaxCPUListLen {
+		d.add(n.Line, field, "CPU list of %d bytes is longer than the %d any real host needs", len(text), setting.MaxCPUListLen)
+		return cpuset.Set{}, false
+	}
 	// A hex mask is accepted with an explicit 0x prefix ("0xff" = 0-7), as
 	// seed scripts write them; a bare "10" is always the cpulist CPU 10.
 	if t := strings.TrimSpace(text); strings.HasPrefix(t, "0x") || strings.HasPrefix(t, "0X") {
@@ -345,7 +350,13 @@ var (
 
 // Kernel limits (net/core/sysctl_net_core.c, net/core/net-sysfs.c): counts
 // above 2^29 are refused with EINVAL.
-const maxFlowCount = 1 << 29
+// maxFlowCount and maxSockFlowEntries bound the flow tables (see
+// setting.MaxFlowCnt): a value the kernel accepts but that would cost
+// gigabytes of kernel memory is a plan error, not a setting.
+const (
+	maxFlowCount       = setting.MaxFlowCnt
+	maxSockFlowEntries = setting.MaxSockFlowEntries
+)
 
 func (d *decoder) plan(n *yaml.Node) *Plan {
 	p := &Plan{}
@@ -383,7 +394,7 @@ func (d *decoder) plan(n *yaml.Node) *Plan {
 			d.fields(v, f, sockFields, func(key string, v *yaml.Node, f string) {
 				switch key {
 				case "value":
-					e.Value, _ = d.integer(v, f, 0, maxFlowCount)
+					e.Value, _ = d.integer(v, f, 0, maxSockFlowEntries)
 				case "reason":
 					e.Reason = d.str(v, f)
 				}
@@ -688,8 +699,8 @@ func check(p *Plan, l *errList) {
 
 	if e := p.RPSSockFlowEntries; e != nil {
 		reason(e.Line, "rps_sock_flow_entries", e.Reason)
-		if e.Value < 0 || e.Value > maxFlowCount {
-			l.add(e.Line, "rps_sock_flow_entries.value", "%d is outside 0..%d", e.Value, maxFlowCount)
+		if e.Value < 0 || e.Value > maxSockFlowEntries {
+			l.add(e.Line, "rps_sock_flow_entries.value", "%d is outside 0..%d", e.Value, maxSockFlowEntries)
 		} else if !powerOfTwoOrZero(e.Value) {
 			l.add(e.Line, "rps_sock_flow_entries.value", "%d is not a power of two (the kernel rounds it up to %d and reports that; write %d)",
 				e.Value, ceilPow2(e.Value), ceilPow2(e.Value))

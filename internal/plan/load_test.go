@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 func fullHost() synth {
@@ -16,7 +16,7 @@ func fullHost() synth {
 
 func TestLoadFullYAMLAndJSON(t *testing.T) {
 	h := fullHost().build()
-	var resolved [][]Setting
+	var resolved [][]setting.Change
 	for _, file := range []string{"testdata/full.yaml", "testdata/full.json"} {
 		p, err := LoadFile(file)
 		if err != nil {
@@ -35,7 +35,7 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 		}
 		got := map[string]string{}
 		for _, s := range ss {
-			got[s.Kind.String()+" "+s.Target] = s.Path + "=" + s.Value
+			got[string(s.Kind)+" "+s.Target] = s.Path + "=" + s.Value
 		}
 		want := map[string]string{
 			"irq-affinity irq 9 (acpi)":                "proc/irq/9/smp_affinity_list=0",
@@ -62,7 +62,7 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 	for i := range resolved[0] {
 		a, b := resolved[0][i], resolved[1][i]
 		a.Line, b.Line = 0, 0
-		a.App, b.App, a.Irqbalance, b.Irqbalance, a.Coalesce, b.Coalesce = nil, nil, nil, nil, nil, nil
+		a.App, b.App = nil, nil
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("setting %d differs: %+v vs %+v", i, a, b)
 		}
@@ -72,8 +72,6 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 		t.Errorf("irqs[0] line %d, want 7", resolved[0][0].Line)
 	}
 }
-
-func (k Kind) String() string { return string(k) }
 
 // Policy output survives a YAML and a JSON round trip unchanged.
 func TestRoundTrip(t *testing.T) {
@@ -173,7 +171,11 @@ func TestLoadErrors(t *testing.T) {
 		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    rps_flow_cnt: 3000\n    reason: x\n", "bad.yaml:3: rx_queues[0].rps_flow_cnt: 3000 is not a power of two (the kernel rounds it up to 4096"},
 		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: rx_queues[0]: nothing to set"},
 		{"bad.yaml", "version: 1\ntx_queues:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: tx_queues[0].xps_cpus: missing"},
-		{"bad.yaml", "version: 1\nrps_sock_flow_entries:\n  value: 1073741824\n  reason: x\n", "bad.yaml:3: rps_sock_flow_entries.value: 1073741824 exceeds the maximum 536870912"},
+		{"bad.yaml", "version: 1\nrps_sock_flow_entries:\n  value: 1073741824\n  reason: x\n", "bad.yaml:3: rps_sock_flow_entries.value: 1073741824 exceeds the maximum 16777216"},
+		// Sanity caps (issue 15): 2^29 flows per queue would cost gigabytes
+		// of kernel memory; a megabyte cpulist took minutes to parse.
+		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    rps_flow_cnt: 536870912\n    reason: x\n", "bad.yaml:4: rx_queues[0].rps_flow_cnt: 536870912 exceeds the maximum 1048576"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 1\n    cpus: \"" + strings.Repeat("0,", 40000) + "0\"\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: CPU list of 80001 bytes is longer than the 65536 any real host needs"},
 		{"bad.yaml", "version: 1\napps:\n  - pid: 1\n    comm: x\n    cpus: 0\n    reason: x\n", "bad.yaml:3: apps[0]: more than one selector"},
 		{"bad.yaml", "version: 1\napps:\n  - pid: 0\n    cpus: 0\n    reason: x\n", "bad.yaml:3: apps[0].pid: 0 is below the minimum 1"},
 		{"bad.yaml", "version: 1\nirqbalance:\n  mode: pause\n  reason: x\n", `bad.yaml:2: irqbalance.mode: "pause" is not one of leave, ban, stop`},
@@ -262,51 +264,28 @@ func TestResolveManagedAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := map[string]string{}
+	status := map[string]setting.Status{}
 	for _, s := range ss {
-		status[s.Target] = s.Status()
-		if s.Status() == StatusSkip && s.Skip == "" {
+		status[s.Target] = setting.StatusFor(&s)
+		if setting.StatusFor(&s) == setting.StatusSkipped && s.Note == "" {
 			t.Errorf("%s skipped without reason", s.Target)
 		}
 	}
-	want := map[string]string{
-		"irq 104 (nvme0n1 rxtx queue 0)": StatusSkip,
-		"irq 105 (nvme0n1 rxtx queue 1)": StatusSkip,
-		"irq 100 (eth0 rxtx queue 0)":    StatusUnchanged, // affinity already 0-7
-		"irq 101 (eth0 rxtx queue 1)":    StatusChange,
-		"irqbalance":                     StatusSkip,
+	want := map[string]setting.Status{
+		"irq 104 (nvme0n1 rxtx queue 0)": setting.StatusSkipped,
+		"irq 105 (nvme0n1 rxtx queue 1)": setting.StatusSkipped,
+		"irq 100 (eth0 rxtx queue 0)":    setting.StatusUnchanged, // affinity already 0-7
+		"irq 101 (eth0 rxtx queue 1)":    setting.StatusPending,
+		"irqbalance":                     setting.StatusSkipped,
 	}
 	if !reflect.DeepEqual(status, want) {
 		t.Errorf("status %v\nwant %v", status, want)
 	}
-	if ss[0].Skip != ManagedSkip {
-		t.Errorf("managed skip reason %q", ss[0].Skip)
+	if ss[0].Note != ManagedSkip {
+		t.Errorf("managed skip reason %q", ss[0].Note)
 	}
 }
 
-func TestSameValue(t *testing.T) {
-	for _, c := range []struct {
-		k    Kind
-		a, b string
-		want bool
-	}{
-		{KindIRQAffinity, "0-3", "0,1,2,3\n", true},
-		{KindIRQAffinity, "0-3", "0-2", false},
-		{KindRPSCPUs, "f", "00000000,0000000f", true},
-		{KindRPSCPUs, "ff00", "ff", false},
-		{KindRPSFlowCnt, "4096\n", "4096", true},
-		{KindIrqbalance, "banned_cpus=1-3", "banned_cpus=1-3 ", true},
-	} {
-		got, err := SameValue(c.k, c.a, c.b)
-		if err != nil || got != c.want {
-			t.Errorf("SameValue(%s, %q, %q) = %v, %v", c.k, c.a, c.b, got, err)
-		}
-	}
-	if _, err := SameValue(KindRPSCPUs, "zz", "f"); err == nil {
-		t.Error("bad mask compared without error")
-	}
-	_ = cpuset.Set{}
-}
 
 func TestHostMismatch(t *testing.T) {
 	h := fullHost().build() // hostname "synth"

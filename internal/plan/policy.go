@@ -376,7 +376,7 @@ func (b *builder) rfs(entries int, why string) int {
 	if b.o.SockFlowEntries > 0 {
 		entries = b.o.SockFlowEntries
 	}
-	entries = floorPow2(min(entries, maxFlowCount))
+	entries = floorPow2(min(entries, maxSockFlowEntries))
 	b.p.RPSSockFlowEntries = &SockFlowEntry{Value: entries, Reason: why}
 	return entries
 }

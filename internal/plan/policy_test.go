@@ -6,6 +6,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // TestPerQueueSeed002Table reproduces seed 002's table exactly (AWS A1
@@ -57,7 +58,7 @@ func TestPerQueueSeed002Table(t *testing.T) {
 		}
 		var masks []string
 		for _, s := range ss {
-			if s.Kind == KindRPSCPUs {
+			if s.Kind == setting.KindRPSCPUs {
 				m, _ := cpuset.ParseMask(s.Value)
 				masks = append(masks, strings.TrimLeft(m.Mask(32), "0"))
 			}

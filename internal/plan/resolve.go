@@ -4,130 +4,16 @@ import (
 	"fmt"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
-// Kind is what a Setting changes; it decides the value's form and how two
-// values are compared. The names match package apply's change kinds.
-type Kind string
-
-// Kinds of setting.
-const (
-	KindIRQAffinity Kind = "irq-affinity" // proc/irq/N/smp_affinity_list (cpulist)
-	KindRPSCPUs     Kind = "rps-cpus"     // sys/class/net/DEV/queues/rx-N/rps_cpus (hex mask)
-	KindRPSFlowCnt  Kind = "rps-flow-cnt" // sys/class/net/DEV/queues/rx-N/rps_flow_cnt (integer)
-	KindXPSCPUs     Kind = "xps-cpus"     // sys/class/net/DEV/queues/tx-N/xps_cpus (hex mask)
-	KindSysctl      Kind = "sysctl"       // proc/sys/... (integer)
-	KindApp         Kind = "app-affinity" // every thread of the selected processes (cpulist); no Path
-	KindIrqbalance  Kind = "irqbalance"   // the irqbalance daemon; no Path
-	KindCoalesce    Kind = "coalesce"     // ethtool -C on a NIC; no Path
-)
-
-// Setting is one concrete desired setting on one host: a kernel file (or,
-// for apps, irqbalance and coalescing, an object apply knows how to change)
-// and the value it should hold.
-type Setting struct {
-	Kind   Kind   `json:"kind"`
-	Target string `json:"target"` // for people: "irq 38 (eth0 queue 0)", "eth0 rx-0"
-	// Path is the kernel file relative to the FS root ("proc/irq/38/smp_affinity_list"),
-	// "" for KindApp, KindIrqbalance and KindCoalesce.
-	Path string `json:"path,omitempty"`
-	// Value is the desired value in the form the file takes: a cpulist for
-	// smp_affinity_list and apps, a hex mask (nr_cpu_ids wide) for
-	// rps_cpus/xps_cpus, a decimal for counts; for irqbalance "stopped" or
-	// "banned_cpus=LIST"; for coalescing "rx_usecs=8 adaptive_rx=off …".
-	Value string `json:"value"`
-	// Current is the value in force per the host model, in the same form;
-	// "" when unknown.
-	Current string `json:"current,omitempty"`
-	Reason  string `json:"reason"`
-	// Skip, when not empty, says why this setting will not be written
-	// (kernel-managed IRQ, irqbalance left alone).
-	Skip string `json:"skip,omitempty"`
-	Line int    `json:"line,omitempty"` // plan file line of the entry (0: generated)
-
-	IRQ        *int             `json:"irq,omitempty"`
-	Device     string           `json:"device,omitempty"`
-	Queue      *int             `json:"queue,omitempty"`
-	CPUs       *cpuset.Set      `json:"cpus,omitempty"` // for CPU-valued kinds
-	App        *AppEntry        `json:"app,omitempty"`
-	Irqbalance *IrqbalanceEntry `json:"irqbalance,omitempty"`
-	Coalesce   *CoalesceEntry   `json:"coalesce,omitempty"`
-}
-
-// Status of a setting against the host model.
-const (
-	StatusSkip      = "skip"      // will not be written (Skip says why)
-	StatusUnchanged = "unchanged" // already in force
-	StatusChange    = "change"    // differs from what is in force
-	StatusUnknown   = "unknown"   // current value unknown; apply reads it
-)
-
-// Status compares the setting with its current value.
-func (s Setting) Status() string {
-	switch {
-	case s.Skip != "":
-		return StatusSkip
-	case s.Current == "":
-		return StatusUnknown
-	}
-	if same, err := SameValue(s.Kind, s.Current, s.Value); err == nil && same {
-		return StatusUnchanged
-	}
-	return StatusChange
-}
-
-// SameValue compares two values of a kind semantically: cpulists "0-3" and
-// "0,1,2,3" are equal, masks "f" and "00000000,0000000f" are equal, counts
-// compare as integers; other kinds compare with white space normalised.
-func SameValue(k Kind, a, b string) (bool, error) {
-	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
-	switch k {
-	case KindIRQAffinity, KindApp:
-		return sameSets(cpuset.Parse, a, b)
-	case KindRPSCPUs, KindXPSCPUs:
-		return sameSets(cpuset.ParseMask, a, b)
-	case KindRPSFlowCnt, KindSysctl:
-		x, err := strconv.ParseInt(a, 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("%q is not an integer", a)
-		}
-		y, err := strconv.ParseInt(b, 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("%q is not an integer", b)
-		}
-		return x == y, nil
-	}
-	return strings.Join(strings.Fields(a), " ") == strings.Join(strings.Fields(b), " "), nil
-}
-
-func sameSets(parse func(string) (cpuset.Set, error), a, b string) (bool, error) {
-	x, err := parse(a)
-	if err != nil {
-		return false, err
-	}
-	y, err := parse(b)
-	if err != nil {
-		return false, err
-	}
-	return x.Equal(y), nil
-}
-
-// Paths of the kernel files settings write, relative to the FS root.
-func irqAffinityPath(irq int) string { return fmt.Sprintf("proc/irq/%d/smp_affinity_list", irq) }
-func rxPath(dev string, q int, file string) string {
-	return fmt.Sprintf("sys/class/net/%s/queues/rx-%d/%s", dev, q, file)
-}
-func txPath(dev string, q int, file string) string {
-	return fmt.Sprintf("sys/class/net/%s/queues/tx-%d/%s", dev, q, file)
-}
-
-// SockFlowPath is the sysctl file of net.core.rps_sock_flow_entries.
-const SockFlowPath = "proc/sys/net/core/rps_sock_flow_entries"
+// A resolved plan is a list of setting.Change: one per concrete setting on
+// this host, with Old set from the host model ("" when unknown) and Status
+// skipped (Note saying why) for what will not be written.
 
 // ManagedSkip is the reason a kernel-managed IRQ is left alone.
 const ManagedSkip = "kernel-managed affinity: the kernel spreads this queue's IRQ over the CPUs that use the queue and refuses writes; left as is"
@@ -192,16 +78,16 @@ func cpuWord(s cpuset.Set, one, many string) string {
 // devices and queues, offline or absent CPUs, and two entries that select the
 // same thing are errors naming the file, line and field. Kernel-managed IRQs
 // come back with Skip set.
-func Resolve(p *Plan, h *host.Host) ([]Setting, error) {
+func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 	l := &errList{file: p.File}
 	check(p, l)
 	if len(l.errs) > 0 {
 		return nil, l.err()
 	}
 	v := viewCPUs(h)
-	var out []Setting
+	var out []setting.Change
 	claimed := map[string]int{} // path → line (or -1-index for generated) of the entry that set it
-	claim := func(line int, field string, s Setting) {
+	claim := func(line int, field string, s setting.Change) {
 		key := s.Path
 		if key == "" {
 			return
@@ -218,17 +104,13 @@ func Resolve(p *Plan, h *host.Host) ([]Setting, error) {
 		f := fmt.Sprintf("irqs[%d]", i)
 		v.check(l, e.Line, f+".cpus", e.CPUs)
 		for _, q := range selectIRQs(h, e, l, f) {
-			cpus := e.CPUs
-			s := Setting{
-				Kind: KindIRQAffinity, Target: irqTarget(q), Path: irqAffinityPath(q.Number),
-				Value: cpus.String(), Reason: e.Reason, Line: e.Line,
-				IRQ: ptr(q.Number), Device: q.Device, Queue: q.Queue, CPUs: &cpus,
-			}
+			s := setting.IRQAffinity(q.Number, irqTarget(q), e.CPUs, e.Reason)
+			s.Line, s.Device, s.Queue = e.Line, q.Device, q.Queue
 			if q.Affinity != nil {
-				s.Current = q.Affinity.String()
+				s.Old = q.Affinity.String()
 			}
 			if q.Managed == host.ManagedYes {
-				s.Skip = ManagedSkip
+				s.Status, s.Note = setting.StatusSkipped, ManagedSkip
 			}
 			claim(e.Line, f, s)
 		}
@@ -244,22 +126,19 @@ func Resolve(p *Plan, h *host.Host) ([]Setting, error) {
 			v.check(l, e.Line, f+".rps_cpus", *e.RPSCPUs)
 		}
 		for _, rq := range pickRx(nic, e.Queue, l, e.Line, f+".queue") {
-			target := fmt.Sprintf("%s rx-%d", nic.Name, rq.Index)
 			if e.RPSCPUs != nil {
-				cpus := *e.RPSCPUs
-				s := Setting{Kind: KindRPSCPUs, Target: target, Path: rxPath(nic.Name, rq.Index, "rps_cpus"),
-					Value: cpus.Mask(v.nrCPUs), Reason: e.Reason, Line: e.Line,
-					Device: nic.Name, Queue: ptr(rq.Index), CPUs: &cpus}
+				s := setting.RPSCPUs(nic.Name, rq.Index, *e.RPSCPUs, v.nrCPUs, e.Reason)
+				s.Line = e.Line
 				if rq.RPSCPUs != nil {
-					s.Current = rq.RPSCPUs.Mask(v.nrCPUs)
+					s.Old = rq.RPSCPUs.Mask(v.nrCPUs)
 				}
 				claim(e.Line, f, s)
 			}
 			if e.RPSFlowCnt != nil {
-				s := Setting{Kind: KindRPSFlowCnt, Target: target, Path: rxPath(nic.Name, rq.Index, "rps_flow_cnt"),
-					Value: itoa(*e.RPSFlowCnt), Reason: e.Reason, Line: e.Line, Device: nic.Name, Queue: ptr(rq.Index)}
+				s := setting.RPSFlowCnt(nic.Name, rq.Index, *e.RPSFlowCnt, e.Reason)
+				s.Line = e.Line
 				if rq.RPSFlowCnt != nil {
-					s.Current = itoa(*rq.RPSFlowCnt)
+					s.Old = itoa(*rq.RPSFlowCnt)
 				}
 				claim(e.Line, f, s)
 			}
@@ -274,22 +153,20 @@ func Resolve(p *Plan, h *host.Host) ([]Setting, error) {
 		}
 		v.check(l, e.Line, f+".xps_cpus", e.XPSCPUs)
 		for _, tq := range pickTx(nic, e.Queue, l, e.Line, f+".queue") {
-			cpus := e.XPSCPUs
-			s := Setting{Kind: KindXPSCPUs, Target: fmt.Sprintf("%s tx-%d", nic.Name, tq.Index),
-				Path: txPath(nic.Name, tq.Index, "xps_cpus"), Value: cpus.Mask(v.nrCPUs), Reason: e.Reason,
-				Line: e.Line, Device: nic.Name, Queue: ptr(tq.Index), CPUs: &cpus}
+			s := setting.XPSCPUs(nic.Name, tq.Index, e.XPSCPUs, v.nrCPUs, e.Reason)
+			s.Line = e.Line
 			if tq.XPSCPUs != nil {
-				s.Current = tq.XPSCPUs.Mask(v.nrCPUs)
+				s.Old = tq.XPSCPUs.Mask(v.nrCPUs)
 			}
 			claim(e.Line, f, s)
 		}
 	}
 
 	if e := p.RPSSockFlowEntries; e != nil {
-		s := Setting{Kind: KindSysctl, Target: "net.core.rps_sock_flow_entries", Path: SockFlowPath,
-			Value: itoa(e.Value), Reason: e.Reason, Line: e.Line}
+		s := setting.SockFlowEntries(e.Value, e.Reason)
+		s.Line = e.Line
 		if h.RPSSockFlowEntries != nil {
-			s.Current = itoa(*h.RPSSockFlowEntries)
+			s.Old = itoa(*h.RPSSockFlowEntries)
 		}
 		claim(e.Line, "rps_sock_flow_entries", s)
 	}
@@ -297,31 +174,23 @@ func Resolve(p *Plan, h *host.Host) ([]Setting, error) {
 	for i, e := range p.Apps {
 		f := fmt.Sprintf("apps[%d]", i)
 		v.check(l, e.Line, f+".cpus", e.CPUs)
-		e := e
-		cpus := e.CPUs
-		out = append(out, Setting{Kind: KindApp, Target: e.Selector(), Value: cpus.String(), Reason: e.Reason,
-			Line: e.Line, CPUs: &cpus, App: &e})
+		out = append(out, setting.Change{Kind: setting.KindApp, Target: e.Selector(), Value: e.CPUs.String(), Reason: e.Reason,
+			Line: e.Line, App: &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup}})
 	}
 
 	if e := p.Irqbalance; e != nil {
-		e := *e
-		s := Setting{Kind: KindIrqbalance, Target: "irqbalance", Reason: e.Reason, Line: e.Line, Irqbalance: &e}
+		s := setting.Change{Kind: setting.KindIrqbalance, Target: "irqbalance", Reason: e.Reason, Line: e.Line}
+		state := map[bool]string{true: "running", false: "stopped"}[h.Irqbalance.Running]
 		switch e.Mode {
 		case IrqbalanceLeave:
-			s.Value = "leave"
-			s.Current = map[bool]string{true: "running", false: "stopped"}[h.Irqbalance.Running]
-			s.Skip = "irqbalance is left as it is"
+			s.Value, s.Old = "leave", state
+			s.Status, s.Note = setting.StatusSkipped, "irqbalance is left as it is"
 		case IrqbalanceStop:
-			s.Value = "stopped"
-			if h.Irqbalance.Running {
-				s.Current = "running"
-			} else {
-				s.Current = "stopped"
-			}
+			s.Value, s.Old = "stopped", state
 		case IrqbalanceBan:
 			v.check(l, e.Line, "irqbalance.banned_cpus", *e.BannedCPUs)
 			s.Value = "banned_cpus=" + e.BannedCPUs.String()
-			s.Current = "banned_cpus=" + h.Irqbalance.BannedCPUs.String()
+			s.Old = "banned_cpus=" + h.Irqbalance.BannedCPUs.String()
 		}
 		out = append(out, s)
 	}
@@ -332,11 +201,10 @@ func Resolve(p *Plan, h *host.Host) ([]Setting, error) {
 		if nic == nil {
 			continue
 		}
-		e := e
-		s := Setting{Kind: KindCoalesce, Target: nic.Name + " coalescing", Value: coalesceValue(e, nil),
-			Reason: e.Reason, Line: e.Line, Device: nic.Name, Coalesce: &e}
+		s := setting.Change{Kind: setting.KindCoalesce, Target: nic.Name + " coalescing", Value: coalesceValue(e, nil),
+			Reason: e.Reason, Line: e.Line, Device: nic.Name}
 		if nic.Coalesce != nil {
-			s.Current = coalesceValue(e, nic.Coalesce)
+			s.Old = coalesceValue(e, nic.Coalesce)
 		}
 		out = append(out, s)
 	}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+type persistOptions struct {
+	stateDir string
+	remove   bool
+	root     string
+	binary   string
+	force    bool
+}
+
+func newPersistCmd() *cobra.Command {
+	o := &persistOptions{}
+	cmd := &cobra.Command{
+		Use:   "persist PLAN | --remove",
+		Short: "Re-apply a plan at boot and when NICs appear (systemd unit + udev rule)",
+		Long: `persist installs the plan as /etc/irqpilot/plan.yaml with a systemd oneshot
+unit that applies it at boot and a udev rule that starts the unit again for
+every network interface that appears later. It needs root (or
+--install-root DIR, for packaging). The unit runs the installed irqpilot
+binary: a binary under /tmp or a build tree is refused unless --force.`,
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout(), args) },
+	}
+	stateDirFlag(cmd, &o.stateDir)
+	cmd.Flags().BoolVar(&o.remove, "remove", false, "remove the installed unit, rule and plan")
+	cmd.Flags().StringVar(&o.root, "install-root", "", "install below `DIR` instead of / (for packaging and tests)")
+	cmd.Flags().StringVar(&o.binary, "binary", "", "irqpilot `PATH` the unit runs (default: this binary)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "write the unit even though the binary is under /tmp or a build tree")
+	return cmd
+}
+
+func (o *persistOptions) run(out io.Writer, args []string) error {
+	if o.root == "" && os.Geteuid() != 0 {
+		return fmt.Errorf("persist writes /etc/systemd and /etc/udev: run it as root (nothing was changed)")
+	}
+	exe := o.binary
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	exe, _ = filepath.Abs(exe)
+	p := &apply.Persistence{Root: o.root, Binary: exe, StateDir: o.stateDir}
+	if o.remove {
+		if len(args) != 0 {
+			return fmt.Errorf("--remove takes no plan")
+		}
+		removed, err := p.Remove()
+		for _, r := range removed {
+			fmt.Fprintln(out, "removed", r)
+		}
+		if err == nil && len(removed) == 0 {
+			fmt.Fprintln(out, "nothing to remove: no persisted plan installed")
+		}
+		return err
+	}
+	if len(args) != 1 {
+		return fmt.Errorf("persist needs a plan file (or --remove); usage: irqpilot persist PLAN")
+	}
+	if !o.force && transientBinary(exe) {
+		return fmt.Errorf("the unit would run %s, which looks temporary (under /tmp or a build tree); install irqpilot (e.g. /usr/local/sbin) and run that copy, or pass --binary PATH, or --force", exe)
+	}
+	data, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	if _, err := plan.Load(args[0], data); err != nil {
+		return err
+	}
+	written, err := p.Install(data)
+	for _, w := range written {
+		fmt.Fprintln(out, "wrote", w)
+	}
+	if err == nil && o.root == "" {
+		fmt.Fprintln(out, "run 'systemctl daemon-reload && udevadm control --reload' to activate now; the plan is applied at every boot")
+	}
+	return err
+}
+
+// transientBinary: a path that will not be there at the next boot, or is a
+// developer's build.
+func transientBinary(p string) bool {
+	for _, pre := range []string{"/tmp/", "/var/tmp/", "/dev/shm/", os.TempDir() + "/"} {
+		if strings.HasPrefix(p, pre) {
+			return true
+		}
+	}
+	return strings.Contains(p, "/go-build") || strings.HasSuffix(filepath.Dir(p), "/bin") && fileExists(filepath.Join(filepath.Dir(filepath.Dir(p)), "go.mod"))
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func init() { rootCmd.AddCommand(newPersistCmd()) }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+type revertOptions struct {
+	g        *globalFlags
+	stateDir string
+	to       string
+	force    bool
+}
+
+func newRevertCmd(g *globalFlags) *cobra.Command {
+	o := &revertOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "revert [--to ID]",
+		Short: "Restore exactly what an apply's journal recorded (the newest by default)",
+		Long: `revert restores exactly what an apply's journal recorded: the newest applied
+journal, or --to ID. Journals are checked before anything is written: a
+journal file that cannot be read, or whose entries name anything but the
+settings irqpilot writes, is refused whole and named.
+
+Exit status: 0 reverted (or nothing to revert), 1 a restore failed (the
+message names it), 2 refused before anything was written (not root, lock
+held, unreadable or refused journal, newer journal in the way).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+	}
+	stateDirFlag(cmd, &o.stateDir)
+	cmd.Flags().StringVar(&o.to, "to", "", "journal `ID` to revert (see 'irqpilot history'); default the newest applied")
+	cmd.Flags().BoolVar(&o.force, "force", false, "revert an older journal even though a newer applied one changed some of the same settings")
+	return cmd
+}
+
+func (o *revertOptions) run(out, errOut io.Writer) error {
+	if o.g.snapshot != "" {
+		return fmt.Errorf("revert writes kernel settings; it cannot run on a --snapshot")
+	}
+	fs := kernel.New(o.g.root)
+	if fs.IsLive() && os.Geteuid() != 0 {
+		return fmt.Errorf("revert must run as root (nothing was changed)")
+	}
+	a := apply.New(fs, o.stateDir)
+	j, err := a.Revert(o.to, o.force)
+	if errors.Is(err, apply.ErrNothingToRevert) {
+		fmt.Fprintf(out, "nothing to revert: no applied journal in %s\n", o.stateDir)
+		return nil
+	}
+	var herr *apply.HistoryError
+	if errors.As(err, &herr) && j != nil && j.State == apply.StateReverted {
+		// Reverted; an older journal file could not be read: say so.
+		fmt.Fprintf(errOut, "warning: %v\n", herr)
+		err = nil
+	}
+	if j != nil {
+		if o.g.json {
+			if werr := writeJSON(out, j); werr != nil && err == nil {
+				err = werr
+			}
+		} else if err == nil {
+			restored, gone := 0, 0
+			for _, e := range j.Entries {
+				switch e.Status {
+				case setting.StatusRestored:
+					restored++
+				case setting.StatusGone:
+					gone++
+				}
+			}
+			msg := fmt.Sprintf("reverted journal %s: %d settings restored", j.ID, restored)
+			if gone > 0 {
+				msg += fmt.Sprintf(", %d threads gone (exited, or their id now belongs to another thread: left alone)", gone)
+			}
+			fmt.Fprintln(out, msg)
+		}
+	}
+	if err != nil {
+		var ref *apply.RefusedError
+		if errors.As(err, &ref) {
+			return &exitError{code: 2, err: err}
+		}
+		return &exitError{code: 1, err: err}
+	}
+	return nil
+}
+
+type historyOptions struct {
+	g        *globalFlags
+	stateDir string
+}
+
+// historyJSON is `history --json`.
+type historyJSON struct {
+	Journals   []*apply.Journal   `json:"journals"`
+	Unreadable []apply.Unreadable `json:"unreadable,omitempty"`
+}
+
+func newHistoryCmd(g *globalFlags) *cobra.Command {
+	o := &historyOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "history",
+		Short: "List applied plans from the journal",
+		Long: `history lists the journals in --state-dir, oldest first. A journal file that
+cannot be read is listed with its error, and history then exits 2.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout()) },
+	}
+	stateDirFlag(cmd, &o.stateDir)
+	return cmd
+}
+
+func (o *historyOptions) run(out io.Writer) error {
+	js, err := apply.History(o.stateDir)
+	var herr *apply.HistoryError
+	if err != nil && !errors.As(err, &herr) {
+		return err
+	}
+	if o.g.json {
+		h := historyJSON{Journals: nonNil(js)}
+		if herr != nil {
+			h.Unreadable = herr.Files
+		}
+		if werr := writeJSON(out, h); werr != nil {
+			return werr
+		}
+	} else {
+		if len(js) == 0 && herr == nil {
+			fmt.Fprintf(out, "no journals in %s\n", o.stateDir)
+			return nil
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tTIME\tSTATE\tCHANGES\tPLAN")
+		for _, j := range js {
+			n := 0
+			for _, e := range j.Entries {
+				if e.Status == setting.StatusDone || e.Status == setting.StatusRestored || e.Status == setting.StatusPending {
+					n++
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", j.ID, j.Time.Local().Format("2006-01-02 15:04:05"), j.State, n, j.PlanFile)
+		}
+		tw.Flush()
+	}
+	if herr != nil {
+		return &exitError{code: 2, err: herr}
+	}
+	return nil
+}
+
+func init() {
+	rootCmd.AddCommand(newRevertCmd(&global), newHistoryCmd(&global))
+}

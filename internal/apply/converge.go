@@ -1,0 +1,79 @@
+package apply
+
+import (
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// ConvergeOptions say how to converge.
+type ConvergeOptions struct {
+	// DryRun reads every current value and reports what would change,
+	// writing nothing.
+	DryRun bool
+	// Boot drops the plan's entries for network devices not present yet
+	// (the boot unit; the udev rule applies them when they appear).
+	Boot bool
+	Meta Meta
+}
+
+// Outcome is what a converge found and did.
+type Outcome struct {
+	Result
+	DryRun bool
+	// NotPresent are the devices Boot left out.
+	NotPresent []string
+	// HostMismatch says why the plan may have been made for another host.
+	HostMismatch string
+}
+
+// Converge is the one pipeline every caller that changes the machine goes
+// through (apply, apply --boot, bench, tune and the agent): with the host
+// read once, resolve the plan against it, expand plan-level settings into
+// concrete changes (threads of selected processes, irqbalance's file),
+// read what is in force, and — unless a dry run — apply the difference
+// with the journal, reading every write back.
+//
+// The error is nil, or says what failed; Outcome.Journal tells whether
+// anything was written (nil: nothing was, so the failure came before the
+// first write).
+func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outcome, error) {
+	out := &Outcome{DryRun: o.DryRun}
+	if o.Boot {
+		cp := *p
+		out.NotPresent = plan.DropMissingDevices(&cp, h)
+		p = &cp
+	}
+	out.HostMismatch = plan.HostMismatch(p, h)
+	changes, skipped, err := Changes(a.Env, h, p)
+	if err != nil {
+		return out, err
+	}
+	if o.DryRun {
+		entries, err := a.Diff(changes)
+		if err != nil {
+			return out, err
+		}
+		out.Entries = append(entries, skipped...)
+		out.count()
+		return out, nil
+	}
+	res, err := a.Apply(changes, o.Meta)
+	if res != nil {
+		out.Result = *res
+		out.Entries = append(out.Entries, skipped...)
+		out.Skipped += len(skipped)
+	}
+	return out, err
+}
+
+// Changes resolves a plan against h and expands it into the concrete
+// changes to write, and the settings that will not be written (skipped,
+// with the reason).
+func Changes(env setting.Env, h *host.Host, p *plan.Plan) (changes, skipped []setting.Change, err error) {
+	resolved, err := plan.Resolve(p, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	return setting.Expand(env.FS, resolved)
+}

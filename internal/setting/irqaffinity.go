@@ -1,0 +1,63 @@
+package setting
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// irqAffinity: /proc/irq/N/smp_affinity_list, a cpulist. After a write it
+// notes where the interrupt is actually delivered (effective_affinity_list).
+type irqAffinity struct{ fileKind }
+
+var irqAffinityKind = irqAffinity{fileKind{
+	kind:  KindIRQAffinity,
+	same:  sameCPUList,
+	globs: []string{"proc/irq/*/smp_affinity_list"},
+	check: checkIRQAffinity,
+	scope: func(c *Change) Scope {
+		if c.IRQ == nil {
+			return Scope{IRQ: -1}
+		}
+		return Scope{IRQ: *c.IRQ}
+	},
+}}
+
+var irqPathRE = regexp.MustCompile(`^proc/irq/([0-9]+)/smp_affinity_list$`)
+
+func checkIRQAffinity(c *Change) error {
+	m := irqPathRE.FindStringSubmatch(c.Path)
+	if m == nil {
+		return fmt.Errorf("path %q is not an IRQ's smp_affinity_list", c.Path)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n > 1<<24 {
+		return fmt.Errorf("path %q: IRQ %q is not valid", c.Path, m[1])
+	}
+	if c.IRQ != nil && *c.IRQ != n {
+		return fmt.Errorf("path %q is not IRQ %d's", c.Path, *c.IRQ)
+	}
+	c.IRQ = &n
+	if s, err := cpuset.Parse(strings.TrimSpace(c.Value)); err == nil && s.IsEmpty() {
+		return fmt.Errorf("an empty CPU list is not a valid IRQ affinity")
+	}
+	return nil
+}
+
+// IRQAffinity is the change that places irq on cpus.
+func IRQAffinity(irq int, target string, cpus cpuset.Set, reason string) Change {
+	return Change{Kind: KindIRQAffinity, Target: target, Path: kernel.IRQAffinityListPath(irq),
+		IRQ: &irq, Value: cpus.String(), Reason: reason}
+}
+
+func (irqAffinity) AfterWrite(env *Env, c *Change) string {
+	eff := strings.TrimSuffix(c.Path, "smp_affinity_list") + "effective_affinity_list"
+	if v, err := env.FS.ReadString(eff); err == nil {
+		return "effective " + v
+	}
+	return ""
+}
