@@ -151,6 +151,62 @@ func setStrNamed(s cpuset.Set, named bool) string {
 	return fmt.Sprintf("%s,… (%d cpus)", str[:cut], n)
 }
 
+// coreGroup is one core of the text inventory: the online threads that
+// share an SMT sibling mask, within a node and package.
+type coreGroup struct {
+	node, pkg int
+	core      int   // core_id of its first thread, a label only (-1 unknown)
+	threads   []int // ascending
+}
+
+// groupCores groups the online CPUs into cores, ordered by node, package
+// and first thread. Threads belong to one core when they report the same
+// sibling mask: core_id is not unique within a package on some platforms,
+// so it only labels the group. CPUs whose siblings are unknown are grouped
+// by core_id, and CPUs with neither stand alone.
+func groupCores(cpus []host.CPU) []coreGroup {
+	type key struct {
+		node, pkg int
+		siblings  string // the sibling mask, "" when unknown
+		core      int    // core_id when siblings are unknown; -1-cpu when that is unknown too
+	}
+	var groups []coreGroup
+	index := map[key]int{}
+	for _, c := range cpus {
+		if !c.Online {
+			continue
+		}
+		k := key{node: c.Node, pkg: c.Package, siblings: c.Siblings.String()}
+		if k.siblings == "" {
+			k.core = c.Core
+			if c.Core < 0 {
+				k.core = -1 - c.ID // unknown core: one entry per CPU
+			}
+		}
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, coreGroup{node: c.Node, pkg: c.Package, core: c.Core})
+		}
+		groups[i].threads = append(groups[i].threads, c.ID)
+	}
+	for i := range groups {
+		sort.Ints(groups[i].threads)
+	}
+	sort.SliceStable(groups, func(i, j int) bool {
+		a, b := groups[i], groups[j]
+		if a.node != b.node {
+			return a.node < b.node
+		}
+		if a.pkg != b.pkg {
+			return a.pkg < b.pkg
+		}
+		return a.threads[0] < b.threads[0]
+	})
+	return groups
+}
+
 func writeCPUs(w io.Writer, h *host.Host) {
 	t := h.Topology
 	var online, offline cpuset.Set
@@ -183,39 +239,16 @@ func writeCPUs(w io.Writer, h *host.Host) {
 	fmt.Fprintln(w)
 
 	// node → package → core → threads
-	type key struct{ node, pkg, core int }
-	threads := map[key][]int{}
+	cores := groupCores(h.CPUs)
 	nodes := map[int]bool{}
-	for _, c := range h.CPUs {
-		if !c.Online {
-			continue
-		}
-		k := key{c.Node, c.Package, c.Core}
-		if c.Core < 0 {
-			k.core = -1 - c.ID // unknown core: one entry per CPU
-		}
-		threads[k] = append(threads[k], c.ID)
-		nodes[c.Node] = true
+	for _, g := range cores {
+		nodes[g.node] = true
 	}
 	nodeCPUs := map[int]cpuset.Set{}
 	for _, n := range t.Nodes {
 		nodes[n.ID] = true
 		nodeCPUs[n.ID] = n.CPUs
 	}
-	keys := make([]key, 0, len(threads))
-	for k := range threads {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.node != b.node {
-			return a.node < b.node
-		}
-		if a.pkg != b.pkg {
-			return a.pkg < b.pkg
-		}
-		return threads[a][0] < threads[b][0]
-	})
 	nodeIDs := make([]int, 0, len(nodes))
 	for n := range nodes {
 		nodeIDs = append(nodeIDs, n)
@@ -226,22 +259,21 @@ func writeCPUs(w io.Writer, h *host.Host) {
 		var pkgs []int
 		perPkg := map[int][]string{}
 		perPkgThreads := map[int]int{}
-		for _, k := range keys {
-			if k.node != n {
+		for _, g := range cores {
+			if g.node != n {
 				continue
 			}
-			ids := threads[k]
-			sort.Ints(ids)
+			ids := g.threads
 			cpus = cpus.Add(ids...)
-			if _, ok := perPkg[k.pkg]; !ok {
-				pkgs = append(pkgs, k.pkg)
+			if _, ok := perPkg[g.pkg]; !ok {
+				pkgs = append(pkgs, g.pkg)
 			}
 			label := "core ?"
-			if k.core >= 0 {
-				label = "core " + strconv.Itoa(k.core)
+			if g.core >= 0 {
+				label = "core " + strconv.Itoa(g.core)
 			}
-			perPkg[k.pkg] = append(perPkg[k.pkg], label+": "+cpuset.Of(ids...).String())
-			perPkgThreads[k.pkg] += len(ids)
+			perPkg[g.pkg] = append(perPkg[g.pkg], label+": "+cpuset.Of(ids...).String())
+			perPkgThreads[g.pkg] += len(ids)
 		}
 		if nc, ok := nodeCPUs[n]; ok && cpus.IsEmpty() {
 			cpus = nc
