@@ -17,11 +17,6 @@ var captureFlags struct {
 	output string
 }
 
-// loadFiles are the counter files the load sampler reads (some through
-// procfs, which bypasses kernel.FS recording), read here so that a capture
-// always holds them.
-var loadFiles = []string{"proc/stat", "proc/softirqs", "proc/net/softnet_stat", "proc/uptime"}
-
 var captureCmd = &cobra.Command{
 	Use:   "capture -o FILE.tar.gz",
 	Short: "Archive exactly the kernel files irqpilot reads, for --snapshot elsewhere",
@@ -84,12 +79,13 @@ func captureTo(fs *kernel.FS, output string) (*host.Host, *capture.Result, error
 		fs.StopRecording()
 		return nil, nil, err
 	}
-	// One load sample, so that observe/doctor work on the snapshot too. Its
-	// failure (say, a test tree without /proc/stat) only leaves files out.
+	// One load sample, so that observe/doctor work on the snapshot too: every
+	// counter file it reads goes through fs and is archived. Its failure
+	// (say, a test tree without /proc/stat) only leaves files out.
 	_, _ = load.NewSampler(fs).Sample()
-	for _, p := range loadFiles {
-		_, _ = fs.ReadFile(p)
-	}
+	// A snapshot's interval clock is its /proc/uptime (load.ClockUptime),
+	// which the sampler reads only below a root other than "/".
+	_, _ = fs.ReadFile("proc/uptime")
 	fs.StopRecording()
 
 	if output == "-" {

@@ -14,21 +14,20 @@ import (
 )
 
 // NVMe admin command constants (NVM Express Base Specification: Set
-// Features, opcode 09h; feature 08h Interrupt Coalescing) and the Linux
-// passthrough ioctl (include/uapi/linux/nvme_ioctl.h).
+// Features, opcode 09h; feature 08h Interrupt Coalescing). The Linux
+// passthrough ioctl itself is kernel.NVMeAdmin.
 const (
 	NVMeOpSetFeatures      = 0x09
 	NVMeFeatIntCoalescing  = 0x08
-	NVMeAdminCmdSize       = 72 // sizeof(struct nvme_passthru_cmd)
+	NVMeAdminCmdSize       = kernel.NVMeAdminCmdSize // sizeof(struct nvme_passthru_cmd)
 	NVMeAggTimeUnitNs      = 100_000
-	nvmeIoctlAdminCmd      = 0xC0484E41 // _IOWR('N', 0x41, struct nvme_admin_cmd)
-	nvmeDefaultTimeoutMs   = 0          // driver default
+	nvmeDefaultTimeoutMs   = 0 // driver default
 	nvmeMaxAggTime100us    = 255
 	nvmeMaxAggThreshold0Bs = 255
 )
 
-// NVMeIoctlAdminCmd is NVME_IOCTL_ADMIN_CMD.
-const NVMeIoctlAdminCmd = nvmeIoctlAdminCmd
+// NVMeIoctlAdminCmd is NVME_IOCTL_ADMIN_CMD (issued by kernel.NVMeAdmin).
+const NVMeIoctlAdminCmd = kernel.NVMeIoctlAdminCmd
 
 // NVMeCoalescing is the value of feature 08h.
 type NVMeCoalescing struct {

@@ -4,20 +4,12 @@ package coalesce
 
 import (
 	"fmt"
-	"runtime"
-	"unsafe"
 
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
-)
 
-// ifreqData is struct ifreq with its ifr_data member (host.ethtoolIoctl has
-// the same; that one is not exported).
-type ifreqData struct {
-	name [unix.IFNAMSIZ]byte
-	data unsafe.Pointer
-	_    [24 - unsafe.Sizeof(uintptr(0))]byte
-}
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
 
 // PerQueueCoalesce reads the coalescing of the given queues of interface
 // name with ETHTOOL_PERQUEUE/ETHTOOL_GCOALESCE (needs CAP_NET_ADMIN; drivers
@@ -31,18 +23,13 @@ func PerQueueCoalesce(name string, queues []int) ([]QueueCoalesce, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_IP)
+	et, err := kernel.OpenEthtool()
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
-	ifr := &ifreqData{data: unsafe.Pointer(&buf[0])}
-	copy(ifr.name[:], name)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ethtool.SIOCETHTOOL, uintptr(unsafe.Pointer(ifr)))
-	runtime.KeepAlive(ifr)
-	runtime.KeepAlive(buf)
-	if errno != 0 {
-		return nil, fmt.Errorf("ethtool --per-queue %s --show-coalesce: %w", name, errno)
+	defer et.Close()
+	if err := et.PerQueue(name, buf); err != nil {
+		return nil, fmt.Errorf("ethtool --per-queue %s --show-coalesce: %w", name, err)
 	}
 	return ParsePerQueueCoalesce(buf)
 }

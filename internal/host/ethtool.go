@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime"
 	"strconv"
-	"unsafe"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/safchain/ethtool"
-	"golang.org/x/sys/unix"
 )
 
 // ethtoolFile is the synthetic file in a capture that holds what the
@@ -29,32 +26,24 @@ type EthtoolFacts struct {
 	CoalesceError string    `json:"coalesce_error,omitempty"`
 }
 
-// QueryEthtool asks the kernel, through SIOCETHTOOL ioctls, for the driver,
-// channels and coalescing of each named interface. The ioctls act on the
-// network namespace of the calling thread at the time of the call (the
-// socket is created here), so a caller reading another namespace must lock
-// its OS thread and enter that namespace first.
-//
-// The request structures and command numbers are safchain/ethtool's, but
-// the ioctl itself is issued here: that library puts the address of a
-// stack variable into the request as a uintptr, so when the goroutine's
-// stack moves before the syscall the kernel writes into stale memory (seen
-// under -race as an empty driver name). Here every buffer the kernel fills
-// lives on the heap and is referenced by a real pointer.
+// QueryEthtool asks the kernel, through SIOCETHTOOL ioctls
+// (kernel.Ethtool), for the driver, channels and coalescing of each named
+// interface. The ioctls act on the network namespace of the calling thread
+// at the time of the call (the socket is created here), so a caller reading
+// another namespace must lock its OS thread and enter that namespace first.
 func QueryEthtool(names []string) (map[string]EthtoolFacts, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_IP)
+	et, err := kernel.OpenEthtool()
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer et.Close()
 	out := make(map[string]EthtoolFacts, len(names))
 	for _, n := range names {
 		var f EthtoolFacts
-		if d, err := unix.IoctlGetEthtoolDrvinfo(fd, n); err == nil {
-			f.Driver = unix.ByteSliceToString(d.Driver[:])
+		if d, err := et.Driver(n); err == nil {
+			f.Driver = d
 		}
-		c := &ethtool.Channels{Cmd: ethtool.ETHTOOL_GCHANNELS}
-		if err := ethtoolIoctl(fd, n, unsafe.Pointer(c)); err == nil {
+		if c, err := et.Channels(n); err == nil {
 			f.Channels = &Channels{
 				MaxRx: c.MaxRx, MaxTx: c.MaxTx, MaxOther: c.MaxOther, MaxCombined: c.MaxCombined,
 				Rx: c.RxCount, Tx: c.TxCount, Other: c.OtherCount, Combined: c.CombinedCount,
@@ -62,8 +51,7 @@ func QueryEthtool(names []string) (map[string]EthtoolFacts, error) {
 		} else {
 			f.ChannelsError = err.Error()
 		}
-		k := &ethtool.Coalesce{Cmd: ethtool.ETHTOOL_GCOALESCE}
-		if err := ethtoolIoctl(fd, n, unsafe.Pointer(k)); err == nil {
+		if k, err := et.Coalesce(n); err == nil {
 			f.Coalesce = &Coalesce{
 				RxUsecs: k.RxCoalesceUsecs, RxFrames: k.RxMaxCoalescedFrames,
 				TxUsecs: k.TxCoalesceUsecs, TxFrames: k.TxMaxCoalescedFrames,
@@ -78,31 +66,6 @@ func QueryEthtool(names []string) (map[string]EthtoolFacts, error) {
 		out[n] = f
 	}
 	return out, nil
-}
-
-// ifreqData is struct ifreq with the ifr_data member of its union: 16 bytes
-// of name, then a 24-byte union on 64-bit platforms (16 on 32-bit).
-type ifreqData struct {
-	name [unix.IFNAMSIZ]byte
-	data unsafe.Pointer
-	_    [24 - unsafe.Sizeof(uintptr(0))]byte
-}
-
-// ethtoolIoctl issues SIOCETHTOOL on interface name with the request at data
-// (a heap object whose first field is the ethtool command).
-func ethtoolIoctl(fd int, name string, data unsafe.Pointer) error {
-	if len(name) >= unix.IFNAMSIZ {
-		return fmt.Errorf("interface name %q too long", name)
-	}
-	ifr := &ifreqData{data: data}
-	copy(ifr.name[:], name)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ethtool.SIOCETHTOOL, uintptr(unsafe.Pointer(ifr)))
-	runtime.KeepAlive(ifr)
-	runtime.KeepAlive(data)
-	if errno != 0 {
-		return errno
-	}
-	return nil
 }
 
 var reKindWord = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -239,20 +202,19 @@ func SetCoalesce(name string, fields map[string]string) error {
 	if err := SetCoalesceFields(&ethtool.Coalesce{}, fields); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_IP)
+	et, err := kernel.OpenEthtool()
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	k := &ethtool.Coalesce{Cmd: ethtool.ETHTOOL_GCOALESCE}
-	if err := ethtoolIoctl(fd, name, unsafe.Pointer(k)); err != nil {
+	defer et.Close()
+	k, err := et.Coalesce(name)
+	if err != nil {
 		return fmt.Errorf("ethtool -c %s: %w", name, err)
 	}
 	if err := SetCoalesceFields(k, fields); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	k.Cmd = ethtool.ETHTOOL_SCOALESCE
-	if err := ethtoolIoctl(fd, name, unsafe.Pointer(k)); err != nil {
+	if err := et.SetCoalesce(name, k); err != nil {
 		return fmt.Errorf("ethtool -C %s: %w", name, err)
 	}
 	return nil

@@ -1,13 +1,8 @@
 package host
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -40,10 +35,11 @@ type irqbalanceProc struct {
 // readIrqbalance finds a running irqbalance and the CPUs it bans, from its
 // environment (which wins) or its configuration file.
 //
-// The process scan reads /proc/*/comm and /proc/PID/environ with os calls
-// instead of the FS's recorded reads on purpose: a capture must not archive
-// the machine's process list or the daemon's whole environment. Only the PID
-// and the two ban variables are kept, as a synthetic file.
+// The process scan reads /proc/*/comm and /proc/PID/environ through the
+// FS's unrecorded process reads (kernel.FS.Processes, Environ) on purpose: a
+// capture must not archive the machine's process list or the daemon's whole
+// environment. Only the PID and the two ban variables are kept, as a
+// synthetic file.
 func readIrqbalance(kfs *kernel.FS, h *Host) {
 	h.Irqbalance = Irqbalance{BannedCPUs: cpuset.Set{}}
 	var p irqbalanceProc
@@ -52,7 +48,7 @@ func readIrqbalance(kfs *kernel.FS, h *Host) {
 			h.unavailable("irqbalance", "/"+kernel.SyntheticDir+"/"+irqbalanceFile, err)
 		}
 	} else {
-		p = scanIrqbalance(kfs.Path("proc"))
+		p = scanIrqbalance(kfs)
 		if b, err := json.Marshal(p); err == nil {
 			kfs.SaveSynthetic(irqbalanceFile, b)
 		}
@@ -108,39 +104,31 @@ func bannedFrom(vars map[string]string) (cpuset.Set, bool, error) {
 	return cpuset.Set{}, false, nil
 }
 
-// scanIrqbalance looks for a process whose comm is "irqbalance" under
-// procDir (the lowest PID if several) and keeps the ban variables of its
-// environment.
-func scanIrqbalance(procDir string) irqbalanceProc {
+// scanIrqbalance looks for a process whose comm is "irqbalance" (the
+// lowest PID if several) and keeps the ban variables of its environment.
+// kernel.FS.Processes and Environ do not record what they read.
+func scanIrqbalance(kfs *kernel.FS) irqbalanceProc {
 	var p irqbalanceProc
-	ents, err := os.ReadDir(procDir)
+	procs, err := kfs.Processes()
 	if err != nil {
 		return p
 	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
-			continue
+	for _, pr := range procs { // ascending PID
+		if pr.Comm == "irqbalance" {
+			p.Running, p.PID = true, pr.PID
+			break
 		}
-		comm, err := os.ReadFile(filepath.Join(procDir, e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "irqbalance" {
-			continue
-		}
-		pids = append(pids, pid)
 	}
-	if len(pids) == 0 {
+	if !p.Running {
 		return p
 	}
-	sort.Ints(pids)
-	p.Running, p.PID = true, pids[0]
-	env, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(p.PID), "environ"))
+	env, err := kfs.Environ(p.PID)
 	if err != nil {
 		p.EnvErr = err.Error()
 		return p
 	}
-	for _, kv := range bytes.Split(env, []byte{0}) {
-		k, v, ok := strings.Cut(string(kv), "=")
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
 		if ok && (k == envBannedList || k == envBannedMask) {
 			if p.Env == nil {
 				p.Env = map[string]string{}

@@ -1,6 +1,8 @@
-// Package kernel is the only package that reads or writes /proc and /sys.
-// Every path is relative to a root directory: "/" for the live machine, an
-// unpacked snapshot, or a test tree. Parsers for the kernel's text formats
+// Package kernel is the only package that touches the machine: it reads and
+// writes /proc and /sys, issues ioctls (ethtool.go, nvme.go), scans and
+// signals processes (process.go) and asks the service manager to start and
+// stop units (service.go). Every path is relative to a root directory: "/"
+// for the live machine, an unpacked snapshot, or a test tree. Parsers for the kernel's text formats
 // live here too, as pure functions over bytes, so that they can be fuzzed and
 // benchmarked without a file system.
 package kernel

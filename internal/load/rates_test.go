@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/procfs"
-
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -323,16 +321,9 @@ func TestDelta32(t *testing.T) {
 // Old kernels (before 5.10, commit 7d58e6555870) print no CPU column and
 // skip offline CPUs: the rows belong to the online CPUs in order.
 func TestSoftnetRowsWithoutCPUColumn(t *testing.T) {
-	fs, err := procfs.NewFS("../../../shared/fixtures/node_exporter/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := fs.NetSoftnetStat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != 4 || rows[0].Width != 11 {
-		t.Fatalf("fixture changed: %d rows, width %d", len(rows), rows[0].Width)
+	rows := readSoftnetRows(t, "../../../shared/fixtures/node_exporter/proc/net/softnet_stat")
+	if len(rows) != 4 || rows[0].Columns != 11 {
+		t.Fatalf("fixture changed: %d rows, width %d", len(rows), rows[0].Columns)
 	}
 	online := []int{0, 2, 5, 7} // CPUs 1, 3, 4 and 6 offline
 	got, err := softnetRows(rows, online)
@@ -348,22 +339,28 @@ func TestSoftnetRowsWithoutCPUColumn(t *testing.T) {
 		t.Errorf("row/CPU mismatch: %v", err)
 	}
 	// 13-column rows carry the CPU id; the online list is not used.
-	fs2, err := procfs.NewFS("../../../shared/fixtures/procfs/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows2, err := fs2.NetSoftnetStat()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows2 := readSoftnetRows(t, "../../../shared/fixtures/procfs/proc/net/softnet_stat")
 	for i, r := range rows2 {
-		if r.Width >= 13 {
+		if r.Columns >= 13 {
 			got, err := softnetRows(rows2[i:i+1], nil)
-			if err != nil || got[0].CPU != int(r.Index) {
+			if err != nil || got[0].CPU != r.CPU {
 				t.Errorf("13-column row %d: %+v %v", i, got, err)
 			}
 		}
 	}
+}
+
+func readSoftnetRows(t *testing.T, path string) []kernel.SoftnetStat {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := kernel.ParseSoftnet(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
 
 func TestParseSoftirqs(t *testing.T) {

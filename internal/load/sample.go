@@ -8,13 +8,11 @@ package load
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/procfs"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -98,18 +96,15 @@ type Sampler struct {
 	// (for doctor's app-on-irq-cpu); costly on busy hosts, off by default.
 	Tasks bool
 
-	fs    *kernel.FS
-	pfs   procfs.FS
-	pfErr error
-	base  time.Time // monotonic origin for ClockMonotonic
-	now   func() time.Time
+	fs   *kernel.FS
+	base time.Time // monotonic origin for ClockMonotonic
+	now  func() time.Time
 }
 
-// NewSampler returns a sampler reading below fs's root.
+// NewSampler returns a sampler reading below fs's root. Every file it reads
+// goes through fs, so a recording FS (capture) keeps all of them.
 func NewSampler(fs *kernel.FS) *Sampler {
-	s := &Sampler{fs: fs, base: time.Now(), now: time.Now}
-	s.pfs, s.pfErr = procfs.NewFS(fs.Path("proc"))
-	return s
+	return &Sampler{fs: fs, base: time.Now(), now: time.Now}
 }
 
 // Sample reads all counters once. /proc/stat and /proc/interrupts are
@@ -119,9 +114,6 @@ func NewSampler(fs *kernel.FS) *Sampler {
 // below any other root it is that root's /proc/uptime, so that two captured
 // trees taken some seconds apart give the right interval.
 func (s *Sampler) Sample() (*Sample, error) {
-	if s.pfErr != nil {
-		return nil, fmt.Errorf("proc below %s: %w", s.fs.Root(), s.pfErr)
-	}
 	now := s.now()
 	smp := &Sample{Time: now}
 	if s.fs.IsLive() {
@@ -134,25 +126,28 @@ func (s *Sampler) Sample() (*Sample, error) {
 		smp.Clock, smp.ClockSource = up, ClockUptime
 	}
 
-	// /proc/stat: procfs parses it (all columns, old kernels with fewer).
-	st, err := s.pfs.Stat()
+	// /proc/stat: all columns, or fewer on old kernels (missing ones are 0).
+	data, err := s.fs.ReadFile("proc/stat")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.fs.Path("proc/stat"), err)
+		return nil, err
 	}
-	smp.CPUs = make([]CPUTimes, 0, len(st.CPU))
-	for id, c := range st.CPU {
+	st, err := kernel.ParseStatCPUs("/proc/stat", data)
+	if err != nil {
+		return nil, err
+	}
+	smp.CPUs = make([]CPUTimes, 0, len(st))
+	for _, c := range st { // ascending id
 		smp.CPUs = append(smp.CPUs, CPUTimes{
-			ID: int(id), User: c.User, Nice: c.Nice, System: c.System, Idle: c.Idle,
-			IOWait: c.Iowait, IRQ: c.IRQ, SoftIRQ: c.SoftIRQ, Steal: c.Steal,
-			Guest: c.Guest, GuestNice: c.GuestNice,
+			ID: c.CPU, User: ticks(c.User), Nice: ticks(c.Nice), System: ticks(c.System), Idle: ticks(c.Idle),
+			IOWait: ticks(c.IOWait), IRQ: ticks(c.IRQ), SoftIRQ: ticks(c.SoftIRQ), Steal: ticks(c.Steal),
+			Guest: ticks(c.Guest), GuestNice: ticks(c.GuestNice),
 		})
 	}
-	sort.Slice(smp.CPUs, func(i, j int) bool { return smp.CPUs[i].ID < smp.CPUs[j].ID })
 	if len(smp.CPUs) == 0 {
-		return nil, fmt.Errorf("%s: no per-CPU lines", s.fs.Path("proc/stat"))
+		return nil, errors.New("/proc/stat: no per-CPU lines")
 	}
 
-	data, err := s.fs.ReadFile("proc/interrupts")
+	data, err = s.fs.ReadFile("proc/interrupts")
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +161,10 @@ func (s *Sampler) Sample() (*Sample, error) {
 		smp.Unavailable = append(smp.Unavailable, err.Error())
 	}
 
-	if rows, err := s.pfs.NetSoftnetStat(); err != nil {
+	if data, err := s.fs.ReadFile("proc/net/softnet_stat"); err != nil {
 		smp.Unavailable = append(smp.Unavailable, "/proc/net/softnet_stat: "+err.Error())
+	} else if rows, err := kernel.ParseSoftnet("/proc/net/softnet_stat", data); err != nil {
+		smp.Unavailable = append(smp.Unavailable, err.Error())
 	} else {
 		online := make([]int, len(smp.CPUs))
 		for i, c := range smp.CPUs {
@@ -201,24 +198,28 @@ func (s *Sampler) uptime() (time.Duration, error) {
 	return time.Duration(sec * float64(time.Second)), nil
 }
 
-// softnetRows converts procfs rows and fixes the CPU id of rows without an
+// ticks converts USER_HZ clock ticks to seconds.
+func ticks(n uint64) float64 { return float64(n) / userHZ }
+
+// softnetRows converts parsed rows and fixes the CPU id of rows without an
 // index column.
 //
 // Kernels before 5.10 print no CPU column. Their seq_file iterator
 // (softnet_get_online in net/core/net-procfs.c) skips CPUs that are not
-// online, so row k belongs to the k-th online CPU — not to CPU k, which is
-// what procfs assumes. We map rows onto the online CPUs of the same sample
-// (/proc/stat lists exactly the online CPUs). If the counts disagree (a CPU
-// changed state between the two reads) the rows cannot be attributed.
-func softnetRows(rows []procfs.SoftnetStat, online []int) ([]SoftnetCounters, error) {
+// online, so row k belongs to the k-th online CPU — not to CPU k (which is
+// what prometheus/procfs assumes). We map rows onto the online CPUs of the
+// same sample (/proc/stat lists exactly the online CPUs). If the counts
+// disagree (a CPU changed state between the two reads) the rows cannot be
+// attributed.
+func softnetRows(rows []kernel.SoftnetStat, online []int) ([]SoftnetCounters, error) {
 	out := make([]SoftnetCounters, len(rows))
 	for i, r := range rows {
 		c := SoftnetCounters{
-			CPU: int(r.Index), Processed: r.Processed, Dropped: r.Dropped,
-			TimeSqueeze: r.TimeSqueezed, ReceivedRPS: r.ReceivedRps,
-			FlowLimit: r.FlowLimitCount, Backlog: r.SoftnetBacklogLen, Columns: r.Width,
+			CPU: r.CPU, Processed: r.Processed, Dropped: r.Dropped,
+			TimeSqueeze: r.TimeSqueeze, ReceivedRPS: r.ReceivedRPS,
+			FlowLimit: r.FlowLimit, Backlog: r.Backlog, Columns: r.Columns,
 		}
-		if r.Width < 13 {
+		if r.CPU < 0 {
 			if len(rows) != len(online) {
 				return nil, fmt.Errorf("/proc/net/softnet_stat: %d rows without a CPU column but %d online CPUs; rows cannot be attributed", len(rows), len(online))
 			}

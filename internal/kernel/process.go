@@ -1,0 +1,151 @@
+package kernel
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Process scans. A capture must not archive the machine's process list or a
+// daemon's environment, so everything in this file reads through
+// readUnrecorded: never recorded, whatever StartRecording says. What a
+// caller learns from a scan and needs in a snapshot it saves itself, reduced
+// to what it needs, with SaveSynthetic.
+
+// readUnrecorded reads a file below the root without recording it. Errors
+// name the kernel path, as ReadFile's do.
+func (f *FS) readUnrecorded(rel string) ([]byte, error) {
+	b, err := os.ReadFile(f.Path(rel))
+	return b, f.kernelErr(err)
+}
+
+// Process is one process of a /proc scan.
+type Process struct {
+	PID  int
+	Comm string // /proc/PID/comm, trimmed
+	// StartTime is field 22 of /proc/PID/stat: when the process started, in
+	// clock ticks after boot. With the PID it names one process for good
+	// (a PID is reused, the pair is not). 0 when stat could not be read.
+	StartTime uint64
+}
+
+// Processes lists the processes in /proc (not threads), by ascending PID,
+// with their command name and start time. Processes that exit during the
+// scan are left out. Nothing it reads is recorded for a capture.
+func (f *FS) Processes() ([]Process, error) {
+	ents, err := os.ReadDir(f.Path("proc"))
+	if err != nil {
+		return nil, f.kernelErr(err)
+	}
+	var out []Process
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		comm, err := f.readUnrecorded("proc/" + e.Name() + "/comm")
+		if err != nil {
+			continue // exited, or not a process directory
+		}
+		p := Process{PID: pid, Comm: strings.TrimSpace(string(comm))}
+		if st, err := f.readUnrecorded("proc/" + e.Name() + "/stat"); err == nil {
+			if p.StartTime, err = ParseStatStartTime(st); err != nil {
+				return nil, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			}
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out, nil
+}
+
+// ParseStatStartTime returns field 22 (starttime) of a /proc/PID/stat or
+// /proc/PID/task/TID/stat line. The command name (field 2) is in
+// parentheses and may hold spaces and parentheses itself, so fields are
+// counted from the last ')'.
+func ParseStatStartTime(data []byte) (uint64, error) {
+	closing := bytes.LastIndexByte(data, ')')
+	if closing < 0 || bytes.IndexByte(data, '(') < 0 {
+		return 0, fmt.Errorf("no (comm) in %q", truncate(data))
+	}
+	f := bytes.Fields(data[closing+1:])
+	// f[0] is field 3 (state); field n is f[n-3].
+	if len(f) < 22-2 {
+		return 0, fmt.Errorf("%d fields after comm, want at least %d", len(f), 22-2)
+	}
+	v, err := strconv.ParseUint(string(f[22-3]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("field 22 (starttime) %q is not a number", truncate(f[22-3]))
+	}
+	return v, nil
+}
+
+// Environ returns the environment of process pid (/proc/PID/environ) as
+// "KEY=value" strings. The whole environment is a daemon's secret as much
+// as its configuration: it is never recorded, and callers keep only the
+// variables they need.
+func (f *FS) Environ(pid int) ([]string, error) {
+	b, err := f.readUnrecorded(fmt.Sprintf("proc/%d/environ", pid))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if len(kv) > 0 {
+			out = append(out, string(kv))
+		}
+	}
+	return out, nil
+}
+
+// Tgid returns the thread group (process) a thread belongs to, from the
+// Tgid: line of /proc/TID/status. Not recorded.
+func (f *FS) Tgid(tid int) (int, error) {
+	b, err := f.readUnrecorded(fmt.Sprintf("proc/%d/status", tid))
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return 0, fmt.Errorf("thread %d: %w", tid, ErrNoSuchTask)
+		}
+		return 0, err
+	}
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n <= 0 {
+				return 0, fmt.Errorf("/proc/%d/status: Tgid %q is not a process id", tid, strings.TrimSpace(v))
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no Tgid line", tid)
+}
+
+// Signal sends sig to process pid with kill(2). Only on the live machine;
+// pid must be a single process (kill's 0 and negative ids, which reach
+// process groups or everything, are refused). A process that is gone is
+// ErrNoSuchTask; lacking the privilege is ErrNotPermitted.
+func (f *FS) Signal(pid int, sig syscall.Signal) error {
+	if !f.IsLive() {
+		return fmt.Errorf("signal %v to pid %d: %w on a snapshot", sig, pid, ErrUnsupported)
+	}
+	if pid <= 0 {
+		return fmt.Errorf("signal %v: pid %d is not a single process", sig, pid)
+	}
+	err := unix.Kill(pid, sig)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.ESRCH):
+		return fmt.Errorf("pid %d: %w", pid, ErrNoSuchTask)
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("signal %v to pid %d: %w (%v)", sig, pid, ErrNotPermitted, err)
+	}
+	return fmt.Errorf("signal %v to pid %d: %w", sig, pid, err)
+}
