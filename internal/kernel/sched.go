@@ -3,6 +3,7 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,34 +126,15 @@ func taskErr(tid int, err error) error {
 
 // TaskStart is when thread tid started, in clock ticks after boot
 // (/proc/TID/stat field 22). With the id it identifies a thread across time:
-// a thread id reused by a new thread has another start time.
+// a thread id reused by a new thread has another start time. Like every
+// process read, it is never recorded into a capture.
 func (f *FS) TaskStart(tid int) (uint64, error) {
-	s, err := f.ReadString(fmt.Sprintf("proc/%d/stat", tid))
+	b, err := f.readUnrecorded(fmt.Sprintf("proc/%d/stat", tid))
 	if err != nil {
-		if errors.Is(err, syscall.ENOENT) {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, os.ErrNotExist) {
 			return 0, fmt.Errorf("thread %d: %w", tid, ErrNoSuchTask)
 		}
 		return 0, err
 	}
-	return ParseStatStart(s)
-}
-
-// ParseStatStart returns field 22 (starttime) of a /proc/PID/stat line. The
-// command name (field 2) is in parentheses and may itself hold spaces and
-// parentheses, so fields are counted after the last ')'.
-func ParseStatStart(line string) (uint64, error) {
-	i := strings.LastIndexByte(line, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("stat line %.40q: no command name", line)
-	}
-	f := strings.Fields(line[i+1:])
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return 0, fmt.Errorf("stat line %.40q: %d fields, want at least 22", line, len(f)+2)
-	}
-	n, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("stat line: starttime %q: %w", f[19], err)
-	}
-	return n, nil
+	return ParseStatStartTime(b)
 }

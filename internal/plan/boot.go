@@ -30,4 +30,3 @@ func DropMissingDevices(p *Plan, h *host.Host) []string {
 	p.Coalesce = slices.DeleteFunc(p.Coalesce, func(e CoalesceEntry) bool { return !present(e.Device) })
 	return slices.Sorted(maps.Keys(missing))
 }
-

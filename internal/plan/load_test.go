@@ -286,7 +286,6 @@ func TestResolveManagedAndStatus(t *testing.T) {
 	}
 }
 
-
 func TestHostMismatch(t *testing.T) {
 	h := fullHost().build() // hostname "synth"
 	p, err := LoadFile("testdata/full.yaml")

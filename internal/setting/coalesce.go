@@ -57,7 +57,7 @@ func (e *Env) services() kernel.ServiceManager {
 	if e.Services != nil {
 		return e.Services
 	}
-	return kernel.Systemctl{}
+	return e.FS.Services()
 }
 
 func (coalesce) Kind() Kind                { return KindCoalesce }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -43,10 +44,10 @@ func (irqbalanceState) Check(c *Change) error {
 
 // IrqbalancePID is the PID of a running irqbalance, 0 if none.
 func IrqbalancePID(fs *kernel.FS) int {
-	pids, _ := fs.PIDs()
-	for _, p := range pids {
-		if c, err := fs.Comm(p); err == nil && c == "irqbalance" {
-			return p
+	procs, _ := fs.Processes()
+	for _, p := range procs {
+		if p.Comm == "irqbalance" {
+			return p.PID
 		}
 	}
 	return 0
@@ -80,7 +81,7 @@ func (irqbalanceState) Write(env *Env, c *Change, value string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("irqbalance (pid %d) still runs 5 s after SIGTERM", pid)
 		}
-		env.FS.Terminate(pid)
+		_ = env.FS.Signal(pid, syscall.SIGTERM)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
