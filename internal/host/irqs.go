@@ -73,14 +73,10 @@ func readIRQs(kfs *kernel.FS, h *Host, opts Options) error {
 
 	readSysIRQs(kfs, h, in, rows)
 	readPlacement(kfs, h)
-	switch {
-	case kfs.IsLive() && opts.ProbeManaged:
+	if kfs.IsLive() && opts.ProbeManaged {
 		probeManaged(kfs, h)
-	case kfs.IsLive():
-		h.unavailable("irq managed state", "/proc/irq/*/smp_affinity_list",
-			errors.New("not probed (needs root and the managed-IRQ probe); managed IRQs show as unknown"))
-	default:
-		readManagedFile(kfs, h)
+	} else {
+		readManaged(kfs, h, opts)
 	}
 	return nil
 }
@@ -243,32 +239,63 @@ func probeManaged(kfs *kernel.FS, h *Host) {
 	}
 }
 
-// readManagedFile applies a capture's probe result (irqpilot/managed.json).
-func readManagedFile(kfs *kernel.FS, h *Host) {
+// readManaged finds the managed state without writing anything: from
+// debugfs where present (live or captured), then, for the IRQs it left
+// unknown, from apply's record in opts.StateDir on the live machine or from a
+// capture's synthetic file. On the live machine what was learned is saved for
+// a capture. IRQs no source knows stay unknown, which plans treat as "may be
+// refused" (apply reports a refused write as skipped); only when no source
+// knew anything is that recorded in h.Unavailable.
+func readManaged(kfs *kernel.FS, h *Host, opts Options) {
+	if len(h.IRQs) == 0 {
+		return
+	}
+	n, debugErr := managedFromDebugfs(kfs, h)
+	var m int
+	var otherErr error
+	where := "/" + kernel.SyntheticDir + "/" + ManagedFile
+	if kfs.IsLive() {
+		where = "/" + kernel.IRQDebugDir
+		m, otherErr = managedFromRecord(kfs, h, opts.StateDir)
+		if known := knownManaged(h); len(known.Managed)+len(known.Movable) > 0 {
+			if b, err := json.Marshal(known); err == nil {
+				kfs.SaveSynthetic(ManagedFile, b)
+			}
+		}
+	} else {
+		m, otherErr = readManagedFile(kfs, h)
+	}
+	if n+m > 0 {
+		return
+	}
+	var why []string
+	if debugErr != nil {
+		why = append(why, debugErr.Error())
+	}
+	if otherErr != nil {
+		why = append(why, otherErr.Error())
+	}
+	advice := "managed IRQs show as unknown"
+	if kfs.IsLive() {
+		advice += "; --probe-managed finds them by writing each IRQ's current affinity back (root)"
+	}
+	h.unavailable("irq managed state", where, fmt.Errorf("%s; %s", strings.Join(why, "; "), advice))
+}
+
+// readManagedFile applies a capture's synthetic file (irqpilot/managed.json)
+// to the IRQs still unknown and returns how many it filled.
+func readManagedFile(kfs *kernel.FS, h *Host) (int, error) {
 	where := "/" + kernel.SyntheticDir + "/" + ManagedFile
 	b, err := kfs.ReadSynthetic(ManagedFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			err = errors.New("not in this snapshot (captured without the root-only probe); managed IRQs show as unknown")
+			err = fmt.Errorf("%s not in this snapshot (captured without debugfs, a record or the probe)", where)
 		}
-		h.unavailable("irq managed state", where, err)
-		return
+		return 0, err
 	}
 	var probe managedProbe
 	if err := json.Unmarshal(b, &probe); err != nil {
-		h.unavailable("irq managed state", where, fmt.Errorf("unreadable: %w", err))
-		return
+		return 0, fmt.Errorf("%s unreadable: %w", where, err)
 	}
-	state := map[int]Managed{}
-	for _, n := range probe.Movable {
-		state[n] = ManagedNo
-	}
-	for _, n := range probe.Managed {
-		state[n] = ManagedYes
-	}
-	for i := range h.IRQs {
-		if m, ok := state[h.IRQs[i].Number]; ok {
-			h.IRQs[i].Managed = m
-		}
-	}
+	return applyProbe(h, probe), nil
 }
