@@ -53,7 +53,9 @@ before anything was written.`,
 		if err != nil {
 			return err
 		}
-		h, err := readHost(fs)
+		// A real apply writes anyway: it may probe for managed IRQs. A dry
+		// run writes nothing.
+		h, err := readHostWith(fs, !applyFlags.dryRun, applyFlags.stateDir)
 		if err != nil {
 			return err
 		}
