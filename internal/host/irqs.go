@@ -240,62 +240,71 @@ func probeManaged(kfs *kernel.FS, h *Host) {
 }
 
 // readManaged finds the managed state without writing anything: from
-// debugfs where present (live or captured), then, for the IRQs it left
-// unknown, from apply's record in opts.StateDir on the live machine or from a
-// capture's synthetic file. On the live machine what was learned is saved for
-// a capture. IRQs no source knows stay unknown, which plans treat as "may be
-// refused" (apply reports a refused write as skipped); only when no source
-// knew anything is that recorded in h.Unavailable.
+// debugfs where readable, then, for the IRQs it left unknown, from apply's
+// record in opts.StateDir on the live machine or from a capture's synthetic
+// file elsewhere. On the live machine the outcome is saved for a capture
+// (which never archives debugfs), so a snapshot reads the same. IRQs no
+// source knows stay unknown, which plans treat as "may be refused" (apply
+// reports a refused write as skipped); only when no source knew anything is
+// that recorded in h.Unavailable.
 func readManaged(kfs *kernel.FS, h *Host, opts Options) {
 	if len(h.IRQs) == 0 {
 		return
 	}
 	n, debugErr := managedFromDebugfs(kfs, h)
-	var m int
-	var otherErr error
-	where := "/" + kernel.SyntheticDir + "/" + ManagedFile
-	if kfs.IsLive() {
-		where = "/" + kernel.IRQDebugDir
-		m, otherErr = managedFromRecord(kfs, h, opts.StateDir)
-		if known := knownManaged(h); len(known.Managed)+len(known.Movable) > 0 {
-			if b, err := json.Marshal(known); err == nil {
-				kfs.SaveSynthetic(ManagedFile, b)
-			}
-		}
-	} else {
-		m, otherErr = readManagedFile(kfs, h)
+	if errors.Is(debugErr, fs.ErrNotExist) {
+		debugErr = fmt.Errorf("no /%s (debugfs)", kernel.IRQDebugDir)
 	}
-	if n+m > 0 {
+	if kfs.IsLive() {
+		m, recErr := managedFromRecord(kfs, h, opts.StateDir)
+		saved := savedManaged{managedProbe: knownManaged(h)}
+		if n+m == 0 {
+			u := Unavailable{What: "irq managed state", Path: "/" + kernel.IRQDebugDir,
+				Reason: fmt.Sprintf("%v; %v; managed IRQs unknown (--probe-managed finds them by writing)", debugErr, recErr)}
+			h.Unavailable = append(h.Unavailable, u)
+			saved.Unavailable = &u
+		}
+		if b, err := json.Marshal(saved); err == nil {
+			kfs.SaveSynthetic(ManagedFile, b)
+		}
 		return
 	}
-	var why []string
-	if debugErr != nil {
-		why = append(why, debugErr.Error())
+	m, saved, fileErr := readManagedFile(kfs, h)
+	switch {
+	case n+m > 0:
+	case saved != nil && saved.Unavailable != nil:
+		// What the live machine said when it was captured.
+		h.Unavailable = append(h.Unavailable, *saved.Unavailable)
+	default:
+		why := fileErr.Error()
+		if debugErr != nil && !strings.HasPrefix(debugErr.Error(), "no /") {
+			why = debugErr.Error() + "; " + why
+		}
+		h.unavailable("irq managed state", "/"+kernel.SyntheticDir+"/"+ManagedFile, fmt.Errorf("%s; managed IRQs unknown", why))
 	}
-	if otherErr != nil {
-		why = append(why, otherErr.Error())
-	}
-	advice := "managed IRQs show as unknown"
-	if kfs.IsLive() {
-		advice += "; --probe-managed finds them by writing each IRQ's current affinity back (root)"
-	}
-	h.unavailable("irq managed state", where, fmt.Errorf("%s; %s", strings.Join(why, "; "), advice))
+}
+
+// savedManaged is the synthetic ManagedFile: the known states and, when none
+// was known, the reason the live machine gave.
+type savedManaged struct {
+	managedProbe
+	Unavailable *Unavailable `json:"unavailable,omitempty"`
 }
 
 // readManagedFile applies a capture's synthetic file (irqpilot/managed.json)
 // to the IRQs still unknown and returns how many it filled.
-func readManagedFile(kfs *kernel.FS, h *Host) (int, error) {
+func readManagedFile(kfs *kernel.FS, h *Host) (int, *savedManaged, error) {
 	where := "/" + kernel.SyntheticDir + "/" + ManagedFile
 	b, err := kfs.ReadSynthetic(ManagedFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%s not in this snapshot (captured without debugfs, a record or the probe)", where)
+			err = errors.New("not in this snapshot (captured without debugfs, apply's record or the probe)")
 		}
-		return 0, err
+		return 0, nil, err
 	}
-	var probe managedProbe
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return 0, fmt.Errorf("%s unreadable: %w", where, err)
+	var saved savedManaged
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return 0, nil, fmt.Errorf("%s unreadable: %w", where, err)
 	}
-	return applyProbe(h, probe), nil
+	return applyProbe(h, saved.managedProbe), &saved, nil
 }

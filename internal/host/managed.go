@@ -177,8 +177,8 @@ func readRecordFile(path string) (*managedRecord, error) {
 // managedFromDebugfs fills in the managed state of every IRQ whose debugfs
 // file can be read; it returns how many it filled and, when none, why.
 func managedFromDebugfs(kfs *kernel.FS, h *Host) (int, error) {
-	if !kfs.Exists(kernel.IRQDebugDir) {
-		return 0, fmt.Errorf("/%s not present (debugfs not mounted, kernel without CONFIG_GENERIC_IRQ_DEBUGFS, or not root)", kernel.IRQDebugDir)
+	if err := kfs.StatIRQDebug(); err != nil {
+		return 0, err
 	}
 	n := 0
 	var firstErr error
@@ -209,12 +209,12 @@ func managedFromDebugfs(kfs *kernel.FS, h *Host) (int, error) {
 // unknown; it returns how many it filled and, when it could not be used, why.
 func managedFromRecord(kfs *kernel.FS, h *Host, stateDir string) (int, error) {
 	if stateDir == "" {
-		return 0, errors.New("no state directory given")
+		return 0, errors.New("no state directory to find apply's record in")
 	}
 	p := recordPath(stateDir)
 	rec, err := readRecordFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("no record %s (apply keeps one of the IRQs whose writes the kernel refused)", p)
+		return 0, fmt.Errorf("no record %s", p)
 	}
 	if err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -105,13 +106,25 @@ func ParseIRQDebug(name string, data []byte) (*IRQDebug, error) {
 	return &d, nil
 }
 
-// ReadIRQDebug reads and parses /sys/kernel/debug/irq/irqs/N. It only reads:
-// the file's write side (injecting an interrupt) is never used.
+// StatIRQDebug reports whether IRQDebugDir can be read: nil when it can, an
+// error naming the directory (not mounted, not root) when not.
+//
+// Neither this nor ReadIRQDebug is recorded for a capture: captures refuse
+// /sys/kernel/debug (internal/capture), so what is learned from it is saved
+// as a synthetic file by the caller instead.
+func (f *FS) StatIRQDebug() error {
+	_, err := os.Stat(f.Path(IRQDebugDir))
+	return f.kernelErr(err)
+}
+
+// ReadIRQDebug reads and parses /sys/kernel/debug/irq/irqs/N (unrecorded,
+// see StatIRQDebug). It only reads: the file's write side (injecting an
+// interrupt) is never used.
 func (f *FS) ReadIRQDebug(irq int) (*IRQDebug, error) {
 	p := IRQDebugPath(irq)
-	b, err := f.ReadFile(p)
+	b, err := os.ReadFile(f.Path(p))
 	if err != nil {
-		return nil, err
+		return nil, f.kernelErr(err)
 	}
 	return ParseIRQDebug("/"+p, b)
 }

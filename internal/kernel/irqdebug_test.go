@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -89,9 +90,15 @@ func TestReadIRQDebug(t *testing.T) {
 	if err != nil || !d.AffinityManaged() {
 		t.Fatalf("%+v %v", d, err)
 	}
-	// Read like any kernel file, so that a capture keeps it.
-	if _, ok := f.RecordedContent("/sys/kernel/debug/irq/irqs/36"); !ok {
-		t.Error("not recorded")
+	// Not recorded: captures refuse /sys/kernel/debug.
+	if r := f.Recorded(); len(r) != 0 {
+		t.Errorf("recorded %v", r)
+	}
+	if err := f.StatIRQDebug(); err != nil {
+		t.Error(err)
+	}
+	if err := New(t.TempDir()).StatIRQDebug(); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "/sys/kernel/debug/irq/irqs") {
+		t.Errorf("missing dir: %v", err)
 	}
 	if _, err := f.ReadIRQDebug(38); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
