@@ -89,7 +89,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h, err := readHost(fs)
+	h, err := readHostWith(fs, !o.dryRun, o.stateDir)
 	if err != nil {
 		return err
 	}

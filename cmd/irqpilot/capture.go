@@ -67,6 +67,7 @@ was archived and the model the capture was made from.`,
 
 func init() {
 	captureCmd.Flags().StringVarP(&captureFlags.output, "output", "o", "", "write the snapshot to `FILE.tar.gz` (- for standard output)")
+	addProbeManagedFlag(captureCmd)
 	rootCmd.AddCommand(captureCmd)
 }
 

@@ -42,6 +42,7 @@ func init() {
 	f := doctorCmd.Flags()
 	f.DurationVar(&doctorFlags.duration, "duration", 10*time.Second, "time between the two samples on the live machine")
 	f.StringVar(&doctorFlags.after, "after", "", "second sample for --root/--snapshot: a `DIR` or snapshot FILE.tar.gz captured later")
+	addProbeManagedFlag(doctorCmd)
 	rootCmd.AddCommand(doctorCmd)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -26,8 +27,9 @@ siblings; each NIC with its queues, their IRQs, where each IRQ is allowed to
 run (smp_affinity_list), where it actually lands (effective_affinity_list and
 counts) and the RPS/XPS steering of each queue; block devices with their
 hardware queues; the other IRQs by class; irqbalance; and what could not be
-read. Nothing is changed, except that on the live machine each IRQ's current
-affinity is written back once to learn whether the kernel manages it.
+read. Nothing is written: whether the kernel manages an IRQ comes from
+debugfs (/sys/kernel/debug/irq/irqs) or apply's record, else it is unknown;
+--probe-managed finds out by writing each IRQ's current affinity back.
 
 --json prints the full model (per-CPU counts included) with stable field
 names, documented in the README.`,
@@ -51,14 +53,33 @@ names, documented in the README.`,
 	},
 }
 
-func init() { rootCmd.AddCommand(inventoryCmd) }
+func init() {
+	addProbeManagedFlag(inventoryCmd)
+	rootCmd.AddCommand(inventoryCmd)
+}
 
-// readHost builds the model. On the live machine, as root, kernel-managed
-// IRQs are found by writing each IRQ's own affinity back (the kernel refuses
-// the write for managed ones), under the machine-wide write lock; elsewhere
-// the managed state comes from a capture or is unknown.
+// probeManaged is --probe-managed (inventory, plan, doctor, capture).
+var probeManaged bool
+
+func addProbeManagedFlag(c *cobra.Command) {
+	c.Flags().BoolVar(&probeManaged, "probe-managed", false,
+		"write each IRQ's current affinity back to /proc/irq/N/smp_affinity_list to find kernel-managed IRQs (root; "+
+			"default: write nothing, read debugfs and apply's record in "+apply.DefaultStateDir+", else managed is unknown)")
+}
+
+// readHost builds the model for the read-only commands: it writes nothing
+// unless --probe-managed was given.
 func readHost(fs *kernel.FS) (*host.Host, error) {
-	return host.Read(fs, host.Options{ProbeManaged: fs.IsLive() && os.Geteuid() == 0})
+	return readHostWith(fs, probeManaged, apply.DefaultStateDir)
+}
+
+// readHostWith builds the model. With probe, on the live machine as root,
+// kernel-managed IRQs are found by writing each IRQ's own affinity back (the
+// kernel refuses the write for managed ones), under the machine-wide write
+// lock. Otherwise the managed state comes, without writing, from debugfs,
+// from apply's record in stateDir or from a capture, or is unknown.
+func readHostWith(fs *kernel.FS, probe bool, stateDir string) (*host.Host, error) {
+	return host.Read(fs, host.Options{ProbeManaged: probe && fs.IsLive() && os.Geteuid() == 0, StateDir: stateDir})
 }
 
 func writeJSON(w io.Writer, v any) error {

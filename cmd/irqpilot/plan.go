@@ -115,6 +115,7 @@ func init() {
 	f.StringVar(&planOpts.irqbalance, "irqbalance", "", "irqbalance handling: leave, ban or stop (default: stop it when the plan pins IRQs and it runs)")
 	f.StringVarP(&planOpts.output, "output", "o", "", "write the plan to `FILE` instead of printing it")
 	f.DurationVar(&planOpts.sample, "sample", 0, "measure per-CPU interrupt load for `DURATION` first, so auto can weigh the current load (live machine only)")
+	addProbeManagedFlag(planCmd)
 	rootCmd.AddCommand(planCmd)
 }
 

@@ -11,8 +11,11 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -229,7 +232,6 @@ func (a *Applier) Apply(changes []setting.Change, meta Meta) (*Result, error) {
 	}
 	res.Entries = j.Entries
 	res.count()
-	a.recordManaged(j.Entries)
 	return res, nil
 }
 
@@ -340,9 +342,51 @@ func (a *Applier) lock() (unlock func(), err error) {
 	return func() { release(); l.Release() }, nil
 }
 
-// recordManaged keeps, in the state directory, which IRQs the kernel
-// refused (kernel-managed) and which it accepted, so read-only commands can
-// tell managed IRQs apart later without writing anything.
-func (a *Applier) recordManaged(entries []setting.Change) {
-	_ = entries // wired to host.RecordManaged once read-only managed detection lands
+// RecordManaged keeps, in the state directory, which IRQs the kernel
+// refused (kernel-managed) and which it accepted — from the host model when
+// it knows (a probing read), and from what this apply's writes showed — so
+// that read-only commands can tell managed IRQs apart later without writing
+// anything (see host.RecordManaged). A failure to record is not a failure
+// of the apply.
+func (a *Applier) RecordManaged(h *host.Host, entries []setting.Change) error {
+	if !a.Env.FS.IsLive() {
+		return nil
+	}
+	state := map[int]bool{}
+	if h != nil {
+		for _, q := range h.IRQs {
+			switch q.Managed {
+			case host.ManagedYes:
+				state[q.Number] = true
+			case host.ManagedNo:
+				state[q.Number] = false
+			}
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Kind != setting.KindIRQAffinity || e.IRQ == nil {
+			continue
+		}
+		switch {
+		case e.Status == setting.StatusDone || e.Status == setting.StatusRestored:
+			state[*e.IRQ] = false
+		case e.Status == setting.StatusSkipped && strings.Contains(e.Note, "kernel-managed"):
+			state[*e.IRQ] = true
+		}
+	}
+	if len(state) == 0 {
+		return nil
+	}
+	var managed, movable []int
+	for irq, m := range state {
+		if m {
+			managed = append(managed, irq)
+		} else {
+			movable = append(movable, irq)
+		}
+	}
+	sort.Ints(managed)
+	sort.Ints(movable)
+	return host.RecordManaged(a.StateDir, managed, movable)
 }

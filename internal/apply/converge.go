@@ -60,6 +60,7 @@ func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outc
 	}
 	res, err := a.Apply(changes, o.Meta)
 	if res != nil {
+		_ = a.RecordManaged(h, res.Entries)
 		out.Result = *res
 		out.Entries = append(out.Entries, skipped...)
 		out.Skipped += len(skipped)

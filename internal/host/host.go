@@ -232,8 +232,15 @@ type Unavailable struct {
 type Options struct {
 	// ProbeManaged lets Read find kernel-managed IRQs on the live machine by
 	// writing each IRQ's current affinity back (the kernel refuses the write
-	// for managed IRQs). Requires root; off for snapshots.
+	// for managed IRQs). Requires root; ignored for snapshots. Without it
+	// Read writes nothing: the managed state comes from debugfs
+	// (/sys/kernel/debug/irq/irqs/N, root), from the record in StateDir, or
+	// is unknown.
 	ProbeManaged bool
+	// StateDir is apply's state directory, whose managed.json (written by
+	// RecordManaged) lists the IRQs whose writes the kernel refused or
+	// accepted in this boot. Read on the live machine only; "" skips it.
+	StateDir string
 }
 
 func (h *Host) unavailable(what, path string, err error) {

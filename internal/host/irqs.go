@@ -73,14 +73,10 @@ func readIRQs(kfs *kernel.FS, h *Host, opts Options) error {
 
 	readSysIRQs(kfs, h, in, rows)
 	readPlacement(kfs, h)
-	switch {
-	case kfs.IsLive() && opts.ProbeManaged:
+	if kfs.IsLive() && opts.ProbeManaged {
 		probeManaged(kfs, h)
-	case kfs.IsLive():
-		h.unavailable("irq managed state", "/proc/irq/*/smp_affinity_list",
-			errors.New("not probed (needs root and the managed-IRQ probe); managed IRQs show as unknown"))
-	default:
-		readManagedFile(kfs, h)
+	} else {
+		readManaged(kfs, h, opts)
 	}
 	return nil
 }
@@ -243,32 +239,72 @@ func probeManaged(kfs *kernel.FS, h *Host) {
 	}
 }
 
-// readManagedFile applies a capture's probe result (irqpilot/managed.json).
-func readManagedFile(kfs *kernel.FS, h *Host) {
+// readManaged finds the managed state without writing anything: from
+// debugfs where readable, then, for the IRQs it left unknown, from apply's
+// record in opts.StateDir on the live machine or from a capture's synthetic
+// file elsewhere. On the live machine the outcome is saved for a capture
+// (which never archives debugfs), so a snapshot reads the same. IRQs no
+// source knows stay unknown, which plans treat as "may be refused" (apply
+// reports a refused write as skipped); only when no source knew anything is
+// that recorded in h.Unavailable.
+func readManaged(kfs *kernel.FS, h *Host, opts Options) {
+	if len(h.IRQs) == 0 {
+		return
+	}
+	n, debugErr := managedFromDebugfs(kfs, h)
+	if errors.Is(debugErr, fs.ErrNotExist) {
+		debugErr = fmt.Errorf("no /%s (debugfs)", kernel.IRQDebugDir)
+	}
+	if kfs.IsLive() {
+		m, recErr := managedFromRecord(kfs, h, opts.StateDir)
+		saved := savedManaged{managedProbe: knownManaged(h)}
+		if n+m == 0 {
+			u := Unavailable{What: "irq managed state", Path: "/" + kernel.IRQDebugDir,
+				Reason: fmt.Sprintf("%v; %v; managed IRQs unknown (--probe-managed finds them by writing)", debugErr, recErr)}
+			h.Unavailable = append(h.Unavailable, u)
+			saved.Unavailable = &u
+		}
+		if b, err := json.Marshal(saved); err == nil {
+			kfs.SaveSynthetic(ManagedFile, b)
+		}
+		return
+	}
+	m, saved, fileErr := readManagedFile(kfs, h)
+	switch {
+	case n+m > 0:
+	case saved != nil && saved.Unavailable != nil:
+		// What the live machine said when it was captured.
+		h.Unavailable = append(h.Unavailable, *saved.Unavailable)
+	default:
+		why := fileErr.Error()
+		if debugErr != nil && !strings.HasPrefix(debugErr.Error(), "no /") {
+			why = debugErr.Error() + "; " + why
+		}
+		h.unavailable("irq managed state", "/"+kernel.SyntheticDir+"/"+ManagedFile, fmt.Errorf("%s; managed IRQs unknown", why))
+	}
+}
+
+// savedManaged is the synthetic ManagedFile: the known states and, when none
+// was known, the reason the live machine gave.
+type savedManaged struct {
+	managedProbe
+	Unavailable *Unavailable `json:"unavailable,omitempty"`
+}
+
+// readManagedFile applies a capture's synthetic file (irqpilot/managed.json)
+// to the IRQs still unknown and returns how many it filled.
+func readManagedFile(kfs *kernel.FS, h *Host) (int, *savedManaged, error) {
 	where := "/" + kernel.SyntheticDir + "/" + ManagedFile
 	b, err := kfs.ReadSynthetic(ManagedFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			err = errors.New("not in this snapshot (captured without the root-only probe); managed IRQs show as unknown")
+			err = errors.New("not in this snapshot (captured without debugfs, apply's record or the probe)")
 		}
-		h.unavailable("irq managed state", where, err)
-		return
+		return 0, nil, err
 	}
-	var probe managedProbe
-	if err := json.Unmarshal(b, &probe); err != nil {
-		h.unavailable("irq managed state", where, fmt.Errorf("unreadable: %w", err))
-		return
+	var saved savedManaged
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return 0, nil, fmt.Errorf("%s unreadable: %w", where, err)
 	}
-	state := map[int]Managed{}
-	for _, n := range probe.Movable {
-		state[n] = ManagedNo
-	}
-	for _, n := range probe.Managed {
-		state[n] = ManagedYes
-	}
-	for i := range h.IRQs {
-		if m, ok := state[h.IRQs[i].Number]; ok {
-			h.IRQs[i].Managed = m
-		}
-	}
+	return applyProbe(h, saved.managedProbe), &saved, nil
 }
