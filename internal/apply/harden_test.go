@@ -1,0 +1,243 @@
+package apply
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// The breaks of issue 15 (items 1, 2 and 7), each reproduced: the tests
+// failed on the code before the fix.
+
+// applied applies sampleChanges to a fresh tree and returns the applier.
+func applied(t *testing.T) (*Applier, map[string]string) {
+	t.Helper()
+	fs := tree(t, baseTree)
+	before := snapshotFiles(t, fs, paths(baseTree))
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: filepath.Join(t.TempDir(), "state")}
+	res, err := a.Apply(sampleChanges(), Meta{PlanFile: "p.yaml"})
+	if err != nil || res.Journal == nil {
+		t.Fatalf("apply: %v %+v", err, res)
+	}
+	return a, before
+}
+
+// Item 1: a file in the journal directory that fails to parse made revert
+// print "nothing to revert" and exit 0 with everything still applied.
+func TestRevertWithUnreadableJournalFiles(t *testing.T) {
+	for name, content := range map[string]string{
+		"19990101T000000Z.json":   "",              // empty, older
+		"19990101T000001Z.json":   "{\"id\": 12}",  // garbled, older
+		"notes.json":              "not a journal", // not a journal name: ignored
+		"20990101T000000Z.json.x": "",              // not a journal name
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, before := applied(t)
+			if err := os.WriteFile(filepath.Join(journalDir(a.StateDir), name), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := a.Revert("", false)
+			isJournal := strings.HasPrefix(name, "1999") && strings.HasSuffix(name, ".json")
+			var herr *HistoryError
+			switch {
+			case isJournal && !errors.As(err, &herr):
+				t.Fatalf("revert: %v, want the unreadable %s named", err, name)
+			case isJournal && !strings.Contains(err.Error(), name):
+				t.Errorf("error does not name the file: %v", err)
+			case !isJournal && err != nil:
+				t.Fatalf("revert: %v", err)
+			}
+			if j == nil || j.State != StateReverted {
+				t.Fatalf("journal %+v not reverted", j)
+			}
+			if after := snapshotFiles(t, a.Env.FS, paths(baseTree)); !sameState(after, before) {
+				t.Errorf("not restored:\n%v\n%v", before, after)
+			}
+		})
+	}
+}
+
+// An unreadable journal newer than every readable applied one may be the
+// one in force: revert refuses and writes nothing; with no readable applied
+// journal at all, the error names the file instead of "nothing to revert".
+func TestRevertRefusesWhenNewerJournalUnreadable(t *testing.T) {
+	a, _ := applied(t)
+	applied := snapshotFiles(t, a.Env.FS, paths(baseTree))
+	bad := filepath.Join(journalDir(a.StateDir), "20991231T235959Z.json")
+	if err := os.WriteFile(bad, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Revert("", false)
+	var ref *RefusedError
+	if !errors.As(err, &ref) || !strings.Contains(err.Error(), "20991231T235959Z.json") {
+		t.Fatalf("revert: %v, want a refusal naming the newer file", err)
+	}
+	if after := snapshotFiles(t, a.Env.FS, paths(baseTree)); !sameState(after, applied) {
+		t.Error("revert wrote although it refused")
+	}
+	// Only unreadable journals: an error naming them, not "nothing to revert".
+	b := &Applier{Env: a.Env, StateDir: filepath.Join(t.TempDir(), "s2")}
+	if err := SecureStateDir(b.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(journalDir(b.StateDir), 0o700)
+	os.WriteFile(filepath.Join(journalDir(b.StateDir), "20200101T000000Z.json"), []byte("{"), 0o600)
+	_, err = b.Revert("", false)
+	if err == nil || errors.Is(err, ErrNothingToRevert) || !strings.Contains(err.Error(), "20200101T000000Z.json") {
+		t.Errorf("revert with only an unreadable journal: %v", err)
+	}
+	if _, err := History(b.StateDir); err == nil || !strings.Contains(err.Error(), "20200101T000000Z.json") {
+		t.Errorf("history: %v, want the unreadable file named", err)
+	}
+}
+
+// Item 2: a state directory another user can write is refused, before
+// anything is read or written.
+func TestStateDirWritableByOthersRefused(t *testing.T) {
+	a, before := applied(t)
+	// The journal as apply wrote it, but in a world-writable directory.
+	if err := os.Chmod(a.StateDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for what, f := range map[string]func() error{
+		"revert":  func() error { _, err := a.Revert("", false); return err },
+		"apply":   func() error { _, err := a.Apply(sampleChanges(), Meta{}); return err },
+		"history": func() error { _, err := History(a.StateDir); return err },
+	} {
+		if err := f(); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+			t.Errorf("%s in a world-writable state dir: %v", what, err)
+		}
+	}
+	_ = before
+	// Its parent too.
+	parent := t.TempDir()
+	os.Chmod(parent, 0o777)
+	if err := SecureStateDir(filepath.Join(parent, "state")); err == nil || !strings.Contains(err.Error(), parent) {
+		t.Errorf("state dir below a world-writable parent: %v", err)
+	}
+	// A sticky root-owned parent such as /tmp is fine (others cannot rename
+	// or remove our directory) when we are root.
+	if os.Geteuid() == 0 {
+		sticky := t.TempDir()
+		os.Chmod(sticky, os.ModeSticky|0o777)
+		if err := SecureStateDir(filepath.Join(sticky, "state")); err != nil {
+			t.Errorf("state dir below a sticky root-owned parent: %v", err)
+		}
+	}
+}
+
+// A forged journal — an irqbalance-ban entry whose file is /etc/passwd, an
+// IRQ entry pointing elsewhere — is refused whole: revert writes nothing.
+func TestForgedJournalRefused(t *testing.T) {
+	for name, forge := range map[string]func(e *setting.Change){
+		"ban entry on etc/passwd": func(e *setting.Change) {
+			e.Kind, e.Path, e.Value, e.Old = setting.KindIrqbalanceBan, "etc/passwd", "1", ""
+			s := "root::0:0::/:/bin/sh\n"
+			e.OldFile = &s
+		},
+		"irq entry on another file": func(e *setting.Change) { e.Path = "proc/sys/kernel/core_pattern" },
+		"path escaping":             func(e *setting.Change) { e.Path = "proc/irq/40/../../../etc/x" },
+		"unknown kind":              func(e *setting.Change) { e.Kind = "exec" },
+		"thread zero":               func(e *setting.Change) { e.Kind, e.Path, e.TID = setting.KindThreadAffinity, "", 0 },
+		"unknown status":            func(e *setting.Change) { e.Status = "whatever" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, _ := applied(t)
+			js, err := History(a.StateDir)
+			if err != nil || len(js) != 1 {
+				t.Fatal(err, js)
+			}
+			j := js[0]
+			forge(&j.Entries[0])
+			data, _ := json.Marshal(j)
+			if err := os.WriteFile(j.path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			state := snapshotFiles(t, a.Env.FS, paths(baseTree))
+			_, err = a.Revert(j.ID, false)
+			if err == nil || !strings.Contains(err.Error(), "refused") {
+				t.Fatalf("revert of a forged journal: %v", err)
+			}
+			if after := snapshotFiles(t, a.Env.FS, paths(baseTree)); !sameState(after, state) {
+				t.Error("revert wrote although the journal was refused")
+			}
+			if _, err := os.Stat(a.Env.FS.Path("etc/passwd")); err == nil {
+				t.Error("forged ban entry created a file")
+			}
+		})
+	}
+}
+
+// A lock symlink made apply truncate the file it pointed to.
+func TestLockSymlinkRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := SecureStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("precious\n"), 0o644)
+	if err := os.Symlink(victim, filepath.Join(dir, "lock")); err != nil {
+		t.Fatal(err)
+	}
+	a := &Applier{Env: setting.Env{FS: tree(t, baseTree)}, StateDir: dir}
+	if _, err := a.Apply(sampleChanges(), Meta{}); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("apply with a lock symlink: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("victim now %q", b)
+	}
+	// A journal that is a symlink is refused too.
+	jdir := journalDir(dir)
+	os.Mkdir(jdir, 0o700)
+	os.Symlink(victim, filepath.Join(jdir, "20200101T000000Z.json"))
+	if _, err := LoadJournal(dir, "20200101T000000Z"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("journal symlink: %v", err)
+	}
+}
+
+// Item 7: when the journal cannot be written mid-apply, the kernel is
+// restored and the error says so; the journal is never left claiming the
+// changes are in force.
+func TestJournalWriteFailureMidApply(t *testing.T) {
+	fs := tree(t, baseTree)
+	before := snapshotFiles(t, fs, paths(baseTree))
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: filepath.Join(t.TempDir(), "state")}
+	a.BeforeWrite = func(i int, e *setting.Change) {
+		if i == 2 {
+			// The journal directory vanishes and a file takes its place:
+			// every later save fails (as on ENOSPC or a read-only disk).
+			d := journalDir(a.StateDir)
+			os.RemoveAll(d)
+			os.WriteFile(d, nil, 0o600)
+		}
+	}
+	res, err := a.Apply(sampleChanges(), Meta{})
+	if err == nil || !strings.Contains(err.Error(), "every change already made was restored") {
+		t.Fatalf("apply: %v", err)
+	}
+	if after := snapshotFiles(t, fs, paths(baseTree)); !sameState(after, before) {
+		t.Errorf("kernel not restored:\n%v\n%v", before, after)
+	}
+	if res == nil || res.Changed != 0 {
+		t.Errorf("result %+v claims changes in force", res)
+	}
+}
+
+// sameState compares two snapshots of kernel files as the kernel would show
+// them (a test tree keeps the trailing newline the tests wrote).
+func sameState(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if strings.TrimSpace(v) != strings.TrimSpace(b[k]) {
+			return false
+		}
+	}
+	return true
+}
