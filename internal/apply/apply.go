@@ -68,6 +68,9 @@ func Validate(changes []setting.Change) error {
 		}
 		k := setting.Key(c)
 		if prev, ok := seen[k]; ok {
+			if p := changes[prev]; p.Line > 0 && c.Line > 0 {
+				return fmt.Errorf("plan lines %d and %d both set %s (%s): one entry per thread, IRQ or file", p.Line, c.Line, c.Target, c.Name())
+			}
 			return fmt.Errorf("change %d (%s) and change %d (%s) both write %s", prev+1, changes[prev].Target, i+1, c.Target, c.Name())
 		}
 		seen[k] = i

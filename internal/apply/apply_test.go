@@ -193,6 +193,11 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		`value "zz"`:       {{Kind: setting.KindRPSCPUs, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_cpus", Value: "zz"}},
 		"not a cpu number": {{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "a-b"}},
 		"thread id":        {{Kind: setting.KindThreadAffinity, Target: "memcached", Value: "1"}},
+		// Two selectors (comm: and pid:) pinning one thread name both lines.
+		"plan lines 5 and 9 both set": {
+			{Kind: setting.KindThreadAffinity, Target: "memcached pid 7 thread 7", TID: 7, Value: "1", Line: 5},
+			{Kind: setting.KindThreadAffinity, Target: "memcached pid 7 thread 7", TID: 7, Value: "2", Line: 9},
+		},
 		// Each kind writes only its own kernel files.
 		`path "x" is not an IRQ's smp_affinity_list`:      {{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "x", Value: "1"}},
 		`is not a rx-N/rps_cpus file of a network device`: {{Kind: setting.KindRPSCPUs, Target: "t", Path: "sys/class/net/../../../etc/passwd/queues/rx-0/rps_cpus", Value: "1"}},

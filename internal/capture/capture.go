@@ -91,8 +91,41 @@ func (a *archive) refuse(path, reason string) {
 	}
 }
 
+// Options change what a capture keeps.
+type Options struct {
+	// RedactCmdline keeps, of /proc/cmdline, only the parameters irqpilot
+	// reads (CPU isolation and IRQ affinity: isolcpus=, nohz_full=,
+	// irqaffinity=, rcu_nocbs=, nr_cpus=, maxcpus=, possible_cpus=, nosmt,
+	// numa=), dropping the rest (root device, console, anything secret).
+	RedactCmdline bool
+}
+
+// cmdlineKept are the kernel parameters RedactCmdline keeps.
+var cmdlineKept = []string{"isolcpus=", "nohz_full=", "irqaffinity=", "rcu_nocbs=", "nr_cpus=", "maxcpus=",
+	"possible_cpus=", "nosmt", "numa=", "managed_irq"}
+
+// RedactCmdline reduces a kernel command line to the parameters irqpilot
+// reads.
+func RedactCmdline(cmdline string) string {
+	var kept []string
+	for _, f := range strings.Fields(cmdline) {
+		for _, k := range cmdlineKept {
+			if f == strings.TrimSuffix(k, "=") || strings.HasPrefix(f, k) {
+				kept = append(kept, f)
+				break
+			}
+		}
+	}
+	return strings.Join(kept, " ") + "\n"
+}
+
 // Write archives what fs recorded to w as a gzip-compressed tar.
 func Write(w io.Writer, fs *kernel.FS) (*Result, error) {
+	return WriteWith(w, fs, Options{})
+}
+
+// WriteWith is Write with options.
+func WriteWith(w io.Writer, fs *kernel.FS, o Options) (*Result, error) {
 	a := &archive{fs: fs, entries: map[string]*entry{}, refused: map[string]string{}}
 	rec := fs.Recorded()
 	paths := make([]string, 0, len(rec))
@@ -123,6 +156,9 @@ func Write(w io.Writer, fs *kernel.FS) (*Result, error) {
 			continue
 		}
 		a.add("/"+kernel.SyntheticDir+clean, &entry{kind: kindFile, data: data})
+	}
+	if e, ok := a.entries["/proc/cmdline"]; ok && o.RedactCmdline && e.kind == kindFile {
+		e.data = []byte(RedactCmdline(string(e.data)))
 	}
 	return a.write(w)
 }

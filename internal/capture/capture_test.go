@@ -370,3 +370,10 @@ func TestWriteArchivesExactlyWhatWasRead(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactCmdline(t *testing.T) {
+	got := RedactCmdline("BOOT_IMAGE=/vmlinuz root=UUID=abc ro console=ttyS0 isolcpus=managed_irq,domain,2-7 nohz_full=2-7 irqaffinity=0-1 secret=hunter2 nosmt\n")
+	if want := "isolcpus=managed_irq,domain,2-7 nohz_full=2-7 irqaffinity=0-1 nosmt\n"; got != want {
+		t.Errorf("RedactCmdline = %q, want %q", got, want)
+	}
+}

@@ -60,6 +60,9 @@ func Expand(fs *kernel.FS, resolved []Change) (changes, skipped []Change, err er
 				if err != nil {
 					return nil, nil, err
 				}
+				for i := range ch {
+					ch[i].Line = c.Line
+				}
 				changes = append(changes, ch...)
 			}
 		case KindIrqbalance:
@@ -68,7 +71,9 @@ func Expand(fs *kernel.FS, resolved []Change) (changes, skipped []Change, err er
 				if err != nil {
 					return nil, nil, fmt.Errorf("plan line %d: irqbalance: %w", c.Line, err)
 				}
-				changes = append(changes, IrqbalanceBan(fs, cpus, c.Reason))
+				ban := IrqbalanceBan(fs, cpus, c.Reason)
+				ban.Line = c.Line
+				changes = append(changes, ban)
 				continue
 			}
 			changes = append(changes, Change{Kind: KindIrqbalance, Target: c.Target, Value: c.Value, Reason: c.Reason})
