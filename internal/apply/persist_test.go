@@ -73,3 +73,26 @@ func TestPersistNeedsAbsoluteBinary(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Issue 15 item 7: --state-dir went into the unit unquoted, so a space split
+// the argument and a newline injected a unit line.
+func TestPersistQuotesUnitArguments(t *testing.T) {
+	p := &Persistence{Binary: "/usr/sbin/irq pilot", StateDir: "/var/lib/irq pilot 100%"}
+	files, err := p.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(files[PersistUnitPath])
+	if want := `ExecStart="/usr/sbin/irq pilot" apply --boot --state-dir "/var/lib/irq pilot 100%%" "/etc/irqpilot/plan.yaml"`; !strings.Contains(unit, want) {
+		t.Errorf("unit lacks %q:\n%s", want, unit)
+	}
+	for _, bad := range []string{"/var/lib/x\nExecStartPre=/bin/rm -rf /", "/var/lib/x\x00"} {
+		p := &Persistence{Binary: "/usr/sbin/irqpilot", StateDir: bad}
+		if _, err := p.Files(); err == nil || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("state dir %q: %v", bad, err)
+		}
+	}
+	if _, err := (&Persistence{Binary: "/usr/sbin/irqpilot", StateDir: "relative"}).Files(); err == nil {
+		t.Error("relative state dir accepted")
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -145,17 +143,11 @@ func (s Scope) ownsThread(tid int) bool {
 }
 
 func tgid(tid int) int {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(tid), "status"))
+	n, err := liveFS().Tgid(tid)
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	return n
 }
 
 // ForeignIRQs are the IRQs of h outside the scope: irqbalance is told to
