@@ -102,6 +102,16 @@ func ParseInterrupts(name string, data []byte) (*Interrupts, error) {
 	if !ok {
 		return nil, &ParseError{name, 1, "empty file"}
 	}
+	if err := p.checkLength(header); err != nil {
+		return nil, err
+	}
+	n := 0
+	for range bytes.FieldsSeq(header) {
+		n++
+	}
+	if n > maxInterruptColumns {
+		return nil, p.errorf("%d CPU columns, over the limit of %d (NR_CPUS is at most 8192)", n, maxInterruptColumns)
+	}
 	in := &Interrupts{}
 	for f := range bytes.FieldsSeq(header) {
 		if len(f) < 4 || string(f[:3]) != "CPU" {
@@ -126,6 +136,13 @@ func ParseInterrupts(name string, data []byte) (*Interrupts, error) {
 	// len(data)/2 bounds the total and a hostile header cannot make us
 	// allocate more than the input justifies.
 	rows := bytes.Count(p.data, []byte{'\n'}) + 1
+	if rows > maxInterruptRows {
+		return nil, p.errorf("%d rows, over the limit of %d (a kernel has at most about 533 000 IRQs)", rows, maxInterruptRows)
+	}
+	if cells := rows * p.ncpu; cells > maxInterruptCells {
+		return nil, p.errorf("%d CPU columns × %d rows = %d counts, over the limit of %d (the largest real file, 1152 CPUs × 1 057 rows, has 1.2 million)",
+			p.ncpu, rows, cells, maxInterruptCells)
+	}
 	p.backing = make([]uint64, min(rows*p.ncpu, len(data)/2+p.ncpu))
 	in.Lines = make([]InterruptLine, 0, rows)
 	lastIRQ, sawSummary := -1, false
@@ -133,6 +150,9 @@ func ParseInterrupts(name string, data []byte) (*Interrupts, error) {
 		l, ok := p.next()
 		if !ok {
 			break
+		}
+		if err := p.checkLength(l); err != nil {
+			return nil, err
 		}
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
@@ -159,6 +179,35 @@ func ParseInterrupts(name string, data []byte) (*Interrupts, error) {
 
 // maxCPUID bounds CPU ids in the header (the kernel's NR_CPUS is ≤ 8192).
 const maxCPUID = 1 << 16
+
+// Limits on what a /proc/interrupts may cost to parse, all far above what a
+// kernel prints, checked before anything proportional to them is allocated.
+// The largest real file at hand (pcp's 1152-CPU x86 capture) is 13.4 MB:
+// 1 057 lines of up to 12 740 bytes, 1.2 million counts.
+const (
+	// maxInterruptColumns: one column per online CPU, and CONFIG_NR_CPUS
+	// is at most 8192 on every architecture (x86 MAXSMP, powerpc).
+	maxInterruptColumns = 8192
+	// maxInterruptRows: numbered rows are below nr_irqs, which is at most
+	// IRQ_BITMAP_BITS: NR_IRQS + 8196, and x86's NR_IRQS is 256 + 64 ×
+	// NR_CPUS, so 532 740 at 8192 CPUs; summary rows add a few dozen.
+	maxInterruptRows = 1 << 20
+	// maxInterruptCells bounds columns × rows, the counts reserved up front
+	// (8 bytes each, so 128 MiB): 14 times the 1152-CPU capture, 2048
+	// rows at 8192 CPUs. The file of issue 15 (4096 × 60 000, from a 774 KB
+	// archive) would have reserved 2 GB here.
+	maxInterruptCells = 1 << 24
+	// maxInterruptLineBytes bounds one line: 8192 counts of 20 digits
+	// (uint64) with separators are 172 KB, plus the chip and action names.
+	maxInterruptLineBytes = 1 << 20
+)
+
+func (p *irqParser) checkLength(l []byte) error {
+	if len(l) > maxInterruptLineBytes {
+		return p.errorf("line is %d bytes long, over the limit of %d", len(l), maxInterruptLineBytes)
+	}
+	return nil
+}
 
 type irqParser struct {
 	name    string

@@ -242,6 +242,8 @@ func TestOpenSnapshotFixtures(t *testing.T) {
 		{"cluster-node-tuning-operator/bare-metal-worker1.internal-sysinfo.tgz", "proc/irq/100/smp_affinity_list", "61"},
 		{"cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz", "proc/interrupts", ""},
 		{"cluster-node-tuning-operator/sno-sysinfo.tgz", "proc/interrupts", ""},
+		{"pcp/bigsys-root-hpbl920gen8.tgz", "proc/stat", ""},
+		{"pcp/sysfs-numa-001.tgz", "sys/devices/system/node/node3/cpulist", "6-7"},
 	} {
 		t.Run(filepath.Base(c.file)+"/"+c.path, func(t *testing.T) {
 			f, cleanup, err := OpenSnapshot(filepath.Join(snapshotFixtures, c.file))

@@ -88,7 +88,11 @@ func ParsePerCPUCount(s string) ([]uint64, error) {
 	if s == "" {
 		return nil, fmt.Errorf("empty per_cpu_count")
 	}
-	out := make([]uint64, 0, strings.Count(s, ",")+1)
+	n := strings.Count(s, ",") + 1
+	if n > maxInterruptColumns {
+		return nil, fmt.Errorf("%d counts, over the limit of %d (one per possible CPU; NR_CPUS is at most 8192)", n, maxInterruptColumns)
+	}
+	out := make([]uint64, 0, n)
 	for i, f := range strings.Split(s, ",") {
 		v, ok := parseDec([]byte(f), ^uint64(0))
 		if !ok {
