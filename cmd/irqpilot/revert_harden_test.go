@@ -57,7 +57,6 @@ func TestRevertVerbWithUnreadableJournal(t *testing.T) {
 	}
 }
 
-
 func mustSet(t *testing.T, s string) cpuset.Set {
 	t.Helper()
 	c, err := cpuset.Parse(s)
