@@ -8,7 +8,7 @@ PKGS    := ./...
 all: build
 
 # Debian packages the tests and workloads need (idempotent; needs root).
-DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps
+DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
 
@@ -37,6 +37,7 @@ export TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || 
 # second package's tests running alongside would be in their measurements.
 test: deps lint
 	$(GO) test -race -p 1 -count=1 -timeout 30m $(PKGS)
+	@$(MAKE) --no-print-directory fuzz-smoke
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
