@@ -77,9 +77,9 @@ func runCheck(t *testing.T, h Handler, cases []checkCase) {
 			}
 			switch {
 			case tc.want == "" && err != nil:
-				t.Errorf("Check(%+v) = %v, want accepted", tc.c, err)
+				t.Errorf("Check(%s) = %v, want accepted", show(tc.c), err)
 			case tc.want != "" && err == nil:
-				t.Errorf("Check(%+v) accepted, want refused with %q", tc.c, tc.want)
+				t.Errorf("Check(%s) accepted, want refused with %q", show(tc.c), tc.want)
 			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
 				t.Errorf("Check error = %q, want it to contain %q", err, tc.want)
 			case tc.want != "" && !strings.Contains(err.Error(), c.Target):
@@ -306,6 +306,24 @@ func mustSet(t *testing.T, list string) cpuset.Set {
 	s, err := cpuset.Parse(list)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+// show prints the fields of a change Check looks at.
+func show(c Change) string {
+	s := fmt.Sprintf("kind %q path %q value %.40q", c.Kind, c.Path, c.Value)
+	if c.IRQ != nil {
+		s += fmt.Sprintf(" irq %d", *c.IRQ)
+	}
+	if c.Queue != nil {
+		s += fmt.Sprintf(" queue %d", *c.Queue)
+	}
+	if c.Device != "" {
+		s += fmt.Sprintf(" device %q", c.Device)
+	}
+	if c.TID != 0 {
+		s += fmt.Sprintf(" tid %d", c.TID)
 	}
 	return s
 }
