@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +53,9 @@ func (f *FS) ConfigFile(rel string) (FileState, error) {
 	s := string(b)
 	st.Data = &s
 	st.Mode = fi.Mode().Perm()
-	if sys, ok := fi.Sys().(*unix.Stat_t); ok {
+	// os.File.Stat's Sys is a *syscall.Stat_t (not unix.Stat_t, a
+	// distinct type that never matches).
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 		st.UID, st.GID = int(sys.Uid), int(sys.Gid)
 	}
 	return st, nil

@@ -142,7 +142,8 @@ func DeviceNameOK(name string) bool {
 var queuePathRE = regexp.MustCompile(`^sys/class/net/([^/]+)/queues/(rx|tx)-([0-9]+)/([a-z_]+)$`)
 
 // checkQueuePath checks that c.Path is file of queue dir (rx or tx) of a
-// device, and fills Device and Queue from it when a journal lacks them.
+// device and agrees with the change's Device and Queue, and fills them from
+// it when a journal lacks them.
 func checkQueuePath(c *Change, dir, file string) error {
 	m := queuePathRE.FindStringSubmatch(c.Path)
 	if m == nil || m[2] != dir || m[4] != file || !DeviceNameOK(m[1]) {
@@ -155,10 +156,11 @@ func checkQueuePath(c *Change, dir, file string) error {
 	if c.Device != "" && c.Device != m[1] {
 		return fmt.Errorf("path %q is not a queue of device %s", c.Path, c.Device)
 	}
-	c.Device = m[1]
-	if c.Queue == nil {
-		c.Queue = &q
+	if c.Queue != nil && *c.Queue != q {
+		return fmt.Errorf("path %q is not queue %d of device %s", c.Path, *c.Queue, m[1])
 	}
+	c.Device = m[1]
+	c.Queue = &q
 	return nil
 }
 

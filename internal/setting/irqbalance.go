@@ -36,8 +36,10 @@ func (irqbalanceState) Check(c *Change) error {
 		return nil
 	}
 	if b, ok := strings.CutPrefix(c.Value, "banned_cpus="); ok { // plan level, expanded to irqbalance-ban
-		_, err := cpuset.Parse(b)
-		return err
+		if _, err := sameCPUList(b, b); err != nil {
+			return fmt.Errorf("%s: irqbalance banned_cpus %.40q: %w", c.Target, b, err)
+		}
+		return nil
 	}
 	return fmt.Errorf("%s: irqbalance state %q is not running or stopped", c.Target, c.Value)
 }
@@ -162,7 +164,7 @@ func (irqbalanceBan) Write(env *Env, c *Change, value string) error {
 		data = *st.Data
 	}
 	for _, l := range strings.Split(strings.TrimRight(data, "\n"), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), banVar+"=") {
+		if setsBanVar(l) {
 			if value != "" && !done {
 				out = append(out, fmt.Sprintf("%s=%q", banVar, value))
 				done = true
@@ -186,6 +188,17 @@ func (irqbalanceBan) Write(env *Env, c *Change, value string) error {
 	}
 	restartIrqbalance(env)
 	return nil
+}
+
+// setsBanVar reports whether a line of the file sets the ban variable the
+// way host.BannedInConfig reads it ("export VAR=", spaces around "=").
+func setsBanVar(l string) bool {
+	l = strings.TrimSpace(l)
+	if strings.HasPrefix(l, "#") || strings.HasPrefix(l, ";") {
+		return false
+	}
+	k, _, ok := strings.Cut(strings.TrimPrefix(l, "export "), "=")
+	return ok && strings.TrimSpace(k) == banVar
 }
 
 // Restore puts the file back as journaled: the exact old bytes with their

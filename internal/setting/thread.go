@@ -28,6 +28,9 @@ func (threadAffinity) Check(c *Change) error {
 	if c.Path != "" {
 		return fmt.Errorf("%s: a thread-affinity change has no file (path %q)", c.Target, c.Path)
 	}
+	if len(c.Value) > MaxCPUListLen {
+		return fmt.Errorf("%s: value %.20q…: CPU list longer than %d bytes", c.Target, c.Value, MaxCPUListLen)
+	}
 	s, err := cpuset.Parse(strings.TrimSpace(c.Value))
 	if err != nil {
 		return fmt.Errorf("%s: value %q: %w", c.Target, c.Value, err)
@@ -125,8 +128,10 @@ func (app) Check(c *Change) error {
 	if c.App == nil {
 		return fmt.Errorf("%s: no process selector", c.Target)
 	}
-	_, err := sameCPUList(c.Value, c.Value)
-	return err
+	if _, err := sameCPUList(c.Value, c.Value); err != nil {
+		return fmt.Errorf("%s: value %.40q: %w", c.Target, c.Value, err)
+	}
+	return nil
 }
 
 var errExpandFirst = errors.New("an application placement is applied thread by thread (expand it first)")
