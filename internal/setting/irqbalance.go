@@ -112,6 +112,9 @@ func (irqbalanceBan) Check(c *Change) error {
 	if _, err := sameCPUList(c.Value, c.Value); err != nil {
 		return fmt.Errorf("%s: value %q: %w", c.Target, c.Value, err)
 	}
+	if c.OldMode&^0o777 != 0 {
+		return fmt.Errorf("%s: old file mode %o has bits other than permissions", c.Target, c.OldMode)
+	}
 	if c.Old != "" {
 		if _, err := sameCPUList(c.Old, c.Old); err != nil {
 			return fmt.Errorf("%s: old value %q: %w", c.Target, c.Old, err)
