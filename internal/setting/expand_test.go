@@ -37,11 +37,15 @@ func TestExpand(t *testing.T) {
 	wantIRQ, wantRPS := irq38, rps
 	wantIRQ.Old, wantIRQ.Status = "", ""
 	wantRPS.Old, wantRPS.Status = "", ""
+	// Derived changes keep their plan entry's line, so errors can name it.
+	t100 := ThreadAffinity(100, 7000, "memcached pid 100 thread 100", cpuset.Of(2, 3), "app")
+	t101 := ThreadAffinity(101, 7001, "memcached pid 100 thread 101", cpuset.Of(2, 3), "app")
+	t100.Line, t101.Line = 5, 5
 	want := []Change{
-		{Kind: KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: "etc/sysconfig/irqbalance", Value: "1-3", Reason: "isolate"},
+		{Kind: KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: "etc/sysconfig/irqbalance", Value: "1-3", Reason: "isolate", Line: 9},
 		wantIRQ,
-		ThreadAffinity(100, 7000, "memcached pid 100 thread 100", cpuset.Of(2, 3), "app"),
-		ThreadAffinity(101, 7001, "memcached pid 100 thread 101", cpuset.Of(2, 3), "app"),
+		t100,
+		t101,
 		wantRPS,
 	}
 	if !reflect.DeepEqual(changes, want) {
