@@ -97,6 +97,9 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 	o := c.PlanOptions
 	if app.Device != "" {
 		o.Devices = []string{app.Device}
+		// Scope.Restrict decides what a run may change machine-wide (the
+		// RFS table when the device is steered).
+		o.MachineWide = true
 	}
 	if len(app.PIDs) > 0 {
 		o.App = "pid:" + strconv.Itoa(app.PIDs[0])

@@ -22,9 +22,14 @@ type Options struct {
 	// "unit:NAME.service" or "cgroup:PATH". Empty: nothing is pinned and the
 	// plan only advises app_cpus.
 	App string
-	// Devices restricts steering to these network interfaces (any kind,
-	// veth included). Default: every physical NIC and the VLANs on them.
+	// Devices restricts the plan to these network interfaces (any kind,
+	// veth included) and their lower devices: only their IRQs, queues and
+	// coalescing are planned (see ScopeToDevices). Default: every physical
+	// NIC and the VLANs on them.
 	Devices []string
+	// MachineWide keeps machine-wide settings (rps_sock_flow_entries,
+	// irqbalance) in a plan restricted by Devices.
+	MachineWide bool
 	// IRQCores is per-queue's number of CPUs that take queue IRQs
 	// (0: one per CPUsPerIRQCore usable CPUs, at least 1, at most one per queue).
 	IRQCores int
@@ -81,6 +86,9 @@ func Make(name string, h *host.Host, o Options) (*Plan, error) {
 	p, err := pol(h, o)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", name, err)
+	}
+	if len(o.Devices) > 0 {
+		ScopeToDevices(p, h, o.Devices, o.MachineWide)
 	}
 	if err := Check(p); err != nil {
 		return nil, fmt.Errorf("policy %s produced an invalid plan (a bug): %w", name, err)

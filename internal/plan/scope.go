@@ -1,0 +1,126 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// ScopeToDevices removes from p every entry that does not belong to the
+// named network devices (or their lower devices: a VLAN is steered on the
+// device below it), and, unless machineWide, the machine-wide settings
+// (rps_sock_flow_entries, irqbalance). What it removes is listed in
+// p.Notes, so a plan made with --device says what it left out instead of
+// moving, say, eth0's IRQs while the operator named a veth. Application
+// placements stay: the operator named the application.
+func ScopeToDevices(p *Plan, h *host.Host, devices []string, machineWide bool) {
+	want := map[string]bool{}
+	for _, d := range devices {
+		want[d] = true
+		if nic := h.NIC(d); nic != nil && nic.Lower != "" {
+			want[nic.Lower] = true
+		}
+	}
+	deviceIRQ := map[int]bool{}
+	for _, q := range h.IRQs {
+		if want[q.Device] {
+			deviceIRQ[q.Number] = true
+		}
+	}
+	for d := range want {
+		if nic := h.NIC(d); nic != nil {
+			for _, n := range nic.IRQs {
+				deviceIRQ[n] = true
+			}
+		}
+	}
+	var left []string
+	leave := func(format string, args ...any) { left = append(left, fmt.Sprintf(format, args...)) }
+
+	p.IRQs = slices.DeleteFunc(p.IRQs, func(e IRQEntry) bool {
+		switch {
+		case e.Device != "":
+			if !want[e.Device] {
+				leave("%s queue %d IRQ", e.Device, derefInt(e.Queue))
+				return true
+			}
+		case e.IRQ != nil:
+			if !deviceIRQ[*e.IRQ] {
+				what := fmt.Sprintf("irq %d", *e.IRQ)
+				if q := h.IRQ(*e.IRQ); q != nil && q.Device != "" {
+					what += " (" + q.Device + ")"
+				} else if q != nil && len(q.Actions) > 0 {
+					what += " (" + q.Actions[0] + ")"
+				}
+				leave("%s", what)
+				return true
+			}
+		default:
+			leave("IRQs matching %q", e.Action)
+			return true
+		}
+		return false
+	})
+	p.RxQueues = slices.DeleteFunc(p.RxQueues, func(e RxQueueEntry) bool {
+		if !want[e.Device] {
+			leave("%s rx queue steering", e.Device)
+			return true
+		}
+		return false
+	})
+	p.TxQueues = slices.DeleteFunc(p.TxQueues, func(e TxQueueEntry) bool {
+		if !want[e.Device] {
+			leave("%s tx queue steering", e.Device)
+			return true
+		}
+		return false
+	})
+	p.Coalesce = slices.DeleteFunc(p.Coalesce, func(e CoalesceEntry) bool {
+		if !want[e.Device] {
+			leave("%s coalescing", e.Device)
+			return true
+		}
+		return false
+	})
+	if !machineWide {
+		if p.RPSSockFlowEntries != nil {
+			leave("net.core.rps_sock_flow_entries (machine-wide: add --machine-wide; until it is set, RFS flow counts steer nothing)")
+			p.RPSSockFlowEntries = nil
+		}
+		if p.Irqbalance != nil && p.Irqbalance.Mode != IrqbalanceLeave {
+			leave("irqbalance %s (machine-wide: add --machine-wide, or keep irqbalance off these IRQs yourself)", p.Irqbalance.Mode)
+			p.Irqbalance = nil
+		}
+	}
+	if len(left) > 0 {
+		sort.Strings(left)
+		left = slices.Compact(left)
+		const most = 12
+		more := ""
+		if len(left) > most {
+			more = fmt.Sprintf(" and %d more", len(left)-most)
+			left = left[:most]
+		}
+		p.Notes = append(p.Notes, fmt.Sprintf("--device %v: left out %s%s", devices, joinComma(left), more))
+	}
+}
+
+func derefInt(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
