@@ -69,10 +69,6 @@ before anything was written.`,
 	return cmd
 }
 
-func stateDirFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "state-dir", apply.DefaultStateDir, "`DIR` for journals and the lock (must be root's and private: see README, safety)")
-}
-
 func (o *applyOptions) run(out, errOut io.Writer) error {
 	if o.g.snapshot != "" {
 		return fmt.Errorf("apply writes kernel settings; it cannot run on a --snapshot")
@@ -168,20 +164,6 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
 func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tTARGET\tSETTING\tFROM\tTO\tNOTE")
@@ -205,5 +187,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
-func init() { rootCmd.AddCommand(newApplyCmd(&global)) }

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,7 +45,9 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.stateDir, "state-dir", "", "apply journals (default /var/lib/irqpilot/bench)")
 }
 
-func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration) (*bench.Runner, error) {
+// runner checks the workload flags and builds the runner; progress goes to
+// errOut.
+func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, errOut io.Writer) (*bench.Runner, error) {
 	var w bench.Workload
 	var err error
 	switch f.workload {
@@ -85,27 +85,24 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration) (*
 	}
 	return &bench.Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: d, Configurator: p,
 		StateDir: f.stateDir, Progress: func(format string, args ...any) {
-			fmt.Fprintf(os.Stderr, format+"\n", args...)
+			fmt.Fprintf(errOut, format+"\n", args...)
 		}}, nil
 }
 
-// signalContext is cancelled on Ctrl-C or SIGTERM, so runs stop, every
-// change is reverted and the test bed removed.
-func signalContext() (context.Context, func()) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// benchOptions are bench's flags.
+type benchOptions struct {
+	g        *globalFlags
+	wf       workloadFlags
+	configs  string
+	rounds   int
+	duration time.Duration
+	output   string
+	chart    string
+	baseline string
 }
 
-func init() {
-	// The udp workload's sink and sender are this binary started again
-	// (see bench.RunHelper): run the helper instead of the command line.
-	if mode := os.Getenv(bench.HelperEnv); mode != "" {
-		os.Exit(bench.RunHelper(mode, os.Args[1:], os.Stdout, os.Stderr))
-	}
-	var wf workloadFlags
-	var configs string
-	var rounds int
-	var duration time.Duration
-	var out, chart, baseline string
+func newBenchCmd(g *globalFlags) *cobra.Command {
+	o := &benchOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "A/B-measure configurations on a real workload, interleaved, with bootstrap intervals",
@@ -119,34 +116,35 @@ difference is outside the noise. The machine is restored exactly at the end
 Configurations: default, irqbalance, dedicated-core, per-queue, colocate,
 rps-spread, auto, and spec:app=CPUS,client=CPUS,rps=CPUS|off,napi=CPUS,flows=N,irq=N:CPUS.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl := splitConfigs(configs)
-			r, err := wf.runner(cl, rounds, duration)
-			if err != nil {
-				return &exitError{code: 2, err: err}
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			rep, err := bench.Bench(ctx, r, baseline)
-			if rep != nil {
-				if werr := writeReport(cmd, rep, out, chart); werr != nil {
-					err = joinErr(err, werr)
-				}
-				if !rep.Restored && len(rep.Diff) > 0 {
-					err = joinErr(err, fmt.Errorf("machine not restored: %d values differ", len(rep.Diff)))
-				}
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
-	wf.add(cmd.Flags())
-	cmd.Flags().StringVar(&configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs)")
-	cmd.Flags().IntVar(&rounds, "rounds", 5, "measurements per configuration")
-	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of one measurement")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the JSON report to this file")
-	cmd.Flags().StringVar(&chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
-	cmd.Flags().StringVar(&baseline, "baseline", "", "configuration the others are compared with (default: the first)")
-	rootCmd.AddCommand(cmd)
+	o.wf.add(cmd.Flags())
+	cmd.Flags().StringVar(&o.configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs)")
+	cmd.Flags().IntVar(&o.rounds, "rounds", 5, "measurements per configuration")
+	cmd.Flags().DurationVar(&o.duration, "duration", 10*time.Second, "length of one measurement")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the JSON report to this file")
+	cmd.Flags().StringVar(&o.chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
+	cmd.Flags().StringVar(&o.baseline, "baseline", "", "configuration the others are compared with (default: the first)")
+	return cmd
+}
+
+func (o *benchOptions) run(out, errOut io.Writer) error {
+	r, err := o.wf.runner(splitConfigs(o.configs), o.rounds, o.duration, errOut)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	rep, err := bench.Bench(ctx, r, o.baseline)
+	if rep != nil {
+		if werr := o.writeReport(out, rep); werr != nil {
+			err = joinErr(err, werr)
+		}
+		if !rep.Restored && len(rep.Diff) > 0 {
+			err = joinErr(err, fmt.Errorf("machine not restored: %d values differ", len(rep.Diff)))
+		}
+	}
+	return err
 }
 
 func splitConfigs(s string) []string {
@@ -171,8 +169,9 @@ func splitConfigs(s string) []string {
 	return out
 }
 
-func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart string) error {
-	if out != "" {
+// writeReport writes the report to --output and --chart, and prints it.
+func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
+	if out := o.output; out != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
 			return err
@@ -181,13 +180,13 @@ func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart string) error
 			return err
 		}
 	}
-	if chart != "" && len(rep.Summary) > 0 {
-		if err := rep.Chart(chart); err != nil {
+	if o.chart != "" && len(rep.Summary) > 0 {
+		if err := rep.Chart(o.chart); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 	}
-	if global.json {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+	if o.g.json {
+		return writeJSONLine(w, rep)
 	}
-	return rep.WriteTable(cmd.OutOrStdout())
+	return rep.WriteTable(w)
 }

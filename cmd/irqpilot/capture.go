@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -13,14 +14,27 @@ import (
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
-var captureFlags struct {
-	output string
+// captureOptions are capture's flags.
+type captureOptions struct {
+	g            *globalFlags
+	output       string
+	probeManaged bool
 }
 
-var captureCmd = &cobra.Command{
-	Use:   "capture -o FILE.tar.gz",
-	Short: "Archive exactly the kernel files irqpilot reads, for --snapshot elsewhere",
-	Long: `capture runs the same reads as 'inventory' and one load sample, recording
+// captureResultJSON is `capture --json` (README, "JSON"): the archive
+// written, what was left out, and the model the capture was made from.
+type captureResultJSON struct {
+	Output string `json:"output"`
+	*capture.Result
+	Host *host.Host `json:"host"`
+}
+
+func newCaptureCmd(g *globalFlags) *cobra.Command {
+	o := &captureOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "capture -o FILE.tar.gz",
+		Short: "Archive exactly the kernel files irqpilot reads, for --snapshot elsewhere",
+		Long: `capture runs the same reads as 'inventory' and one load sample, recording
 every file read, directory listed and symlink followed, and writes them to a
 .tar.gz. 'irqpilot --snapshot FILE <command>' then works on that machine's
 state anywhere.
@@ -31,51 +45,50 @@ command line; a process environment only as its IRQBALANCE_* variables.
 Facts learned without a file (ethtool settings, which IRQs the kernel
 manages) are stored under irqpilot/ in the archive. With --json, prints what
 was archived and the model the capture was made from.`,
-	Args: cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, args []string) error {
-		if captureFlags.output == "" {
-			return fmt.Errorf("capture: -o FILE.tar.gz is required")
-		}
-		fs, cleanup, err := openFS()
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		h, res, err := captureTo(fs, captureFlags.output)
-		if err != nil {
-			return err
-		}
-		out := cmd.OutOrStdout()
-		if captureFlags.output == "-" {
-			out = cmd.ErrOrStderr()
-		}
-		if global.json {
-			return writeJSON(out, struct {
-				Output string `json:"output"`
-				*capture.Result
-				Host *host.Host `json:"host"`
-			}{captureFlags.output, res, h})
-		}
-		fmt.Fprintf(out, "wrote %s: %d files (%d bytes of content), %d directories, %d symlinks; %d IRQs, %d NICs, %d block devices\n",
-			captureFlags.output, res.Files, res.Bytes, res.Dirs, res.Symlinks, len(h.IRQs), len(h.NICs), len(h.Block))
-		for _, r := range res.Refused {
-			fmt.Fprintf(out, "  not archived: %s: %s\n", r.Path, r.Reason)
-		}
-		return nil
-	},
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			if o.output == "-" {
+				out = cmd.ErrOrStderr()
+			}
+			return o.run(out)
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the snapshot to `FILE.tar.gz` (- for standard output)")
+	addProbeManagedFlag(cmd, &o.probeManaged)
+	return cmd
 }
 
-func init() {
-	captureCmd.Flags().StringVarP(&captureFlags.output, "output", "o", "", "write the snapshot to `FILE.tar.gz` (- for standard output)")
-	addProbeManagedFlag(captureCmd)
-	rootCmd.AddCommand(captureCmd)
+// run captures; out is where the summary goes (not the archive's stdout).
+func (o *captureOptions) run(out io.Writer) error {
+	if o.output == "" {
+		return fmt.Errorf("capture: -o FILE.tar.gz is required")
+	}
+	fs, cleanup, err := o.g.openFS()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	h, res, err := captureTo(fs, o.output, o.probeManaged)
+	if err != nil {
+		return err
+	}
+	if o.g.json {
+		return writeJSON(out, captureResultJSON{o.output, res, h})
+	}
+	fmt.Fprintf(out, "wrote %s: %d files (%d bytes of content), %d directories, %d symlinks; %d IRQs, %d NICs, %d block devices\n",
+		o.output, res.Files, res.Bytes, res.Dirs, res.Symlinks, len(h.IRQs), len(h.NICs), len(h.Block))
+	for _, r := range res.Refused {
+		fmt.Fprintf(out, "  not archived: %s: %s\n", r.Path, r.Reason)
+	}
+	return nil
 }
 
 // captureTo reads the host with recording on and writes the archive to
 // output, atomically (a temporary file renamed into place).
-func captureTo(fs *kernel.FS, output string) (*host.Host, *capture.Result, error) {
+func captureTo(fs *kernel.FS, output string, probe bool) (*host.Host, *capture.Result, error) {
 	fs.StartRecording()
-	h, err := readHost(fs)
+	h, err := readHost(fs, probe)
 	if err != nil {
 		fs.StopRecording()
 		return nil, nil, err

@@ -131,7 +131,7 @@ func TestCoalesceShowLiveEth0(t *testing.T) {
 	// The text table shows the same numbers in eth0's row.
 	text := string(invRun(t, "coalesce", "show"))
 	wantRow := []string{"eth0", n.Driver, strconv.Itoa(int(want.RxUsecs)), strconv.Itoa(int(want.RxFrames)),
-		strconv.Itoa(int(want.TxUsecs)), strconv.Itoa(int(want.TxFrames)), coalesceOnOff(want.AdaptiveRx), coalesceOnOff(want.AdaptiveTx)}
+		strconv.Itoa(int(want.TxUsecs)), strconv.Itoa(int(want.TxFrames)), onOff(want.AdaptiveRx), onOff(want.AdaptiveTx)}
 	found := false
 	for _, l := range strings.Split(text, "\n") {
 		if f := strings.Fields(l); len(f) >= 8 && reflect.DeepEqual(f[:8], wantRow) {
@@ -296,7 +296,7 @@ func TestCoalesceShowFixtureWithoutEthtool(t *testing.T) {
 // so with exit status 1. (The controller decisions themselves are tested on
 // the traces in internal/coalesce/testdata.)
 func TestCoalesceNVMeDryRunDefault(t *testing.T) {
-	if f := coalesceNVMeCmd.Flags().Lookup("dry-run"); f == nil || f.DefValue != "true" {
+	if f := newCoalesceNVMeCmd(&globalFlags{}).Flags().Lookup("dry-run"); f == nil || f.DefValue != "true" {
 		t.Fatalf("--dry-run default = %v, want true", f)
 	}
 	root := t.TempDir()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,15 +13,20 @@ import (
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
-var doctorFlags struct {
-	duration time.Duration
-	after    string
+// doctorOptions are doctor's flags.
+type doctorOptions struct {
+	g            *globalFlags
+	duration     time.Duration
+	after        string
+	probeManaged bool
 }
 
-var doctorCmd = &cobra.Command{
-	Use:   "doctor",
-	Short: "Sample the machine and explain where interrupt handling holds it back",
-	Long: `doctor takes two samples of the interrupt and CPU-time counters --duration
+func newDoctorCmd(g *globalFlags) *cobra.Command {
+	o := &doctorOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Sample the machine and explain where interrupt handling holds it back",
+		Long: `doctor takes two samples of the interrupt and CPU-time counters --duration
 apart, and explains what it finds: each finding with an id, a severity
 (info, warning, critical), the CPUs involved, the evidence numbers, why it
 matters and the policy or command that fixes it.
@@ -34,16 +38,14 @@ the second.
 
 Exit status: 0 no finding of severity warning or worse, 1 such findings,
 2 error.`,
-	Args: cobra.NoArgs,
-	RunE: runDoctor,
-}
-
-func init() {
-	f := doctorCmd.Flags()
-	f.DurationVar(&doctorFlags.duration, "duration", 10*time.Second, "time between the two samples on the live machine")
-	f.StringVar(&doctorFlags.after, "after", "", "second sample for --root/--snapshot: a `DIR` or snapshot FILE.tar.gz captured later")
-	addProbeManagedFlag(doctorCmd)
-	rootCmd.AddCommand(doctorCmd)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "time between the two samples on the live machine")
+	f.StringVar(&o.after, "after", "", "second sample for --root/--snapshot: a `DIR` or snapshot FILE.tar.gz captured later")
+	addProbeManagedFlag(cmd, &o.probeManaged)
+	return cmd
 }
 
 // doctorReport is the JSON document (README "doctor").
@@ -56,88 +58,95 @@ type doctorReport struct {
 	Notes    []string       `json:"notes,omitempty"`
 }
 
-func runDoctor(cmd *cobra.Command, _ []string) error {
-	first, closeFirst, err := openFS()
+func (o *doctorOptions) run(out io.Writer) error {
+	first, closeFirst, err := o.g.openFS()
 	if err != nil {
 		return err
 	}
 	defer closeFirst()
-
-	var prev, cur *load.Sample
-	last := first
-	if first.IsLive() {
-		if doctorFlags.after != "" {
-			return fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine doctor samples twice, --duration apart")
+	prev, cur, last, closeLast, err := o.samples(first)
+	if err != nil {
+		return err
+	}
+	defer closeLast()
+	rep, err := o.diagnose(prev, cur, last)
+	if err != nil {
+		return err
+	}
+	if o.g.json {
+		if err := writeJSON(out, rep); err != nil {
+			return err
 		}
-		if doctorFlags.duration <= 0 {
-			return fmt.Errorf("--duration %v: must be positive", doctorFlags.duration)
+	} else {
+		printDoctor(out, rep)
+	}
+	if load.Worst(rep.Findings).AtLeast(load.Warning) {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// samples takes the two samples: of the live machine --duration apart, or
+// of the --root/--snapshot tree and of --after. last is the file system the
+// host model is read from; closeLast closes it when it is --after's.
+func (o *doctorOptions) samples(first *kernel.FS) (prev, cur *load.Sample, last *kernel.FS, closeLast func(), err error) {
+	closeLast = func() {}
+	if first.IsLive() {
+		if o.after != "" {
+			return nil, nil, nil, nil, fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine doctor samples twice, --duration apart")
+		}
+		if o.duration <= 0 {
+			return nil, nil, nil, nil, fmt.Errorf("--duration %v: must be positive", o.duration)
 		}
 		s := load.NewSampler(first)
 		s.Tasks = true
 		if prev, err = s.Sample(); err != nil {
-			return err
+			return nil, nil, nil, nil, err
 		}
-		time.Sleep(doctorFlags.duration)
+		time.Sleep(o.duration)
 		if cur, err = s.Sample(); err != nil {
-			return err
+			return nil, nil, nil, nil, err
 		}
-	} else {
-		if doctorFlags.after == "" {
-			return fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
-		}
-		second, closeSecond, err := openAfter(doctorFlags.after)
-		if err != nil {
-			return err
-		}
-		defer closeSecond()
-		last = second
-		for i, fs := range []*kernel.FS{first, second} {
-			s := load.NewSampler(fs)
-			s.Tasks = true
-			smp, err := s.Sample()
-			if err != nil {
-				return err
-			}
-			if i == 0 {
-				prev = smp
-			} else {
-				cur = smp
-			}
+		return prev, cur, first, closeLast, nil
+	}
+	if o.after == "" {
+		return nil, nil, nil, nil, fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
+	}
+	second, closeSecond, err := openAfter(o.after)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	smp := make([]*load.Sample, 2)
+	for i, fs := range []*kernel.FS{first, second} {
+		s := load.NewSampler(fs)
+		s.Tasks = true
+		if smp[i], err = s.Sample(); err != nil {
+			closeSecond()
+			return nil, nil, nil, nil, err
 		}
 	}
+	return smp[0], smp[1], second, closeSecond, nil
+}
+
+// diagnose turns the two samples into the report, reading the host model
+// from last.
+func (o *doctorOptions) diagnose(prev, cur *load.Sample, last *kernel.FS) (*doctorReport, error) {
 	l, err := load.Rates(prev, cur)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	h, err := readHost(last)
+	h, err := readHost(last, o.probeManaged)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	findings := load.Diagnose(h, l)
-	rep := doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: findings, CPUs: l.CPUs, Resets: l.Resets}
-	if rep.Findings == nil {
-		rep.Findings = []load.Finding{}
-	}
+	rep := &doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: nonNil(load.Diagnose(h, l)), CPUs: l.CPUs, Resets: l.Resets}
 	for _, u := range append(prev.Unavailable, cur.Unavailable...) {
 		rep.Notes = append(rep.Notes, "unavailable: "+u)
 	}
 	if len(l.Absent) > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("CPUs %v were online in only one sample; they are left out", l.Absent))
 	}
-	out := cmd.OutOrStdout()
-	if global.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		printDoctor(out, &rep)
-	}
-	if load.Worst(findings).AtLeast(load.Warning) {
-		return &exitError{code: 1}
-	}
-	return nil
+	return rep, nil
 }
 
 func openAfter(arg string) (*kernel.FS, func(), error) {

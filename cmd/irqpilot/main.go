@@ -1,6 +1,8 @@
 // Command irqpilot finds where a server's interrupt handling holds it back
-// and fixes it, safely and measurably. One file per verb; each registers
-// itself with rootCmd in init().
+// and fixes it, safely and measurably. One file per verb: newXCmd builds the
+// verb, binding its flags into an options struct whose run method makes one
+// library call and hands the result to a renderer; newRootCmd assembles the
+// tree. No flag lives in a package variable.
 package main
 
 import (
@@ -10,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/bench"
 )
 
 // globalFlags are the flags every verb takes.
@@ -20,48 +22,38 @@ type globalFlags struct {
 	json     bool
 }
 
-// global holds the parsed global flags.
-var global globalFlags
-
-// exactArgs is cobra.ExactArgs with a message that says what is missing.
-func exactArgs(n int, what string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return fmt.Errorf("%s needs %s (got %d arguments)\nusage: %s", cmd.Name(), what, len(args), cmd.UseLine())
-		}
-		return nil
-	}
-}
-
-var rootCmd = &cobra.Command{
-	Use:   "irqpilot",
-	Short: "Find and fix interrupt bottlenecks on Linux servers",
-	Long: `irqpilot observes per-CPU interrupt and softirq load, diagnoses where
+// newRootCmd builds the command tree with a fresh set of flags.
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "irqpilot",
+		Short: "Find and fix interrupt bottlenecks on Linux servers",
+		Long: `irqpilot observes per-CPU interrupt and softirq load, diagnoses where
 interrupt handling holds a server back, plans placements and steering from
 proven policies, applies them transactionally with a journal, and measures
 whether they help.`,
-	SilenceUsage:  true,
-	SilenceErrors: true,
-}
-
-func init() {
-	pf := rootCmd.PersistentFlags()
-	pf.StringVar(&global.root, "root", "/", "read the kernel files below `DIR` instead of /")
-	pf.StringVar(&global.snapshot, "snapshot", "", "read a captured snapshot `FILE.tar.gz` (from 'irqpilot capture') instead of the live machine")
-	pf.BoolVar(&global.json, "json", false, "print JSON for programs instead of text for people")
-	rootCmd.MarkFlagsMutuallyExclusive("root", "snapshot")
-}
-
-// openFS returns the kernel file system selected by --root/--snapshot and a
-// cleanup function to call when done.
-func openFS() (*kernel.FS, func(), error) {
-	if global.snapshot != "" {
-		return kernel.OpenSnapshot(global.snapshot)
+		Version:       versionString(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
-	if _, err := os.Stat(global.root); err != nil {
-		return nil, nil, fmt.Errorf("--root %s: %w", global.root, err)
-	}
-	return kernel.New(global.root), func() {}, nil
+	root.SetVersionTemplate("irqpilot {{.Version}}\n")
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.root, "root", "/", "read the kernel files below `DIR` instead of /")
+	pf.StringVar(&g.snapshot, "snapshot", "", "read a captured snapshot `FILE.tar.gz` (from 'irqpilot capture') instead of the live machine")
+	pf.BoolVar(&g.json, "json", false, "print JSON for programs instead of text for people")
+	root.MarkFlagsMutuallyExclusive("root", "snapshot")
+
+	root.AddCommand(
+		// observe
+		newInventoryCmd(g), newCaptureCmd(g), newTopCmd(g), newDoctorCmd(g), newRecordCmd(g), newReportCmd(),
+		// plan and change
+		newPlanCmd(g), newApplyCmd(g), newRevertCmd(g), newHistoryCmd(g), newPersistCmd(),
+		// measure
+		newBenchCmd(g), newTuneCmd(g), newTestbedCmd(g),
+		// coalescing
+		newSimCmd(g), newCoalesceCmd(g),
+	)
+	return root
 }
 
 // exitError carries a specific exit status (doctor: 1 = findings).
@@ -78,7 +70,12 @@ func (e *exitError) Error() string {
 }
 
 func main() {
-	err := rootCmd.Execute()
+	// The udp workload's sink and sender are this binary started again
+	// (see bench.RunHelper): run the helper instead of the command line.
+	if mode := os.Getenv(bench.HelperEnv); mode != "" {
+		os.Exit(bench.RunHelper(mode, os.Args[1:], os.Stdout, os.Stderr))
+	}
+	err := newRootCmd().Execute()
 	if err == nil {
 		return
 	}

@@ -19,6 +19,7 @@ type persistOptions struct {
 	root     string
 	binary   string
 	force    bool
+	planFile string
 }
 
 func newPersistCmd() *cobra.Command {
@@ -31,7 +32,21 @@ unit that applies it at boot and a udev rule that starts the unit again for
 every network interface that appears later. It needs root (or
 --install-root DIR, for packaging). The unit runs the installed irqpilot
 binary: a binary under /tmp or a build tree is refused unless --force.`,
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout(), args) },
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.remove {
+				if len(args) != 0 {
+					return fmt.Errorf("persist --remove takes no plan (got %s)\nusage: %s", strings.Join(args, " "), cmd.UseLine())
+				}
+				return nil
+			}
+			return exactArgs(1, "a plan file (make one with 'irqpilot plan -o plan.yaml'), or --remove")(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.planFile = args[0]
+			}
+			return o.run(cmd.OutOrStdout())
+		},
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().BoolVar(&o.remove, "remove", false, "remove the installed unit, rule and plan")
@@ -41,7 +56,7 @@ binary: a binary under /tmp or a build tree is refused unless --force.`,
 	return cmd
 }
 
-func (o *persistOptions) run(out io.Writer, args []string) error {
+func (o *persistOptions) run(out io.Writer) error {
 	if o.root == "" && os.Geteuid() != 0 {
 		return fmt.Errorf("persist writes /etc/systemd and /etc/udev: run it as root (nothing was changed)")
 	}
@@ -55,9 +70,6 @@ func (o *persistOptions) run(out io.Writer, args []string) error {
 	exe, _ = filepath.Abs(exe)
 	p := &apply.Persistence{Root: o.root, Binary: exe, StateDir: o.stateDir}
 	if o.remove {
-		if len(args) != 0 {
-			return fmt.Errorf("--remove takes no plan")
-		}
 		removed, err := p.Remove()
 		for _, r := range removed {
 			fmt.Fprintln(out, "removed", r)
@@ -67,17 +79,14 @@ func (o *persistOptions) run(out io.Writer, args []string) error {
 		}
 		return err
 	}
-	if len(args) != 1 {
-		return fmt.Errorf("persist needs a plan file (or --remove); usage: irqpilot persist PLAN")
-	}
 	if !o.force && transientBinary(exe) {
 		return fmt.Errorf("the unit would run %s, which looks temporary (under /tmp or a build tree); install irqpilot (e.g. /usr/local/sbin) and run that copy, or pass --binary PATH, or --force", exe)
 	}
-	data, err := os.ReadFile(args[0])
+	data, err := os.ReadFile(o.planFile)
 	if err != nil {
 		return err
 	}
-	if _, err := plan.Load(args[0], data); err != nil {
+	if _, err := plan.Load(o.planFile, data); err != nil {
 		return err
 	}
 	written, err := p.Install(data)
@@ -102,5 +111,3 @@ func transientBinary(p string) bool {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-func init() { rootCmd.AddCommand(newPersistCmd()) }

@@ -32,8 +32,8 @@ func snoHost(t *testing.T) *host.Host {
 	return h
 }
 
-func defaultPlanFlags(policy string) planFlags {
-	return planFlags{policy: policy, cpusPerIRQCore: 8}
+func defaultPlanOptions(policy string) planOptions {
+	return planOptions{g: &globalFlags{}, policy: policy, cpusPerIRQCore: 8}
 }
 
 // Printed without -o, the output is a valid plan file (changes are comments)
@@ -41,7 +41,7 @@ func defaultPlanFlags(policy string) planFlags {
 func TestPlanPrintsPlanAndDiff(t *testing.T) {
 	h := snoHost(t)
 	var out bytes.Buffer
-	f := defaultPlanFlags("per-queue")
+	f := defaultPlanOptions("per-queue")
 	f.app = "comm:memcached"
 	if err := runPlan(&out, h, f, false, "snapshot sno"); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestPlanOutputFile(t *testing.T) {
 	h := snoHost(t)
 	dir := t.TempDir()
 	for _, name := range []string{"p.yaml", "p.json"} {
-		f := defaultPlanFlags("dedicated-core")
+		f := defaultPlanOptions("dedicated-core")
 		f.housekeeping = "0-1"
 		f.output = filepath.Join(dir, name)
 		var out bytes.Buffer
@@ -98,7 +98,7 @@ func TestPlanOutputFile(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	f := defaultPlanFlags("per-queue")
+	f := defaultPlanOptions("per-queue")
 	f.output = filepath.Join(dir, "q.yaml")
 	if err := runPlan(&out, h, f, true, "snapshot sno"); err != nil {
 		t.Fatal(err)
@@ -121,18 +121,18 @@ func TestPlanOutputFile(t *testing.T) {
 func TestPlanBadFlags(t *testing.T) {
 	h := snoHost(t)
 	for _, c := range []struct {
-		mod  func(*planFlags)
+		mod  func(*planOptions)
 		want string
 	}{
-		{func(f *planFlags) { f.policy = "magic" }, `unknown policy "magic"`},
-		{func(f *planFlags) { f.housekeeping = "x" }, `--housekeeping "x"`},
-		{func(f *planFlags) { f.housekeeping = "40" }, "housekeeping CPU 40 does not exist"},
-		{func(f *planFlags) { f.appCPUs = "3-1" }, `--app-cpus "3-1"`},
-		{func(f *planFlags) { f.app = "exe:foo" }, "--app: application selector"},
-		{func(f *planFlags) { f.irqbalance = "pause" }, `--irqbalance "pause"`},
-		{func(f *planFlags) { f.devices = []string{"eth9"} }, "network interface eth9 not found"},
+		{func(f *planOptions) { f.policy = "magic" }, `unknown policy "magic"`},
+		{func(f *planOptions) { f.housekeeping = "x" }, `--housekeeping "x"`},
+		{func(f *planOptions) { f.housekeeping = "40" }, "housekeeping CPU 40 does not exist"},
+		{func(f *planOptions) { f.appCPUs = "3-1" }, `--app-cpus "3-1"`},
+		{func(f *planOptions) { f.app = "exe:foo" }, "--app: application selector"},
+		{func(f *planOptions) { f.irqbalance = "pause" }, `--irqbalance "pause"`},
+		{func(f *planOptions) { f.devices = []string{"eth9"} }, "network interface eth9 not found"},
 	} {
-		f := defaultPlanFlags("dedicated-core")
+		f := defaultPlanOptions("dedicated-core")
 		c.mod(&f)
 		err := runPlan(&bytes.Buffer{}, h, f, false, "x")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

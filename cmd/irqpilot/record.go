@@ -17,7 +17,9 @@ import (
 	"github.com/irqpilot/irqpilot/internal/record"
 )
 
-var recordFlags struct {
+// recordOptions are record's flags.
+type recordOptions struct {
+	g        *globalFlags
 	interval time.Duration
 	duration time.Duration
 	output   string
@@ -25,10 +27,12 @@ var recordFlags struct {
 	verbose  bool
 }
 
-var recordCmd = &cobra.Command{
-	Use:   "record -o run.jsonl",
-	Short: "Record per-CPU and per-IRQ counters for a later report",
-	Long: `record samples the raw counters (/proc/stat, /proc/interrupts,
+func newRecordCmd(g *globalFlags) *cobra.Command {
+	o := &recordOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "record -o run.jsonl",
+		Short: "Record per-CPU and per-IRQ counters for a later report",
+		Long: `record samples the raw counters (/proc/stat, /proc/interrupts,
 /proc/softirqs, /proc/net/softnet_stat) every --interval for --duration and
 writes them as JSON Lines: first a header (host name, start time, interval and
 the host inventory), then one line per sample. 'irqpilot report' turns one or
@@ -38,19 +42,19 @@ Each line is written with a single write, so a recording whose recorder was
 killed is still readable up to its last complete sample. SIGINT/SIGTERM stop
 the recording cleanly. At the end record prints on stderr how much CPU time
 it used itself (getrusage), as a percentage of one CPU.`,
-	Args: cobra.NoArgs,
-	RunE: runRecord,
-}
-
-func init() {
-	f := recordCmd.Flags()
-	f.DurationVar(&recordFlags.interval, "interval", time.Second, "sampling interval")
-	f.DurationVar(&recordFlags.duration, "duration", 5*time.Minute, "how long to record (0: until interrupted)")
-	f.StringVarP(&recordFlags.output, "output", "o", "", "recording `FILE` (.jsonl; - for stdout)")
-	f.StringVar(&recordFlags.hostname, "hostname", "", "host name to put in the header (default: the machine's)")
-	f.BoolVarP(&recordFlags.verbose, "verbose", "v", false, "report every sample and the CPU time split on stderr")
-	_ = recordCmd.MarkFlagRequired("output")
-	rootCmd.AddCommand(recordCmd)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.interval, "interval", time.Second, "sampling interval")
+	f.DurationVar(&o.duration, "duration", 5*time.Minute, "how long to record (0: until interrupted)")
+	f.StringVarP(&o.output, "output", "o", "", "recording `FILE` (.jsonl; - for stdout)")
+	f.StringVar(&o.hostname, "hostname", "", "host name to put in the header (default: the machine's)")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "report every sample and the CPU time split on stderr")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
 }
 
 // cpuTime is this process's user+system CPU time so far.
@@ -62,22 +66,24 @@ func cpuTime() (user, sys time.Duration) {
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
-func runRecord(cmd *cobra.Command, _ []string) error {
-	if recordFlags.interval <= 0 {
-		return fmt.Errorf("--interval %v: must be positive", recordFlags.interval)
+// run records to --output ("-": stdout); progress and the cost go to
+// errOut.
+func (o *recordOptions) run(ctx context.Context, stdout, errOut io.Writer) error {
+	if o.interval <= 0 {
+		return fmt.Errorf("--interval %v: must be positive", o.interval)
 	}
-	if recordFlags.duration < 0 {
-		return fmt.Errorf("--duration %v: must not be negative", recordFlags.duration)
+	if o.duration < 0 {
+		return fmt.Errorf("--duration %v: must not be negative", o.duration)
 	}
-	fs, done, err := openFS()
+	fs, done, err := o.g.openFS()
 	if err != nil {
 		return err
 	}
 	defer done()
 
-	var out io.Writer = cmd.OutOrStdout()
-	if recordFlags.output != "-" {
-		f, err := os.OpenFile(recordFlags.output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	out := stdout
+	if o.output != "-" {
+		f, err := os.OpenFile(o.output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
 		}
@@ -91,7 +97,7 @@ func runRecord(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return fmt.Errorf("host inventory: %w", err)
 	}
-	name := recordFlags.hostname
+	name := o.hostname
 	if name == "" {
 		name = inv.Hostname
 	}
@@ -103,12 +109,12 @@ func runRecord(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	w, err := record.NewWriter(out, record.Header{Host: name, Start: first.Time, Interval: int64(recordFlags.interval), Inventory: inv})
+	w, err := record.NewWriter(out, record.Header{Host: name, Start: first.Time, Interval: int64(o.interval), Inventory: inv})
 	if err != nil {
-		return fmt.Errorf("%s: %w", recordFlags.output, err)
+		return fmt.Errorf("%s: %w", o.output, err)
 	}
 	if err := w.Write(first); err != nil {
-		return fmt.Errorf("%s: %w", recordFlags.output, err)
+		return fmt.Errorf("%s: %w", o.output, err)
 	}
 
 	// Steady-state cost is measured from here: the one-off start (inventory,
@@ -116,19 +122,19 @@ func runRecord(cmd *cobra.Command, _ []string) error {
 	u0, s0 := cpuTime()
 	t0 := time.Now()
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if recordFlags.duration > 0 {
+	if o.duration > 0 {
 		var cancel context.CancelFunc
 		// A little slack so that the last tick at exactly --duration is taken.
-		ctx, cancel = context.WithTimeout(ctx, recordFlags.duration+recordFlags.interval/2)
+		ctx, cancel = context.WithTimeout(ctx, o.duration+o.interval/2)
 		defer cancel()
 	}
-	ticker := time.NewTicker(recordFlags.interval)
+	ticker := time.NewTicker(o.interval)
 	defer ticker.Stop()
 	want := -1
-	if recordFlags.duration > 0 {
-		want = int(recordFlags.duration/recordFlags.interval) + 1
+	if o.duration > 0 {
+		want = int(o.duration/o.interval) + 1
 	}
 	var sampleErr error
 loop:
@@ -142,24 +148,24 @@ loop:
 		if err != nil {
 			// A transient read error loses one sample, not the recording.
 			sampleErr = err
-			fmt.Fprintf(os.Stderr, "irqpilot record: sample %d: %v\n", w.Samples()+1, err)
+			fmt.Fprintf(errOut, "irqpilot record: sample %d: %v\n", w.Samples()+1, err)
 			continue
 		}
 		if err := w.Write(s); err != nil {
-			return fmt.Errorf("%s: %w", recordFlags.output, err)
+			return fmt.Errorf("%s: %w", o.output, err)
 		}
-		if recordFlags.verbose {
-			fmt.Fprintf(os.Stderr, "irqpilot record: sample %d at %s\n", w.Samples(), s.Time.Format("15:04:05.000"))
+		if o.verbose {
+			fmt.Fprintf(errOut, "irqpilot record: sample %d at %s\n", w.Samples(), s.Time.Format("15:04:05.000"))
 		}
 	}
 	elapsed := time.Since(t0)
 	u1, s1 := cpuTime()
 	steady := (u1 - u0) + (s1 - s0)
-	fmt.Fprintf(os.Stderr, "irqpilot record: %d samples over %s to %s; own CPU time while sampling %s = %.3f%% of one CPU (total incl. start-up %s)\n",
-		w.Samples(), elapsed.Round(time.Millisecond), recordFlags.output, steady.Round(time.Microsecond),
+	fmt.Fprintf(errOut, "irqpilot record: %d samples over %s to %s; own CPU time while sampling %s = %.3f%% of one CPU (total incl. start-up %s)\n",
+		w.Samples(), elapsed.Round(time.Millisecond), o.output, steady.Round(time.Microsecond),
 		100*steady.Seconds()/max(elapsed.Seconds(), 1e-9), (u1 + s1).Round(time.Microsecond))
-	if recordFlags.verbose {
-		fmt.Fprintf(os.Stderr, "irqpilot record: user %s, system %s while sampling; %.1f µs per sample\n",
+	if o.verbose {
+		fmt.Fprintf(errOut, "irqpilot record: user %s, system %s while sampling; %.1f µs per sample\n",
 			(u1 - u0).Round(time.Microsecond), (s1 - s0).Round(time.Microsecond),
 			float64(steady.Microseconds())/float64(max(w.Samples()-1, 1)))
 	}

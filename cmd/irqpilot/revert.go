@@ -157,7 +157,3 @@ func (o *historyOptions) run(out io.Writer) error {
 	}
 	return nil
 }
-
-func init() {
-	rootCmd.AddCommand(newRevertCmd(&global), newHistoryCmd(&global))
-}

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -13,12 +13,20 @@ import (
 	"github.com/irqpilot/irqpilot/internal/sim"
 )
 
-var simCmd = &cobra.Command{
-	Use:   "sim",
-	Short: "Simulate what this machine cannot show (interrupt coalescing)",
+func newSimCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Simulate what this machine cannot show (interrupt coalescing)",
+		Args:  subcommandArgs,
+		RunE:  runGroup,
+	}
+	cmd.AddCommand(newSimCoalesceCmd(g))
+	return cmd
 }
 
-var simCoalesceFlags struct {
+// simCoalesceOptions are `sim coalesce`'s flags.
+type simCoalesceOptions struct {
+	g           *globalFlags
 	seed        uint64
 	preset      string
 	cifs        []int
@@ -43,23 +51,27 @@ var simCoalesceFlags struct {
 	formats     []string
 }
 
-var simCoalesceCmd = &cobra.Command{
-	Use:   "coalesce",
-	Short: "Compare coalescing policies on a simulated VM virtual disk",
-	Long: `Runs a deterministic discrete-event simulation of a VM's virtual disk for
+// simCoalesceJSON is `sim coalesce --json`.
+type simCoalesceJSON struct {
+	Results []sim.Result `json:"results"`
+}
+
+func newSimCoalesceCmd(g *globalFlags) *cobra.Command {
+	fl := &simCoalesceOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "coalesce",
+		Short: "Compare coalescing policies on a simulated VM virtual disk",
+		Long: `Runs a deterministic discrete-event simulation of a VM's virtual disk for
 each policy (none, mcc, midl, mcc+midl, vic, dim, adaptive) and each number of
 commands in flight, and prints IOPS, vCPU utilisation, IOPS per CPU,
 interrupts per second and latency p50/p99. -o DIR also writes charts.
 Every parameter and its default is explained in docs/coalescing.md.`,
-	Args: cobra.NoArgs,
-	RunE: runSimCoalesce,
-}
-
-func init() {
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd.OutOrStdout()) },
+	}
 	d := sim.DefaultConfig()
 	pp := sim.DefaultPolicyParams()
-	f := simCoalesceCmd.Flags()
-	fl := &simCoalesceFlags
+	f := cmd.Flags()
 	f.Uint64Var(&fl.seed, "seed", d.Seed, "random seed (same seed, same output)")
 	f.StringVar(&fl.preset, "device", "ssd", "device preset: ssd or array")
 	f.IntSliceVar(&fl.cifs, "cif", sim.DefaultCIFs, "closed-loop commands in flight to sweep")
@@ -82,12 +94,10 @@ func init() {
 	f.DurationVar(&fl.adaptDelta, "adaptive-delta", time.Duration(pp.AdaptiveGap), "adaptive: quiet period Δ")
 	f.StringVarP(&fl.out, "output", "o", "", "write charts to `DIR`")
 	f.StringSliceVar(&fl.formats, "format", []string{"png", "svg"}, "chart formats (png, svg)")
-	simCmd.AddCommand(simCoalesceCmd)
-	rootCmd.AddCommand(simCmd)
+	return cmd
 }
 
-func runSimCoalesce(cmd *cobra.Command, _ []string) error {
-	fl := &simCoalesceFlags
+func (fl *simCoalesceOptions) run(w io.Writer) error {
 	dev, err := sim.Preset(fl.preset)
 	if err != nil {
 		return err
@@ -125,16 +135,8 @@ func runSimCoalesce(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
-	w := cmd.OutOrStdout()
-	if global.json {
-		if rs == nil {
-			rs = []sim.Result{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Results []sim.Result `json:"results"`
-		}{rs})
+	if fl.g.json {
+		return writeJSON(w, simCoalesceJSON{Results: nonNil(rs)})
 	}
 	fmt.Fprintf(w, "device %s (%d channels, service %v + exp %v), intr %v, completion %v, seed %d\n",
 		dev.Name, dev.Parallel, time.Duration(dev.MinNs), time.Duration(dev.ExpMeanNs), fl.intrCost, fl.complCost, fl.seed)

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,129 +12,179 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 )
 
-func init() {
-	var o testbed.Options
-	var server string
-	var threads int
-	var wait bool
+// testbedStatusJSON is `testbed status --json`.
+type testbedStatusJSON struct {
+	Namespaces []string           `json:"namespaces"` // irqp- network namespaces present
+	Testbeds   []*testbed.Testbed `json:"testbeds"`
+}
+
+func newTestbedCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "testbed",
 		Short: "Create, list and remove the network namespace test bed bench uses",
+		Args:  subcommandArgs,
+		RunE:  runGroup,
 	}
-	up := &cobra.Command{
+	cmd.AddCommand(newTestbedUpCmd(g), newTestbedDownCmd(), newTestbedStatusCmd(g))
+	return cmd
+}
+
+func testbedStateDirFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "state-dir", testbed.DefaultStateDir, "where test bed state files live")
+}
+
+// testbedUpOptions are `testbed up`'s flags.
+type testbedUpOptions struct {
+	g       *globalFlags
+	tb      testbed.Options
+	server  string
+	threads int
+	wait    bool
+}
+
+func newTestbedUpCmd(g *globalFlags) *cobra.Command {
+	o := &testbedUpOptions{g: g}
+	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Create a server and a client namespace joined by a veth pair (stale test beds are cleaned first)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			tb, err := testbed.Up(o)
-			if err != nil {
-				return err
-			}
-			switch server {
-			case "memcached":
-				_, err = tb.StartMemcached(threads)
-			case "nginx":
-				_, err = tb.StartNginx(threads)
-			case "", "none":
-			default:
-				err = fmt.Errorf("--server %q: want memcached, nginx or none", server)
-			}
-			if err != nil {
-				return joinErr(err, tb.Down())
-			}
-			if wait {
-				// Stay in the foreground; Ctrl-C or SIGTERM removes everything.
-				tb.Owner = os.Getpid()
-			} else {
-				// Hand the test bed over: it lives until `testbed down`.
-				tb.Owner, tb.OwnerStartTime = 0, 0
-			}
-			printTestbed(cmd, tb)
-			if !wait {
-				return markDetached(tb)
-			}
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-			<-sig
-			return tb.Down()
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
 	}
-	up.Flags().IntVar(&o.Queues, "queues", 1, "rx and tx queues of each veth end")
-	up.Flags().BoolVar(&o.GRO, "gro", false, "GRO on the veth ends (veth then receives through NAPI)")
-	up.Flags().BoolVar(&o.Threaded, "threaded-napi", false, "threaded NAPI on the server end (implies --gro)")
-	up.Flags().StringVar(&o.StateDir, "state-dir", testbed.DefaultStateDir, "where test bed state files live")
-	up.Flags().StringVar(&server, "server", "none", "server to start inside: memcached, nginx or none")
-	up.Flags().IntVar(&threads, "threads", 2, "server threads (memcached) or workers (nginx)")
-	up.Flags().BoolVar(&wait, "wait", false, "stay in the foreground and remove the test bed on Ctrl-C")
+	f := cmd.Flags()
+	f.IntVar(&o.tb.Queues, "queues", 1, "rx and tx queues of each veth end")
+	f.BoolVar(&o.tb.GRO, "gro", false, "GRO on the veth ends (veth then receives through NAPI)")
+	f.BoolVar(&o.tb.Threaded, "threaded-napi", false, "threaded NAPI on the server end (implies --gro)")
+	testbedStateDirFlag(cmd, &o.tb.StateDir)
+	f.StringVar(&o.server, "server", "none", "server to start inside: memcached, nginx or none")
+	f.IntVar(&o.threads, "threads", 2, "server threads (memcached) or workers (nginx)")
+	f.BoolVar(&o.wait, "wait", false, "stay in the foreground and remove the test bed on Ctrl-C")
+	return cmd
+}
 
-	down := &cobra.Command{
+func (o *testbedUpOptions) run(out io.Writer) error {
+	tb, err := testbed.Up(o.tb)
+	if err != nil {
+		return err
+	}
+	switch o.server {
+	case "memcached":
+		_, err = tb.StartMemcached(o.threads)
+	case "nginx":
+		_, err = tb.StartNginx(o.threads)
+	case "", "none":
+	default:
+		err = fmt.Errorf("--server %q: want memcached, nginx or none", o.server)
+	}
+	if err != nil {
+		return joinErr(err, tb.Down())
+	}
+	if o.wait {
+		// Stay in the foreground; Ctrl-C or SIGTERM removes everything.
+		tb.Owner = os.Getpid()
+	} else {
+		// Hand the test bed over: it lives until `testbed down`.
+		tb.Owner, tb.OwnerStartTime = 0, 0
+	}
+	printTestbed(out, tb, o.g.json)
+	if !o.wait {
+		// Rewrite the state file with no owner: the test bed was handed
+		// to the user and is not stale.
+		return tb.Detach()
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	return tb.Down()
+}
+
+// testbedDownOptions are `testbed down`'s flags and arguments.
+type testbedDownOptions struct {
+	stateDir string
+	ids      []string
+}
+
+func newTestbedDownCmd() *cobra.Command {
+	o := &testbedDownOptions{}
+	cmd := &cobra.Command{
 		Use:   "down [ID…]",
 		Short: "Remove the named test beds (all when none is named)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			all, err := testbed.List(o.StateDir)
-			if err != nil {
-				return err
-			}
-			want := map[string]bool{}
-			for _, a := range args {
-				want[a] = true
-			}
-			var errs error
-			for _, tb := range all {
-				if len(args) > 0 && !want[tb.ID] {
-					continue
-				}
-				delete(want, tb.ID)
-				if err := tb.Down(); err != nil {
-					errs = joinErr(errs, err)
-					continue
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", tb.ID)
-			}
-			for id := range want {
-				errs = joinErr(errs, fmt.Errorf("no test bed %s in %s", id, o.StateDir))
-			}
-			return errs
+			o.ids = args
+			return o.run(cmd.OutOrStdout())
 		},
 	}
-	down.Flags().StringVar(&o.StateDir, "state-dir", testbed.DefaultStateDir, "where test bed state files live")
+	testbedStateDirFlag(cmd, &o.stateDir)
+	return cmd
+}
 
-	status := &cobra.Command{
+func (o *testbedDownOptions) run(out io.Writer) error {
+	all, err := testbed.List(o.stateDir)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, a := range o.ids {
+		want[a] = true
+	}
+	var errs error
+	for _, tb := range all {
+		if len(o.ids) > 0 && !want[tb.ID] {
+			continue
+		}
+		delete(want, tb.ID)
+		if err := tb.Down(); err != nil {
+			errs = joinErr(errs, err)
+			continue
+		}
+		fmt.Fprintf(out, "removed %s\n", tb.ID)
+	}
+	for id := range want {
+		errs = joinErr(errs, fmt.Errorf("no test bed %s in %s", id, o.stateDir))
+	}
+	return errs
+}
+
+// testbedStatusOptions are `testbed status`'s flags.
+type testbedStatusOptions struct {
+	g        *globalFlags
+	stateDir string
+}
+
+func newTestbedStatusCmd(g *globalFlags) *cobra.Command {
+	o := &testbedStatusOptions{g: g}
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "List test beds, whether their owner still runs, and stray irqp- namespaces",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := testbed.List(o.StateDir)
-			if err != nil {
-				return err
-			}
-			if global.json {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"testbeds": all, "namespaces": testbed.Namespaces()})
-			}
-			for _, tb := range all {
-				printTestbed(cmd, tb)
-			}
-			if len(all) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no test bed")
-			}
-			if ns := testbed.Namespaces(); len(ns) > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "irqp- namespaces present: %v\n", ns)
-			}
-			return nil
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
 	}
-	status.Flags().StringVar(&o.StateDir, "state-dir", testbed.DefaultStateDir, "where test bed state files live")
-	cmd.AddCommand(up, down, status)
-	rootCmd.AddCommand(cmd)
+	testbedStateDirFlag(cmd, &o.stateDir)
+	return cmd
 }
 
-// markDetached rewrites the state file with no owner: the test bed was
-// handed to the user and is not stale.
-func markDetached(tb *testbed.Testbed) error { return tb.Detach() }
+func (o *testbedStatusOptions) run(out io.Writer) error {
+	all, err := testbed.List(o.stateDir)
+	if err != nil {
+		return err
+	}
+	if o.g.json {
+		return writeJSONLine(out, testbedStatusJSON{Namespaces: testbed.Namespaces(), Testbeds: all})
+	}
+	for _, tb := range all {
+		printTestbed(out, tb, false)
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(out, "no test bed")
+	}
+	if ns := testbed.Namespaces(); len(ns) > 0 {
+		fmt.Fprintf(out, "irqp- namespaces present: %v\n", ns)
+	}
+	return nil
+}
 
-func printTestbed(cmd *cobra.Command, tb *testbed.Testbed) {
-	if global.json {
-		_ = json.NewEncoder(cmd.OutOrStdout()).Encode(tb)
+func printTestbed(w io.Writer, tb *testbed.Testbed, asJSON bool) {
+	if asJSON {
+		_ = writeJSONLine(w, tb)
 		return
 	}
 	state := "owner running"
@@ -144,19 +194,9 @@ func printTestbed(cmd *cobra.Command, tb *testbed.Testbed) {
 	case tb.Stale():
 		state = "STALE (owner gone; the next `up` removes it)"
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s  %s\n  server ns %s dev %s %s  ↔  client ns %s dev %s %s\n  queues %d  gro %v  threaded napi %v\n",
+	fmt.Fprintf(w, "%s  %s\n  server ns %s dev %s %s  ↔  client ns %s dev %s %s\n  queues %d  gro %v  threaded napi %v\n",
 		tb.ID, state, tb.ServerNS, tb.ServerDev, testbed.ServerAddr, tb.ClientNS, tb.ClientDev, testbed.ClientAddr, tb.Queues, tb.GRO, tb.Threaded)
 	for _, p := range tb.Procs {
-		fmt.Fprintf(cmd.OutOrStdout(), "  %s pid %d\n", p.Role, p.PID)
+		fmt.Fprintf(w, "  %s pid %d\n", p.Role, p.PID)
 	}
-}
-
-func joinErr(a, b error) error {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	}
-	return fmt.Errorf("%w; %w", a, b)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -17,16 +16,20 @@ import (
 	"github.com/irqpilot/irqpilot/internal/tui"
 )
 
-var topFlags struct {
+// topOptions are top's flags.
+type topOptions struct {
+	g        *globalFlags
 	once     bool
 	interval time.Duration
 	irqs     int
 }
 
-var topCmd = &cobra.Command{
-	Use:   "top",
-	Short: "Live per-CPU interrupt and softirq load",
-	Long: `top shows, refreshed every --interval, each CPU's time split into
+func newTopCmd(g *globalFlags) *cobra.Command {
+	o := &topOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Live per-CPU interrupt and softirq load",
+		Long: `top shows, refreshed every --interval, each CPU's time split into
 user/system/irq/softirq/idle (as a stacked bar and numbers), its NET_RX, NET_TX
 and BLOCK softirqs per second and softnet drops and time squeezes per second,
 and the busiest IRQs with their device, queue, rate and the CPUs they fired on.
@@ -38,16 +41,14 @@ summarised in one line.
 
 --once samples twice, --interval apart, and prints the result as text;
 --json does the same as JSON (top-level "cpus" and "irqs"; see README).`,
-	Args: cobra.NoArgs,
-	RunE: runTop,
-}
-
-func init() {
-	f := topCmd.Flags()
-	f.BoolVar(&topFlags.once, "once", false, "print one interval as text and exit")
-	f.DurationVar(&topFlags.interval, "interval", time.Second, "sampling interval")
-	f.IntVar(&topFlags.irqs, "irqs", 20, "with --once: how many of the busiest IRQs to print")
-	rootCmd.AddCommand(topCmd)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.once, "once", false, "print one interval as text and exit")
+	f.DurationVar(&o.interval, "interval", time.Second, "sampling interval")
+	f.IntVar(&o.irqs, "irqs", 20, "with --once: how many of the busiest IRQs to print")
+	return cmd
 }
 
 // topSession samples one machine and turns pairs of samples into frames.
@@ -58,12 +59,12 @@ type topSession struct {
 	prev     *load.Sample
 }
 
-func newTopSession(fs *kernel.FS) (*topSession, error) {
+func newTopSession(fs *kernel.FS, errOut io.Writer) (*topSession, error) {
 	s := &topSession{sampler: load.NewSampler(fs)}
 	// The host model names each IRQ's device and queue; read it once.
 	inv, err := host.Read(fs, host.Options{})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "irqpilot top: host model unavailable, IRQs shown without devices: %v\n", err)
+		fmt.Fprintf(errOut, "irqpilot top: host model unavailable, IRQs shown without devices: %v\n", err)
 	} else {
 		s.inv, s.hostname = inv, inv.Hostname
 	}
@@ -91,29 +92,29 @@ func (s *topSession) next() (*tui.Frame, error) {
 	return tui.NewFrame(s.hostname, s.inv, l), nil
 }
 
-func runTop(cmd *cobra.Command, _ []string) error {
-	if topFlags.interval <= 0 {
-		return fmt.Errorf("--interval %v: must be positive", topFlags.interval)
+func (o *topOptions) run(out, errOut io.Writer) error {
+	if o.interval <= 0 {
+		return fmt.Errorf("--interval %v: must be positive", o.interval)
 	}
-	fs, done, err := openFS()
+	fs, done, err := o.g.openFS()
 	if err != nil {
 		return err
 	}
 	defer done()
-	s, err := newTopSession(fs)
+	s, err := newTopSession(fs, errOut)
 	if err != nil {
 		return err
 	}
 	if _, err := s.next(); err != nil {
 		return err
 	}
-	if topFlags.once || global.json {
-		time.Sleep(topFlags.interval)
+	if o.once || o.g.json {
+		time.Sleep(o.interval)
 		f, err := s.next()
 		if err != nil {
 			return fmt.Errorf("%w (a --root or --snapshot tree does not change between samples; top needs a live machine)", err)
 		}
-		return printFrame(cmd.OutOrStdout(), f, global.json, topFlags.irqs)
+		return printFrame(out, f, o.g.json, o.irqs)
 	}
 
 	scr, err := tcell.NewScreen()
@@ -124,7 +125,7 @@ func runTop(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("top needs a terminal (use --once or --json otherwise): %w", err)
 	}
 	defer scr.Fini()
-	ticker := time.NewTicker(topFlags.interval)
+	ticker := time.NewTicker(o.interval)
 	defer ticker.Stop()
 	return tui.Run(scr, func() (*tui.Frame, error) {
 		<-ticker.C
@@ -134,9 +135,7 @@ func runTop(cmd *cobra.Command, _ []string) error {
 
 func printFrame(w io.Writer, f *tui.Frame, asJSON bool, irqs int) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(f)
+		return writeJSON(w, f)
 	}
 	_, err := fmt.Fprintln(w, strings.Join(tui.FormatText(f, 100, irqs), "\n"))
 	return err

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -11,12 +12,20 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench"
 )
 
-func init() {
-	var wf workloadFlags
-	var auto bool
-	var search, out string
-	var budget, duration time.Duration
-	var rounds int
+// tuneOptions are tune's flags.
+type tuneOptions struct {
+	g        *globalFlags
+	wf       workloadFlags
+	auto     bool
+	search   string
+	output   string
+	budget   time.Duration
+	duration time.Duration
+	rounds   int
+}
+
+func newTuneCmd(g *globalFlags) *cobra.Command {
+	o := &tuneOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "tune --auto --workload W",
 		Short: "Closed loop: measure the baseline and candidate plans, keep the best only if it beats the baseline beyond the noise",
@@ -28,87 +37,95 @@ only if its ratio to the baseline is above 1 with 95 % confidence; otherwise
 the baseline stays and tune says so. Every change is reverted after each
 measurement; the winner is written to --output (its changes and the report).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !auto && search == "auto" {
-				return &exitError{code: 2, err: fmt.Errorf("tune needs --auto (or --search exhaustive)")}
-			}
-			r, err := wf.runner(nil, 1, duration)
-			if err != nil {
-				return &exitError{code: 2, err: err}
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			before, err := bench.ReadMachineState()
-			if err != nil {
-				return err
-			}
-			defer func() {
-				if cerr := r.Close(); cerr != nil {
-					fmt.Fprintln(os.Stderr, "close workload:", cerr)
-				}
-				after, err := bench.ReadMachineState()
-				if err == nil {
-					if d := before.Diff(after); len(d) > 0 {
-						fmt.Fprintf(os.Stderr, "WARNING: machine not restored: %v\n", d)
-					}
-				}
-			}()
-			if err := r.Start(); err != nil {
-				return err
-			}
-			var cands []string
-			app := r.App()
-			app.ClientFixed = wf.clientCPUs != ""
-			if search == "exhaustive" {
-				if cands, err = bench.ExhaustiveSpace(r.Host(), app); err != nil {
-					return err
-				}
-			} else {
-				cands = bench.Candidates(r.Host(), app)
-			}
-			fmt.Fprintf(os.Stderr, "%d candidates\n", len(cands))
-			res, err := bench.Tune(ctx, r, cands, search, budget, rounds)
-			if res != nil {
-				if out != "" {
-					b, _ := json.MarshalIndent(res, "", "  ")
-					if werr := os.WriteFile(out, b, 0o644); werr != nil {
-						err = joinErr(err, werr)
-					}
-				}
-				if global.json {
-					_ = json.NewEncoder(cmd.OutOrStdout()).Encode(res)
-				} else {
-					w := cmd.OutOrStdout()
-					fmt.Fprintf(w, "%s search over %d candidates in %s\n", res.Search, len(res.Candidates), res.Elapsed.Round(time.Second))
-					for i, c := range res.Ranked {
-						if i >= 10 {
-							break
-						}
-						fmt.Fprintf(w, "  %2d. %-45s median %.0f over %d runs\n", i+1, c, bench.Median(res.Obs[c]), len(res.Obs[c]))
-					}
-					fmt.Fprintf(w, "baseline %s median %.0f\n", res.Baseline, bench.Median(res.Obs[res.Baseline]))
-					for _, s := range res.Summary {
-						if s.Config != res.Baseline && s.Config != res.Best {
-							continue
-						}
-						fmt.Fprintf(w, "  %s per-CPU median:", s.Config)
-						for _, c := range s.CPUs {
-							fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.Idle)
-						}
-						fmt.Fprintln(w)
-					}
-					fmt.Fprintln(w, res.Why)
-				}
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
-	wf.add(cmd.Flags())
-	cmd.Flags().BoolVar(&auto, "auto", false, "search candidates automatically (successive halving)")
-	cmd.Flags().StringVar(&search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
-	cmd.Flags().DurationVar(&budget, "budget", 10*time.Minute, "time budget of the auto search")
-	cmd.Flags().DurationVar(&duration, "duration", 5*time.Second, "length of one measurement")
-	cmd.Flags().IntVar(&rounds, "rounds", 2, "exhaustive: measurements per candidate")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
-	rootCmd.AddCommand(cmd)
+	o.wf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&o.auto, "auto", false, "search candidates automatically (successive halving)")
+	cmd.Flags().StringVar(&o.search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
+	cmd.Flags().DurationVar(&o.budget, "budget", 10*time.Minute, "time budget of the auto search")
+	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "length of one measurement")
+	cmd.Flags().IntVar(&o.rounds, "rounds", 2, "exhaustive: measurements per candidate")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
+	return cmd
+}
+
+func (o *tuneOptions) run(out, errOut io.Writer) error {
+	if !o.auto && o.search == "auto" {
+		return &exitError{code: 2, err: fmt.Errorf("tune needs --auto (or --search exhaustive)")}
+	}
+	r, err := o.wf.runner(nil, 1, o.duration, errOut)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	before, err := bench.ReadMachineState()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := r.Close(); cerr != nil {
+			fmt.Fprintln(errOut, "close workload:", cerr)
+		}
+		after, err := bench.ReadMachineState()
+		if err == nil {
+			if d := before.Diff(after); len(d) > 0 {
+				fmt.Fprintf(errOut, "WARNING: machine not restored: %v\n", d)
+			}
+		}
+	}()
+	if err := r.Start(); err != nil {
+		return err
+	}
+	var cands []string
+	app := r.App()
+	app.ClientFixed = o.wf.clientCPUs != ""
+	if o.search == "exhaustive" {
+		if cands, err = bench.ExhaustiveSpace(r.Host(), app); err != nil {
+			return err
+		}
+	} else {
+		cands = bench.Candidates(r.Host(), app)
+	}
+	fmt.Fprintf(errOut, "%d candidates\n", len(cands))
+	res, err := bench.Tune(ctx, r, cands, o.search, o.budget, o.rounds)
+	if res == nil {
+		return err
+	}
+	if o.output != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if werr := os.WriteFile(o.output, b, 0o644); werr != nil {
+			err = joinErr(err, werr)
+		}
+	}
+	if o.g.json {
+		_ = writeJSONLine(out, res)
+	} else {
+		writeTune(out, res)
+	}
+	return err
+}
+
+// writeTune prints the ten best candidates, the baseline and the winner's
+// per-CPU load, and why the winner was kept or not.
+func writeTune(w io.Writer, res *bench.TuneResult) {
+	fmt.Fprintf(w, "%s search over %d candidates in %s\n", res.Search, len(res.Candidates), res.Elapsed.Round(time.Second))
+	for i, c := range res.Ranked {
+		if i >= 10 {
+			break
+		}
+		fmt.Fprintf(w, "  %2d. %-45s median %.0f over %d runs\n", i+1, c, bench.Median(res.Obs[c]), len(res.Obs[c]))
+	}
+	fmt.Fprintf(w, "baseline %s median %.0f\n", res.Baseline, bench.Median(res.Obs[res.Baseline]))
+	for _, s := range res.Summary {
+		if s.Config != res.Baseline && s.Config != res.Best {
+			continue
+		}
+		fmt.Fprintf(w, "  %s per-CPU median:", s.Config)
+		for _, c := range s.CPUs {
+			fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.Idle)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, res.Why)
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// openFS returns the kernel file system selected by --root/--snapshot and a
+// cleanup function to call when done.
+func (g *globalFlags) openFS() (*kernel.FS, func(), error) {
+	if g.snapshot != "" {
+		return kernel.OpenSnapshot(g.snapshot)
+	}
+	if _, err := os.Stat(g.root); err != nil {
+		return nil, nil, fmt.Errorf("--root %s: %w", g.root, err)
+	}
+	return kernel.New(g.root), func() {}, nil
+}
+
+// sourceName says which machine the verb read, for text output.
+func (g *globalFlags) sourceName() string {
+	switch {
+	case g.snapshot != "":
+		return "snapshot " + g.snapshot
+	case g.root != "" && g.root != "/":
+		return "root " + g.root
+	}
+	return "live"
+}
+
+// addProbeManagedFlag adds --probe-managed (inventory, plan, doctor,
+// capture), bound to dst.
+func addProbeManagedFlag(c *cobra.Command, dst *bool) {
+	c.Flags().BoolVar(dst, "probe-managed", false,
+		"write each IRQ's current affinity back to /proc/irq/N/smp_affinity_list to find kernel-managed IRQs (root; "+
+			"default: write nothing, read debugfs and apply's record in "+apply.DefaultStateDir+", else managed is unknown)")
+}
+
+// stateDirFlag adds --state-dir (apply, revert, history, persist).
+func stateDirFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "state-dir", apply.DefaultStateDir, "`DIR` for journals and the lock (must be root's and private: see README, safety)")
+}
+
+// readHost builds the model for the read-only commands: it writes nothing
+// unless probe (--probe-managed) is set.
+func readHost(fs *kernel.FS, probe bool) (*host.Host, error) {
+	return readHostWith(fs, probe, apply.DefaultStateDir)
+}
+
+// readHostWith builds the model. With probe, on the live machine as root,
+// kernel-managed IRQs are found by writing each IRQ's own affinity back (the
+// kernel refuses the write for managed ones), under the machine-wide write
+// lock. Otherwise the managed state comes, without writing, from debugfs,
+// from apply's record in stateDir or from a capture, or is unknown.
+func readHostWith(fs *kernel.FS, probe bool, stateDir string) (*host.Host, error) {
+	return host.Read(fs, host.Options{ProbeManaged: probe && fs.IsLive() && os.Geteuid() == 0, StateDir: stateDir})
+}
+
+// writeJSON prints v indented, the form of most --json documents.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeJSONLine prints v on one line (plan -o, bench, tune, testbed).
+func writeJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
+
+// signalContext is cancelled on Ctrl-C or SIGTERM, so runs stop, every
+// change is reverted and the test bed removed.
+func signalContext() (context.Context, func()) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func joinErr(a, b error) error {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}

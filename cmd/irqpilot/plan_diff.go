@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// planDiff is `plan --json` (README, "JSON"): the plan and what it would
+// change against the host it was made for.
+type planDiff struct {
+	File   string     `json:"file,omitempty"` // the plan file written (-o), if any
+	Policy string     `json:"policy"`         // the policy that made the plan (auto names its choice)
+	Why    string     `json:"why,omitempty"`  // why the policy placed things so
+	Plan   *plan.Plan `json:"plan,omitempty"` // the plan itself, when not written to a file
+	Notes  []string   `json:"notes,omitempty"`
+	// Counts is the number of settings per status.
+	Counts   map[string]int `json:"counts"`
+	Settings []planSetting  `json:"settings"`
+}
+
+// planSetting is one resolved setting with its status against the host, in
+// the one status vocabulary of setting.Status: pending = would change,
+// unchanged, skipped (Note says why), unknown (the current value could not be
+// read). Old is the value in force.
+type planSetting = setting.Change
+
+// runPlan makes the plan for h, writes or prints it, and prints the changes.
+func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source string) error {
+	o, err := f.options()
+	if err != nil {
+		return err
+	}
+	p, err := plan.Make(f.policy, h, o)
+	if err != nil {
+		return err
+	}
+	settings, err := plan.Resolve(p, h)
+	if err != nil {
+		return fmt.Errorf("the %s plan does not fit this host (a bug): %w", f.policy, err)
+	}
+	d := planDiff{Policy: p.Policy, Why: p.Why, Notes: p.Notes, Counts: map[string]int{}, Settings: []planSetting{}}
+	for _, s := range settings {
+		s.Status = setting.StatusFor(&s)
+		d.Counts[string(s.Status)]++
+		d.Settings = append(d.Settings, s)
+	}
+
+	if f.output != "" {
+		fileJSON := asJSON || strings.EqualFold(filepath.Ext(f.output), ".json")
+		var data []byte
+		if fileJSON {
+			data, err = p.MarshalJSONFile()
+		} else {
+			data, err = p.MarshalFile()
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.output, data, 0o644); err != nil {
+			return err
+		}
+		d.File = f.output
+		if asJSON {
+			return writeJSONLine(w, d)
+		}
+		fmt.Fprintf(w, "wrote %s (policy %s)\n", f.output, p.Policy)
+		writePlanChanges(w, d, source, "")
+		return nil
+	}
+	if asJSON {
+		d.Plan = p
+		return writeJSON(w, d)
+	}
+	data, err := p.MarshalFile()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	writePlanChanges(w, d, source, "# ")
+	return nil
+}
+
+// writePlanChanges prints the diff for people: each change (from → to, why),
+// then skipped settings with their reason; unchanged ones are counted.
+// prefix is prepended to every line ("# " keeps a printed plan valid YAML).
+func writePlanChanges(w io.Writer, d planDiff, source, prefix string) {
+	fmt.Fprintf(w, "%sAgainst %s: %d to change, %d unchanged, %d skipped, %d with unknown current value.\n",
+		prefix, source, d.Counts[string(setting.StatusPending)], d.Counts[string(setting.StatusUnchanged)], d.Counts[string(setting.StatusSkipped)], d.Counts[string(setting.StatusUnknown)])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	section := func(title string, want ...setting.Status) {
+		first := true
+		for _, s := range d.Settings {
+			if !slices.Contains(want, s.Status) {
+				continue
+			}
+			if first {
+				fmt.Fprintf(tw, "%s\n%s%s\n", strings.TrimSpace(prefix), prefix, title)
+				first = false
+			}
+			from := s.Old
+			if from == "" {
+				from = "?"
+			}
+			to := s.Value
+			why := s.Reason
+			if s.Status == setting.StatusSkipped {
+				to, why = "(skipped)", s.Note
+			}
+			fmt.Fprintf(tw, "%s  %s\t%s\t%s → %s\t%s\n", prefix, s.Target, s.Name(), from, to, why)
+		}
+		tw.Flush()
+	}
+	section("Changes (target, setting, from → to, why):", setting.StatusPending, setting.StatusUnknown)
+	section("Skipped:", setting.StatusSkipped)
+	if len(d.Notes) > 0 {
+		fmt.Fprintf(w, "%s\n%sLeft alone:\n", strings.TrimSpace(prefix), prefix)
+		for _, n := range d.Notes {
+			fmt.Fprintf(w, "%s  %s\n", prefix, n)
+		}
+	}
+}
