@@ -18,6 +18,7 @@ import (
 type captureOptions struct {
 	g            *globalFlags
 	output       string
+	redact       bool
 	probeManaged bool
 }
 
@@ -56,6 +57,7 @@ was archived and the model the capture was made from.`,
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the snapshot to `FILE.tar.gz` (- for standard output)")
 	addProbeManagedFlag(cmd, &o.probeManaged)
+	cmd.Flags().BoolVar(&o.redact, "redact", false, "keep only the kernel command-line parameters irqpilot reads (isolcpus=, nohz_full=, irqaffinity=, …), not the whole /proc/cmdline")
 	return cmd
 }
 
@@ -69,7 +71,7 @@ func (o *captureOptions) run(out io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	h, res, err := captureTo(fs, o.output, o.probeManaged)
+	h, res, err := captureTo(fs, o.output, o.probeManaged, capture.Options{RedactCmdline: o.redact})
 	if err != nil {
 		return err
 	}
@@ -86,7 +88,7 @@ func (o *captureOptions) run(out io.Writer) error {
 
 // captureTo reads the host with recording on and writes the archive to
 // output, atomically (a temporary file renamed into place).
-func captureTo(fs *kernel.FS, output string, probe bool) (*host.Host, *capture.Result, error) {
+func captureTo(fs *kernel.FS, output string, probe bool, copts capture.Options) (*host.Host, *capture.Result, error) {
 	fs.StartRecording()
 	h, err := readHost(fs, probe)
 	if err != nil {
@@ -103,14 +105,14 @@ func captureTo(fs *kernel.FS, output string, probe bool) (*host.Host, *capture.R
 	fs.StopRecording()
 
 	if output == "-" {
-		res, err := capture.Write(os.Stdout, fs)
+		res, err := capture.WriteWith(os.Stdout, fs, copts)
 		return h, res, err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(output), ".irqpilot-capture-*")
 	if err != nil {
 		return nil, nil, fmt.Errorf("capture: %w", err)
 	}
-	res, err := capture.Write(tmp, fs)
+	res, err := capture.WriteWith(tmp, fs, copts)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

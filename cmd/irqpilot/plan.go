@@ -23,6 +23,7 @@ type planOptions struct {
 	appCPUs         string
 	app             string
 	devices         []string
+	machineWide     bool
 	irqCores        int
 	cpusPerIRQCore  int
 	sockFlowEntries int
@@ -65,7 +66,8 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.StringVar(&o.housekeeping, "housekeeping", "", "dedicated-core: `CPUS` (cpulist) that take every movable IRQ (default: the lowest usable CPU, normally 0)")
 	f.StringVar(&o.appCPUs, "app-cpus", "", "give the application these `CPUS` (cpulist) instead of the policy's choice")
 	f.StringVar(&o.app, "app", "", "pin this application: comm:NAME, pid:N, unit:NAME.service or cgroup:PATH (default: only advise app_cpus)")
-	f.StringSliceVar(&o.devices, "device", nil, "steer only these network interfaces (default: every physical NIC and the VLANs on them)")
+	f.StringSliceVar(&o.devices, "device", nil, "plan only for these network interfaces: their IRQs, queues and coalescing (default: every physical NIC and the VLANs on them); the plan lists what it left out")
+	f.BoolVar(&o.machineWide, "machine-wide", false, "with --device, also plan machine-wide settings (net.core.rps_sock_flow_entries, irqbalance)")
 	f.IntVar(&o.irqCores, "irq-cores", 0, "per-queue: number of CPUs per NUMA node that take queue IRQs (default: one per --cpus-per-irq-core usable CPUs)")
 	f.IntVar(&o.cpusPerIRQCore, "cpus-per-irq-core", 8, "per-queue: usable CPUs per IRQ CPU, and the node size from which RPS spreads over a group")
 	f.IntVar(&o.sockFlowEntries, "sock-flow-entries", 0, "RFS table size net.core.rps_sock_flow_entries (default: the policy's; rounded down to a power of two)")
@@ -165,6 +167,7 @@ func (f planOptions) options() (plan.Options, error) {
 		return o, fmt.Errorf("--irqbalance %q: want leave, ban or stop", f.irqbalance)
 	}
 	o.Devices = f.devices
+	o.MachineWide = f.machineWide
 	o.IRQCores = f.irqCores
 	o.CPUsPerIRQCore = f.cpusPerIRQCore
 	o.SockFlowEntries = f.sockFlowEntries
