@@ -82,6 +82,15 @@ func (o *persistOptions) run(out io.Writer) error {
 	if !o.force && transientBinary(exe) {
 		return fmt.Errorf("the unit would run %s, which looks temporary (under /tmp or a build tree); install irqpilot (e.g. /usr/local/sbin) and run that copy, or pass --binary PATH, or --force", exe)
 	}
+	// What the unit needs at boot is checked now, not at every boot.
+	if fi, err := os.Stat(exe); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("the unit would run %s, which is not an executable file (%v)", exe, err)
+	}
+	if o.root == "" {
+		if err := apply.SecureStateDir(o.stateDir); err != nil {
+			return err
+		}
+	}
 	data, err := os.ReadFile(o.planFile)
 	if err != nil {
 		return err

@@ -54,7 +54,7 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 	a := apply.New(fs, o.stateDir)
 	j, err := a.Revert(o.to, o.force)
 	if errors.Is(err, apply.ErrNothingToRevert) {
-		fmt.Fprintf(out, "nothing to revert: no applied journal in %s\n", o.stateDir)
+		fmt.Fprintln(out, err)
 		return nil
 	}
 	var herr *apply.HistoryError

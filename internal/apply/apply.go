@@ -149,6 +149,7 @@ func (a *Applier) Apply(changes []setting.Change, meta Meta) (*Result, error) {
 		return nil, err
 	}
 	j.Host, j.PlanFile, j.PlanHash = meta.Host, meta.PlanFile, meta.PlanHash
+	j.BootID = a.Env.FS.BootID()
 	j.Entries = entries
 	if err := j.save(); err != nil {
 		j.discard()
@@ -175,13 +176,20 @@ func (a *Applier) Apply(changes []setting.Change, meta Meta) (*Result, error) {
 		switch {
 		case werr == nil:
 			e.Status = setting.StatusDone
-		case errors.Is(werr, kernel.ErrManaged):
+		case !written && errors.Is(werr, kernel.ErrManaged):
 			e.Status = setting.StatusSkipped
 			e.Note = "the kernel refuses this IRQ's affinity (kernel-managed, or per-CPU): managed queue IRQs follow their queue's CPUs; left as is"
-		case errors.Is(werr, kernel.ErrUnsupported), errors.Is(werr, kernel.ErrNoSuchTask):
+		case !written && (errors.Is(werr, kernel.ErrUnsupported) || errors.Is(werr, kernel.ErrNoSuchTask)):
 			e.Status = setting.StatusSkipped
 			e.Note = werr.Error()
+		case written && errors.Is(werr, kernel.ErrNoSuchTask):
+			// The thread exited right after it was placed: nothing to
+			// keep, nothing to restore.
+			e.Status = setting.StatusGone
+			e.Note = werr.Error()
 		default:
+			// Any other failure — including a read-back that failed after a
+			// write that succeeded (the value may be in force) — rolls back.
 			// A refused write changed nothing ("failed", not restored); a
 			// write that read back wrong did change the file, so it is
 			// rolled back with the others.
@@ -231,12 +239,29 @@ func (a *Applier) Apply(changes []setting.Change, meta Meta) (*Result, error) {
 	}
 	j.State = StateApplied
 	if err := j.save(); err != nil {
-		return res, fmt.Errorf("journal %s: %w (every change was applied; the journal still says %q, which revert also accepts)", j.path, err, StateApplying)
+		res.Entries = j.Entries
+		res.count()
+		return res, &JournalNotFinalError{Path: j.path, ID: j.ID, Err: err}
 	}
 	res.Entries = j.Entries
 	res.count()
 	return res, nil
 }
+
+// JournalNotFinalError: every change was applied and read back, but the
+// journal's last save failed, so it still says "applying". Revert accepts
+// that state (and restores exactly the entries marked done, plus the first
+// pending one, which here is none), so the machine is revertable.
+type JournalNotFinalError struct {
+	Path, ID string
+	Err      error
+}
+
+func (e *JournalNotFinalError) Error() string {
+	return fmt.Sprintf("every change was applied and read back, but journal %s could not be marked applied (%v); it still says %q, which `irqpilot revert --to %s` accepts", e.Path, e.Err, StateApplying, e.ID)
+}
+
+func (e *JournalNotFinalError) Unwrap() error { return e.Err }
 
 func (r *Result) count() {
 	r.Changed, r.Unchanged, r.Skipped = 0, 0, 0

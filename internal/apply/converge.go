@@ -27,12 +27,14 @@ type Outcome struct {
 	HostMismatch string
 }
 
-// Converge is the one pipeline every caller that changes the machine goes
-// through (apply, apply --boot, bench, tune and the agent): with the host
-// read once, resolve the plan against it, expand plan-level settings into
-// concrete changes (threads of selected processes, irqbalance's file),
-// read what is in force, and — unless a dry run — apply the difference
-// with the journal, reading every write back.
+// Converge is the pipeline from a plan to the machine (apply, apply --dry-run,
+// apply --boot; the agent's passes): with the host read once, resolve the
+// plan against it, expand plan-level settings into concrete changes (threads
+// of selected processes, irqbalance's file), read what is in force, and —
+// unless a dry run — apply the difference with the journal, reading every
+// write back. bench and tune build their changes with the same resolver and
+// setting constructors (restricted to the devices under test) and apply them
+// with the same Applier.Apply.
 //
 // The error is nil, or says what failed; Outcome.Journal tells whether
 // anything was written (nil: nothing was, so the failure came before the

@@ -3,11 +3,14 @@ package apply
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -240,4 +243,132 @@ func sameState(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Review finding: journals of the previous irqpilot, whose caps were wider,
+// must still revert: a recorded rps_flow_cnt of 2^21 is within the
+// kernel's limits even though a new plan may not ask for it.
+func TestOldJournalAboveNewCapsStillReverts(t *testing.T) {
+	a, _ := applied(t)
+	js, err := History(a.StateDir)
+	if err != nil || len(js) != 1 {
+		t.Fatal(err)
+	}
+	j := js[0]
+	for i := range j.Entries {
+		if j.Entries[i].Kind == setting.KindRPSFlowCnt {
+			j.Entries[i].Value = "2097152"
+		}
+	}
+	data, _ := json.Marshal(j)
+	os.WriteFile(j.path, data, 0o600)
+	if _, err := a.Revert("", false); err != nil {
+		t.Fatalf("revert of a journal above today's caps: %v", err)
+	}
+	// But a value revert would write past the kernel's own limit is refused.
+	b, _ := applied(t)
+	js, _ = History(b.StateDir)
+	j = js[0]
+	for i := range j.Entries {
+		if j.Entries[i].Kind == setting.KindSysctl {
+			j.Entries[i].Old = "-5"
+		}
+	}
+	data, _ = json.Marshal(j)
+	os.WriteFile(j.path, data, 0o600)
+	if _, err := b.Revert("", false); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("revert of old value -5: %v", err)
+	}
+}
+
+// fakeEthtool accepts a set but then cannot read the device back, as a NIC
+// does while its driver resets after `ethtool -C`.
+type fakeEthtool struct {
+	cur  host.Coalesce
+	sets int
+}
+
+func (f *fakeEthtool) Coalesce(dev string) (*host.Coalesce, error) {
+	if f.sets > 0 {
+		return nil, fmt.Errorf("%s: %w", dev, kernel.ErrUnsupported)
+	}
+	c := f.cur
+	return &c, nil
+}
+
+func (f *fakeEthtool) SetCoalesce(dev string, m map[string]string) error {
+	f.sets++
+	if m["rx_usecs"] == "8" {
+		f.cur.RxUsecs = 8
+	}
+	return nil
+}
+
+// Review finding: a write that succeeded but could not be read back was
+// recorded as skipped, so revert restored nothing. It is a failure now,
+// rolled back like any other.
+func TestWrittenButUnreadableRollsBack(t *testing.T) {
+	eth := &fakeEthtool{cur: host.Coalesce{RxUsecs: 3}}
+	a := &Applier{Env: setting.Env{FS: tree(t, baseTree), Ethtool: eth}, StateDir: filepath.Join(t.TempDir(), "s")}
+	c := setting.Change{Kind: setting.KindCoalesce, Target: "eth9 coalescing", Device: "eth9", Value: "rx_usecs=8"}
+	res, err := a.Apply([]setting.Change{c}, Meta{})
+	if err == nil || res == nil || res.Journal == nil {
+		t.Fatalf("apply: %v %+v", err, res)
+	}
+	if got := res.Entries[0].Status; got != setting.StatusRestored && got != setting.StatusDone {
+		t.Errorf("entry status %s, want it rolled back (restored)", got)
+	}
+	if eth.sets < 2 {
+		t.Errorf("no restore was attempted (%d sets)", eth.sets)
+	}
+}
+
+// Review finding: `revert --to OLD` silently undid what a newer, unreadable
+// journal may have changed.
+func TestRevertToOlderRefusedWhenNewerUnreadable(t *testing.T) {
+	a, _ := applied(t)
+	js, _ := History(a.StateDir)
+	os.WriteFile(filepath.Join(journalDir(a.StateDir), "20991231T235959Z.json"), []byte("{"), 0o600)
+	if _, err := a.Revert(js[0].ID, false); err == nil || !strings.Contains(err.Error(), "20991231T235959Z.json") {
+		t.Fatalf("revert --to older: %v", err)
+	}
+	if _, err := a.Revert(js[0].ID, true); err != nil {
+		t.Errorf("revert --to older --force: %v", err)
+	}
+}
+
+// Review finding: a journal from an earlier boot names IRQ numbers and
+// thread ids that now mean other things: revert refuses it without --force,
+// and with --force never re-pins a thread.
+func TestJournalFromEarlierBoot(t *testing.T) {
+	files := map[string]string{"proc/sys/kernel/random/boot_id": "boot-A\n"}
+	for k, v := range baseTree {
+		files[k] = v
+	}
+	fs := tree(t, files)
+	a := &Applier{Env: setting.Env{FS: fs}, StateDir: filepath.Join(t.TempDir(), "s")}
+	res, err := a.Apply(sampleChanges(), Meta{})
+	if err != nil || res.Journal.BootID != "boot-A" {
+		t.Fatalf("apply: %v, boot %q", err, res.Journal.BootID)
+	}
+	// A thread entry, as if an app had been pinned.
+	j, _ := LoadJournal(a.StateDir, res.Journal.ID)
+	j.Entries = append(j.Entries, setting.Change{Kind: setting.KindThreadAffinity, Target: "t", TID: 4242, Value: "1", Old: "0-3", Status: setting.StatusDone})
+	j.save()
+	os.WriteFile(fs.Path("proc/sys/kernel/random/boot_id"), []byte("boot-B\n"), 0o644)
+	if _, err := a.Revert("", false); !errors.Is(err, ErrNothingToRevert) || !strings.Contains(err.Error(), "earlier boot") {
+		t.Fatalf("revert after a reboot: %v", err)
+	}
+	if _, err := a.Revert(j.ID, false); err == nil || !strings.Contains(err.Error(), "earlier boot") {
+		t.Fatalf("revert --to after a reboot: %v", err)
+	}
+	got, err := a.Revert(j.ID, true)
+	if err != nil {
+		t.Fatalf("revert --force: %v", err)
+	}
+	for _, e := range got.Entries {
+		if e.Kind == setting.KindThreadAffinity && e.Status != setting.StatusGone {
+			t.Errorf("thread entry %+v after a forced cross-boot revert", e)
+		}
+	}
 }

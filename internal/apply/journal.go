@@ -46,14 +46,17 @@ const maxJournalSize = 64 << 20
 
 // Journal is the write-ahead record of one apply.
 type Journal struct {
-	ID       string           `json:"id"`
-	Time     time.Time        `json:"time"`
-	Host     string           `json:"host,omitempty"`
-	PlanFile string           `json:"plan_file,omitempty"`
-	PlanHash string           `json:"plan_hash,omitempty"` // sha256 of the plan file's bytes
-	State    string           `json:"state"`
-	Entries  []setting.Change `json:"entries"`
-	Error    string           `json:"error,omitempty"`
+	ID       string    `json:"id"`
+	Time     time.Time `json:"time"`
+	Host     string    `json:"host,omitempty"`
+	PlanFile string    `json:"plan_file,omitempty"`
+	PlanHash string    `json:"plan_hash,omitempty"` // sha256 of the plan file's bytes
+	// BootID is the boot the journal was written in: after a reboot IRQ
+	// numbers and thread ids mean other things.
+	BootID  string           `json:"boot_id,omitempty"`
+	State   string           `json:"state"`
+	Entries []setting.Change `json:"entries"`
+	Error   string           `json:"error,omitempty"`
 
 	path string
 }
@@ -142,6 +145,11 @@ func LoadJournal(stateDir, id string) (*Journal, error) {
 	if err := CheckStateDir(stateDir); err != nil {
 		return nil, err
 	}
+	if fi, err := os.Lstat(journalDir(stateDir)); err == nil {
+		if err := checkStateComponent(journalDir(stateDir), journalDir(stateDir), fi, true); err != nil {
+			return nil, err
+		}
+	}
 	p := filepath.Join(journalDir(stateDir), id+".json")
 	j, err := readJournal(p)
 	if errors.Is(err, os.ErrNotExist) {
@@ -200,14 +208,8 @@ func (j *Journal) validate() error {
 		if !entryStatuses[e.Status] {
 			return fmt.Errorf("entry %d (%s): unknown status %q", i+1, e.Target, e.Status)
 		}
-		if err := setting.Check(e); err != nil {
+		if err := setting.CheckRecorded(e); err != nil {
 			return fmt.Errorf("entry %d: %w", i+1, err)
-		}
-		if e.Status == setting.StatusDone || e.Status == setting.StatusPending {
-			h, _ := setting.Lookup(e.Kind)
-			if _, err := h.Same(e.Old, e.Old); err != nil && e.Kind != setting.KindIrqbalanceBan {
-				return fmt.Errorf("entry %d (%s): old value %q: %w", i+1, e.Target, e.Old, err)
-			}
 		}
 	}
 	return nil
@@ -241,6 +243,11 @@ func History(stateDir string) ([]*Journal, error) {
 		return nil, err
 	}
 	dir := journalDir(stateDir)
+	if fi, err := os.Lstat(dir); err == nil {
+		if err := checkStateComponent(dir, dir, fi, true); err != nil {
+			return nil, err
+		}
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -267,7 +274,7 @@ func History(stateDir string) ([]*Journal, error) {
 		if !out[a].Time.Equal(out[b].Time) {
 			return out[a].Time.Before(out[b].Time)
 		}
-		return out[a].ID < out[b].ID
+		return idLess(out[a].ID, out[b].ID)
 	})
 	if len(bad) > 0 {
 		return out, &HistoryError{Files: bad}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,14 +156,9 @@ func systemdQuote(s string) (string, error) {
 	return `"` + r.Replace(s) + `"`, nil
 }
 
+// writeAtomic replaces path with data: a new file created exclusively in
+// the same directory (never through a symlink), fsynced, renamed over it.
 func writeAtomic(path string, data []byte) error {
-	tmp := path + ".irqpilot-tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	s := string(data)
+	return kernel.New("/").WriteConfigFile(path, kernel.FileState{Data: &s, Mode: 0o644, UID: -1, GID: -1})
 }

@@ -3,6 +3,8 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -62,6 +64,14 @@ func (a *Applier) Revert(id string, force bool) (*Journal, error) {
 	if err != nil {
 		return j, refused(err)
 	}
+	if otherBoot(j, a.Env.FS.BootID()) {
+		// Forced across a reboot: thread ids are another boot's.
+		for i := range j.Entries {
+			if e := &j.Entries[i]; e.Kind == setting.KindThreadAffinity && (e.Status == setting.StatusDone || e.Status == setting.StatusPending) {
+				e.Status, e.Note = setting.StatusGone, "journaled in an earlier boot: thread ids are not the same threads; left alone"
+			}
+		}
+	}
 	err = a.rollback(j, j.State == StateApplying)
 	if err == nil {
 		j.State = StateReverted
@@ -83,18 +93,30 @@ func (a *Applier) pick(id string, force bool) (j *Journal, warn, err error) {
 		if err != nil && !errors.As(err, &herr) {
 			return nil, nil, err
 		}
+		boot := a.Env.FS.BootID()
+		var earlier *Journal
 		for i := len(all) - 1; i >= 0; i-- {
-			if revertable(all[i]) {
-				j = all[i]
-				break
+			if !revertable(all[i]) {
+				continue
 			}
+			if otherBoot(all[i], boot) {
+				if earlier == nil {
+					earlier = all[i]
+				}
+				continue
+			}
+			j = all[i]
+			break
+		}
+		if j == nil && earlier != nil && herr == nil {
+			return nil, nil, fmt.Errorf("%w in this boot: journal %s was applied in an earlier boot, where IRQ numbers and thread ids meant other things; check it with 'irqpilot history' and use --to %s --force to restore its IRQ and queue values anyway (threads are never re-pinned)", ErrNothingToRevert, earlier.ID, earlier.ID)
 		}
 		if herr != nil {
 			if j == nil {
 				return nil, nil, fmt.Errorf("no readable applied journal, and %w; fix or move the file(s) away, then run revert again (or revert --to ID)", herr)
 			}
 			for _, f := range herr.Files {
-				if idOf(f.File) > j.ID {
+				if idLess(j.ID, idOf(f.File)) {
 					return nil, nil, fmt.Errorf("newest readable applied journal is %s, but a newer journal file cannot be read (%s); it may hold the changes in force, so nothing was reverted — fix or move it away, or revert --to %s explicitly", j.ID, f.Err, j.ID)
 				}
 			}
@@ -108,6 +130,9 @@ func (a *Applier) pick(id string, force bool) (j *Journal, warn, err error) {
 	}
 	if j.State == StateReverted || j.State == StateRolledBack {
 		return j, nil, fmt.Errorf("journal %s is already %s", j.ID, j.State)
+	}
+	if otherBoot(j, a.Env.FS.BootID()) && !force {
+		return nil, nil, fmt.Errorf("journal %s was applied in an earlier boot, where IRQ numbers and thread ids meant other things; use --force to restore its IRQ and queue values anyway (threads are never re-pinned)", j.ID)
 	}
 	if !force {
 		if newer, err := a.newerTouching(j); err != nil {
@@ -141,6 +166,15 @@ func (a *Applier) newerTouching(j *Journal) (string, error) {
 	if err != nil && !errors.As(err, &herr) {
 		return "", err
 	}
+	if herr != nil {
+		// A newer journal that cannot be read may have changed the same
+		// settings: refuse rather than silently undo it (--force overrides).
+		for _, f := range herr.Files {
+			if idLess(j.ID, idOf(f.File)) {
+				return "", fmt.Errorf("journal file %s is newer than %s and cannot be read (%s), so it may have changed the same settings; fix or move it away, or use --force", f.File, j.ID, f.Err)
+			}
+		}
+	}
 	mine := map[string]bool{}
 	for i, e := range j.Entries {
 		if e.Status == setting.StatusDone || e.Status == setting.StatusPending {
@@ -151,7 +185,7 @@ func (a *Applier) newerTouching(j *Journal) (string, error) {
 		if o.ID == j.ID || !revertable(o) {
 			continue
 		}
-		if !(o.Time.After(j.Time) || (o.Time.Equal(j.Time) && o.ID > j.ID)) {
+		if !(o.Time.After(j.Time) || (o.Time.Equal(j.Time) && idLess(j.ID, o.ID))) {
 			continue
 		}
 		for i, e := range o.Entries {
@@ -161,4 +195,23 @@ func (a *Applier) newerTouching(j *Journal) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// idLess orders journal IDs by time, then by their numeric suffix
+// ("…Z-9" before "…Z-10").
+func idLess(a, b string) bool {
+	ab, as, _ := strings.Cut(a, "-")
+	bb, bs, _ := strings.Cut(b, "-")
+	if ab != bb {
+		return ab < bb
+	}
+	an, _ := strconv.Atoi(as)
+	bn, _ := strconv.Atoi(bs)
+	return an < bn
+}
+
+// otherBoot reports whether j was written in a boot other than boot (both
+// known).
+func otherBoot(j *Journal, boot string) bool {
+	return j.BootID != "" && boot != "" && j.BootID != boot
 }

@@ -82,3 +82,20 @@ func (f *FS) ProcIRQs() ([]int, error) {
 	sort.Ints(out)
 	return out, nil
 }
+
+// BootID identifies the running boot (/proc/sys/kernel/random/boot_id);
+// "" when it cannot be read (a tree without it).
+func (f *FS) BootID() string {
+	b, err := f.readUnrecorded("proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(trimSpaceBytes(b))
+}
+
+func trimSpaceBytes(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ' || b[len(b)-1] == 0) {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -154,3 +154,26 @@ func (coalesce) Write(env *Env, c *Change, value string) error {
 }
 
 func (k coalesce) Restore(env *Env, c *Change) error { return k.Write(env, c, c.Old) }
+
+// CheckRecorded: the old value names exactly the fields the change set, so
+// revert restores those and nothing else.
+func (k coalesce) CheckRecorded(c *Change) error {
+	if err := k.Check(c); err != nil {
+		return err
+	}
+	if c.Old == "" {
+		return nil
+	}
+	old, oldKeys, err := parseKV(c.Old)
+	if err != nil {
+		return fmt.Errorf("%s: old value: %w", c.Target, err)
+	}
+	_, keys, _ := parseKV(c.Value)
+	if strings.Join(oldKeys, " ") != strings.Join(keys, " ") {
+		return fmt.Errorf("%s: old value sets fields %v, the change %v", c.Target, oldKeys, keys)
+	}
+	if err := host.SetCoalesceFields(&ethtool.Coalesce{}, old); err != nil {
+		return fmt.Errorf("%s: old value: %w", c.Target, err)
+	}
+	return nil
+}

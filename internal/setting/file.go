@@ -33,7 +33,12 @@ const (
 type fileKind struct {
 	kind  Kind
 	same  func(a, b string) (bool, error)
-	check func(c *Change) error // path and value checks
+	check func(c *Change) error // path checks (fills Device, Queue, IRQ)
+	// limit checks a value's range: irqpilot's sanity caps for a value to
+	// write (recorded false), the kernel's own limits for a value a journal
+	// recorded (recorded true: it was in force, or written by an older
+	// irqpilot whose caps were wider). nil: no range.
+	limit func(v string, recorded bool) error
 	scope func(c *Change) Scope
 	globs []string // every file of this kind on a machine (FS.Glob patterns)
 }
@@ -53,9 +58,48 @@ func (k fileKind) Check(c *Change) error {
 		return fmt.Errorf("%s (%s): %w", c.Target, k.kind, err)
 	}
 	if _, err := k.same(c.Value, c.Value); err != nil {
-		return fmt.Errorf("%s (%s): value %q: %w", c.Target, k.kind, c.Value, err)
+		return fmt.Errorf("%s (%s): value %q: %w", c.Target, k.kind, short(c.Value), err)
+	}
+	if k.limit != nil {
+		if err := k.limit(c.Value, false); err != nil {
+			return fmt.Errorf("%s (%s): %w", c.Target, k.kind, err)
+		}
 	}
 	return nil
+}
+
+// CheckRecorded checks a journal entry: the same object and path rules as
+// Check, and both values within the kernel's limits (not irqpilot's caps,
+// so that a journal of an older irqpilot still reverts).
+func (k fileKind) CheckRecorded(c *Change) error {
+	if c.Path == "" {
+		return fmt.Errorf("%s (%s): no kernel file", c.Target, k.kind)
+	}
+	if err := k.check(c); err != nil {
+		return fmt.Errorf("%s (%s): %w", c.Target, k.kind, err)
+	}
+	for _, v := range []struct{ name, v string }{{"value", c.Value}, {"old value", c.Old}} {
+		if v.v == "" && v.name == "old value" {
+			continue
+		}
+		if _, err := k.same(v.v, v.v); err != nil {
+			return fmt.Errorf("%s (%s): %s %q: %w", c.Target, k.kind, v.name, short(v.v), err)
+		}
+		if k.limit != nil {
+			if err := k.limit(v.v, true); err != nil {
+				return fmt.Errorf("%s (%s): %s: %w", c.Target, k.kind, v.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// short cuts a value for an error message.
+func short(v string) string {
+	if len(v) > 80 {
+		return v[:77] + "..."
+	}
+	return v
 }
 
 func (k fileKind) Read(env *Env, c *Change) (string, error) {

@@ -244,3 +244,40 @@ func IrqbalanceBan(fs *kernel.FS, cpus cpuset.Set, reason string) Change {
 	}
 	return Change{Kind: KindIrqbalanceBan, Target: "irqbalance banned CPUs", Path: file, Value: cpus.String(), Reason: reason}
 }
+
+// CheckRecorded: the daemon's old state is running or stopped.
+func (s irqbalanceState) CheckRecorded(c *Change) error {
+	if err := s.Check(c); err != nil {
+		return err
+	}
+	if c.Value != "running" && c.Value != "stopped" {
+		return fmt.Errorf("%s: journaled state %q is not running or stopped", c.Target, c.Value)
+	}
+	if c.Old != "" && c.Old != "running" && c.Old != "stopped" {
+		return fmt.Errorf("%s: old state %q is not running or stopped", c.Target, c.Old)
+	}
+	return nil
+}
+
+// CheckRecorded: a journaled configuration file is put back only as a file
+// root alone can change: not writable by group or others, owned by root.
+// Anything else in a journal was not recorded by irqpilot from a file it
+// edits; restore such a file by hand.
+func (b irqbalanceBan) CheckRecorded(c *Change) error {
+	if err := b.Check(c); err != nil {
+		return err
+	}
+	if c.OldFile == nil {
+		return nil
+	}
+	if c.OldMode&0o022 != 0 {
+		return fmt.Errorf("%s: journaled mode %04o of %s is writable by group or others", c.Target, c.OldMode, c.Path)
+	}
+	if c.OldUID != nil && *c.OldUID != 0 {
+		return fmt.Errorf("%s: journaled owner uid %d of %s is not root", c.Target, *c.OldUID, c.Path)
+	}
+	if len(*c.OldFile) > 1<<20 {
+		return fmt.Errorf("%s: journaled content of %s is over 1 MiB", c.Target, c.Path)
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package setting
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -65,6 +66,38 @@ func ScopeOf(c *Change) Scope {
 	if err != nil {
 		return Scope{IRQ: -1}
 	}
-	_ = h.Check(c) // fills IRQ, Device and Queue from a path when missing
+	// Check fills IRQ, Device and Queue from the path; a change that fails
+	// it belongs to nothing (so bench drops it rather than trusting a
+	// Device field that disagrees with the path).
+	if h.Check(c) != nil {
+		return Scope{IRQ: -1}
+	}
 	return h.Scope(c)
+}
+
+// RecordChecker is a Handler with rules of its own for journal entries.
+type RecordChecker interface{ CheckRecorded(c *Change) error }
+
+// CheckRecorded validates a journal entry before revert acts on it: the
+// kind is known, the object and path are ones that kind may touch, and the
+// values — above all Old, which revert writes — are valid and within the
+// kernel's limits. irqpilot's own caps on new values do not apply: a
+// journal of an older irqpilot must still revert.
+func CheckRecorded(c *Change) error {
+	h, err := Lookup(c.Kind)
+	if err != nil {
+		return err
+	}
+	if rc, ok := h.(RecordChecker); ok {
+		return rc.CheckRecorded(c)
+	}
+	if err := h.Check(c); err != nil {
+		return err
+	}
+	if c.Old != "" {
+		if _, err := h.Same(c.Old, c.Old); err != nil {
+			return fmt.Errorf("%s: old value %q: %w", c.Target, short(c.Old), err)
+		}
+	}
+	return nil
 }

@@ -8,8 +8,9 @@
 // test).
 //
 // Layering: setting sits below plan (whose resolver builds Changes through
-// the constructors here) and apply (the converge pipeline that drives the
-// handlers), and above kernel, the only package that touches the machine.
+// the constructors here; plan imports setting, never the reverse) and apply
+// (the converge pipeline that drives the handlers), and above kernel, the
+// only package that touches the machine.
 //
 // To add a kind: write one file with a Handler (embed fileKind for a plain
 // kernel file), add it to the list in registry.go, and test it.

@@ -33,13 +33,14 @@ type rpsFlowCnt struct{ fileKind }
 func (rpsFlowCnt) Expected(c *Change) string { return roundPow2(c.Value) }
 
 var rpsFlowCntKind = rpsFlowCnt{fileKind{
-	kind: KindRPSFlowCnt,
-	same: sameInt,
-	check: func(c *Change) error {
-		if err := checkQueuePath(c, "rx", "rps_flow_cnt"); err != nil {
-			return err
+	kind:  KindRPSFlowCnt,
+	same:  sameInt,
+	check: func(c *Change) error { return checkQueuePath(c, "rx", "rps_flow_cnt") },
+	limit: func(v string, recorded bool) error {
+		if recorded {
+			return checkIntRange(v, 1<<31-1, "rps_flow_cnt") // the kernel refuses more than INT_MAX
 		}
-		return checkIntRange(c.Value, MaxFlowCnt, "rps_flow_cnt")
+		return checkIntRange(v, MaxFlowCnt, "rps_flow_cnt")
 	},
 	scope: netScope,
 	globs: []string{"sys/class/net/*/queues/rx-*/rps_flow_cnt"},

@@ -2,7 +2,6 @@ package setting
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 )
 
@@ -15,19 +14,21 @@ type sysctl struct{ fileKind }
 // SockFlowPath is the file of net.core.rps_sock_flow_entries.
 const SockFlowPath = "proc/sys/net/core/rps_sock_flow_entries"
 
-var sysctlPathRE = regexp.MustCompile(`^proc/sys/net/core/[a-z0-9_]+$`)
-
 var sysctlKind = sysctl{fileKind{
 	kind: KindSysctl,
 	same: sameInt,
+	// Only the sysctls irqpilot plans: a journal naming any other is refused.
 	check: func(c *Change) error {
-		if !sysctlPathRE.MatchString(c.Path) {
-			return fmt.Errorf("path %q is not a net.core sysctl", c.Path)
+		if c.Path != SockFlowPath {
+			return fmt.Errorf("path %q is not a net.core sysctl irqpilot sets (%s)", c.Path, SockFlowPath)
 		}
-		if c.Path == SockFlowPath {
-			return checkIntRange(c.Value, MaxSockFlowEntries, "rps_sock_flow_entries")
+		return nil
+	},
+	limit: func(v string, recorded bool) error {
+		if recorded {
+			return checkIntRange(v, 1<<29, "rps_sock_flow_entries") // the kernel's own limit
 		}
-		return checkIntRange(c.Value, 1<<31-1, "value")
+		return checkIntRange(v, MaxSockFlowEntries, "rps_sock_flow_entries")
 	},
 	scope: func(*Change) Scope { return Scope{IRQ: -1, MachineWide: true} },
 	globs: []string{SockFlowPath},

@@ -17,9 +17,10 @@ func TestSysctlCheck(t *testing.T) {
 		{"2^29", Change{Path: SockFlowPath, Value: "536870912"}, "out of range"},
 		{"negative", Change{Path: SockFlowPath, Value: "-1"}, "out of range"},
 		{"not an integer", Change{Path: SockFlowPath, Value: "32k"}, "not an integer"},
-		{"another net.core sysctl", Change{Path: other, Value: "600"}, ""},
-		{"another past int32", Change{Path: other, Value: "2147483648"}, "out of range"},
-		{"another a string", Change{Path: "proc/sys/net/core/default_qdisc", Value: "fq"}, "not an integer"},
+		// Only the sysctl irqpilot plans: a forged journal entry for any
+		// other net.core knob (bpf_jit_harden, netdev_budget) is refused.
+		{"another net.core sysctl", Change{Path: other, Value: "600"}, "not a net.core sysctl irqpilot sets"},
+		{"bpf_jit_harden", Change{Path: "proc/sys/net/core/bpf_jit_harden", Value: "0"}, "not a net.core sysctl irqpilot sets"},
 		{"no path", Change{Value: "1"}, "no kernel file"},
 		{"core_pattern", Change{Path: "proc/sys/kernel/core_pattern", Value: "1"}, "is not a net.core sysctl"},
 		{"dotdot", Change{Path: "proc/sys/net/core/../../kernel/core_pattern", Value: "1"}, "is not a net.core sysctl"},

@@ -177,3 +177,22 @@ func SelectProcesses(fs *kernel.FS, a *AppSelector) ([]int, error) {
 	}
 	return nil, fmt.Errorf("no process selector")
 }
+
+// CheckRecorded: a journaled thread entry with a valid old CPU list.
+func (t threadAffinity) CheckRecorded(c *Change) error {
+	if err := t.Check(c); err != nil {
+		return err
+	}
+	if c.Old != "" {
+		if s, err := cpuset.Parse(strings.TrimSpace(c.Old)); err != nil || s.IsEmpty() {
+			return fmt.Errorf("%s: old value %q is not a CPU list", c.Target, short(c.Old))
+		}
+	}
+	return nil
+}
+
+// CheckRecorded: apply never journals an application placement (it is
+// expanded into threads first), so a journal holding one is forged.
+func (app) CheckRecorded(c *Change) error {
+	return fmt.Errorf("%s: an app-affinity entry is never journaled (threads are)", c.Target)
+}
