@@ -81,7 +81,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, err := plan.Load(o.planFile, data)
+	p, err := plan.Parse(o.planFile, data)
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ func (o *persistOptions) run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := plan.Load(o.planFile, data); err != nil {
+	if _, err := plan.Parse(o.planFile, data); err != nil {
 		return err
 	}
 	written, err := p.Install(data)

@@ -31,7 +31,7 @@ type planOptions struct {
 	output          string
 	sample          time.Duration
 	probeManaged    bool
-	load            *plan.CPULoad // measured with --sample
+	load            *plan.MeasuredLoad // measured with --sample
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -114,7 +114,7 @@ func (o *planOptions) run(out io.Writer) error {
 		for _, c := range l.CPUs {
 			share[c.ID] = (c.IRQ + c.SoftIRQ) / 100
 		}
-		o.load = &plan.CPULoad{IRQShare: share}
+		o.load = &plan.MeasuredLoad{IRQShare: share}
 	}
 	return runPlan(out, h, *o, o.g.json, o.source())
 }

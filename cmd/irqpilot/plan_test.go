@@ -46,7 +46,7 @@ func TestPlanPrintsPlanAndDiff(t *testing.T) {
 	if err := runPlan(&out, h, f, false, "snapshot sno"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Load("stdout", out.Bytes())
+	p, err := plan.Parse("stdout", out.Bytes())
 	if err != nil {
 		t.Fatalf("printed plan does not load: %v\n%s", err, out.String())
 	}

@@ -280,7 +280,7 @@ func TestCoalescePlanNamespaceChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Load("ns.yaml", []byte(fmt.Sprintf(`version: 1
+	p, err := plan.Parse("ns.yaml", []byte(fmt.Sprintf(`version: 1
 rx_queues:
   - {device: vc0, queue: 0, rps_cpus: "%d", reason: test}
 coalesce:

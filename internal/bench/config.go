@@ -34,7 +34,7 @@ type AppInfo struct {
 	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
 	// "default" run, given to the policies (auto weighs it the way
 	// `plan --sample` does on a live machine); nil before the first one.
-	BaselineLoad *plan.CPULoad `json:"-"`
+	BaselineLoad *plan.MeasuredLoad `json:"-"`
 }
 
 // Setup is one configuration made concrete for a host and an application.

@@ -66,7 +66,7 @@ type Runner struct {
 	app   AppInfo
 	scope Scope
 	// baseline is the load of the latest "default" run (see AppInfo.BaselineLoad).
-	baseline *plan.CPULoad
+	baseline *plan.MeasuredLoad
 	h        *host.Host
 	live     *apply.Applier
 	ns       *apply.Applier
@@ -240,7 +240,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		for _, c := range l.CPUs {
 			share[c.ID] = (c.IRQ + c.SoftIRQ) / 100
 		}
-		r.baseline = &plan.CPULoad{IRQShare: share}
+		r.baseline = &plan.MeasuredLoad{IRQShare: share}
 	}
 	for _, c := range l.CPUs {
 		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, User: c.User + c.Nice, System: c.System, IRQ: c.IRQ,

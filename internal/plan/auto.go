@@ -135,7 +135,7 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 
 // irqCPUShare is the highest irq+softirq share among the CPUs that
 // currently serve t's queue IRQs (their effective affinity, else affinity).
-func irqCPUShare(l *CPULoad, t *target) (float64, bool) {
+func irqCPUShare(l *MeasuredLoad, t *target) (float64, bool) {
 	if l == nil || len(l.IRQShare) == 0 {
 		return 0, false
 	}

@@ -60,7 +60,7 @@ func TestPoliciesOnFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := Load(name+".yaml", data)
+			q, err := Parse(name+".yaml", data)
 			if err != nil {
 				t.Errorf("%s %s: reload: %v", name, pol, err)
 				continue

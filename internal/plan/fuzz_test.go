@@ -31,7 +31,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	h := fullHost().build()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Load("fuzz.yaml", data)
+		p, err := Parse("fuzz.yaml", data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
 				t.Fatalf("error does not name the file: %v", err)
@@ -45,7 +45,7 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
-		if _, err := Load("again.yaml", out); err != nil {
+		if _, err := Parse("again.yaml", out); err != nil {
 			t.Fatalf("re-load of marshalled plan: %v\n%s", err, out)
 		}
 		_, _ = Resolve(p, h)

@@ -25,10 +25,10 @@ func LoadFile(file string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Load(file, data)
+	return Parse(file, data)
 }
 
-// Load parses and checks a plan. name is used in error messages. JSON is
+// Parse decodes and checks a plan. name is used in error messages. JSON is
 // read by the same parser (JSON is YAML), so errors in both carry line
 // numbers.
 //
@@ -37,7 +37,7 @@ func LoadFile(file string) (*Plan, error) {
 // ("irqs[2].cpus"), all problems are reported at once, duplicate keys are
 // caught (yaml.v3 does not check them when building nodes), and hostile input
 // (aliases, wrong node kinds) can never panic or expand.
-func Load(name string, data []byte) (*Plan, error) {
+func Parse(name string, data []byte) (*Plan, error) {
 	l := &errList{file: name}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node

@@ -98,7 +98,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			for file, data := range map[string][]byte{"p.yaml": y, "p.json": j} {
-				q, err := Load(file, data)
+				q, err := Parse(file, data)
 				if err != nil {
 					t.Fatalf("%s %s: %v\n%s", name, file, err, data)
 				}
@@ -188,7 +188,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad.yaml", "version: 1\nirqs:\n  - &e {irq: 1, cpus: 0, reason: r}\n  - *e\n", "bad.yaml:4: irqs[1]: YAML aliases are not supported"},
 	}
 	for _, c := range cases {
-		_, err := Load(c.name, []byte(c.text))
+		_, err := Parse(c.name, []byte(c.text))
 		if err == nil {
 			t.Errorf("%q: no error, want %q", c.text, c.want)
 			continue
@@ -202,7 +202,7 @@ func TestLoadErrors(t *testing.T) {
 		}
 	}
 	// All problems at once, in file order.
-	_, err := Load("many.yaml", []byte("version: 1\nirqs:\n  - irq: 1\n    cpus: x\n    reason: r\n  - irq: 2\n    cpus: 0\nbogus: 1\n"))
+	_, err := Parse("many.yaml", []byte("version: 1\nirqs:\n  - irq: 1\n    cpus: x\n    reason: r\n  - irq: 2\n    cpus: 0\nbogus: 1\n"))
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 2 || es[0].Line != 4 || es[1].Line != 8 {
 		t.Errorf("many errors: %v", err)
@@ -241,7 +241,7 @@ func TestResolveErrors(t *testing.T) {
 		{"coalesce:\n  - device: eth7\n    rx_usecs: 3\n    reason: x\n", "host.yaml:3: coalesce[0].device: network interface eth7 not found"},
 	}
 	for _, c := range cases {
-		p, err := Load("host.yaml", []byte(head+c.text))
+		p, err := Parse("host.yaml", []byte(head+c.text))
 		if err != nil {
 			t.Fatalf("%q: load: %v", c.text, err)
 		}
@@ -256,7 +256,7 @@ func TestResolveManagedAndStatus(t *testing.T) {
 	s := fullHost()
 	s.nics = append(s.nics, synthNIC{name: "nvme0n1", queues: 2, managed: true})
 	h := s.build()
-	p, err := Load("m.yaml", []byte("version: 1\nirqs:\n  - action: \"nvme0n1-*\"\n    cpus: 0\n    reason: x\n  - irq: 100\n    cpus: 0-7\n    reason: y\n  - irq: 101\n    cpus: 1\n    reason: z\nirqbalance:\n  mode: leave\n  reason: l\n"))
+	p, err := Parse("m.yaml", []byte("version: 1\nirqs:\n  - action: \"nvme0n1-*\"\n    cpus: 0\n    reason: x\n  - irq: 100\n    cpus: 0-7\n    reason: y\n  - irq: 101\n    cpus: 1\n    reason: z\nirqbalance:\n  mode: leave\n  reason: l\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

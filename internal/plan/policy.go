@@ -44,11 +44,11 @@ type Options struct {
 	// policy's default: stop it when the policy pins IRQs and it runs).
 	Irqbalance IrqbalanceMode
 	// Load is the current per-CPU load, when known (auto uses it).
-	Load *CPULoad
+	Load *MeasuredLoad
 }
 
-// CPULoad is what the policies may know about current load.
-type CPULoad struct {
+// MeasuredLoad is what the policies may know about current load.
+type MeasuredLoad struct {
 	// IRQShare is, per CPU id, the fraction of time (0…1) spent in hardirq
 	// and softirq context.
 	IRQShare map[int]float64

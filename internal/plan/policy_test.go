@@ -295,14 +295,14 @@ func TestAutoChoices(t *testing.T) {
 	cases := []struct {
 		name string
 		s    synth
-		load *CPULoad
+		load *MeasuredLoad
 		want string
 	}{
 		{"single queue spreads", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}}, nil, "rps-spread"},
 		{"single queue, idle IRQ CPU", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}},
-			&CPULoad{IRQShare: map[int]float64{0: 0.05, 1: 0.01, 2: 0, 3: 0}}, "per-queue"},
+			&MeasuredLoad{IRQShare: map[int]float64{0: 0.05, 1: 0.01, 2: 0, 3: 0}}, "per-queue"},
 		{"single queue, hot IRQ CPU", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}},
-			&CPULoad{IRQShare: map[int]float64{0: 0.53, 1: 0.1}}, "rps-spread"},
+			&MeasuredLoad{IRQShare: map[int]float64{0: 0.53, 1: 0.1}}, "rps-spread"},
 		{"few queues", synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 2}}}, nil, "per-queue"},
 		{"queues per core", synth{cpus: 16, smt: true, nics: []synthNIC{{name: "eth0", queues: 8}}}, nil, "colocate"},
 		{"managed queues", synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 4, managed: true}}}, nil, "rps-spread"},
