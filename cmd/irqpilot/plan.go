@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
@@ -30,6 +31,8 @@ type planOptions struct {
 	irqbalance      string
 	output          string
 	sample          time.Duration
+	after           string
+	errOut          io.Writer
 	probeManaged    bool
 	load            *plan.MeasuredLoad // measured with --sample
 }
@@ -59,7 +62,10 @@ changes as YAML comments, so the output can be redirected into a plan file.
 With -o FILE the plan is written there (JSON when FILE ends in .json or with
 --json) and the changes are printed.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.errOut = cmd.ErrOrStderr()
+			return o.run(cmd.OutOrStdout())
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.policy, "policy", "auto", "policy `NAME`: "+strings.Join(plan.PolicyNames(), ", "))
@@ -73,10 +79,15 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.IntVar(&o.sockFlowEntries, "sock-flow-entries", 0, "RFS table size net.core.rps_sock_flow_entries (default: the policy's; rounded down to a power of two)")
 	f.StringVar(&o.irqbalance, "irqbalance", "", "irqbalance handling: leave, ban or stop (default: stop it when the plan pins IRQs and it runs)")
 	f.StringVarP(&o.output, "output", "o", "", "write the plan to `FILE` instead of printing it")
-	f.DurationVar(&o.sample, "sample", 0, "measure per-CPU interrupt load for `DURATION` first, so auto can weigh the current load (live machine only)")
+	f.DurationVar(&o.sample, "sample", -1, "measure the load for `DURATION` first (live machine; default 3s for --policy auto, none for the others; 0 = do not measure)")
+	f.StringVar(&o.after, "after", "", "with --root/--snapshot: a later capture (`DIR` or FILE.tar.gz), so auto can judge the load between the two")
 	addProbeManagedFlag(cmd, &o.probeManaged)
 	return cmd
 }
+
+// defaultAutoSample is how long `plan --policy auto` measures the live
+// machine when --sample is not given: auto decides from evidence.
+const defaultAutoSample = 3 * time.Second
 
 // run reads the machine (and with --sample its load), then plans.
 func (o *planOptions) run(out io.Writer) error {
@@ -85,18 +96,53 @@ func (o *planOptions) run(out io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	if o.sample < 0 {
+		o.sample = 0
+		if o.policy == "auto" && fs.IsLive() && o.after == "" {
+			o.sample = defaultAutoSample
+		}
+	}
 	var sampler *load.Sampler
 	var first *load.Sample
 	if o.sample > 0 {
 		if !fs.IsLive() {
-			return fmt.Errorf("--sample measures the live machine; it cannot be used with --root or --snapshot")
+			return fmt.Errorf("--sample measures the live machine; with --root or --snapshot give a later capture with --after")
 		}
 		sampler = load.NewSampler(fs)
+		sampler.Tasks = true // the consumer's threads, for application placement
 		if first, err = sampler.Sample(); err != nil {
 			return err
 		}
+		if !o.g.json {
+			fmt.Fprintf(o.errOut, "measuring the load for %s (--sample to change, 0 to skip)…\n", o.sample)
+		}
 	}
-	h, err := readHost(fs, o.probeManaged)
+	hostFS := fs
+	if o.after != "" {
+		if fs.IsLive() {
+			return fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine plan measures with --sample")
+		}
+		second, closeSecond, err := openAfter(o.after)
+		if err != nil {
+			return err
+		}
+		defer closeSecond()
+		smp := make([]*load.Sample, 2)
+		for i, f := range []*kernel.FS{fs, second} {
+			s := load.NewSampler(f)
+			s.Tasks = true
+			if smp[i], err = s.Sample(); err != nil {
+				return err
+			}
+		}
+		l, err := load.Rates(smp[0], smp[1])
+		if err != nil {
+			return err
+		}
+		o.load = plan.Measured(l)
+		hostFS = second
+	}
+	h, err := readHost(hostFS, o.probeManaged)
 	if err != nil {
 		return err
 	}
@@ -110,11 +156,7 @@ func (o *planOptions) run(out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		share := map[int]float64{}
-		for _, c := range l.CPUs {
-			share[c.ID] = (c.IRQ + c.SoftIRQ) / 100
-		}
-		o.load = &plan.MeasuredLoad{IRQShare: share}
+		o.load = plan.Measured(l)
 	}
 	return runPlan(out, h, *o, o.g.json, o.source())
 }

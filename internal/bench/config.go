@@ -52,6 +52,9 @@ type Setup struct {
 	// Irqbalance: run `irqbalance --oneshot` and measure its placement.
 	Irqbalance bool     `json:"irqbalance,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+	// Baseline is the measured load the configuration was decided from
+	// (auto's evidence), nil for fixed configurations.
+	Baseline *plan.MeasuredLoad `json:"-"`
 	// Dropped are the changes the configuration wanted outside the devices
 	// under test, left out by Scope.Restrict.
 	Dropped []string `json:"dropped,omitempty"`
@@ -119,7 +122,7 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", config, err)
 	}
-	s.Changes, s.Notes = changes, notes
+	s.Changes, s.Notes = changes, append([]string{p.Why}, notes...)
 	s.AppCPUs = appCPUs
 	if s.AppCPUs.IsEmpty() && p.AppCPUs != nil {
 		s.AppCPUs = *p.AppCPUs

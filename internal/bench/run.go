@@ -59,6 +59,10 @@ type Runner struct {
 	// Progress, when set, is told what is happening.
 	Progress func(format string, args ...any)
 
+	// Setups keeps, per configuration, what its first measured run set up
+	// (auto's plan is decided from the latest default run's load).
+	Setups map[string]*Setup
+
 	// Dropped lists, per configuration, the changes Scope.Restrict left out
 	// (filled as configurations are first measured).
 	Dropped map[string][]string
@@ -195,6 +199,13 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	if err != nil {
 		return run, err
 	}
+	if r.Setups == nil {
+		r.Setups = map[string]*Setup{}
+	}
+	if _, seen := r.Setups[config]; !seen {
+		s.Baseline = app.BaselineLoad
+		r.Setups[config] = s
+	}
 	var liveCh, nsCh []setting.Change
 	for _, c := range s.Changes {
 		// The testbed device's queue files are seen in its namespace.
@@ -222,6 +233,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		undo = func() error { return errors.Join(iu(), prev()) }
 	}
 	sampler := load.NewSampler(liveFS())
+	sampler.Tasks = config == "default" // auto places the consumer from its measured threads
 	s0, err := sampler.Sample()
 	if err != nil {
 		return run, err
@@ -236,11 +248,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		return run, err
 	}
 	if config == "default" && werr == nil {
-		share := map[int]float64{}
-		for _, c := range l.CPUs {
-			share[c.ID] = (c.IRQ + c.SoftIRQ) / 100
-		}
-		r.baseline = &plan.MeasuredLoad{IRQShare: share}
+		r.baseline = plan.Measured(l)
 	}
 	for _, c := range l.CPUs {
 		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, User: c.User + c.Nice, System: c.System, IRQ: c.IRQ,

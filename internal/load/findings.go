@@ -313,6 +313,13 @@ func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
 			continue
 		}
 		cpu := landed.Min()
+		// Evidence of harm: that CPU is busy with interrupt work. A NIC
+		// whose queues all land on one lightly loaded CPU costs nothing.
+		busy := cpuIRQTime(l, cpu)
+		if busy < BoundIRQPct {
+			continue
+		}
+		evs = append(evs, ev(fmt.Sprintf("CPU%d %%irq+%%soft", cpu), busy, "%"))
 		f := Finding{
 			ID: IDNICOneCPU, Severity: Warning, CPUs: []int{cpu},
 			Summary:  fmt.Sprintf("All %d queue IRQs of %s landed on CPU%d (%.0f interrupts/s)", len(irqs), n.Name, cpu, total),
@@ -363,9 +370,19 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				}
 			}
 		}
-		sev := Info
-		if rate >= ActiveIRQRate {
-			sev = Warning
+		// Evidence of harm: the CPUs taking the queue IRQs are busy with
+		// interrupt work. Without a measurement, or with idle queue CPUs,
+		// fewer queues than CPUs is not a problem (an idle VM).
+		var busy float64
+		for _, c := range cpus.CPUs() {
+			busy = max(busy, cpuIRQTime(l, c))
+		}
+		if l == nil || rate < ActiveIRQRate || busy < BoundIRQPct {
+			continue
+		}
+		sev := Warning
+		if busy >= CriticalIRQPct {
+			sev = Critical
 		}
 		out = append(out, Finding{
 			ID: IDFewQueuesNoRPS, Severity: sev, CPUs: nilIfEmpty(cpus.CPUs()),
@@ -374,6 +391,7 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				ev(n.Name+" rx queues", float64(len(n.RxQueues)), "queues"),
 				ev("online CPUs", float64(ncpu), "cpus"),
 				ev(n.Name+" queue IRQ rate", rate, "/s"),
+				ev("busiest queue-IRQ CPU %irq+%soft", busy, "%"),
 			},
 			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (seed 004: one queue, CPU0 52.8% softirq).",
 			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: `irqpilot plan --policy rps-spread` (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, allMask(h, ncpu), n.Name),
@@ -694,4 +712,17 @@ func softnetSqueeze(h *host.Host, l *Load) []Finding {
 		Why:      "net_rx_action stops after net.core.netdev_budget packets or netdev_budget_usecs; the rest waits for ksoftirqd, adding latency and risking ring overflows.",
 		Fix:      "Raise the budget: `sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000` (defaults 300 and 2000), or spread receive work over more CPUs (RPS, more queues).",
 	}}
+}
+
+// cpuIRQTime is CPU c's measured hardirq+softirq percentage (0 if unknown).
+func cpuIRQTime(l *Load, c int) float64 {
+	if l == nil {
+		return 0
+	}
+	for i := range l.CPUs {
+		if l.CPUs[i].ID == c {
+			return l.CPUs[i].IRQTime()
+		}
+	}
+	return 0
 }

@@ -2,159 +2,367 @@ package plan
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
-// lowIRQShare is the hardirq+softirq share of one CPU below which a single
-// queue's receive work is left on its IRQ CPU instead of being spread (seed
-// 004's CPU0 ran at 52.8 % softirq before RPS; seed 002's small instances
-// kept the stack on the IRQ core).
-const lowIRQShare = 0.25
-
-// Auto chooses and parameterises one of the other policies from the host,
-// and says why in Plan.Why. The rules, in order:
+// Auto diagnoses, then plans. It changes only what measurements show is
+// hurting, and with no evidence of harm it returns an empty plan that says
+// why, with the numbers:
 //
-//  1. Isolated or nohz_full CPUs present: dedicated-core with every usable
-//     (non-isolated) CPU as housekeeping — IRQs and softirq work never go to
-//     isolated CPUs (the policies exclude them anyway; here nothing else
-//     would be safe to spread over).
-//  2. A single usable CPU: dedicated-core on it (nothing to spread).
-//  3. No network interface with queues: nothing to change.
-//  4. The busiest NIC (most queues) has no movable queue IRQ (all
-//     kernel-managed, or a virtual device): rps-spread, the only steering
-//     left (seed 004).
-//  5. One queue: rps-spread (seed 004: one CPU takes every interrupt and
-//     its softirq work), unless the current load shows that CPU lightly
-//     loaded (< 25 % in irq+softirq), then per-queue, which keeps the stack
-//     on the IRQ CPU and the application off it (seed 002, 4 CPUs).
-//  6. At least as many queues as physical cores on the NIC's node: colocate —
-//     RSS already spreads over every core, so cross-CPU steering only adds
-//     IPIs; keep each queue's work on its core (seed 001).
-//  7. Otherwise (fewer queues than cores): per-queue (seed 002).
+//  1. Evidence of harm, from the measured load (o.Load): a CPU
+//     interrupt-bound while others have headroom, softnet drops or
+//     squeezes, a loaded queue IRQ on a remote NUMA node, the application
+//     on a saturated IRQ CPU (package load's findings of severity warning
+//     or worse); and, from the host alone, IRQs allowed on isolated or
+//     nohz_full CPUs (the operator declared those CPUs off limits).
+//  2. Candidates: every policy with its parameters (dedicated-core,
+//     per-queue, colocate, rps-spread, the topology rule irqpilot used
+//     before), RPS masks that leave the saturated CPU out, and the
+//     application placed on the CPU RPS frees.
+//  3. Each candidate's per-CPU load is predicted with the cost model
+//     (model.go); candidates that overload a CPU are rejected, and the one
+//     with the lowest predicted busiest interrupt-loaded CPU wins — if it
+//     beats doing nothing by MinGain points. The plan's Why gives the
+//     prediction.
+//
+// Without a measurement (a snapshot without --after) only the isolation
+// rule can apply; otherwise the plan is empty and says it had no load to
+// judge.
 func Auto(h *host.Host, o Options) (*Plan, error) {
 	b, err := newBuilder(h, o, "auto")
 	if err != nil {
 		return nil, err
 	}
-	ts, err := b.targets()
-	if err != nil {
-		return nil, err
+	empty := func(why string) *Plan {
+		p := b.p
+		p.Why = "auto: " + why
+		return p
 	}
-	run := func(name, why string, o Options) (*Plan, error) {
-		var pol Policy
-		switch name {
-		case "dedicated-core":
-			pol = DedicatedCore
-		case "per-queue":
-			pol = PerQueue
-		case "colocate":
-			pol = Colocate
-		default:
-			pol = RPSSpread
-		}
-		p, err := pol(h, o)
-		if err != nil {
-			return nil, err
-		}
-		inner := p.Why
-		if inner != "" {
-			inner = strings.ToUpper(inner[:1]) + inner[1:]
-		}
-		p.Why = "auto chose " + name + ": " + why + ". " + inner
-		return p, nil
-	}
-
-	isolated := b.banned.Intersect(b.v.online)
-	if !isolated.IsEmpty() {
+	// Isolation: IRQs allowed on CPUs the operator isolated.
+	if breach := isolationBreach(h, b); !breach.IsEmpty() {
 		o2 := o
 		if o2.Housekeeping.IsEmpty() {
 			o2.Housekeeping = b.usable
 		}
-		return run("dedicated-core", fmt.Sprintf("CPUs %s are isolated or nohz_full, so every movable IRQ and all softirq work stay on the housekeeping CPUs %s", isolated, o2.Housekeeping), o2)
-	}
-	if b.usable.Len() == 1 {
-		return run("dedicated-core", fmt.Sprintf("only CPU %s is usable; there is nothing to spread over", b.usable), o)
-	}
-
-	var primary *target
-	for _, t := range ts {
-		if t.nic.Kind == "vlan" {
-			continue
+		p, err := DedicatedCore(h, o2)
+		if err != nil {
+			return nil, err
 		}
-		if primary == nil || t.queueCount() > primary.queueCount() ||
-			(t.queueCount() == primary.queueCount() && t.movable() && !primary.movable()) {
-			primary = t
-		}
-	}
-	if primary == nil || primary.queueCount() == 0 {
-		p := b.p
-		p.Why = "auto: no network interface with queues to steer; nothing to change"
-		p.Irqbalance = &IrqbalanceEntry{Mode: IrqbalanceLeave, Reason: "no IRQ is placed"}
+		p.Policy = "dedicated-core"
+		p.Why = fmt.Sprintf("auto chose dedicated-core: IRQs may run on isolated or nohz_full CPUs %s (the kernel command line declares them off limits), so every movable IRQ and all softirq work go to the housekeeping CPUs %s. %s",
+			breach, o2.Housekeeping, capitalise(p.Why))
 		return p, nil
 	}
-	P, local := b.nodeCPUs(primary.nic)
-	Q := primary.queueCount()
-	cores := b.cores(P)
-	where := fmt.Sprintf("%d usable CPUs on %d cores NUMA-local to %s (%s)", P.Len(), cores, primary.nic.Name, P)
-	if !local {
-		where = fmt.Sprintf("%d usable CPUs on %d cores (%s's node unknown)", P.Len(), cores, primary.nic.Name)
+	if o.Load == nil || o.Load.Load == nil {
+		return empty("no load to judge — nothing is changed without a measurement (on the live machine `plan --policy auto` samples for a few seconds; on a snapshot give a second capture with --after)"), nil
 	}
-	desc := fmt.Sprintf("%s has %d queue(s); %s", primary.nic.Name, Q, where)
+	l := o.Load.Load
+	harm := harmful(load.Diagnose(h, l))
+	// A CPU saturated mostly by interrupt work is harm even when no other
+	// CPU is idle (seed 004 on two CPUs: the sender and its softirq share
+	// CPU 0, the consumer fills CPU 1): then spreading cannot help, but
+	// separating interrupt work from application work can.
+	saturated := saturatedCPUs(l)
+	if len(harm) == 0 && !saturated.IsEmpty() {
+		harm = append(harm, load.Finding{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: saturated.CPUs(),
+			Summary: fmt.Sprintf("CPU %s saturated (≤ %.0f%% idle) and mostly by interrupt work (≥ %.0f%%), while every CPU is busy", saturated, load.BoundIdlePct, load.CriticalIRQPct)})
+	}
+	if len(harm) == 0 {
+		return empty("no evidence of harm, so nothing to change: " + loadSummary(l) + "; no CPU is interrupt-bound while others wait, no softnet drops or squeezes, no loaded IRQ on a remote node"), nil
+	}
+	ts, err := b.targets()
+	if err != nil {
+		return nil, err
+	}
+	var steered []string
+	for _, t := range ts {
+		steered = append(steered, t.nic.Name)
+	}
+	m := newModel(h, l, steered)
+	base := m.Predict(&Plan{})
+	hot := hotCPUs(harm)
+	// With headroom somewhere, a plan is judged by its busiest
+	// interrupt-loaded CPU (spread the work); with every CPU busy, by how
+	// much interrupt work shares CPUs with application work (separate it).
+	separate := !hasHeadroom(l, b.usable)
+	score := func(p Prediction) float64 {
+		if separate {
+			return contention(p, m.cpus)
+		}
+		return spreadScore(p, hot)
+	}
+	baseScore := score(base)
 
-	noQueues := len(primary.nic.RxQueues) == 0 // known only from its IRQs: nothing to steer
-	if !primary.movable() {
-		if noQueues {
-			p := b.p
-			p.Why = "auto: " + desc + "; its queue IRQs cannot be moved and its rx queues are unknown, so there is nothing to change"
-			p.Irqbalance = &IrqbalanceEntry{Mode: IrqbalanceLeave, Reason: "no IRQ is placed"}
-			return p, nil
-		}
-		kind := "its queue IRQs are kernel-managed"
-		if len(primary.queues) == 0 {
-			kind = "it has no queue IRQs (virtual device)"
-		}
-		return run("rps-spread", desc+"; "+kind+", so only software steering can spread the work", o)
+	type cand struct {
+		name string
+		p    *Plan
+		pred Prediction
+		s    float64
 	}
-	if Q == 1 {
-		if noQueues {
-			return run("per-queue", desc+"; its rx queues are unknown (no sysfs queues), so only IRQ placement is possible", o)
+	var cands []cand
+	add := func(name string, p *Plan, err error) {
+		if err != nil || p == nil || Check(p) != nil {
+			return
 		}
-		if share, ok := irqCPUShare(o.Load, primary); ok && share < lowIRQShare {
-			return run("per-queue", fmt.Sprintf("%s; its IRQ CPU spends only %.0f %% in irq+softirq, so the stack stays there and the application moves off it", desc, share*100), o)
+		if len(o.Devices) > 0 {
+			ScopeToDevices(p, h, o.Devices, o.MachineWide)
 		}
-		return run("rps-spread", desc+"; one CPU takes every interrupt and its softirq work, so spread the protocol work with RPS/RFS", o)
+		pred := m.Predict(p)
+		if _, mx := pred.Max(); !separate && mx > Overload && mx > maxBusy(base) {
+			return // would saturate a CPU the measurement did not
+		}
+		for _, v := range pred.IRQ {
+			if v > Overload {
+				return // interrupt work alone would saturate a CPU
+			}
+		}
+		cands = append(cands, cand{name, p, pred, score(pred)})
 	}
-	if Q >= cores {
-		return run("colocate", desc+"; there are at least as many queues as cores, so RSS already spreads the work and each queue's work stays on its own core", o)
+	for _, pol := range []struct {
+		name string
+		f    Policy
+	}{{"rps-spread", RPSSpread}, {"per-queue", PerQueue}, {"colocate", Colocate}, {"dedicated-core", DedicatedCore}} {
+		p, err := pol.f(h, o)
+		add(pol.name, p, err)
 	}
-	return run("per-queue", desc+"; fewer queues than cores, so pin the queue IRQs on a few cores, spread the softirq work with RPS and give the application the rest", o)
-}
-
-// irqCPUShare is the highest irq+softirq share among the CPUs that
-// currently serve t's queue IRQs (their effective affinity, else affinity).
-func irqCPUShare(l *MeasuredLoad, t *target) (float64, bool) {
-	if l == nil || len(l.IRQShare) == 0 {
-		return 0, false
+	if p, err := topologyChoice(h, o); err == nil {
+		add("topology rule ("+p.Policy+")", p, nil)
 	}
-	cpus := cpuset.Set{}
-	for _, qs := range t.irqs {
-		for _, q := range qs {
-			switch {
-			case q.EffectiveAffinity != nil:
-				cpus = cpus.Union(*q.EffectiveAffinity)
-			case q.Affinity != nil:
-				cpus = cpus.Union(*q.Affinity)
+	// RPS away from each hot CPU, with the application on the freed CPU.
+	for _, c := range hot.CPUs() {
+		away := b.usable.Difference(cpuset.Of(c))
+		if away.IsEmpty() {
+			continue
+		}
+		for _, t := range ts {
+			if !t.steer {
+				continue
+			}
+			p := rpsPlan(b, t, away, fmt.Sprintf("RPS keeps protocol work off CPU %d, which the measurement shows interrupt-bound", c))
+			add(fmt.Sprintf("RPS for %s on CPUs %s", t.nic.Name, away), p, nil)
+			if pid := appPID(o.App); pid > 0 && len(m.tasks[pid]) > 0 {
+				q := rpsPlan(b, t, away, fmt.Sprintf("RPS keeps protocol work off CPU %d, which the measurement shows interrupt-bound", c))
+				q.Apps = append(q.Apps, AppEntry{PID: pid, CPUs: cpuset.Of(c),
+					Reason: fmt.Sprintf("the application takes CPU %d, which RPS frees from protocol work, next to where its packets arrive", c)})
+				add(fmt.Sprintf("RPS for %s on CPUs %s, application on CPU %d", t.nic.Name, away, c), q, nil)
 			}
 		}
 	}
-	best, ok := 0.0, false
-	for _, c := range cpus.CPUs() {
-		if v, has := l.IRQShare[c]; has {
-			best, ok = max(best, v), true
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].s < cands[j].s })
+	findings := describeHarm(harm)
+	var ranked []string
+	for i, c := range cands {
+		if i == 4 {
+			break
+		}
+		ranked = append(ranked, fmt.Sprintf("%s %.0f", c.name, c.s))
+	}
+	findings += fmt.Sprintf(" [no change %.0f; best candidates: %s]", baseScore, strings.Join(ranked, ", "))
+	if pid := appPID(o.App); pid > 0 {
+		var use []string
+		for _, c := range sortedCPUs(m.tasks[pid]) {
+			use = append(use, fmt.Sprintf("%.0f%% on CPU%d", m.tasks[pid][c], c))
+		}
+		if len(use) == 0 {
+			use = []string{"no busy thread measured"}
+		}
+		findings += fmt.Sprintf(" [application pid %d: %s]", pid, strings.Join(use, ", "))
+	}
+	need := MinGain
+	if separate {
+		// Only reached with a CPU saturated mostly by interrupt work and
+		// no idle CPU anywhere — harm beyond doubt; a change that takes
+		// MinGain/2 points of interrupt work off application CPUs is
+		// worth making.
+		need = MinGain / 2
+	}
+	if len(cands) == 0 || baseScore-cands[0].s < need {
+		why := "no candidate is predicted to help enough"
+		if len(cands) > 0 {
+			why = fmt.Sprintf("the best candidate (%s) is predicted to improve the score only from %.0f to %.0f, less than the %.0f points worth a change", cands[0].name, baseScore, cands[0].s, need)
+		}
+		return empty(findings + "; " + why + ", so nothing is changed (" + loadSummary(l) + ")"), nil
+	}
+	best := cands[0]
+	p := best.p
+	p.Policy = "auto"
+	cpus := hot.CPUs()
+	measure := "busiest interrupt-loaded CPU %.0f%% → %.0f%% busy"
+	if separate {
+		measure = "interrupt work sharing CPUs with application work %.0f → %.0f points (every CPU is busy, so the plan separates them rather than spreads)"
+	}
+	p.Why = fmt.Sprintf("auto chose %s: %s. Predicted from the measurement (interrupt time estimated from counts): %s now → %s after; "+measure+" (%d candidates compared).",
+		best.name, findings, describe(base, cpus), describe(best.pred, cpus), baseScore, best.s, len(cands))
+	return p, nil
+}
+
+// harmIDs are the findings that are evidence of harm when their severity
+// is warning or worse.
+var harmIDs = map[string]bool{load.IDInterruptBound: true, load.IDSoftnetDrops: true, load.IDSoftnetSqueeze: true,
+	load.IDIRQRemoteNUMA: true, load.IDAppOnIRQCPU: true}
+
+func harmful(fs []load.Finding) []load.Finding {
+	var out []load.Finding
+	for _, f := range fs {
+		if harmIDs[f.ID] && f.Severity.AtLeast(load.Warning) {
+			out = append(out, f)
 		}
 	}
-	return best, ok
+	return out
+}
+
+func hotCPUs(fs []load.Finding) cpuset.Set {
+	var s cpuset.Set
+	for _, f := range fs {
+		if f.ID == load.IDInterruptBound || f.ID == load.IDSoftnetDrops || f.ID == load.IDSoftnetSqueeze || f.ID == load.IDAppOnIRQCPU {
+			s = s.Add(f.CPUs...)
+		}
+	}
+	return s
+}
+
+func describeHarm(fs []load.Finding) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, f.Summary)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// saturatedCPUs are the CPUs at most BoundIdlePct idle with at least
+// CriticalIRQPct in interrupts.
+func saturatedCPUs(l *load.Load) cpuset.Set {
+	var s cpuset.Set
+	for _, c := range l.CPUs {
+		if !c.NoTicks && c.Idle <= load.BoundIdlePct && c.IRQTime() >= load.CriticalIRQPct {
+			s = s.Add(c.ID)
+		}
+	}
+	return s
+}
+
+// hasHeadroom: some usable CPU was at least OthersIdlePct idle.
+func hasHeadroom(l *load.Load, usable cpuset.Set) bool {
+	for _, c := range l.CPUs {
+		if usable.Contains(c.ID) && !c.NoTicks && c.Idle >= load.OthersIdlePct {
+			return true
+		}
+	}
+	return false
+}
+
+// OverloadWeight is what a point of predicted application overload (two
+// busy threads sharing one CPU) costs against a point of interrupt work
+// sharing a CPU with application work. Application threads that read as
+// fast as data arrives fill whatever CPU they get, so their measured time
+// overstates their need: on the seed-004 scenario here, the consumer moved
+// beside the sender (a predicted 140 % on CPU 0) with RPS taking the
+// softirq to CPU 1 gave 1.29x the throughput (docs/benchmarks.md).
+const OverloadWeight = 0.25
+
+// contention is how much interrupt work shares CPUs with application work:
+// per CPU the smaller of the two, summed, plus OverloadWeight of any
+// predicted application overload.
+func contention(p Prediction, base map[int]cpuUse) float64 {
+	var sum float64
+	for c, busy := range p.Busy {
+		irq := p.IRQ[c]
+		sum += min(irq, busy-irq)
+		if busy > 100 {
+			sum += (busy - 100) * OverloadWeight
+		}
+	}
+	return sum
+}
+
+// spreadScore is the predicted busy percent of the busiest CPU among the
+// hot CPUs and every CPU with interrupt work: what the plan is judged by
+// when some CPU has time to spare.
+func spreadScore(p Prediction, hot cpuset.Set) float64 {
+	best := 0.0
+	for c, b := range p.Busy {
+		if hot.Contains(c) || p.IRQ[c] >= 5 {
+			best = max(best, b)
+		}
+	}
+	return best
+}
+
+func maxBusy(p Prediction) float64 { _, m := p.Max(); return m }
+
+// rpsPlan steers every rx queue of t onto cpus (with RFS).
+func rpsPlan(b *builder, t *target, cpus cpuset.Set, why string) *Plan {
+	p := &Plan{Version: Version, Policy: "auto", Host: b.h.Hostname}
+	qs := len(t.nic.RxQueues)
+	if qs == 0 {
+		return nil
+	}
+	entries := floorPow2(min(32768, maxSockFlowEntries))
+	p.RPSSockFlowEntries = &SockFlowEntry{Value: entries, Reason: "RFS steers each flow to the CPU of the thread that reads it"}
+	cnt := flowCnt(entries, qs)
+	for _, rq := range t.nic.RxQueues {
+		c := cpus
+		n := cnt
+		p.RxQueues = append(p.RxQueues, RxQueueEntry{Device: t.nic.Name, Queue: ptr(rq.Index), RPSCPUs: &c, RPSFlowCnt: &n, Reason: why})
+	}
+	return p
+}
+
+// appPID is the PID of an application selector "pid:N", 0 otherwise.
+func appPID(sel string) int {
+	if v, ok := strings.CutPrefix(sel, "pid:"); ok {
+		n, _ := strconv.Atoi(v)
+		return n
+	}
+	return 0
+}
+
+// isolationBreach is the isolated/nohz_full CPUs some movable IRQ may run
+// on (its affinity reaches them) — but only when some IRQ is movable at
+// all and usable CPUs exist to move it to.
+func isolationBreach(h *host.Host, b *builder) cpuset.Set {
+	iso := b.banned.Intersect(b.v.online)
+	if iso.IsEmpty() {
+		return cpuset.Set{}
+	}
+	var out cpuset.Set
+	for _, q := range h.IRQs {
+		if !q.Movable() || q.Affinity == nil {
+			continue
+		}
+		out = out.Union(q.Affinity.Intersect(iso))
+	}
+	return out
+}
+
+// loadSummary is the measurement in one line: the busiest CPUs' split.
+func loadSummary(l *load.Load) string {
+	cpus := append([]load.CPULoad(nil), l.CPUs...)
+	sort.Slice(cpus, func(i, j int) bool { return cpus[i].Busy() > cpus[j].Busy() })
+	var parts []string
+	for i, c := range cpus {
+		if i == 3 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("CPU%d %.0f%% busy (%.0f%% irq+softirq, %.0f%% idle)", c.ID, c.Busy(), c.IRQTime(), c.Idle))
+	}
+	var drops, squeeze float64
+	for _, s := range l.Softnet {
+		drops += s.Dropped
+		squeeze += s.TimeSqueeze
+	}
+	return fmt.Sprintf("over %.1f s: %s; softnet %.0f drops/s, %.0f squeezes/s", l.Interval.Seconds(), strings.Join(parts, ", "), drops, squeeze)
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -114,13 +114,17 @@ func TestPerQueueBareMetalMaster(t *testing.T) {
 	if len(p.Apps) != 1 || !p.Apps[0].CPUs.Equal(cpuset.Range(0, 111).Difference(irqCPUs)) {
 		t.Errorf("app CPUs %v, want every CPU but the IRQ CPUs", p.Apps)
 	}
-	// auto: the ice ports have 112 queues for 28 node-0 cores → colocate.
-	a, err := Make("auto", h, Options{})
+	// The topology rule: the ice ports have 112 queues for 28 node-0
+	// cores → colocate. auto itself changes nothing without a measurement.
+	a, err := topologyChoice(h, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Policy != "colocate" || !strings.Contains(a.Why, "112 queue(s)") {
-		t.Errorf("auto on master: %s — %s", a.Policy, a.Why)
+		t.Errorf("topology rule on master: %s — %s", a.Policy, a.Why)
+	}
+	if a, err := Make("auto", h, Options{}); err != nil || len(a.IRQs)+len(a.RxQueues)+len(a.Apps) != 0 || !strings.Contains(a.Why, "no load to judge") {
+		t.Errorf("auto on master without a measurement: %v %+v", err, a)
 	}
 }
 
@@ -163,12 +167,12 @@ func TestAutoIsolatedWorker(t *testing.T) {
 // no /sys/class/net): one queue with separate input and output IRQs.
 func TestSNOVirtio(t *testing.T) {
 	h := readSnapshot(t, "cluster-node-tuning-operator/sno-sysinfo.tgz")
-	p, err := Make("auto", h, Options{})
+	p, err := topologyChoice(h, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Policy != "per-queue" {
-		t.Fatalf("auto on sno: %s — %s", p.Policy, p.Why)
+		t.Fatalf("topology rule on sno: %s — %s", p.Policy, p.Why)
 	}
 	// 12 CPUs: one IRQ CPU; virtio1-input.0 (69) and -output.0 (70) on CPU 0.
 	got := map[int]string{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Options parameterise the policies. The zero value gives each policy its
@@ -52,6 +53,21 @@ type MeasuredLoad struct {
 	// IRQShare is, per CPU id, the fraction of time (0…1) spent in hardirq
 	// and softirq context.
 	IRQShare map[int]float64
+	// Load is the whole measurement (per-CPU time split, per-IRQ rates,
+	// softirqs, softnet, busy threads), when known. Auto decides from it.
+	Load *load.Load
+}
+
+// Measured wraps a measurement for the policies.
+func Measured(l *load.Load) *MeasuredLoad {
+	if l == nil {
+		return nil
+	}
+	share := map[int]float64{}
+	for _, c := range l.CPUs {
+		share[c.ID] = (c.IRQ + c.SoftIRQ) / 100
+	}
+	return &MeasuredLoad{IRQShare: share, Load: l}
 }
 
 // Policy builds a plan for a host. Policies are pure functions: they read

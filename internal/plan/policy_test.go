@@ -291,7 +291,9 @@ func TestPoliciesAvoidOfflineAndIsolated(t *testing.T) {
 	}
 }
 
-func TestAutoChoices(t *testing.T) {
+// TestTopologyChoices: the topology rule auto used before it decided from
+// evidence; it survives as one candidate among others.
+func TestTopologyChoices(t *testing.T) {
 	cases := []struct {
 		name string
 		s    synth
@@ -312,7 +314,7 @@ func TestAutoChoices(t *testing.T) {
 	}
 	for _, c := range cases {
 		h := c.s.build()
-		p, err := Make("auto", h, Options{Load: c.load})
+		p, err := topologyChoice(h, Options{Load: c.load})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -326,7 +328,7 @@ func TestAutoChoices(t *testing.T) {
 	}
 	// isolated: housekeeping = the usable CPUs.
 	h := cases[6].s.build()
-	p, _ := Make("auto", h, Options{})
+	p, _ := topologyChoice(h, Options{})
 	if p.IRQs[0].CPUs.String() != "0-1" || p.RxQueues[0].RPSCPUs.String() != "0-1" {
 		t.Errorf("auto with isolated CPUs: irq %s rps %s", p.IRQs[0].CPUs, p.RxQueues[0].RPSCPUs)
 	}
