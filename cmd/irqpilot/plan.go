@@ -55,7 +55,9 @@ Policies (from the seed documents):
                   a CPU group, the application on the rest (seed 002)
   colocate        each queue's IRQ, RPS/XPS and worker on one core (seed 001)
   rps-spread      RPS/RFS over the NIC's node, IRQs untouched (seed 004)
-  auto            chooses one of the above for this machine and says why
+  auto            measures the load (3 s; --sample, or --after on a capture),
+                  and changes only what the measurement shows is hurting:
+                  with no evidence of harm the plan is empty and says why
 
 Without -o the plan is printed (YAML, or JSON with --json) followed by the
 changes as YAML comments, so the output can be redirected into a plan file.
