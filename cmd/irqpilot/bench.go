@@ -18,6 +18,7 @@ import (
 // workloadFlags are shared by bench and tune.
 type workloadFlags struct {
 	workload   string
+	warmup     time.Duration
 	net        bench.NetOptions
 	clientCPUs string
 	appCPUs    string
@@ -43,6 +44,7 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.unit, "unit", "ops/s", "command workload: unit of the figure of merit")
 	fs.StringVar(&f.fioDir, "fio-dir", "/var/tmp", "storage workload: directory for the test file (on the disk under test)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "apply journals (default /var/lib/irqpilot/bench)")
+	fs.DurationVar(&f.warmup, "warmup", time.Second, "run the workload this long, unmeasured, before each measurement")
 }
 
 // runner checks the workload flags and builds the runner; progress goes to
@@ -83,7 +85,7 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, er
 	if d < time.Second {
 		return nil, fmt.Errorf("--duration %s: need at least 1s", d)
 	}
-	return &bench.Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: d, Configurator: p,
+	return &bench.Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: d, Warmup: f.warmup, Configurator: p,
 		StateDir: f.stateDir, Progress: func(format string, args ...any) {
 			fmt.Fprintf(errOut, format+"\n", args...)
 		}}, nil
@@ -114,7 +116,9 @@ difference is outside the noise. The machine is restored exactly at the end
 (checked: every IRQ affinity and queue steering value).
 
 Configurations: default, irqbalance, dedicated-core, per-queue, colocate,
-rps-spread, auto, and spec:app=CPUS,client=CPUS,rps=CPUS|off,napi=CPUS,flows=N,irq=N:CPUS.`,
+rps-spread, auto, and spec:app=CPUS,client=CPUS,rps=CPUS|off,napi=CPUS,flows=N,irq=N:CPUS.
+NAME#TAG measures NAME under its own label: --configs default,default#aa is an
+A/A run, the noise floor every other ratio is read against.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}

@@ -22,6 +22,8 @@ type Summary struct {
 	Failed     int      `json:"failed"`
 	Throughput Interval `json:"throughput"`
 	Unit       string   `json:"unit"`
+	// PerCPUSecond is the work per busy CPU-second (median, interval).
+	PerCPUSecond *Interval `json:"per_cpu_second,omitempty"`
 	// Ratio to the baseline (nil for the baseline itself or without one).
 	Ratio *Interval `json:"ratio,omitempty"`
 	// Verdict: "baseline", "better", "worse" or "within noise".
@@ -78,6 +80,16 @@ func Summarize(configs []string, runs []Run, baseline string) []Summary {
 	for i, c := range configs {
 		xs := tp(c)
 		s := Summary{Config: c, N: len(by[c]), Failed: len(by[c]) - len(xs)}
+		var eff []float64
+		for _, r := range by[c] {
+			if r.Error == "" && r.PerCPUSecond > 0 {
+				eff = append(eff, r.PerCPUSecond)
+			}
+		}
+		if len(eff) > 0 {
+			e := BootstrapMedian(eff, 0.95, uint64(500+i))
+			s.PerCPUSecond = &e
+		}
 		if len(xs) > 0 {
 			s.Throughput = BootstrapMedian(xs, 0.95, uint64(i+1))
 		} else {

@@ -43,16 +43,30 @@ type Run struct {
 	Round  int       `json:"round"`
 	Start  time.Time `json:"start"`
 	Result
-	CPUs  []CPUStat `json:"cpus"`
-	Error string    `json:"error,omitempty"`
+	CPUs []CPUStat `json:"cpus"`
+	// BusyCPUs is how many CPUs' worth of time the machine was busy during
+	// the run (sum of busy shares), and PerCPUSecond the work done per
+	// busy CPU-second: a configuration that does the same work with less
+	// CPU is better even at equal throughput.
+	BusyCPUs     float64 `json:"busy_cpus,omitempty"`
+	PerCPUSecond float64 `json:"per_cpu_second,omitempty"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// BaseConfig is the configuration a label names: "default#aa" → "default".
+func BaseConfig(label string) string {
+	base, _, _ := strings.Cut(label, "#")
+	return base
 }
 
 // Runner runs configurations against a workload, interleaved.
 type Runner struct {
-	Workload     Workload
-	Configs      []string
-	Rounds       int
-	Duration     time.Duration
+	Workload Workload
+	Configs  []string
+	Rounds   int
+	Duration time.Duration
+	// Warmup runs the workload unmeasured before each measurement.
+	Warmup       time.Duration
 	Configurator Configurator
 	// StateDir keeps the apply journals (DefaultStateDir/bench when empty).
 	StateDir string
@@ -122,11 +136,16 @@ func (r *Runner) Scope() Scope { return r.scope }
 // Setup makes config concrete for the runner's host and app and restricts
 // it to the devices under test (see Scope). Every measured configuration
 // goes through here.
+//
+// "NAME#TAG" is configuration NAME measured and summarised under its own
+// label: `--configs default,default#aa` is an A/A comparison, the noise
+// floor every other ratio is read against.
 func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
-	s, err := r.Configurator.Setup(config, r.h, app)
+	s, err := r.Configurator.Setup(BaseConfig(config), r.h, app)
 	if err != nil {
 		return nil, err
 	}
+	s.Config = config
 	sc := r.scope
 	sc.PIDs = app.PIDs
 	var dropped []string
@@ -233,7 +252,15 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		undo = func() error { return errors.Join(iu(), prev()) }
 	}
 	sampler := load.NewSampler(liveFS())
-	sampler.Tasks = config == "default" // auto places the consumer from its measured threads
+	sampler.Tasks = BaseConfig(config) == "default" // auto places the consumer from its measured threads
+	// Warm-up: the workload runs, unmeasured, so caches, connection pools
+	// and the scheduler settle into the configuration before it counts.
+	if r.Warmup > 0 {
+		if _, werr := r.Workload.Run(ctx, r.Warmup, s); werr != nil {
+			run.Error = "warm-up: " + werr.Error()
+			return run, nil
+		}
+	}
 	s0, err := sampler.Sample()
 	if err != nil {
 		return run, err
@@ -247,7 +274,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	if err != nil {
 		return run, err
 	}
-	if config == "default" && werr == nil {
+	if BaseConfig(config) == "default" && werr == nil {
 		r.baseline = plan.Measured(l)
 	}
 	for _, c := range l.CPUs {
@@ -258,6 +285,12 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		run.Error = werr.Error()
 	} else {
 		run.Result = res
+		for _, c := range l.CPUs {
+			run.BusyCPUs += c.Busy() / 100
+		}
+		if run.BusyCPUs > 0 {
+			run.PerCPUSecond = res.Throughput / run.BusyCPUs
+		}
 	}
 	return run, nil
 }
