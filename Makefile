@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test deps tools lint bench bench-workloads fuzz fuzz-smoke clean
+.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke clean
 
 all: build
 
@@ -54,6 +54,11 @@ bench-workloads: deps build
 	    --rounds 3 --duration 5s -o $(BENCH_OUT)/storage.json --chart $(BENCH_OUT)/storage.png
 	./$(BIN) bench --workload udp --queues 1 --client-cpus 0 --app-cpus 1 --configs default,rps-spread,auto,spec:app=0,rps=1 \
 	    --rounds 3 --duration 5s -o $(BENCH_OUT)/seed004.json --chart $(BENCH_OUT)/seed004.png
+
+# auto from evidence vs every policy, with an A/A pair per scenario (root;
+# about 4 minutes per scenario): docs/benchmarks.md.
+bench-evidence: deps build
+	OUT=$(BENCH_OUT) ./scripts/bench-evidence.sh
 
 # Every fuzz target in the repository, as dir:FuzzName, found by grep so that
 # a new one is never left out. Patterns are anchored: "-fuzz FuzzParse" alone
