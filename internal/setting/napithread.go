@@ -19,5 +19,6 @@ func NAPIThread(n host.NAPI, cpus cpuset.Set, reason string) (Change, error) {
 		return Change{}, fmt.Errorf("%s napi %d has no kernel thread (not threaded)", n.Device, n.ID)
 	}
 	c := ThreadAffinity(*n.PID, n.PIDStart, fmt.Sprintf("%s napi %d thread napi/%s-%d", n.Device, n.ID, n.Device, n.ID), cpus, reason)
+	c.Device = n.Device
 	return c, nil
 }
