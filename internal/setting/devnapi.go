@@ -1,10 +1,14 @@
 package setting
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // Shared by the device-wide NAPI kinds (devthreaded.go, devdefer.go,
@@ -79,9 +83,34 @@ func checkUintRange(v string, max uint64, what string) error {
 	return nil
 }
 
+// devFile is a decimal file directly below sys/class/net/DEV.
+type devFile struct{ fileKind }
+
+// Read: an empty file (a capture that archived it unread) holds no value.
+func (k devFile) Read(env *Env, c *Change) (string, error) {
+	v, err := k.fileKind.Read(env, c)
+	if err == nil && strings.TrimSpace(v) == "" {
+		return "", fmt.Errorf("%s: no value recorded: %w", c.Path, kernel.ErrUnsupported)
+	}
+	return v, err
+}
+
+// Write: the kernel refuses these files on a device without NAPI instances
+// (EIO or EOPNOTSUPP from threaded): unsupported there, not a failure.
+func (k devFile) Write(env *Env, c *Change, value string) error {
+	err := k.fileKind.Write(env, c, value)
+	var we *kernel.WriteError
+	if errors.As(err, &we) && (errors.Is(err, kernel.ErrUnsupported) || we.Errno == syscall.EIO) && we.Errno != 0 {
+		return fmt.Errorf("%s: %w: %s has no NAPI instance (a veth gets them with GRO on) (%v)", c.Path, kernel.ErrUnsupported, c.Device, err)
+	}
+	return err
+}
+
+func (k devFile) Restore(env *Env, c *Change) error { return k.Write(env, c, c.Old) }
+
 // devFileKind is a decimal file directly below sys/class/net/DEV.
-func devFileKind(kind Kind, file string, newMax, kernelMax uint64, what string) fileKind {
-	return fileKind{
+func devFileKind(kind Kind, file string, newMax, kernelMax uint64, what string) devFile {
+	return devFile{fileKind{
 		kind:  kind,
 		same:  sameUint,
 		check: func(c *Change) error { return checkDevFile(c, file) },
@@ -93,5 +122,5 @@ func devFileKind(kind Kind, file string, newMax, kernelMax uint64, what string) 
 		},
 		scope: netScope,
 		globs: []string{"sys/class/net/*/" + file},
-	}
+	}}
 }

@@ -50,6 +50,9 @@ func TestLiveNAPISettings(t *testing.T) {
 		liveRun(t, "ip", "-n", ns, "link", "set", l, "up")
 		liveRun(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
 	}
+	// A veth pair without GRO: no NAPI instance.
+	liveRun(t, "ip", "-n", ns, "link", "add", "vC", "type", "veth", "peer", "name", "vD")
+	liveRun(t, "ip", "-n", ns, "link", "set", "vC", "up")
 	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestNAPISettingsChild$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), napiLiveChild+"=1")
 	out, err := cmd.CombinedOutput()
@@ -176,6 +179,12 @@ func TestNAPISettingsChild(t *testing.T) {
 		return s.String()
 	}
 	cycle("napi thread placement", []setting.Change{c}, affinity)
+
+	// A device without NAPI instances: skipped as unsupported, not a failure.
+	res, err := a.Apply([]setting.Change{setting.DevThreaded("vC", true, "test")}, apply.Meta{})
+	if err != nil || len(res.Entries) != 1 || res.Entries[0].Status != setting.StatusSkipped || !strings.Contains(res.Entries[0].Note, "no NAPI instance") {
+		t.Errorf("vC without NAPI: %v %s %q", err, res.Entries[0].Status, res.Entries[0].Note)
+	}
 
 	// An invalid value: a clear error, nothing written.
 	before := readState(t, int(ix))
