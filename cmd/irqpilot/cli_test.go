@@ -54,7 +54,7 @@ func TestCLIMistakes(t *testing.T) {
 		{[]string{"persist"}, []string{"persist needs a plan file", "or --remove", "usage: irqpilot persist PLAN | --remove"}},
 		{[]string{"persist", "--remove", "plan.yaml"}, []string{"persist --remove takes no plan (got plan.yaml)"}},
 		{[]string{"--root", sharedFixtures + "/node_exporter", "plan", "--policy", "per-queu"},
-			[]string{`unknown policy "per-queu" (known: auto, colocate, dedicated-core, per-queue, rps-spread); did you mean per-queue?`}},
+			[]string{`unknown policy "per-queu" (known: auto, colocate, dedicated-core, efficiency, latency, per-queue, rps-spread); did you mean per-queue?`}},
 	}
 	for _, tc := range tests {
 		cmd := invCmd(nil, tc.args...)

@@ -104,6 +104,7 @@ func (t *inventoryText) writeNICs() {
 			fmt.Fprintf(w, "    coalesce: rx-usecs %d rx-frames %d tx-usecs %d tx-frames %d adaptive-rx %s adaptive-tx %s\n",
 				c.RxUsecs, c.RxFrames, c.TxUsecs, c.TxFrames, onOff(c.AdaptiveRx), onOff(c.AdaptiveTx))
 		}
+		t.writeNAPI(n.Name)
 		var rows []row
 		queueIRQs := map[int]bool{}
 		nq := len(n.RxQueues)

@@ -27,6 +27,8 @@ type Host struct {
 	Summary []SummaryIRQ `json:"summary,omitempty"`
 	NICs    []NIC        `json:"nics"`
 	Block   []BlockDev   `json:"block"`
+	// NAPI lists the NAPI instances of the NICs (netdev netlink family).
+	NAPI []NAPI `json:"napi"`
 	// RPSSockFlowEntries is /proc/sys/net/core/rps_sock_flow_entries (nil: unread).
 	RPSSockFlowEntries *int       `json:"rps_sock_flow_entries"`
 	Irqbalance         Irqbalance `json:"irqbalance"`
@@ -278,12 +280,16 @@ func Read(fs *kernel.FS, opts Options) (*Host, error) {
 		return nil, err
 	}
 	readNICs(fs, h)
+	readNAPI(fs, h)
 	readBlock(fs, h)
 	classifyIRQs(h)
 	readSteeringGlobals(fs, h)
 	readIrqbalance(fs, h)
 	if h.Unavailable == nil {
 		h.Unavailable = []Unavailable{}
+	}
+	if h.NAPI == nil {
+		h.NAPI = []NAPI{}
 	}
 	return h, nil
 }

@@ -106,6 +106,7 @@ func Diagnose(h *host.Host, l *Load) []Finding {
 		interruptBound, nicIRQsOneCPU, fewQueuesNoRPS, rpsIPIOverhead,
 		irqRemoteNUMA, appOnIRQCPU, irqbalanceWithManual, managedIRQs,
 		softnetDrops, softnetSqueeze,
+		napiBudget, irqStormDeferral, napiThreadShared,
 	} {
 		fs = append(fs, rule(h, l)...)
 	}

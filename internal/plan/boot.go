@@ -28,5 +28,6 @@ func DropMissingDevices(p *Plan, h *host.Host) []string {
 	p.RxQueues = slices.DeleteFunc(p.RxQueues, func(e RxQueueEntry) bool { return !present(e.Device) })
 	p.TxQueues = slices.DeleteFunc(p.TxQueues, func(e TxQueueEntry) bool { return !present(e.Device) })
 	p.Coalesce = slices.DeleteFunc(p.Coalesce, func(e CoalesceEntry) bool { return !present(e.Device) })
+	p.NAPI = slices.DeleteFunc(p.NAPI, func(e NAPIEntry) bool { return !present(e.Device) })
 	return slices.Sorted(maps.Keys(missing))
 }

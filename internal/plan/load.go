@@ -338,7 +338,7 @@ func set(keys ...string) map[string]bool {
 
 var (
 	topFields = set("version", "policy", "host", "why", "notes", "app_cpus", "irqs", "rx_queues",
-		"tx_queues", "rps_sock_flow_entries", "apps", "irqbalance", "coalesce")
+		"tx_queues", "rps_sock_flow_entries", "apps", "irqbalance", "coalesce", "napi", "busy_poll")
 	irqFields      = set("irq", "device", "queue", "action", "cpus", "reason")
 	rxFields       = set("device", "queue", "rps_cpus", "rps_flow_cnt", "reason")
 	txFields       = set("device", "queue", "xps_cpus", "reason")
@@ -419,6 +419,10 @@ func (d *decoder) plan(n *yaml.Node) *Plan {
 			p.Irqbalance = e
 		case "coalesce":
 			d.seq(v, f, func(_ int, item *yaml.Node, f string) { p.Coalesce = append(p.Coalesce, d.coalesce(item, f)) })
+		case "napi":
+			d.seq(v, f, func(_ int, item *yaml.Node, f string) { p.NAPI = append(p.NAPI, d.napi(item, f)) })
+		case "busy_poll":
+			p.BusyPoll = d.busyPoll(v, f)
 		}
 	})
 	if ok && versionLine == 0 && len(d.errs) == 0 {
@@ -773,6 +777,7 @@ func check(p *Plan, l *errList) {
 			seenCo[e.Device] = e.Line
 		}
 	}
+	checkNAPI(p, l, reason)
 }
 
 func where(line int) string {

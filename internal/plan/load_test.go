@@ -134,6 +134,12 @@ func clearLines(p *Plan) {
 	if p.Irqbalance != nil {
 		p.Irqbalance.Line = 0
 	}
+	for i := range p.NAPI {
+		p.NAPI[i].Line = 0
+	}
+	if p.BusyPoll != nil {
+		p.BusyPoll.Line = 0
+	}
 }
 
 func TestLoadErrors(t *testing.T) {

@@ -24,6 +24,10 @@
 //	irqbalance: {mode: ban, banned_cpus: 1-7, reason: …}   # leave | ban | stop
 //	coalesce:
 //	  - {device: eth0, rx_usecs: 50, adaptive_rx: false, reason: …}
+//	napi:                        # id omitted: the device-wide sysfs values
+//	  - {device: eth0, defer_hard_irqs: 2, gro_flush_timeout: 200000, reason: …}
+//	  - {device: eth0, id: 8193, threaded: true, cpus: 3, reason: …}
+//	busy_poll: {busy_read: 50, busy_poll: 50, reason: …}   # µs, machine-wide
 //
 // CPU sets are cpulists ("0-3,8", or a YAML list of numbers) or hex masks
 // with an explicit 0x prefix. Counts must be powers of two (the kernel
@@ -67,6 +71,9 @@ type Plan struct {
 	Apps               []AppEntry       `yaml:"apps,omitempty" json:"apps,omitempty"`
 	Irqbalance         *IrqbalanceEntry `yaml:"irqbalance,omitempty" json:"irqbalance,omitempty"`
 	Coalesce           []CoalesceEntry  `yaml:"coalesce,omitempty" json:"coalesce,omitempty"`
+	// NAPI and BusyPoll: interrupt mitigation (napi.go).
+	NAPI     []NAPIEntry    `yaml:"napi,omitempty" json:"napi,omitempty"`
+	BusyPoll *BusyPollEntry `yaml:"busy_poll,omitempty" json:"busy_poll,omitempty"`
 
 	// File is the file the plan was loaded from ("" for generated plans).
 	File string `yaml:"-" json:"-"`

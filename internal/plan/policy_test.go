@@ -370,6 +370,10 @@ func checkProperties(t *testing.T, name string, h *host.Host, p *Plan) {
 	for _, e := range p.Apps {
 		bad("app", e.CPUs)
 	}
+	if p.Policy == "latency" || p.Policy == "efficiency" {
+		checkMitigation(t, name, p, bad)
+		return
+	}
 	if p.Policy == "rps-spread" || p.Policy == "auto" {
 		if p.Policy == "rps-spread" && len(p.IRQs) > 0 {
 			t.Errorf("%s: rps-spread placed IRQs", name)

@@ -209,6 +209,8 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		out = append(out, s)
 	}
 
+	out = append(out, resolveNAPI(p, h, v, l)...)
+
 	if err := l.err(); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 // ScopeToDevices removes from p every entry that does not belong to the
 // named network devices (or their lower devices: a VLAN is steered on the
 // device below it), and, unless machineWide, the machine-wide settings
-// (rps_sock_flow_entries, irqbalance). What it removes is listed in
+// (rps_sock_flow_entries, busy_poll, irqbalance). What it removes is listed in
 // p.Notes, so a plan made with --device says what it left out instead of
 // moving, say, eth0's IRQs while the operator named a veth. Application
 // placements stay: the operator named the application.
@@ -84,7 +84,18 @@ func ScopeToDevices(p *Plan, h *host.Host, devices []string, machineWide bool) {
 		}
 		return false
 	})
+	p.NAPI = slices.DeleteFunc(p.NAPI, func(e NAPIEntry) bool {
+		if !want[e.Device] {
+			leave("%s NAPI settings", e.Device)
+			return true
+		}
+		return false
+	})
 	if !machineWide {
+		if p.BusyPoll != nil {
+			leave("net.core busy_read/busy_poll (machine-wide: add --machine-wide)")
+			p.BusyPoll = nil
+		}
 		if p.RPSSockFlowEntries != nil {
 			leave("net.core.rps_sock_flow_entries (machine-wide: add --machine-wide; until it is set, RFS flow counts steer nothing)")
 			p.RPSSockFlowEntries = nil

@@ -20,6 +20,13 @@ var registry = func() map[Kind]Handler {
 		coalesce{},
 		irqbalanceState{},
 		irqbalanceBan{},
+		devThreadedKind,
+		devDeferKind,
+		devGROFlushKind,
+		napiThreadedKind,
+		napiDeferKind,
+		napiGROFlushKind,
+		napiIRQSuspendKind,
 	} {
 		m[h.Kind()] = h
 	}

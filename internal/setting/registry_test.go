@@ -129,7 +129,9 @@ func mustLookup(t *testing.T, k Kind) Handler {
 }
 
 func TestRegistryKinds(t *testing.T) {
-	want := []Kind{KindApp, KindCoalesce, KindIRQAffinity, KindIrqbalance, KindIrqbalanceBan,
+	want := []Kind{KindApp, KindCoalesce, KindDevDeferHardIRQs, KindDevGROFlushTimeout, KindDevThreaded,
+		KindIRQAffinity, KindIrqbalance, KindIrqbalanceBan,
+		KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIIRQSuspendTimeout, KindNAPIThreaded,
 		KindRPSCPUs, KindRPSFlowCnt, KindSysctl, KindThreadAffinity, KindXPSCPUs}
 	if got := Kinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Kinds() = %v, want %v (sorted)", got, want)
@@ -173,10 +175,13 @@ func TestLookupUnknown(t *testing.T) {
 
 func TestStateGlobs(t *testing.T) {
 	want := []string{
+		"sys/class/net/*/napi_defer_hard_irqs",
+		"sys/class/net/*/gro_flush_timeout",
+		"sys/class/net/*/threaded",
 		"proc/irq/*/smp_affinity_list",
 		"sys/class/net/*/queues/rx-*/rps_cpus",
 		"sys/class/net/*/queues/rx-*/rps_flow_cnt",
-		SockFlowPath,
+		SockFlowPath, BusyReadPath, BusyPollPath,
 		"sys/class/net/*/queues/tx-*/xps_cpus",
 	}
 	if got := StateGlobs(); !reflect.DeepEqual(got, want) {

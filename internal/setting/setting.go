@@ -39,6 +39,16 @@ const (
 	KindCoalesce       Kind = "coalesce"        // ethtool -C on Device ("rx_usecs=8 adaptive_rx=off")
 	KindIrqbalance     Kind = "irqbalance"      // the daemon: "running" or "stopped" ("banned_cpus=LIST" in a plan)
 	KindIrqbalanceBan  Kind = "irqbalance-ban"  // IRQBALANCE_BANNED_CPULIST in Path (a cpulist; "" = unset)
+
+	// NAPI: the device-wide sysfs files and, through the netdev netlink
+	// family, one NAPI instance (Change.NAPI) of Device.
+	KindDevThreaded           Kind = "dev-threaded"             // sys/class/net/DEV/threaded (0 or 1)
+	KindDevDeferHardIRQs      Kind = "dev-defer-hard-irqs"      // sys/class/net/DEV/napi_defer_hard_irqs (count)
+	KindDevGROFlushTimeout    Kind = "dev-gro-flush-timeout"    // sys/class/net/DEV/gro_flush_timeout (ns)
+	KindNAPIThreaded          Kind = "napi-threaded"            // napi-set threaded (0 or 1)
+	KindNAPIDeferHardIRQs     Kind = "napi-defer-hard-irqs"     // napi-set defer-hard-irqs (count)
+	KindNAPIGROFlushTimeout   Kind = "napi-gro-flush-timeout"   // napi-set gro-flush-timeout (ns)
+	KindNAPIIRQSuspendTimeout Kind = "napi-irq-suspend-timeout" // napi-set irq-suspend-timeout (ns)
 )
 
 // Status is where a change stands. One vocabulary for plans, dry runs,
@@ -98,6 +108,9 @@ type Change struct {
 	// process selector of an app-affinity setting.
 	Line int          `json:"line,omitempty"`
 	App  *AppSelector `json:"app,omitempty"`
+
+	// NAPI is the NAPI instance of Device a napi-* change sets.
+	NAPI *uint32 `json:"napi_id,omitempty"`
 }
 
 // AppSelector selects processes: exactly one of PID, Comm (the name in
@@ -146,6 +159,9 @@ type Env struct {
 	Ethtool Ethtool
 	// Services starts and stops daemons; nil = the system's service manager.
 	Services kernel.ServiceManager
+	// NAPI reads and sets NAPI instances; nil = the live kernel (netlink in
+	// the calling thread's network namespace).
+	NAPI NAPIConn
 }
 
 // Handler is one kind of setting.

@@ -1,0 +1,173 @@
+package netdev
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// vethNamespace creates a namespace with veth vA/vB, 4 queues each, GRO on
+// (which gives veth its NAPI instances), removed in Cleanup.
+func vethNamespace(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	for _, tool := range []string{"ip", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " not installed")
+		}
+	}
+	ns := fmt.Sprintf("irqpilot-napi-%d", os.Getpid())
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "-n", ns, "link", "add", "vA", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
+		"peer", "name", "vB", "numtxqueues", "4", "numrxqueues", "4")
+	for _, l := range []string{"vA", "vB"} {
+		run(t, "ip", "-n", ns, "link", "set", l, "up")
+		run(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
+	}
+	return ns
+}
+
+// inNetns runs fn on an OS thread inside the named namespace.
+func inNetns(t *testing.T, name string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer orig.Close()
+		target, err := netns.GetFromName(name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			t.Error(err)
+			return
+		}
+		fn()
+		if err := netns.Set(orig); err != nil {
+			t.Errorf("could not return to the original namespace: %v", err)
+			return
+		}
+		runtime.UnlockOSThread()
+	}()
+	<-done
+}
+
+// napiThreads lists the kernel threads named napi/DEV-ID: the kernel's own
+// account of the NAPI ids of a threaded device, and their PIDs.
+func napiThreads(t *testing.T, dev string) map[uint32]int {
+	t.Helper()
+	out := map[uint32]int{}
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, p := range comms {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		id, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "napi/"+dev+"-")
+		if !ok {
+			continue
+		}
+		n, err1 := strconv.ParseUint(id, 10, 32)
+		pid, err2 := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err1 == nil && err2 == nil {
+			out[uint32(n)] = pid
+		}
+	}
+	return out
+}
+
+// TestLiveVethNAPI: the dump lists one NAPI per veth rx queue; with the
+// device threaded, their ids and PIDs are those of the napi/vA-ID kthreads;
+// napi-set changes exactly what it names and the old values go back.
+func TestLiveVethNAPI(t *testing.T) {
+	ns := vethNamespace(t)
+	ifindex, _ := strconv.Atoi(strings.TrimSpace(run(t, "ip", "netns", "exec", ns, "cat", "/sys/class/net/vA/ifindex")))
+	var before, threaded, after []NAPI
+	var one NAPI
+	var threads map[uint32]int
+	var setErr, missingErr error
+	inNetns(t, ns, func() {
+		c, err := Open()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		if before, err = c.NAPIs(ifindex); err != nil {
+			t.Error(err)
+			return
+		}
+		// Make the device threaded through sysfs of this namespace, as a
+		// process in it sees it.
+		run(t, "ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /sys/class/net/vA/threaded")
+		defer run(t, "ip", "netns", "exec", ns, "sh", "-c", "echo 0 > /sys/class/net/vA/threaded")
+		if threaded, err = c.NAPIs(ifindex); err != nil {
+			t.Error(err)
+			return
+		}
+		threads = napiThreads(t, "vA")
+		if len(before) == 0 {
+			return
+		}
+		id := before[0].ID
+		d, g := uint32(3), uint64(40000)
+		setErr = c.SetNAPI(NAPISet{ID: id, DeferHardIRQs: &d, GROFlushTimeout: &g})
+		one, _ = c.NAPI(id)
+		z, zz := uint32(0), uint64(0)
+		if err := c.SetNAPI(NAPISet{ID: id, DeferHardIRQs: &z, GROFlushTimeout: &zz}); err != nil {
+			t.Error(err)
+		}
+		_, missingErr = c.NAPI(1 << 30)
+		after, _ = c.NAPIs(ifindex)
+	})
+	if len(before) != 4 {
+		t.Fatalf("vA has %d NAPI instances, want 4: %+v", len(before), before)
+	}
+	for _, n := range threaded {
+		if n.Threaded == nil || !*n.Threaded || n.PID == nil || threads[n.ID] != *n.PID {
+			t.Errorf("napi %d threaded %v pid %v; kthreads %v", n.ID, n.Threaded, n.PID, threads)
+		}
+	}
+	if len(threads) != 4 {
+		t.Errorf("kthreads %v", threads)
+	}
+	if setErr != nil || *one.DeferHardIRQs != 3 || *one.GROFlushTimeout != 40000 || *one.IRQSuspendTimeout != 0 {
+		t.Errorf("after napi-set: %+v (%v)", one, setErr)
+	}
+	if missingErr == nil || !strings.Contains(missingErr.Error(), ErrNoNAPI.Error()) {
+		t.Errorf("unknown id: %v", missingErr)
+	}
+	for i := range after {
+		a, b := after[i], before[i]
+		if a.ID != b.ID || *a.DeferHardIRQs != *b.DeferHardIRQs || *a.GROFlushTimeout != *b.GROFlushTimeout {
+			t.Errorf("not restored: %+v, was %+v", a, b)
+		}
+	}
+}
