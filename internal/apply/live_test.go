@@ -174,6 +174,18 @@ func TestLivePinMultiThreadedProcess(t *testing.T) {
 	if len(tids) < 5 {
 		t.Fatalf("memcached has %d threads, want ≥ 5 (main + 4 workers)", len(tids))
 	}
+	// memcached keeps starting helper threads (LRU crawler, maintainer)
+	// for a moment after its workers: wait until the set is stable, so the
+	// test pins what the process has, not a moving target.
+	for i, stable := 0, 0; i < 100 && stable < 5; i++ {
+		time.Sleep(50 * time.Millisecond)
+		next, _ := fs.Tasks(pid)
+		if len(next) == len(tids) {
+			stable++
+		} else {
+			stable, tids = 0, next
+		}
+	}
 	online, _ := fs.ReadString("sys/devices/system/cpu/online")
 	target := cpuset.Of(cpuset.MustParse(online).Max())
 	changes, err := setting.PinProcess(fs, pid, "memcached", target, "test pin")
