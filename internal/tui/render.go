@@ -124,9 +124,9 @@ func (l *line) done() []Cell {
 
 // Widths of the fixed parts of a CPU row.
 const (
-	cpuNumW  = 4 + 5*6 + 1                   // "CPU" + five " 12.3" + space
-	cpuRateW = 7 + 7 + 7 + 6 + 6             // NET_RX NET_TX BLOCK drop sqz
-	minBarW  = 6                             // narrower than this: no bar
+	cpuNumW  = 4 + 5*6 + 1                           // "CPU" + five " 12.3" + space
+	cpuRateW = 7 + 7 + 7 + 6 + 6                     // NET_RX NET_TX BLOCK drop sqz
+	minBarW  = 6                                     // narrower than this: no bar
 	irqFixW  = 5 + 1 + 9 + 1 + 6 + 1 + 9 + 1 + 4 + 1 // IRQ, rate, ms/s, device, queue
 )
 
