@@ -39,66 +39,75 @@ print(" ".join(str(q["irq"]) for q in inv.get("irqs", []) if q.get("class") == "
 PY
 )
 echo "storage IRQs: $DISKIRQS"
+# bpftrace prints its cumulative sums every second with its clock (nsecs is
+# CLOCK_MONOTONIC, as the collector's clock_ns), so both tools are compared
+# over the same window. Its tracepoint: probes need tracefs; it is mounted
+# for the run if absent and unmounted after.
+cat > "$OUT/cost.bt" <<'BT'
+tracepoint:irq:softirq_entry { @s[cpu, args->vec] = nsecs; }
+tracepoint:irq:softirq_exit /@s[cpu, args->vec]/ { @soft[cpu, args->vec] = sum(nsecs - @s[cpu, args->vec]); delete(@s[cpu, args->vec]); }
+tracepoint:irq:irq_handler_entry { @h[cpu] = nsecs; @hi[cpu] = args->irq; }
+tracepoint:irq:irq_handler_exit /@h[cpu] && @hi[cpu] == args->irq/ { @hard[cpu, args->irq] = sum(nsecs - @h[cpu]); delete(@h[cpu]); }
+interval:s:1 { printf("t %llu\n", nsecs); print(@soft); print(@hard); }
+END { clear(@s); clear(@h); clear(@hi); clear(@soft); clear(@hard); }
+BT
+MOUNTED=0
+if ! [ -d /sys/kernel/tracing/events ]; then mount -t tracefs nodev /sys/kernel/tracing && MOUNTED=1; fi
+bpftrace -f json "$OUT/cost.bt" > "$OUT/bt.json" 2>"$OUT/bt.err" &
+btpid=$!
+for i in $(seq 100); do grep -q attached_probes "$OUT/bt.json" 2>/dev/null && break; sleep 0.2; done
 send $((WIN + 4))s > "$OUT/flood.txt" &
 pids+=($!)
 fio --name=irqp-mc --filename="$DIR/irqp-mc-fio" --size=16M --rw=randwrite --bs=4k --fsync=1 --ioengine=sync \
     --time_based --runtime=$((WIN + 4)) > "$OUT/fio.txt" &
 pids+=($!)
 sleep 1
-cat > "$OUT/cost.bt" <<BT
-tracepoint:irq:softirq_entry { @s[cpu, args->vec] = nsecs; }
-tracepoint:irq:softirq_exit /@s[cpu, args->vec]/ { @soft[cpu, args->vec] = sum(nsecs - @s[cpu, args->vec]); delete(@s[cpu, args->vec]); }
-tracepoint:irq:irq_handler_entry { @h[cpu] = nsecs; @hi[cpu] = args->irq; }
-tracepoint:irq:irq_handler_exit /@h[cpu] && @hi[cpu] == args->irq/ { @hard[cpu, args->irq] = sum(nsecs - @h[cpu]); delete(@h[cpu]); }
-BEGIN { @t0 = nsecs; }
-interval:s:$WIN { printf("elapsed_ns %d\n", nsecs - @t0); clear(@s); clear(@h); clear(@hi); exit(); }
-BT
-# bpftrace's tracepoint: probes need tracefs; mount it for the run if absent.
-MOUNTED=0
-if ! [ -d /sys/kernel/tracing/events ]; then mount -t tracefs nodev /sys/kernel/tracing && MOUNTED=1; fi
-bpftrace -f json "$OUT/cost.bt" > "$OUT/bt.json" 2>"$OUT/bt.err" &
-btpid=$!
-"$BIN" record --cost=bpf --interval "${WIN}s" --duration "${WIN}s" -o "$OUT/rec.jsonl" 2>"$OUT/rec.err" &
-recpid=$!
-wait $btpid $recpid || true
+"$BIN" record --cost=bpf --interval 1s --duration "${WIN}s" -o "$OUT/rec.jsonl" 2>"$OUT/rec.err"
+sleep 1.2
+kill -INT $btpid; wait $btpid || true
 [ "$MOUNTED" = 1 ] && umount /sys/kernel/tracing
 wait "${pids[1]}" "${pids[2]}" 2>/dev/null || true
 python3 - "$OUT" "$DISKIRQS" <<'PY'
 import json, sys
 out, disk = sys.argv[1], {int(x) for x in sys.argv[2].split()}
 names = ["HI","TIMER","NET_TX","NET_RX","BLOCK","IRQ_POLL","TASKLET","SCHED","HRTIMER","RCU"]
-lines = [json.loads(l) for l in open(out + "/rec.jsonl")]
-a, b = lines[1], lines[2]
-sec = (b["cost"]["clock_ns"] - a["cost"]["clock_ns"]) / 1e9
-def cols(s): return {c: i for i, c in enumerate(s["cost"]["cpus"])}
-ca, cb = cols(a), cols(b)
-ours_soft, ours_hard = {}, {}
-for va, vb in zip(a["cost"]["softirqs"], b["cost"]["softirqs"]):
-    for cpu, i in cb.items():
-        ours_soft[(cpu, names[vb["id"]])] = (vb["time_ns"][i] - va["time_ns"][ca[cpu]]) / 1e9 / sec
-pa = {h["id"]: h for h in a["cost"].get("hardirqs") or []}
-for hb in b["cost"].get("hardirqs") or []:
-    ha = pa.get(hb["id"], {"time_ns": [0]*len(ca)})
-    for cpu, i in cb.items():
-        ours_hard[(cpu, hb["id"])] = (hb["time_ns"][i] - ha["time_ns"][ca[cpu]]) / 1e9 / sec
-bt_soft, bt_hard, bt_sec = {}, {}, None
+recs = [json.loads(l) for l in open(out + "/rec.jsonl")][1:]
+# bpftrace dumps: (t, soft{(cpu,vec)}, hard{(cpu,irq)}) cumulative
+dumps, cur = [], None
 for l in open(out + "/bt.json"):
     try: m = json.loads(l)
     except ValueError: continue
-    if m.get("type") == "printf" and m["data"].startswith("elapsed_ns"):
-        bt_sec = int(m["data"].split()[1]) / 1e9
-    if m.get("type") == "map":
+    if m.get("type") == "printf" and m["data"].startswith("t "):
+        cur = [int(m["data"].split()[1]), {}, {}]; dumps.append(cur)
+    elif m.get("type") == "map" and cur is not None:
         for k, v in m["data"].items():
-            if k not in ("@soft", "@hard"): continue
             for kk, ns in v.items():
-                cpu, x = (int(p) for p in kk.split(","))
-                (bt_soft if k == "@soft" else bt_hard)[(cpu, names[x] if k == "@soft" else x)] = ns
-bt_soft = {k: v / 1e9 / bt_sec for k, v in bt_soft.items()}
-bt_hard = {k: v / 1e9 / bt_sec for k, v in bt_hard.items()}
+                a, b = (int(p) for p in kk.split(","))
+                if k == "@soft": cur[1][(a, names[b])] = ns
+                elif k == "@hard": cur[2][(a, b)] = ns
+# the bpftrace dumps inside the recording, and the recording's samples nearest to them
+t0, t1 = recs[0]["cost"]["clock_ns"], recs[-1]["cost"]["clock_ns"]
+inside = [d for d in dumps if t0 <= d[0] <= t1]
+d0, d1 = inside[0], inside[-1]
+near = lambda t: min(recs, key=lambda r: abs(r["cost"]["clock_ns"] - t))
+a, b = near(d0[0])["cost"], near(d1[0])["cost"]
+sec, bsec = (b["clock_ns"] - a["clock_ns"]) / 1e9, (d1[0] - d0[0]) / 1e9
+ca, cb = {c: i for i, c in enumerate(a["cpus"])}, {c: i for i, c in enumerate(b["cpus"])}
+ours_soft, ours_hard = {}, {}
+for va, vb in zip(a["softirqs"], b["softirqs"]):
+    for cpu, i in cb.items():
+        ours_soft[(cpu, names[vb["id"]])] = (vb["time_ns"][i] - va["time_ns"][ca[cpu]]) / 1e9 / sec
+pa = {h["id"]: h for h in a.get("hardirqs") or []}
+for hb in b.get("hardirqs") or []:
+    ha = pa.get(hb["id"], {"time_ns": [0]*len(ca)})
+    for cpu, i in cb.items():
+        ours_hard[(cpu, hb["id"])] = (hb["time_ns"][i] - ha["time_ns"][ca[cpu]]) / 1e9 / sec
+bt_soft = {k: (d1[1].get(k, 0) - d0[1].get(k, 0)) / 1e9 / bsec for k in d1[1]}
+bt_hard = {k: (d1[2].get(k, 0) - d0[2].get(k, 0)) / 1e9 / bsec for k in d1[2]}
 def row(what, o, t):
     d = (o - t) / t * 100 if t else float("nan")
     print(f"  {what:<22} irqpilot {1000*o:9.3f} ms/s   bpftrace {1000*t:9.3f} ms/s   diff {d:+6.1f} %")
-print(f"windows: irqpilot {sec:.2f} s, bpftrace {bt_sec:.2f} s")
+print(f"windows: irqpilot {sec:.2f} s, bpftrace {bsec:.2f} s, starts {(d0[0]-a['clock_ns'])/1e6:+.0f} ms apart")
 for cpu in sorted(cb):
     row(f"CPU{cpu} NET_RX", ours_soft.get((cpu, "NET_RX"), 0), bt_soft.get((cpu, "NET_RX"), 0))
     row(f"CPU{cpu} BLOCK", ours_soft.get((cpu, "BLOCK"), 0), bt_soft.get((cpu, "BLOCK"), 0))
@@ -106,11 +115,15 @@ for irq in sorted(disk):
     for cpu in sorted(cb):
         o, t = ours_hard.get((cpu, irq), 0), bt_hard.get((cpu, irq), 0)
         if o or t: row(f"CPU{cpu} irq {irq} (disk)", o, t)
-print("/proc/stat tick-sampled softirq share vs measured softirq time (same irqpilot window):")
-st = {c["id"]: c for c in a["cpus"]}
-for c in b["cpus"]:
-    tick = (c["softirq"] - st[c["id"]]["softirq"]) / sec * 100
-    meas = sum(v for (cpu, _), v in ours_soft.items() if cpu == c["id"]) * 100
+print("/proc/stat tick-sampled softirq share vs measured softirq time (irqpilot's whole recording):")
+f, l = recs[0], recs[-1]
+fs = (l["cost"]["clock_ns"] - f["cost"]["clock_ns"]) / 1e9
+st = {c["id"]: c for c in f["cpus"]}
+fc = {c: i for i, c in enumerate(f["cost"]["cpus"])}
+for c in l["cpus"]:
+    tick = (c["softirq"] - st[c["id"]]["softirq"]) / fs * 100
+    i = l["cost"]["cpus"].index(c["id"])
+    meas = sum(vb["time_ns"][i] - va["time_ns"][fc[c["id"]]] for va, vb in zip(f["cost"]["softirqs"], l["cost"]["softirqs"])) / 1e9 / fs * 100
     print(f"  CPU{c['id']}: /proc/stat softirq {tick:5.1f} %   measured {meas:5.1f} %")
 PY
 echo "flood: $(cat "$OUT/flood.txt")"
