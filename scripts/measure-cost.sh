@@ -62,7 +62,7 @@ fio --name=irqp-mc --filename="$DIR/irqp-mc-fio" --size=16M --rw=randwrite --bs=
     --time_based --runtime=$((WIN + 4)) > "$OUT/fio.txt" &
 pids+=($!)
 sleep 1
-"$BIN" record --cost=bpf --interval 1s --duration "${WIN}s" -o "$OUT/rec.jsonl" 2>"$OUT/rec.err"
+"$BIN" record --cost=bpf --interval 250ms --duration "${WIN}s" -o "$OUT/rec.jsonl" 2>"$OUT/rec.err"
 sleep 1.2
 kill -INT $btpid; wait $btpid || true
 [ "$MOUNTED" = 1 ] && umount /sys/kernel/tracing
