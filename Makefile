@@ -23,11 +23,11 @@ generate:
 	@./scripts/install-deps.sh $(GEN_PKGS)
 	$(GO) generate ./internal/kernel/bpfcost/
 
-# Interrupt-cost measurements behind the README (root, about 1.5 minutes):
+# Interrupt-cost measurements behind the README (root, about 2 minutes):
 # agreement with bpftrace, /proc/stat's tick share vs measured, overhead.
 measure-cost: deps build
 	@./scripts/install-deps.sh bpftrace
-	./scripts/measure-cost.sh $(BIN)
+	./scripts/measure-cost.sh $(BIN) 10 5
 
 # doctor exits 1 when it has warnings: that is a diagnosis, not a failure of `make run`.
 run: deps build
