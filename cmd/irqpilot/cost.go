@@ -17,6 +17,9 @@ const (
 	costCounts = "counts"
 )
 
+// costMeasuredNote is startCost's line when the collector runs.
+const costMeasuredNote = "interrupt cost: measured with eBPF"
+
 // addCostFlag adds --cost, bound to dst.
 func addCostFlag(c *cobra.Command, dst *string) {
 	c.Flags().StringVar(dst, "cost", costAuto,
@@ -48,5 +51,5 @@ func startCost(mode string, fs *kernel.FS) (load.CostReader, func(), string, err
 		}
 		return nil, none, "interrupt cost: estimated from counts, eBPF unavailable: " + err.Error(), nil
 	}
-	return c, func() { _ = c.Close() }, "interrupt cost: measured with eBPF", nil
+	return c, func() { _ = c.Close() }, costMeasuredNote, nil
 }

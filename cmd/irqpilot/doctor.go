@@ -163,7 +163,7 @@ func (o *doctorOptions) diagnose(prev, cur *load.Sample, last *kernel.FS) (*doct
 	}
 	rep.CostSource = l.CostSource
 	if o.costNote != "" {
-		if l.CostSource != load.CostBPF && o.costNote == "interrupt cost: measured with eBPF" {
+		if l.CostSource != load.CostBPF && o.costNote == costMeasuredNote {
 			o.costNote = "interrupt cost: estimated from counts (the eBPF maps could not be read in both samples)"
 		}
 		rep.Notes = append(rep.Notes, o.costNote)
