@@ -3,17 +3,31 @@ GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke clean
+.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke clean generate measure-cost
 
 all: build
 
 # Debian packages the tests and workloads need (idempotent; needs root).
-DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace
+DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
 
 build:
 	$(GO) build -o $(BIN) ./cmd/irqpilot
+
+# Regenerates the eBPF collector's Go bindings and object file
+# (internal/kernel/bpfcost/cost_bpfel.{go,o}, committed) from its C source
+# with bpf2go. Only this needs clang; `go build` uses the committed files.
+GEN_PKGS := clang llvm libbpf-dev
+generate:
+	@./scripts/install-deps.sh $(GEN_PKGS)
+	$(GO) generate ./internal/kernel/bpfcost/
+
+# Interrupt-cost measurements behind the README (root, about 2 minutes):
+# agreement with bpftrace, /proc/stat's tick share vs measured, overhead.
+measure-cost: deps build
+	@./scripts/install-deps.sh bpftrace
+	./scripts/measure-cost.sh $(BIN) 10 5
 
 # doctor exits 1 when it has warnings: that is a diagnosis, not a failure of `make run`.
 run: deps build

@@ -3,13 +3,14 @@ module github.com/irqpilot/irqpilot
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/gdamore/tcell/v2 v2.13.10
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.9.0
 	github.com/prometheus/procfs v0.23.0
 	github.com/safchain/ethtool v0.7.0
 	github.com/spf13/cobra v1.10.2
-	github.com/spf13/pflag v1.0.9
+	github.com/spf13/pflag v1.0.10
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0

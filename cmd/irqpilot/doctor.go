@@ -19,6 +19,8 @@ type doctorOptions struct {
 	duration     time.Duration
 	after        string
 	probeManaged bool
+	cost         string
+	costNote     string // what interrupt cost was used, set by samples
 }
 
 func newDoctorCmd(g *globalFlags) *cobra.Command {
@@ -45,6 +47,7 @@ Exit status: 0 no finding of severity warning or worse, 1 such findings,
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "time between the two samples on the live machine")
 	f.StringVar(&o.after, "after", "", "second sample for --root/--snapshot: a `DIR` or snapshot FILE.tar.gz captured later")
 	addProbeManagedFlag(cmd, &o.probeManaged)
+	addCostFlag(cmd, &o.cost)
 	return cmd
 }
 
@@ -56,6 +59,8 @@ type doctorReport struct {
 	CPUs     []load.CPULoad `json:"cpus"`
 	Resets   []load.Reset   `json:"resets,omitempty"`
 	Notes    []string       `json:"notes,omitempty"`
+	// CostSource: "bpf" (interrupt time measured) or "counts" (estimated).
+	CostSource string `json:"cost_source"`
 }
 
 func (o *doctorOptions) run(out io.Writer) error {
@@ -98,8 +103,15 @@ func (o *doctorOptions) samples(first *kernel.FS) (prev, cur *load.Sample, last 
 		if o.duration <= 0 {
 			return nil, nil, nil, nil, fmt.Errorf("--duration %v: must be positive", o.duration)
 		}
+		reader, stopCost, note, err := startCost(o.cost, first)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		defer stopCost()
+		o.costNote = note
 		s := load.NewSampler(first)
 		s.Tasks = true
+		s.Cost = reader
 		if prev, err = s.Sample(); err != nil {
 			return nil, nil, nil, nil, err
 		}
@@ -111,6 +123,9 @@ func (o *doctorOptions) samples(first *kernel.FS) (prev, cur *load.Sample, last 
 	}
 	if o.after == "" {
 		return nil, nil, nil, nil, fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
+	}
+	if _, _, o.costNote, err = startCost(o.cost, first); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	second, closeSecond, err := openAfter(o.after)
 	if err != nil {
@@ -145,6 +160,13 @@ func (o *doctorOptions) diagnose(prev, cur *load.Sample, last *kernel.FS) (*doct
 	}
 	if len(l.Absent) > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("CPUs %v were online in only one sample; they are left out", l.Absent))
+	}
+	rep.CostSource = l.CostSource
+	if o.costNote != "" {
+		if l.CostSource != load.CostBPF && o.costNote == costMeasuredNote {
+			o.costNote = "interrupt cost: estimated from counts (the eBPF maps could not be read in both samples)"
+		}
+		rep.Notes = append(rep.Notes, o.costNote)
 	}
 	return rep, nil
 }

@@ -25,6 +25,7 @@ type recordOptions struct {
 	output   string
 	hostname string
 	verbose  bool
+	cost     string
 }
 
 func newRecordCmd(g *globalFlags) *cobra.Command {
@@ -53,6 +54,7 @@ it used itself (getrusage), as a percentage of one CPU.`,
 	f.StringVarP(&o.output, "output", "o", "", "recording `FILE` (.jsonl; - for stdout)")
 	f.StringVar(&o.hostname, "hostname", "", "host name to put in the header (default: the machine's)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "report every sample and the CPU time split on stderr")
+	addCostFlag(cmd, &o.cost)
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
@@ -104,7 +106,14 @@ func (o *recordOptions) run(ctx context.Context, stdout, errOut io.Writer) error
 	if name == "" {
 		name, _ = os.Hostname()
 	}
+	reader, stopCost, costNote, err := startCost(o.cost, fs)
+	if err != nil {
+		return err
+	}
+	defer stopCost()
+	fmt.Fprintf(errOut, "irqpilot record: %s\n", costNote)
 	sampler := load.NewSampler(fs)
+	sampler.Cost = reader
 	first, err := sampler.Sample()
 	if err != nil {
 		return err

@@ -32,7 +32,9 @@ several of one host) and draws:
     on one axis (cluster view), stacked irq / softirq / system / user;
   - per-CPU interrupt time (irq+softirq) and busy time over the run, as heat
     maps with a row per host CPU;
-  - the rates of the busiest IRQs over time (--top).
+  - the rates of the busiest IRQs over time (--top);
+  - interrupt time per CPU by source (hardirq, NET_RX, BLOCK, …) over time,
+    measured with eBPF when the recording has it, else estimated from counts.
 
 The output format follows the -o file name: .png or .svg (all charts in one
 image) or .html (a self-contained page with a summary table and the charts

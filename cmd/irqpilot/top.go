@@ -22,6 +22,7 @@ type topOptions struct {
 	once     bool
 	interval time.Duration
 	irqs     int
+	cost     string
 }
 
 func newTopCmd(g *globalFlags) *cobra.Command {
@@ -48,6 +49,7 @@ summarised in one line.
 	f.BoolVar(&o.once, "once", false, "print one interval as text and exit")
 	f.DurationVar(&o.interval, "interval", time.Second, "sampling interval")
 	f.IntVar(&o.irqs, "irqs", 20, "with --once: how many of the busiest IRQs to print")
+	addCostFlag(cmd, &o.cost)
 	return cmd
 }
 
@@ -104,6 +106,15 @@ func (o *topOptions) run(out, errOut io.Writer) error {
 	s, err := newTopSession(fs, errOut)
 	if err != nil {
 		return err
+	}
+	reader, stopCost, costNote, err := startCost(o.cost, fs)
+	if err != nil {
+		return err
+	}
+	defer stopCost()
+	s.sampler.Cost = reader
+	if reader == nil {
+		fmt.Fprintf(errOut, "irqpilot top: %s\n", costNote)
 	}
 	if _, err := s.next(); err != nil {
 		return err

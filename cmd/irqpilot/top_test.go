@@ -204,7 +204,7 @@ func TestTopInTmux(t *testing.T) {
 		}
 	}
 	if !strings.HasPrefix(lines[0], "irqpilot top") || !strings.Contains(screen, " CPU   usr   sys   irq  soft  idle") ||
-		!strings.Contains(screen, "RATE/s DEVICE") {
+		!strings.Contains(screen, "RATE/s   MS/s DEVICE") {
 		t.Errorf("screen lacks title or headers:\n%s", screen)
 	}
 

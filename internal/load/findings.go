@@ -173,14 +173,14 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 	var out []Finding
 	for i := range l.CPUs {
 		c := &l.CPUs[i]
-		if c.NoTicks || c.IRQTime() < BoundIRQPct || c.Idle > BoundIdlePct {
+		if c.NoTicks || l.CostPct(c) < BoundIRQPct || c.Idle > BoundIdlePct {
 			continue
 		}
 		var othersIRQ, othersIdle float64
 		n := 0
 		for j := range l.CPUs {
 			if j != i && !l.CPUs[j].NoTicks {
-				othersIRQ += l.CPUs[j].IRQTime()
+				othersIRQ += l.CostPct(&l.CPUs[j])
 				othersIdle += l.CPUs[j].Idle
 				n++
 			}
@@ -190,14 +190,14 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 		}
 		othersIRQ /= float64(n)
 		othersIdle /= float64(n)
-		if c.IRQTime() < BoundRatio*othersIRQ || c.IRQTime()-othersIRQ < BoundMargin {
+		if l.CostPct(c) < BoundRatio*othersIRQ || l.CostPct(c)-othersIRQ < BoundMargin {
 			continue
 		}
 		if othersIdle < OthersIdlePct {
 			continue // no CPU waits: the machine is simply busy
 		}
 		sev := Warning
-		if c.IRQTime() >= CriticalIRQPct {
+		if l.CostPct(c) >= CriticalIRQPct {
 			sev = Critical
 		}
 		waiting := fmt.Sprintf("the other CPUs are %.0f%% idle on average", othersIdle)
@@ -215,6 +215,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 				ev(fmt.Sprintf("CPU%d NET_TX softirqs", c.ID), c.NetTx, "/s"),
 				ev(fmt.Sprintf("CPU%d BLOCK softirqs", c.ID), c.Block, "/s"),
 				ev(fmt.Sprintf("CPU%d device IRQs", c.ID), c.Interrupts, "/s"),
+				ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, CostDescription(l.CostSource)), l.CostPct(c), "%"),
 			},
 			Why: "Everything this CPU's interrupts deliver waits for it: once it saturates, throughput stops growing while the other CPUs have time to spare (seeds 000 and 004: core 0 at 52.8% softirq and 6% idle).",
 		}
@@ -236,6 +237,9 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 				break
 			}
 			f.Evidence = append(f.Evidence, ev(irqLabel(h, x.irq)+fmt.Sprintf(" on CPU%d", c.ID), x.rate, "/s"))
+			if r := l.IRQ(x.irq); r != nil && l.CostSource == CostBPF {
+				f.Evidence = append(f.Evidence, ev(irqLabel(h, x.irq)+fmt.Sprintf(" handler time on CPU%d, measured", c.ID), 1000*r.TimePerCPU[c.ID], "ms/s"))
+			}
 			names = append(names, fmt.Sprint(x.irq))
 		}
 		if c.SoftIRQ >= c.IRQ && c.NetRx >= c.Block {
@@ -562,7 +566,7 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	}
 	hot := -1
 	for i := range l.CPUs {
-		if l.CPUs[i].IRQTime() >= HotIRQPct && (hot < 0 || l.CPUs[i].IRQTime() > l.CPUs[hot].IRQTime()) {
+		if l.CostPct(&l.CPUs[i]) >= HotIRQPct && (hot < 0 || l.CostPct(&l.CPUs[i]) > l.CostPct(&l.CPUs[hot])) {
 			hot = i
 		}
 	}
@@ -593,6 +597,7 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	evs = append([]Evidence{
 		ev(fmt.Sprintf("CPU%d %%irq+%%soft", c.ID), c.IRQTime(), "%"),
 		ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
+		ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, CostDescription(l.CostSource)), l.CostPct(c), "%"),
 	}, evs...)
 	return []Finding{{
 		ID: IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},

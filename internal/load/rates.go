@@ -10,6 +10,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 )
 
 // Load is what happened between two samples: per-CPU utilisation in percent
@@ -42,6 +43,12 @@ type Load struct {
 	// wrapped. A reset counter contributes a rate of 0 for the interval; a
 	// 32-bit wrap is recognised and counted (Wrapped).
 	Resets []Reset `json:"resets,omitempty"`
+	// CostSource says where the interrupt times (CPULoad.HardirqTime,
+	// SoftirqTime, IRQRate.Time) come from: CostBPF (measured) or
+	// CostCounts (estimated from counts).
+	CostSource string `json:"cost_source"`
+	// NAPI are the NAPI instances that polled (measured only).
+	NAPI []bpfcost.NAPIRate `json:"napi,omitempty"`
 }
 
 // CPULoad is one CPU over the interval. The time fields are percent of the
@@ -76,6 +83,12 @@ type CPULoad struct {
 	// kicks remote CPUs with function-call IPIs.
 	Reschedule   float64 `json:"reschedule_ipi"`
 	FunctionCall float64 `json:"function_call_ipi"`
+
+	// HardirqTime is CPU seconds per second in hardirq handlers, and
+	// SoftirqTime the same per softirq vector ("NET_RX"): measured or
+	// estimated, see Load.CostSource.
+	HardirqTime float64            `json:"hardirq_time"`
+	SoftirqTime map[string]float64 `json:"softirq_time"`
 }
 
 // Busy is the percentage of the CPU not idle (and not waiting for I/O).
@@ -100,6 +113,10 @@ type IRQRate struct {
 	PerCPU map[int]float64 `json:"per_cpu,omitempty"`
 	// CPUs are the CPUs where it fired during the interval.
 	CPUs cpuset.Set `json:"cpus"`
+	// Time is CPU seconds per second in its handlers, all CPUs, and
+	// TimePerCPU by CPU (numbered IRQs; see Load.CostSource).
+	Time       float64         `json:"time"`
+	TimePerCPU map[int]float64 `json:"time_per_cpu,omitempty"`
 }
 
 // SoftnetRate is one CPU's /proc/net/softnet_stat over the interval.
@@ -232,6 +249,7 @@ func Rates(prev, cur *Sample) (*Load, error) {
 	if prev.Tasks != nil && cur.Tasks != nil {
 		taskRates(l, prev.Tasks, cur.Tasks, sec)
 	}
+	costRates(l, prev, cur)
 	return l, nil
 }
 

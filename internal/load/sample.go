@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 )
 
 // Clock sources for Sample.Clock.
@@ -49,6 +50,9 @@ type Sample struct {
 	Tasks []TaskTimes `json:"tasks,omitempty"`
 	// Unavailable names optional sources that could not be read, with the reason.
 	Unavailable []string `json:"unavailable,omitempty"`
+	// Cost is the eBPF collector's counters (nil: not measured; rates
+	// then estimate interrupt time from counts, see cost.go).
+	Cost *bpfcost.Snapshot `json:"cost,omitempty"`
 }
 
 // CPUTimes is one cpuN line of /proc/stat, in seconds (USER_HZ ticks / 100).
@@ -95,6 +99,8 @@ type Sampler struct {
 	// Tasks makes Sample read every thread's /proc/PID/task/TID/stat too
 	// (for doctor's app-on-irq-cpu); costly on busy hosts, off by default.
 	Tasks bool
+	// Cost, when set, is read with every sample (the eBPF collector).
+	Cost CostReader
 
 	fs   *kernel.FS
 	base time.Time // monotonic origin for ClockMonotonic
@@ -172,6 +178,11 @@ func (s *Sampler) Sample() (*Sample, error) {
 		}
 		if smp.Softnet, err = softnetRows(rows, online); err != nil {
 			smp.Unavailable = append(smp.Unavailable, err.Error())
+		}
+	}
+	if s.Cost != nil {
+		if smp.Cost, err = s.Cost.Read(); err != nil {
+			smp.Unavailable = append(smp.Unavailable, "eBPF cost maps: "+err.Error())
 		}
 	}
 	if s.Tasks {

@@ -135,7 +135,7 @@ func (l *line) sample(info map[string]*irqInfo) (*load.Sample, error) {
 	}
 	s := &load.Sample{
 		Time: l.Time, Clock: time.Duration(l.Clock), ClockSource: l.ClockSource,
-		CPUs: l.CPUs, Softirqs: l.Softirqs, Softnet: l.Softnet, Unavailable: l.Unavailable,
+		CPUs: l.CPUs, Softirqs: l.Softirqs, Softnet: l.Softnet, Unavailable: l.Unavailable, Cost: l.Cost,
 	}
 	in := &kernel.Interrupts{CPUs: l.IRQCPUs, Lines: make([]kernel.InterruptLine, 0, len(l.IRQs))}
 	for _, r := range l.IRQs {

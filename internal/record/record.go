@@ -21,7 +21,11 @@
 //	 "irqs":[["38",[12,3456]],["LOC",[…]],…],              // row label, per-column counts
 //	 "irq_info":{"38":{"chip":"PCI-MSIX-0000:00:03.0","actions":["virtio0-input.0"]}},
 //	 "softirqs":{"cpus":[0,1],"types":["HI",…],"counts":[[…],…]},
-//	 "softnet":[{"cpu":0,"processed":…},…]}
+//	 "softnet":[{"cpu":0,"processed":…},…],
+//	 "cost":{"clock_ns":…,"boot_ns":…,"cpus":[0,1],        // eBPF collector (absent: counts only)
+//	         "hardirqs":[{"id":36,"time_ns":[…],"count":[…]},…],
+//	         "softirqs":[{"id":3,"time_ns":[…],"count":[…]},…],   // id: vector number
+//	         "napi":[{"dev":"eth0","napi_id":8193,"polls":[…],"work":[…],"exhausted":[…]}]}}
 //
 // irq_info carries the chip, hwirq, trigger, actions and description of a
 // /proc/interrupts row only in the first sample and whenever they change;
@@ -32,6 +36,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
@@ -69,6 +74,7 @@ type line struct {
 	Softirqs    *load.Softirqs         `json:"softirqs,omitempty"`
 	Softnet     []load.SoftnetCounters `json:"softnet,omitempty"`
 	Unavailable []string               `json:"unavailable,omitempty"`
+	Cost        *bpfcost.Snapshot      `json:"cost,omitempty"`
 }
 
 // irqRow is one /proc/interrupts row: [label, [counts…]]. Encoded as a

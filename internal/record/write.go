@@ -46,7 +46,7 @@ func (w *Writer) Write(s *load.Sample) error {
 	l := &w.line
 	*l = line{
 		Type: "sample", Time: s.Time, Clock: int64(s.Clock), ClockSource: s.ClockSource,
-		CPUs: s.CPUs, Softirqs: s.Softirqs, Softnet: s.Softnet, Unavailable: s.Unavailable,
+		CPUs: s.CPUs, Softirqs: s.Softirqs, Softnet: s.Softnet, Unavailable: s.Unavailable, Cost: s.Cost,
 	}
 	clear(w.delta)
 	w.rows = w.rows[:0]

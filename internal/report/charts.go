@@ -71,11 +71,16 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
+	cost, err := CostChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
 	return []Chart{
 		{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch},
 		{Name: "irq-soft-over-time", Title: soft.Title.Text, Plot: soft, Height: hmH},
 		{Name: "busy-over-time", Title: busy.Title.Text, Plot: busy, Height: hmH},
 		{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch},
+		{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch},
 	}, nil
 }
 

@@ -134,7 +134,7 @@ func TestImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(charts) != 4 {
+	if len(charts) != 5 {
 		t.Fatalf("%d charts", len(charts))
 	}
 	var totalH vg.Length

@@ -22,6 +22,10 @@ type Frame struct {
 	IRQs     []IRQ     `json:"irqs"`
 	// AbsentCPUs went offline or came online during the interval.
 	AbsentCPUs []int `json:"absent_cpus,omitempty"`
+	// CostSource is "bpf" when the interrupt times (CPU softirq_time and
+	// hardirq_time, IRQ time) were measured with eBPF, "counts" when they
+	// are estimated from counts.
+	CostSource string `json:"cost_source"`
 }
 
 // CPU is one CPU over the interval: times in percent of the CPU, softirqs
@@ -42,6 +46,10 @@ type CPU struct {
 	// Softnet drops (backlog full) and time squeezes (budget ran out), per second.
 	Dropped  float64 `json:"softnet_dropped"`
 	Squeezed float64 `json:"softnet_squeezed"`
+	// SoftirqTime is CPU seconds per second by softirq vector (names as in
+	// /proc/softirqs), HardirqTime the same in hardirq handlers.
+	SoftirqTime map[string]float64 `json:"softirq_time"`
+	HardirqTime float64            `json:"hardirq_time"`
 }
 
 // Busy is the percentage neither idle nor waiting for I/O.
@@ -58,6 +66,8 @@ type IRQ struct {
 	Rate float64 `json:"rate"`
 	// CPUs is where it fired during the interval.
 	CPUs cpuset.Set `json:"cpus"`
+	// Time is CPU seconds per second in its handlers, all CPUs.
+	Time float64 `json:"time"`
 }
 
 // NewFrame combines a Load with the host model (for IRQ devices and queues;
@@ -66,7 +76,7 @@ func NewFrame(hostname string, h *host.Host, l *load.Load) *Frame {
 	f := &Frame{
 		Host: hostname, Time: l.End, Interval: l.Interval.Seconds(),
 		CPUs: make([]CPU, 0, len(l.CPUs)), IRQs: make([]IRQ, 0, len(l.IRQs)),
-		AbsentCPUs: l.Absent,
+		AbsentCPUs: l.Absent, CostSource: l.CostSource,
 	}
 	for i := range l.CPUs {
 		c := &l.CPUs[i]
@@ -74,6 +84,10 @@ func NewFrame(hostname string, h *host.Host, l *load.Load) *Frame {
 			ID: c.ID, User: c.User, Nice: c.Nice, System: c.System, IOWait: c.IOWait,
 			IRQ: c.IRQ, SoftIRQ: c.SoftIRQ, Steal: c.Steal, Idle: c.Idle,
 			NetRx: c.NetRx, NetTx: c.NetTx, Block: c.Block,
+			SoftirqTime: c.SoftirqTime, HardirqTime: c.HardirqTime,
+		}
+		if fc.SoftirqTime == nil {
+			fc.SoftirqTime = map[string]float64{}
 		}
 		if sn := l.SoftnetCPU(c.ID); sn != nil {
 			fc.Dropped, fc.Squeezed = sn.Dropped, sn.TimeSqueeze
@@ -82,7 +96,7 @@ func NewFrame(hostname string, h *host.Host, l *load.Load) *Frame {
 	}
 	for i := range l.IRQs {
 		r := &l.IRQs[i]
-		q := IRQ{IRQ: r.IRQ, Name: strings.Join(r.Actions, ","), Rate: r.Rate, CPUs: r.CPUs}
+		q := IRQ{IRQ: r.IRQ, Name: strings.Join(r.Actions, ","), Rate: r.Rate, CPUs: r.CPUs, Time: r.Time}
 		if h != nil {
 			if hi := h.IRQ(r.IRQ); hi != nil {
 				q.Device, q.Queue, q.Class = hi.Device, hi.Queue, string(hi.Class)

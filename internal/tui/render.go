@@ -124,10 +124,10 @@ func (l *line) done() []Cell {
 
 // Widths of the fixed parts of a CPU row.
 const (
-	cpuNumW  = 4 + 5*6 + 1                   // "CPU" + five " 12.3" + space
-	cpuRateW = 7 + 7 + 7 + 6 + 6             // NET_RX NET_TX BLOCK drop sqz
-	minBarW  = 6                             // narrower than this: no bar
-	irqFixW  = 5 + 1 + 9 + 1 + 9 + 1 + 4 + 1 // IRQ, rate, device, queue
+	cpuNumW  = 4 + 5*6 + 1                           // "CPU" + five " 12.3" + space
+	cpuRateW = 7 + 7 + 7 + 6 + 6                     // NET_RX NET_TX BLOCK drop sqz
+	minBarW  = 6                                     // narrower than this: no bar
+	irqFixW  = 5 + 1 + 9 + 1 + 6 + 1 + 9 + 1 + 4 + 1 // IRQ, rate, ms/s, device, queue
 )
 
 // Render draws m into a w×h screen. It is pure: the same model gives the
@@ -152,8 +152,8 @@ func Render(m *Model, w, h int) *Screen {
 		for i := range f.IRQs {
 			irqTotal += f.IRQs[i].Rate
 		}
-		t.put(fmt.Sprintf("  %s  %d CPUs  %.1fs  irqs %s/s  %s", f.Host, len(f.CPUs), f.Interval,
-			human(irqTotal), f.Time.Format("15:04:05")), StyleTitle)
+		t.put(fmt.Sprintf("  %s  %d CPUs  %.1fs  irqs %s/s  %s  cost %s", f.Host, len(f.CPUs), f.Interval,
+			human(irqTotal), f.Time.Format("15:04:05"), costWord(f.CostSource)), StyleTitle)
 	}
 	add(t)
 
@@ -222,7 +222,7 @@ func Render(m *Model, w, h int) *Screen {
 
 	add(nl())
 	ih := nl()
-	ih.put(fmt.Sprintf("%5s %9s %-9s %4s ", "IRQ", "RATE/s", "DEVICE", "Q"), StyleHeader)
+	ih.put(fmt.Sprintf("%5s %9s %6s %-9s %4s ", "IRQ", "RATE/s", "MS/s", "DEVICE", "Q"), StyleHeader)
 	cpusW := max(min(14, w-irqFixW-10), 4)
 	ih.put(fmt.Sprintf("%-*s NAME", cpusW, "CPUS"), StyleHeader)
 	if m.Filter != "" {
@@ -248,11 +248,88 @@ func Render(m *Model, w, h int) *Screen {
 		if dev == "" {
 			dev = "-"
 		}
-		l.put(fmt.Sprintf("%5d %9s %-9s %4s ", q.IRQ, human(q.Rate), clip(dev, 9), qs), StyleNormal)
+		l.put(fmt.Sprintf("%5d %9s %6s %-9s %4s ", q.IRQ, human(q.Rate), ms(q.Time), clip(dev, 9), qs), StyleNormal)
 		l.put(fmt.Sprintf("%-*s %s", cpusW, clip(q.CPUs.String(), cpusW), q.Name), StyleNormal)
 		add(l)
 	}
+	// Interrupt time per CPU by source, when the rows left allow it.
+	if tbl := costTable(f, cpus[:cpuRows]); len(lines)+len(tbl)+1 <= h-1 {
+		add(nl())
+		for _, s := range tbl {
+			l := nl()
+			l.put(s.text, s.style)
+			add(l)
+		}
+	}
 	return finish(lines, footer(m, w), w, h)
+}
+
+// costWord is the title's word for a cost source.
+func costWord(src string) string {
+	if src == "bpf" {
+		return "measured"
+	}
+	return "estimated"
+}
+
+// ms formats CPU seconds per second as milliseconds per second.
+func ms(v float64) string {
+	v *= 1000
+	if v > 0 && v < 0.05 {
+		return "<0.1"
+	}
+	return human(v)
+}
+
+// costVectors are the softirq columns of the cost table; the rest are "other".
+var costVectors = []string{"NET_RX", "NET_TX", "BLOCK", "TIMER", "SCHED", "RCU"}
+
+type styledText struct {
+	text  string
+	style Style
+}
+
+// costTable is the interrupt time of each CPU by source, in ms/s: hardirq,
+// the main softirq vectors and the other vectors together.
+func costTable(f *Frame, cpus []CPU) []styledText {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var out []styledText
+	hd := fmt.Sprintf("%4s %6s", "CPU", "hard")
+	for _, v := range costVectors {
+		hd += fmt.Sprintf(" %6s", v)
+	}
+	hd += fmt.Sprintf(" %6s  ms/s %s", "other", CostText(f.CostSource))
+	out = append(out, styledText{hd, StyleHeader})
+	for i := range cpus {
+		c := &cpus[i]
+		s := fmt.Sprintf("%4d %6s", c.ID, ms(c.HardirqTime))
+		other := 0.0
+		for name, v := range c.SoftirqTime {
+			other += v
+			for _, k := range costVectors {
+				if k == name {
+					other -= v
+				}
+			}
+		}
+		for _, v := range costVectors {
+			s += fmt.Sprintf(" %6s", ms(c.SoftirqTime[v]))
+		}
+		s += fmt.Sprintf(" %6s", ms(other))
+		out = append(out, styledText{s, StyleNormal})
+	}
+	return out
+}
+
+// CostText says what a cost source means: "measured with eBPF" or
+// "estimated from counts".
+func CostText(src string) string {
+	if src == "bpf" {
+		return "measured with eBPF"
+	}
+	return "estimated from counts"
 }
 
 // finish pads or cuts lines to h-1 and appends the footer.
@@ -488,8 +565,9 @@ func FormatText(f *Frame, width, maxIRQs int) []string {
 	g := *f
 	g.IRQs = irqs[:n]
 	m := &Model{Frame: &g, Sort: SortID}
-	// Tall enough for everything: title, header, CPUs, blank, header, IRQs, footer.
-	h := len(f.CPUs) + n + 5
+	// Tall enough for everything: title, header, CPUs, blank, header, IRQs,
+	// blank, cost header, cost rows, footer.
+	h := len(f.CPUs) + n + 5 + len(f.CPUs) + 2
 	if n == 0 {
 		h++
 	}

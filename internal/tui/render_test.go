@@ -111,7 +111,7 @@ func TestRender80x24Busy(t *testing.T) {
 			irqLine = text[i+1]
 		}
 	}
-	if f := strings.Fields(irqLine); len(f) < 6 || f[0] != "36" || f[2] != "vda" || f[3] != "0" || f[4] != "1" || f[5] != "virtio1-req.0" {
+	if f := strings.Fields(irqLine); len(f) < 7 || f[0] != "36" || f[3] != "vda" || f[4] != "0" || f[5] != "1" || f[6] != "virtio1-req.0" {
 		t.Errorf("top IRQ line %q, want IRQ 36 vda queue 0 on CPU 1", irqLine)
 	}
 	if !strings.Contains(text[23], "q quit") {

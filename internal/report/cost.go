@@ -1,0 +1,145 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+// CostSeries is one CPU's interrupt time from one source ("hardirq",
+// "NET_RX", …) over the run, in percent of that CPU.
+type CostSeries struct {
+	Host   string
+	CPU    int
+	Source string
+	T      []float64 // seconds since the run start (interval ends)
+	Pct    []float64
+	Mean   float64
+}
+
+// CostSources says where the run's interrupt times come from: the number
+// of intervals measured with eBPF and estimated from counts.
+func (r *Run) CostSources() (measured, estimated int) {
+	for _, l := range r.Loads {
+		if l.CostSource == load.CostBPF {
+			measured++
+		} else {
+			estimated++
+		}
+	}
+	return measured, estimated
+}
+
+// CostSeries returns each CPU's hardirq time and softirq time by vector
+// over the run.
+func (r *Run) CostSeries() []CostSeries {
+	type key struct {
+		cpu int
+		src string
+	}
+	idx := map[key]int{}
+	var out []CostSeries
+	var total float64
+	add := func(t float64, cpu int, src string, v, w float64) {
+		k := key{cpu, src}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, CostSeries{Host: r.Host, CPU: cpu, Source: src})
+		}
+		s := &out[i]
+		s.T = append(s.T, t)
+		s.Pct = append(s.Pct, 100*v)
+		s.Mean += 100 * v * w
+	}
+	for _, l := range r.Loads {
+		t := l.End.Sub(r.Start).Seconds()
+		w := l.Interval.Seconds()
+		total += w
+		for _, c := range l.CPUs {
+			add(t, c.ID, "hardirq", c.HardirqTime, w)
+			names := make([]string, 0, len(c.SoftirqTime))
+			for n := range c.SoftirqTime {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				add(t, c.ID, n, c.SoftirqTime[n], w)
+			}
+		}
+	}
+	for i := range out {
+		out[i].Mean /= total
+	}
+	return out
+}
+
+// CostChart draws interrupt time per CPU by source over time: the busiest
+// (CPU, source) pairs of all runs (at most o.TopIRQs), one line each, in
+// percent of a CPU. The title says whether the times were measured with
+// eBPF or estimated from counts.
+func CostChart(runs []*Run, o Options) (*plot.Plot, error) {
+	o.defaults()
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
+	p.Y.Label.Text = "% of the CPU"
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Padding = 1
+	p.Add(plotter.NewGrid())
+
+	var all []CostSeries
+	measured, estimated := 0, 0
+	for _, r := range runs {
+		all = append(all, r.CostSeries()...)
+		m, e := r.CostSources()
+		measured += m
+		estimated += e
+	}
+	how := "measured with eBPF"
+	switch {
+	case measured == 0:
+		how = "estimated from counts"
+	case estimated > 0:
+		how = fmt.Sprintf("measured with eBPF in %d of %d intervals, else estimated from counts", measured, measured+estimated)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Mean > all[j].Mean })
+	n := min(o.TopIRQs, len(all))
+	for n > 0 && all[n-1].Mean <= 0 {
+		n--
+	}
+	all = all[:n]
+	p.Title.Text = "Interrupt time per CPU by source (" + how + ")"
+	if n == 0 {
+		p.Title.Text += " — none"
+		return p, nil
+	}
+	var peak float64
+	var args []any
+	for _, s := range all {
+		xys := make(plotter.XYs, len(s.T))
+		for i := range s.T {
+			xys[i] = plotter.XY{X: s.T[i], Y: s.Pct[i]}
+			peak = math.Max(peak, s.Pct[i])
+		}
+		name := "cpu" + strconv.Itoa(s.CPU) + " " + s.Source
+		if len(runs) > 1 {
+			name = s.Host + ": " + name
+		}
+		args = append(args, name, xys)
+	}
+	if err := plotutil.AddLines(p, args...); err != nil {
+		return nil, err
+	}
+	p.Y.Min = 0
+	p.Y.Max = math.Max(peak*(1.1+0.085*float64(n)), 1)
+	return p, nil
+}
