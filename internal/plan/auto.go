@@ -197,8 +197,8 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 	if separate {
 		measure = "interrupt work sharing CPUs with application work %.0f → %.0f points (every CPU is busy, so the plan separates them rather than spreads)"
 	}
-	p.Why = fmt.Sprintf("auto chose %s: %s. Predicted from the measurement (interrupt time estimated from counts): %s now → %s after; "+measure+" (%d candidates compared).",
-		best.name, findings, describe(base, cpus), describe(best.pred, cpus), baseScore, best.s, len(cands))
+	p.Why = fmt.Sprintf("auto chose %s: %s. Predicted from the measurement (interrupt time %s): %s now → %s after; "+measure+" (%d candidates compared).",
+		best.name, findings, load.CostDescription(l.CostSource), describe(base, cpus), describe(best.pred, cpus), baseScore, best.s, len(cands))
 	return p, nil
 }
 

@@ -221,3 +221,26 @@ func TestAutoOnGeneratedHost(t *testing.T) {
 	}
 	checkProperties(t, "auto/remote", h, p)
 }
+
+// With the eBPF collector's measured times the model uses them, not the
+// tick-sampled /proc/stat split: here /proc/stat says CPU0 is 80 %
+// softirq, the collector measured 20 % — and 20 % is what is predicted to
+// move.
+func TestModelUsesMeasuredCost(t *testing.T) {
+	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	l := synthLoad(h, map[int]cpuProfile{0: {soft: 80}}, nil, nil)
+	l.CostSource = load.CostBPF
+	for i := range l.CPUs {
+		l.CPUs[i].SoftirqTime = map[string]float64{}
+	}
+	l.CPUs[0].SoftirqTime["NET_RX"] = 0.20
+	m := newModel(h, l, []string{"vs1"})
+	if got := m.cpus[0].netSoft; got < 19.9 || got > 20.1 {
+		t.Errorf("network softirq on CPU0 = %.1f %%, want the measured 20 %%", got)
+	}
+	one := cpuset.Of(1)
+	p := &Plan{RxQueues: []RxQueueEntry{{Device: "vs1", Queue: ptr(0), RPSCPUs: &one}}}
+	if got := m.Predict(p).IRQ[1]; got < 18 || got > 20 {
+		t.Errorf("predicted CPU1 interrupt time %.1f %%, want ≈ %.1f %% moved", got, 20*RPSMovedVirtual)
+	}
+}

@@ -18,10 +18,10 @@ import (
 // (the share of %soft that NET_RX/NET_TX account for among the softirqs that
 // do work: NET_RX, NET_TX, BLOCK, IRQ_POLL, TASKLET — TIMER, HRTIMER, SCHED
 // and RCU are cheap and left out), other softirq, and the rest (user,
-// system, steal). Interrupt work is attributed to IRQs by their counts on
-// that CPU ("estimated from counts": this kernel has no
-// CONFIG_IRQ_TIME_ACCOUNTING, and the eBPF cost collector is not wired in
-// here yet). Then:
+// system, steal). With the eBPF cost collector (load.CostBPF) hardirq time
+// per IRQ and softirq time per vector are measured; otherwise interrupt
+// work is attributed to IRQs by their counts on that CPU ("estimated from
+// counts": this kernel has no CONFIG_IRQ_TIME_ACCOUNTING). Then:
 //   - moving an IRQ moves its hardirq time and, unless RPS takes it, the
 //     network softirq its queue raises;
 //   - RPS on a queue moves RPSMoved of that queue's network softirq evenly
@@ -96,10 +96,21 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 			u.netSoft = c.SoftIRQ * net / work
 		}
 		u.otherSoft = c.SoftIRQ - u.netSoft
+		if l.CostSource == load.CostBPF && c.SoftirqTime != nil {
+			// Measured by the eBPF collector: use the real times.
+			u.hard = 100 * c.HardirqTime
+			u.netSoft = 100 * (c.SoftirqTime["NET_RX"] + c.SoftirqTime["NET_TX"])
+			var soft float64
+			for _, v := range c.SoftirqTime {
+				soft += 100 * v
+			}
+			u.otherSoft = max(0, soft-u.netSoft)
+		}
 		m.cpus[c.ID] = u
 	}
-	// Attribute each CPU's hardirq time over the IRQs that fired there,
-	// and its network softirq over the network IRQs, by count.
+	// Attribute each CPU's hardirq time over the IRQs that fired there
+	// (measured per IRQ with the eBPF collector), and its network softirq
+	// over the network IRQs, by count.
 	netIRQ := map[int]string{}
 	for _, q := range h.IRQs {
 		if q.Class == host.ClassNetwork && q.Device != "" {
@@ -126,6 +137,9 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 				m.irqHard[q.IRQ], m.irqNet[q.IRQ] = map[int]float64{}, map[int]float64{}
 			}
 			m.irqHard[q.IRQ][c] = u.hard * r / totalRate[c]
+			if t, ok := q.TimePerCPU[c]; ok && l.CostSource == load.CostBPF {
+				m.irqHard[q.IRQ][c] = 100 * t // measured
+			}
 			if dev, ok := netIRQ[q.IRQ]; ok {
 				v := u.netSoft * r / netRate[c]
 				m.irqNet[q.IRQ][c] = v
