@@ -244,3 +244,40 @@ func TestModelUsesMeasuredCost(t *testing.T) {
 		t.Errorf("predicted CPU1 interrupt time %.1f %%, want ≈ %.1f %% moved", got, 20*RPSMovedVirtual)
 	}
 }
+
+// On a real captured host (OpenShift master, 112 CPUs, 1875 IRQs): idle →
+// nothing; one ice queue IRQ saturating CPU 3 → a plan predicted to lower
+// it that uses only usable CPUs.
+func TestAutoOnCapturedMaster(t *testing.T) {
+	h := readSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	if p, err := Make("auto", h, Options{Load: Measured(synthLoad(h, nil, nil, nil))}); err != nil || planChanges(p) != 0 {
+		t.Fatalf("idle master: %v %d changes", err, planChanges(p))
+	}
+	var q *host.IRQ
+	for i := range h.IRQs {
+		if h.IRQs[i].Class == host.ClassNetwork && h.IRQs[i].Device != "" && h.IRQs[i].Movable() {
+			q = &h.IRQs[i]
+			break
+		}
+	}
+	if q == nil {
+		t.Skip("no movable network queue IRQ in the capture")
+	}
+	l := synthLoad(h, map[int]cpuProfile{3: {sys: 4, irq: 20, soft: 70}}, map[int]map[int]float64{q.Number: {3: 50000}}, nil)
+	p, err := Make("auto", h, Options{Load: Measured(l)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planChanges(p) == 0 {
+		t.Fatalf("CPU 3 saturated by %s: no plan: %s", q.Device, p.Why)
+	}
+	checkProperties(t, "auto/master", h, p)
+	var nics []string
+	for _, n := range h.NICs {
+		nics = append(nics, n.Name)
+	}
+	m := newModel(h, l, nics)
+	if b, a := m.Predict(&Plan{}).Busy[3], m.Predict(p).Busy[3]; a >= b {
+		t.Errorf("CPU3 predicted %.0f%% → %.0f%%", b, a)
+	}
+}

@@ -28,6 +28,7 @@ import (
 //     onto the RPS CPUs and adds RPSIPICost of the moved work on the CPU
 //     that hands it off (IPIs, backlog enqueue);
 //   - placing the application moves its threads' measured CPU time.
+//
 // A virtual device (veth, no IRQs) raises NET_RX on the CPU that sent the
 // packet: its network softirq is attributed to the device steered.
 const (
@@ -47,6 +48,12 @@ const (
 	// Overload is the busy percentage above which a CPU is predicted to be
 	// saturated; a candidate that predicts one is rejected.
 	Overload = 95.0
+	// RemoteNUMACost: interrupt work on a CPU of another NUMA node than its
+	// device costs this much more (packet buffers and descriptors cross the
+	// interconnect). An estimate in the range the Intel IRQ affinity study
+	// and vendor tuning guides report for remote-node receive (10-30 %);
+	// it makes the model prefer a NUMA-local placement of equal load.
+	RemoteNUMACost = 0.15
 	// MinGain is the reduction of the busiest interrupt-loaded CPU's
 	// predicted busy time (percentage points) a change must promise to be
 	// worth making: below it, the measurement's own noise decides.
@@ -204,24 +211,20 @@ func (m *model) Predict(p *Plan) Prediction {
 		st[c] = u
 	}
 	moveTo := func(from int, amount float64, to cpuset.Set, field func(*cpuUse) *float64) {
-		cpus := to.CPUs()
-		var live []int
-		for _, c := range cpus {
-			if _, ok := st[c]; ok {
-				live = append(live, c)
+		moveScaled(st, from, amount, 1, to, field)
+	}
+	numaScale := func(q *host.IRQ, from int, to cpuset.Set) float64 {
+		dev := irqNode(m.h, q)
+		if dev < 0 || to.IsEmpty() {
+			return 1
+		}
+		f := func(c int) float64 {
+			if n := cpuNodeOf(m.h, c); n >= 0 && n != dev {
+				return 1 + RemoteNUMACost
 			}
+			return 1
 		}
-		if len(live) == 0 || amount == 0 {
-			return
-		}
-		u := st[from]
-		*field(&u) -= amount
-		st[from] = u
-		for _, c := range live {
-			v := st[c]
-			*field(&v) += amount / float64(len(live))
-			st[c] = v
-		}
+		return f(to.Min()) / f(from)
 	}
 	hard := func(u *cpuUse) *float64 { return &u.hard }
 	net := func(u *cpuUse) *float64 { return &u.netSoft }
@@ -240,12 +243,12 @@ func (m *model) Predict(p *Plan) Prediction {
 			continue
 		}
 		n := *e.IRQ
-		for c, v := range m.irqHard[n] {
-			moveTo(c, v, e.CPUs, hard)
-		}
 		q := m.h.IRQ(n)
+		for c, v := range m.irqHard[n] {
+			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, hard)
+		}
 		for c, v := range m.irqNet[n] {
-			moveTo(c, v, e.CPUs, net)
+			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, net)
 			if q != nil && devNet[q.Device] != nil {
 				devNet[q.Device][c] -= v
 				for _, d := range e.CPUs.CPUs() {
@@ -313,4 +316,51 @@ func sortedCPUs(m map[int]float64) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// moveScaled moves amount of one kind of work off CPU from and spreads it,
+// times scale (a NUMA-locality change), evenly over the measured CPUs of to.
+func moveScaled(st map[int]cpuUse, from int, amount, scale float64, to cpuset.Set, field func(*cpuUse) *float64) {
+	var live []int
+	for _, c := range to.CPUs() {
+		if _, ok := st[c]; ok {
+			live = append(live, c)
+		}
+	}
+	if len(live) == 0 || amount == 0 {
+		return
+	}
+	u := st[from]
+	*field(&u) -= amount
+	st[from] = u
+	for _, c := range live {
+		v := st[c]
+		*field(&v) += amount * scale / float64(len(live))
+		st[c] = v
+	}
+}
+
+func cpuNodeOf(h *host.Host, cpu int) int {
+	for i := range h.CPUs {
+		if h.CPUs[i].ID == cpu {
+			return h.CPUs[i].Node
+		}
+	}
+	return -1
+}
+
+// irqNode is the NUMA node of the device an IRQ serves (-1 unknown).
+func irqNode(h *host.Host, q *host.IRQ) int {
+	if q == nil {
+		return -1
+	}
+	if q.Device != "" {
+		if n := h.NIC(q.Device); n != nil && n.Node >= 0 {
+			return n.Node
+		}
+	}
+	if q.Node != nil && *q.Node >= 0 {
+		return *q.Node
+	}
+	return -1
 }
