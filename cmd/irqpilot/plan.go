@@ -47,11 +47,11 @@ Nothing is changed; 'irqpilot apply FILE' applies a plan.
 
 Policies (from the seed documents):
   dedicated-core  every movable IRQ on the housekeeping CPU(s) (--housekeeping,
-                  default CPU 0), RPS over the other CPUs, RFS on (seed 000)
+                  default CPU 0), RPS over the other CPUs, RFS on (ClustrixDB core-0 write-up)
   per-queue       each queue IRQ on its own NUMA-local core, RPS per queue over
-                  a CPU group, the application on the rest (seed 002)
-  colocate        each queue's IRQ, RPS/XPS and worker on one core (seed 001)
-  rps-spread      RPS/RFS over the NIC's node, IRQs untouched (seed 004)
+                  a CPU group, the application on the rest (AWS Graviton memcached tuning)
+  colocate        each queue's IRQ, RPS/XPS and worker on one core (Intel IRQ+process affinity study)
+  rps-spread      RPS/RFS over the NIC's node, IRQs untouched (RPS/RFS on a single-queue NIC)
   auto            chooses one of the above for this machine and says why
 
 Without -o the plan is printed (YAML, or JSON with --json) followed by the

@@ -199,7 +199,7 @@ func num(v float64) string {
 }
 
 // Chart writes two charts next to each other: throughput per configuration
-// with its interval, and per-CPU %soft per configuration (seed 004's
+// with its interval, and per-CPU %soft per configuration (RPS/RFS on a single-queue NIC's
 // before/after). The format follows the file's extension (.png, .svg, .pdf).
 func (r *Report) Chart(path string) error {
 	p1 := plot.New()

@@ -75,7 +75,7 @@ const (
 	// interrupt context with at most BoundIdlePct idle, at least
 	// BoundRatio times (and BoundMargin points above) the other CPUs'
 	// average interrupt time, while the other CPUs average at least
-	// OthersIdlePct idle: they wait while one CPU saturates (seeds 000, 004).
+	// OthersIdlePct idle: they wait while one CPU saturates (ClustrixDB core-0 write-up; RPS/RFS on a single-queue NIC).
 	// Critical from CriticalIRQPct.
 	BoundIRQPct    = 25.0
 	CriticalIRQPct = 50.0
@@ -215,7 +215,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 				ev(fmt.Sprintf("CPU%d BLOCK softirqs", c.ID), c.Block, "/s"),
 				ev(fmt.Sprintf("CPU%d device IRQs", c.ID), c.Interrupts, "/s"),
 			},
-			Why: "Everything this CPU's interrupts deliver waits for it: once it saturates, throughput stops growing while the other CPUs have time to spare (seeds 000 and 004: core 0 at 52.8% softirq and 6% idle).",
+			Why: "Everything this CPU's interrupts deliver waits for it: once it saturates, throughput stops growing while the other CPUs have time to spare (ClustrixDB core-0 write-up; RPS/RFS on a single-queue NIC: core 0 at 52.8% softirq and 6% idle).",
 		}
 		// The IRQs that land here, busiest first.
 		type hot struct {
@@ -322,7 +322,7 @@ func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
 		}
 		if rpsOn(n) {
 			f.Severity = Info
-			f.Summary += "; RPS is on, as in the dedicated-core layout (seed 000)"
+			f.Summary += "; RPS is on, as in the dedicated-core layout (ClustrixDB core-0 write-up)"
 			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise `irqpilot plan --policy per-queue`."
 		}
 		out = append(out, f)
@@ -375,7 +375,7 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				ev("online CPUs", float64(ncpu), "cpus"),
 				ev(n.Name+" queue IRQ rate", rate, "/s"),
 			},
-			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (seed 004: one queue, CPU0 52.8% softirq).",
+			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (RPS/RFS on a single-queue NIC: one queue, CPU0 52.8% softirq).",
 			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: `irqpilot plan --policy rps-spread` (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, allMask(h, ncpu), n.Name),
 		})
 	}
@@ -436,7 +436,7 @@ func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
 			ev("IPIs per packet", ipi/processed, ""),
 			ev("function-call IPIs (CAL) all CPUs", cal, "/s"),
 		},
-		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (seed 000: on bare metal RPS only tied irqbalance).",
+		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (ClustrixDB core-0 write-up: on bare metal RPS only tied irqbalance).",
 		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`); measure with `irqpilot bench`.",
 	}
 	for _, s := range l.Softnet {
@@ -580,7 +580,7 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 		Summary: fmt.Sprintf("Busy application threads run on CPU%d, the CPU with the most interrupt work (%.1f%%): %s",
 			c.ID, c.IRQTime(), strings.Join(names, ", ")),
 		Evidence: evs,
-		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (seed 001, one worker per queue), both lose.",
+		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (Intel IRQ+process affinity study, one worker per queue), both lose.",
 		Fix:      fmt.Sprintf("Keep applications off the interrupt CPUs (`irqpilot plan --policy dedicated-core` or `per-queue` set app_cpus; by hand `taskset -apc <other cpus> <pid>`), or colocate one worker per queue on purpose (`--policy colocate`). Threads used %.0f%% of CPU%d.", busy, c.ID),
 	}}
 }
@@ -605,7 +605,7 @@ func irqbalanceWithManual(h *host.Host, l *Load) []Finding {
 		ID: IDIrqbalanceManual, Severity: Warning, CPUs: []int{},
 		Summary:  fmt.Sprintf("irqbalance (pid %d) is running alongside manual steering: %s", h.Irqbalance.PID, strings.Join(manual, "; ")),
 		Evidence: []Evidence{ev("irqbalance pid", float64(h.Irqbalance.PID), "pid"), ev("manual settings", float64(len(manual)), "settings")},
-		Why:      "irqbalance moves IRQs every 10 s by its own rules; hand-placed IRQs and steering designed around a fixed placement drift apart from it (seeds 000 and 002 stop irqbalance first).",
+		Why:      "irqbalance moves IRQs every 10 s by its own rules; hand-placed IRQs and steering designed around a fixed placement drift apart from it (the ClustrixDB core-0 write-up and AWS Graviton memcached tuning stop irqbalance first).",
 		Fix:      "Stop it (`systemctl disable --now irqbalance`), or keep it off the CPUs you manage (plan `irqbalance: ban`).",
 	}}
 }

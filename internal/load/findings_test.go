@@ -125,7 +125,7 @@ func evidence(t *testing.T, f Finding, name string) float64 {
 	return 0
 }
 
-// Seed 004: CPU0 52.8% softirq, 6% idle; the other CPUs 28–88% idle.
+// RPS/RFS on a single-queue NIC: CPU0 52.8% softirq, 6% idle; the other CPUs 28–88% idle.
 // After RPS: CPU0 29% softirq, 25% idle.
 func TestInterruptBoundSeed004(t *testing.T) {
 	c := craft(4).cpu(0, 30, 11.2, 0, 52.8, 6).cpu(1, 50, 22, 0, 0, 28).cpu(2, 30, 10, 0, 0, 60).cpu(3, 8, 4, 0, 0, 88)
@@ -155,7 +155,7 @@ func TestInterruptBoundSeed004(t *testing.T) {
 	if !strings.Contains(f.Fix, "rps-spread") || !strings.Contains(f.Summary, "CPU0") {
 		t.Errorf("fix %q summary %q", f.Fix, f.Summary)
 	}
-	// After RPS (seed 004): CPU0 29% softirq and 25% idle, softirq spread.
+	// After RPS (RPS/RFS on a single-queue NIC): CPU0 29% softirq and 25% idle, softirq spread.
 	after := craft(4).cpu(0, 30, 16, 0, 29, 25).cpu(1, 40, 12, 0, 20, 28).cpu(2, 30, 10, 0, 15, 45).cpu(3, 8, 4, 0, 12, 76)
 	if fs := find(Diagnose(h, after.load(t)), IDInterruptBound); len(fs) != 0 {
 		t.Errorf("after RPS: %+v", fs)

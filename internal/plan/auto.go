@@ -10,7 +10,7 @@ import (
 
 // lowIRQShare is the hardirq+softirq share of one CPU below which a single
 // queue's receive work is left on its IRQ CPU instead of being spread (seed
-// 004's CPU0 ran at 52.8 % softirq before RPS; seed 002's small instances
+// 004's CPU0 ran at 52.8 % softirq before RPS; AWS Graviton memcached tuning's small instances
 // kept the stack on the IRQ core).
 const lowIRQShare = 0.25
 
@@ -25,15 +25,15 @@ const lowIRQShare = 0.25
 //  3. No network interface with queues: nothing to change.
 //  4. The busiest NIC (most queues) has no movable queue IRQ (all
 //     kernel-managed, or a virtual device): rps-spread, the only steering
-//     left (seed 004).
-//  5. One queue: rps-spread (seed 004: one CPU takes every interrupt and
+//     left (RPS/RFS on a single-queue NIC).
+//  5. One queue: rps-spread (RPS/RFS on a single-queue NIC: one CPU takes every interrupt and
 //     its softirq work), unless the current load shows that CPU lightly
 //     loaded (< 25 % in irq+softirq), then per-queue, which keeps the stack
-//     on the IRQ CPU and the application off it (seed 002, 4 CPUs).
+//     on the IRQ CPU and the application off it (AWS Graviton memcached tuning, 4 CPUs).
 //  6. At least as many queues as physical cores on the NIC's node: colocate —
 //     RSS already spreads over every core, so cross-CPU steering only adds
-//     IPIs; keep each queue's work on its core (seed 001).
-//  7. Otherwise (fewer queues than cores): per-queue (seed 002).
+//     IPIs; keep each queue's work on its core (Intel IRQ+process affinity study).
+//  7. Otherwise (fewer queues than cores): per-queue (AWS Graviton memcached tuning).
 func Auto(h *host.Host, o Options) (*Plan, error) {
 	b, err := newBuilder(h, o, "auto")
 	if err != nil {

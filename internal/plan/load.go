@@ -38,7 +38,7 @@ func LoadFile(file string) (*Plan, error) {
 // caught (yaml.v3 does not check them when building nodes), and hostile input
 // (aliases, wrong node kinds) can never panic or expand.
 func Parse(name string, data []byte) (*Plan, error) {
-	l := &errList{file: name}
+	l := &errList{file: name, lines: map[string]int{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -68,6 +68,7 @@ func Parse(name string, data []byte) (*Plan, error) {
 	d := &decoder{errList: l}
 	p := d.plan(root)
 	p.File = name
+	p.fieldLines = l.lines
 	if len(l.errs) == 0 {
 		check(p, l)
 	}
@@ -170,6 +171,9 @@ func (d *decoder) fields(n *yaml.Node, field string, known map[string]bool, fn f
 		}
 		seen[key] = k.Line
 		d.keyLine = k.Line
+		if d.lines != nil {
+			d.lines[p] = k.Line
+		}
 		if v.Kind == yaml.AliasNode {
 			d.add(v.Line, p, "YAML aliases are not supported in plans")
 			continue
@@ -560,7 +564,7 @@ func (d *decoder) coalesce(n *yaml.Node, field string) CoalesceEntry {
 // code) with the same static rules Load applies: one selector per entry,
 // reasons, valid counts, no duplicates.
 func Check(p *Plan) error {
-	l := &errList{file: p.File}
+	l := &errList{file: p.File, lines: p.fieldLines}
 	check(p, l)
 	return l.err()
 }

@@ -70,6 +70,9 @@ type Plan struct {
 
 	// File is the file the plan was loaded from ("" for generated plans).
 	File string `yaml:"-" json:"-"`
+	// fieldLines is the line of every field Parse read ("irqs[2].cpus"), for
+	// errors that name a field.
+	fieldLines map[string]int
 }
 
 // IRQEntry sets the affinity of the IRQs it selects. Exactly one selector:

@@ -79,7 +79,7 @@ func cpuWord(s cpuset.Set, one, many string) string {
 // same thing are errors naming the file, line and field. Kernel-managed IRQs
 // come back with Skip set.
 func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
-	l := &errList{file: p.File}
+	l := &errList{file: p.File, lines: p.fieldLines}
 	check(p, l)
 	if len(l.errs) > 0 {
 		return nil, l.err()

@@ -96,7 +96,7 @@ func sans(p *plot.Plot) {
 // ClusterChart is per-core utilisation averaged over each run: one stacked
 // bar per CPU (irq, softirq, system, user, other from the bottom), every
 // host's CPUs side by side on one axis with a gap between hosts, like the
-// per-core cluster charts of the seeds.
+// per-core cluster charts of the ClustrixDB core-0 write-up.
 func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
 	p := plot.New()
