@@ -32,6 +32,7 @@ type planOptions struct {
 	sample          time.Duration
 	probeManaged    bool
 	load            *plan.MeasuredLoad // measured with --sample
+	netns           string             // a network namespace other than the host's, live only
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -45,7 +46,7 @@ placement and irqbalance handling, each with a one-line reason — then shows
 what it would change against the current state: from what, to what, and why.
 Nothing is changed; 'irqpilot apply FILE' applies a plan.
 
-Policies (from the seed documents):
+Policies (from the write-ups listed in docs/sources.md):
   dedicated-core  every movable IRQ on the housekeeping CPU(s) (--housekeeping,
                   default CPU 0), RPS over the other CPUs, RFS on (ClustrixDB core-0 write-up)
   per-queue       each queue IRQ on its own NUMA-local core, RPS per queue over
@@ -99,6 +100,9 @@ func (o *planOptions) run(out io.Writer) error {
 	h, err := readHost(fs, o.probeManaged)
 	if err != nil {
 		return err
+	}
+	if ns, err := fs.CurrentNetNS(); err == nil && !ns.Initial {
+		o.netns = ns.String()
 	}
 	if sampler != nil {
 		time.Sleep(o.sample)
