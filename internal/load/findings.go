@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -45,6 +46,10 @@ type Finding struct {
 	Why string `json:"why"`
 	// Fix is the policy or command that addresses it.
 	Fix string `json:"fix"`
+
+	// appMove is app-on-irq-cpu's command that moves the threads (reconcile
+	// folds it into an interrupt-bound finding for the same CPU).
+	appMove string
 }
 
 // Evidence is one number behind a finding.
@@ -109,6 +114,7 @@ func Diagnose(h *host.Host, l *Load) []Finding {
 	} {
 		fs = append(fs, rule(h, l)...)
 	}
+	fs = reconcile(fs)
 	for i := range fs {
 		if fs[i].CPUs == nil {
 			fs[i].CPUs = []int{}
@@ -237,14 +243,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 			f.Evidence = append(f.Evidence, ev(irqLabel(h, x.irq)+fmt.Sprintf(" on CPU%d", c.ID), x.rate, "/s"))
 			names = append(names, fmt.Sprint(x.irq))
 		}
-		if c.SoftIRQ >= c.IRQ && c.NetRx >= c.Block {
-			f.Fix = "Spread receive processing over more CPUs: enable RPS/RFS on the receiving NIC's rx queues (`irqpilot plan --policy rps-spread`, or `echo <mask> > /sys/class/net/<nic>/queues/rx-<n>/rps_cpus`); with several hardware queues, give each queue's IRQ its own core (`--policy per-queue`)."
-		} else {
-			f.Fix = "Move some of the IRQs away from this CPU (`irqpilot plan --policy per-queue`, or `echo <cpus> > /proc/irq/<n>/smp_affinity_list`)."
-		}
-		if len(names) > 0 {
-			f.Fix += " Busiest IRQs here: " + strings.Join(names, ", ") + "."
-		}
+		f.Fix = interruptBoundFix(h, l, c, names)
 		out = append(out, f)
 	}
 	return out
@@ -318,12 +317,12 @@ func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
 			Summary:  fmt.Sprintf("All %d queue IRQs of %s landed on CPU%d (%.0f interrupts/s)", len(irqs), n.Name, cpu, total),
 			Evidence: append(evs, ev(n.Name+" queue IRQs", float64(len(irqs)), "irqs")),
 			Why:      "The NIC spreads packets over several queues so that several CPUs can take them; with every queue's IRQ on one CPU that CPU does all the work.",
-			Fix:      fmt.Sprintf("Give each queue's IRQ its own core, NUMA-local to %s: `irqpilot plan --policy per-queue`.", n.Name),
+			Fix:      fmt.Sprintf("Give each queue's IRQ its own core, NUMA-local to %s: %s.", n.Name, planApply("per-queue", n.Name)),
 		}
 		if rpsOn(n) {
 			f.Severity = Info
 			f.Summary += "; RPS is on, as in the dedicated-core layout (ClustrixDB core-0 write-up)"
-			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise `irqpilot plan --policy per-queue`."
+			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise " + planApply("per-queue", n.Name) + "."
 		}
 		out = append(out, f)
 	}
@@ -376,7 +375,7 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				ev(n.Name+" queue IRQ rate", rate, "/s"),
 			},
 			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (RPS/RFS on a single-queue NIC: one queue, CPU0 52.8% softirq).",
-			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: `irqpilot plan --policy rps-spread` (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, allMask(h, ncpu), n.Name),
+			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: %s (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, planApply("rps-spread", n.Name), allMask(h, ncpu), n.Name),
 		})
 	}
 	return out
@@ -554,9 +553,13 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	var evs []Evidence
 	var busy float64
 	var names []string
+	var pids []int
 	for _, t := range l.Tasks {
 		if t.Kernel || t.CPU != c.ID || t.Busy < AppBusyPct {
 			continue
+		}
+		if !slices.Contains(pids, t.PID) {
+			pids = append(pids, t.PID)
 		}
 		busy += t.Busy
 		evs = append(evs, ev(fmt.Sprintf("thread %d (%s, pid %d) CPU use", t.TID, t.Comm, t.PID), t.Busy, "%"))
@@ -575,13 +578,20 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 		ev(fmt.Sprintf("CPU%d %%irq+%%soft", c.ID), c.IRQTime(), "%"),
 		ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
 	}, evs...)
+	others := otherCPUs(h, l, c.ID)
+	var moves []string
+	for _, pid := range pids {
+		moves = append(moves, fmt.Sprintf("`taskset -apc %s %d`", others, pid))
+	}
+	move := strings.Join(moves, ", ")
 	return []Finding{{
-		ID: IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
+		appMove: move,
+		ID:      IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
 		Summary: fmt.Sprintf("Busy application threads run on CPU%d, the CPU with the most interrupt work (%.1f%%): %s",
 			c.ID, c.IRQTime(), strings.Join(names, ", ")),
 		Evidence: evs,
 		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (Intel IRQ+process affinity study, one worker per queue), both lose.",
-		Fix:      fmt.Sprintf("Keep applications off the interrupt CPUs (`irqpilot plan --policy dedicated-core` or `per-queue` set app_cpus; by hand `taskset -apc <other cpus> <pid>`), or colocate one worker per queue on purpose (`--policy colocate`). Threads used %.0f%% of CPU%d.", busy, c.ID),
+		Fix:      fmt.Sprintf("Move the application off CPU%d, the interrupt CPU: %s (or plan it: `irqpilot plan --app pid:%d --app-cpus %s`); unless one worker per queue shares its queue's core on purpose (`--policy colocate`). Threads used %.0f%% of CPU%d.", c.ID, move, pids[0], others, busy, c.ID),
 	}}
 }
 

@@ -299,7 +299,9 @@ func TestIRQRemoteNUMA(t *testing.T) {
 }
 
 func TestAppOnIRQCPU(t *testing.T) {
-	c := craft(2).cpu(0, 50, 10, 0, 35, 5).cpu(1, 10, 5, 0, 2, 83)
+	// CPU0 has interrupt work (15 %) but is not interrupt-bound (that case
+	// is folded into interrupt-bound-cpu: TestInterruptBoundFixNamesDeviceAndReconciles).
+	c := craft(2).cpu(0, 65, 15, 0, 15, 5).cpu(1, 10, 5, 0, 2, 83)
 	c.a.Tasks = []TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 500, STime: 100, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 50, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 10, CPU: 0, Kernel: true}}
 	c.b.Tasks = []TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 545, STime: 110, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 80, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 40, CPU: 0, Kernel: true}}
 	l := c.load(t)
