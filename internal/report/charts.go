@@ -104,8 +104,6 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	), nil
 }
 
-
-
 // sans switches a plot's text to the sans-serif face of the embedded
 // Liberation fonts (cleaner for charts than the default serif), without
 // changing the package-wide plot.DefaultFont other users may rely on.
