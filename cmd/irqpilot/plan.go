@@ -11,8 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // planOptions are plan's flags.
@@ -33,6 +35,8 @@ type planOptions struct {
 	probeManaged    bool
 	load            *plan.MeasuredLoad // measured with --sample
 	netns           string             // a network namespace other than the host's, live only
+	all             bool               // --app comm:NAME may match several processes
+	appNote         string             // what --app matched on the live machine
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -67,6 +71,7 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.StringVar(&o.housekeeping, "housekeeping", "", "dedicated-core: `CPUS` (cpulist) that take every movable IRQ (default: the lowest usable CPU, normally 0)")
 	f.StringVar(&o.appCPUs, "app-cpus", "", "give the application these `CPUS` (cpulist) instead of the policy's choice")
 	f.StringVar(&o.app, "app", "", "pin this application: comm:NAME, pid:N, unit:NAME.service or cgroup:PATH (default: only advise app_cpus)")
+	f.BoolVar(&o.all, "all", false, "with --app comm:NAME, pin every process of that name (without it, a name matching several processes is refused)")
 	f.StringSliceVar(&o.devices, "device", nil, "plan only for these network interfaces: their IRQs, queues and coalescing (default: every physical NIC and the VLANs on them); the plan lists what it left out")
 	f.BoolVar(&o.machineWide, "machine-wide", false, "with --device, also plan machine-wide settings (net.core.rps_sock_flow_entries, irqbalance)")
 	f.IntVar(&o.irqCores, "irq-cores", 0, "per-queue: number of CPUs per NUMA node that take queue IRQs (default: one per --cpus-per-irq-core usable CPUs)")
@@ -103,6 +108,9 @@ func (o *planOptions) run(out io.Writer) error {
 	}
 	if ns, err := fs.CurrentNetNS(); err == nil && !ns.Initial {
 		o.netns = ns.String()
+	}
+	if err := o.checkApp(fs); err != nil {
+		return err
 	}
 	if sampler != nil {
 		time.Sleep(o.sample)
@@ -177,4 +185,30 @@ func (f planOptions) options() (plan.Options, error) {
 	o.SockFlowEntries = f.sockFlowEntries
 	o.Load = f.load
 	return o, nil
+}
+
+// checkApp says, on the live machine, how many processes --app comm:NAME
+// matches and in which network namespaces, and refuses more than one
+// without --all.
+func (o *planOptions) checkApp(fs *kernel.FS) error {
+	if o.app == "" || !fs.IsLive() {
+		return nil
+	}
+	e, err := plan.ParseAppSelector(o.app)
+	if err != nil || e.Comm == "" {
+		return nil // options() reports a bad selector
+	}
+	sel := &setting.AppSelector{Comm: e.Comm, All: o.all}
+	pids, err := setting.SelectProcesses(fs, sel)
+	if err != nil {
+		return fmt.Errorf("--app %s: %w", o.app, err)
+	}
+	if err := setting.CheckMatches(fs, sel, pids); err != nil {
+		return fmt.Errorf("--app: %w", err)
+	}
+	o.appNote = fmt.Sprintf("--app %s matches %s", o.app, setting.DescribeMatches(fs, pids))
+	if len(pids) == 0 {
+		o.appNote += " now: apply skips it until one runs"
+	}
+	return nil
 }

@@ -46,6 +46,16 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 	if f.netns != "" {
 		plan.ScopeToNetNS(p, f.netns)
 	}
+	if f.all {
+		for i := range p.Apps {
+			if p.Apps[i].Comm != "" {
+				p.Apps[i].All = true
+			}
+		}
+	}
+	if f.appNote != "" {
+		p.Notes = append(p.Notes, f.appNote)
+	}
 	settings, err := plan.Resolve(p, h)
 	if err != nil {
 		return fmt.Errorf("the %s plan does not fit this host (a bug): %w", f.policy, err)

@@ -81,3 +81,21 @@ func nsInode(p string) (uint64, error) {
 	}
 	return st.Ino, nil
 }
+
+// ProcNetNS is the network namespace of process pid (live only).
+func (f *FS) ProcNetNS(pid int) (NetNS, error) {
+	if !f.IsLive() {
+		return NetNS{}, ErrUnsupported
+	}
+	ino, err := nsInode(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return NetNS{}, err
+	}
+	n := NetNS{Inode: ino, Name: netnsName(RunNetNSDir, ino)}
+	if init, err := nsInode("/proc/1/ns/net"); err == nil {
+		n.Initial = init == ino
+	} else if self, err := f.CurrentNetNS(); err == nil && self.Inode == ino {
+		n.Initial = self.Initial
+	}
+	return n, nil
+}

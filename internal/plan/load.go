@@ -347,7 +347,7 @@ var (
 	rxFields       = set("device", "queue", "rps_cpus", "rps_flow_cnt", "reason")
 	txFields       = set("device", "queue", "xps_cpus", "reason")
 	sockFields     = set("value", "reason")
-	appFields      = set("pid", "comm", "unit", "cgroup", "cpus", "reason")
+	appFields      = set("pid", "comm", "unit", "cgroup", "all", "cpus", "reason")
 	balanceFields  = set("mode", "banned_cpus", "reason")
 	coalesceFields = set("device", "rx_usecs", "rx_frames", "tx_usecs", "tx_frames", "adaptive_rx", "adaptive_tx", "reason")
 )
@@ -526,6 +526,10 @@ func (d *decoder) app(n *yaml.Node, field string) AppEntry {
 			e.Unit = d.str(v, f)
 		case "cgroup":
 			e.Cgroup = d.str(v, f)
+		case "all":
+			if b := d.boolp(v, f); b != nil {
+				e.All = *b
+			}
 		case "cpus":
 			e.CPUs, _ = d.cpus(v, f)
 		case "reason":

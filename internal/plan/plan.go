@@ -121,10 +121,13 @@ type SockFlowEntry struct {
 // selector: PID, Comm (process name as in /proc/PID/comm), Unit (a systemd
 // unit) or Cgroup (a cgroup path below /sys/fs/cgroup).
 type AppEntry struct {
-	PID    int        `yaml:"pid,omitempty" json:"pid,omitempty"`
-	Comm   string     `yaml:"comm,omitempty" json:"comm,omitempty"`
-	Unit   string     `yaml:"unit,omitempty" json:"unit,omitempty"`
-	Cgroup string     `yaml:"cgroup,omitempty" json:"cgroup,omitempty"`
+	PID    int    `yaml:"pid,omitempty" json:"pid,omitempty"`
+	Comm   string `yaml:"comm,omitempty" json:"comm,omitempty"`
+	Unit   string `yaml:"unit,omitempty" json:"unit,omitempty"`
+	Cgroup string `yaml:"cgroup,omitempty" json:"cgroup,omitempty"`
+	// All lets a comm selector match more than one process (each is
+	// pinned); without it a name that matches several is refused.
+	All    bool       `yaml:"all,omitempty" json:"all,omitempty"`
 	CPUs   cpuset.Set `yaml:"cpus" json:"cpus"`
 	Reason string     `yaml:"reason" json:"reason"`
 	Line   int        `yaml:"-" json:"-"`
