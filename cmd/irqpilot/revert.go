@@ -167,7 +167,7 @@ func printRestored(w io.Writer, entries []setting.Change) {
 	for _, e := range entries {
 		from, to := e.Value, e.Old
 		if e.Status != setting.StatusRestored {
-			to = "-"
+			from, to = "", ""
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Status, e.Target, e.Name(), orDash(displayValue(e.Kind, from)), orDash(displayValue(e.Kind, to)), e.Note)
 	}

@@ -116,7 +116,7 @@ func (s Scope) Restrict(changes []setting.Change) (kept []setting.Change, droppe
 		}
 	}
 	drop := func(c setting.Change, why string) {
-		dropped = append(dropped, fmt.Sprintf("%s (%s → %s): %s", c.Target, c.Name(), c.Value, why))
+		dropped = append(dropped, fmt.Sprintf("%s (%s → %s): %s", c.Target, c.Name(), setting.Display(c.Kind, c.Value), why))
 	}
 	for _, c := range changes {
 		sc := setting.ScopeOf(&c)
