@@ -1,13 +1,19 @@
-# irqpilot — see README.md. `make run` and `make test` install what they need.
+# irqpilot — see README.md. `make run` builds and diagnoses this machine and
+# installs nothing; `make test` and `make bench-workloads` install the
+# packages their tests and workloads need.
 GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke clean generate measure-cost
+.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke man install-man clean generate measure-cost
 
 all: build
 
 # Debian packages the tests and workloads need (idempotent; needs root).
+# `make run` needs none: doctor reads /proc and /sys and asks the NIC driver
+# through ioctls itself. The servers and load generators (memcached, nginx,
+# wrk, fio, stress-ng…) are for tests and benchmarks only, never installed on
+# a machine that is only being diagnosed.
 DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
@@ -30,8 +36,19 @@ measure-cost: deps build
 	./scripts/measure-cost.sh $(BIN) 10 5
 
 # doctor exits 1 when it has warnings: that is a diagnosis, not a failure of `make run`.
-run: deps build
+run: build
 	./$(BIN) doctor --duration 5s || [ $$? -eq 1 ]
+
+# Manual pages (section 8), generated from the commands and their flags.
+MAN_OUT ?= bin/man8
+MANDIR  ?= /usr/local/share/man/man8
+man: build
+	./$(BIN) man $(MAN_OUT)
+
+# persist's unit refers to irqpilot(8) only once it is installed here.
+install-man: man
+	install -d $(MANDIR)
+	install -m 0644 $(MAN_OUT)/*.8 $(MANDIR)/
 
 tools:
 	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest

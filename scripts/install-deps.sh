@@ -14,7 +14,23 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # Packages ship services (irqbalance, nginx, memcached); do not let the
 # installer start them: irqpilot's tests start exactly the processes they need.
-printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-$SUDO chmod +x /usr/sbin/policy-rc.d
-trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+# An administrator's own policy-rc.d is kept aside and put back afterwards,
+# byte for byte with its mode; ours is removed only if there was none.
+PRC=${IRQPILOT_POLICY_RC_D:-/usr/sbin/policy-rc.d} # overridable for its test
+saved=""
+if [ -e "$PRC" ] || [ -L "$PRC" ]; then
+  saved=$($SUDO mktemp "$PRC.irqpilot-saved.XXXXXX")
+  $SUDO cp -a "$PRC" "$saved"
+fi
+restore() {
+  if [ -n "$saved" ]; then
+    $SUDO mv -f "$saved" "$PRC"
+  else
+    $SUDO rm -f "$PRC"
+  fi
+}
+trap restore EXIT
+printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$PRC.irqpilot-new" >/dev/null
+$SUDO chmod +x "$PRC.irqpilot-new"
+$SUDO mv -f "$PRC.irqpilot-new" "$PRC"
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -23,6 +24,7 @@ type applyOptions struct {
 	stateDir string
 	dryRun   bool
 	boot     bool
+	replace  bool
 	planFile string
 }
 
@@ -35,6 +37,9 @@ type applyJSON struct {
 	Skipped    int              `json:"skipped"`
 	Error      string           `json:"error"`
 	NotPresent []string         `json:"not_present"`
+	// Leftovers are settings earlier applied journals still hold that this
+	// plan does not mention (with --replace: the ones it could not restore).
+	Leftovers []setting.Change `json:"leftovers"`
 }
 
 // dryRunJSON is `apply --dry-run --json`.
@@ -42,6 +47,7 @@ type dryRunJSON struct {
 	DryRun     bool             `json:"dry_run"`
 	Entries    []setting.Change `json:"entries"`
 	NotPresent []string         `json:"not_present"`
+	Leftovers  []setting.Change `json:"leftovers"`
 }
 
 func newApplyCmd(g *globalFlags) *cobra.Command {
@@ -55,6 +61,12 @@ each write is read back, and any unexpected failure restores everything already
 written. Kernel-managed IRQs and settings the device does not support are
 reported as skipped. Re-applying the same plan changes nothing.
 
+A plan is the desired state of what it names. apply lists the settings that
+earlier applied journals still hold and this plan does not mention; with
+--replace it restores them (to their values from before irqpilot changed
+them) in the same journal as the plan's writes, so a failure rolls back both
+and reverting the new journal puts them back.
+
 Exit status: 0 applied (or nothing to do), 1 failed and rolled back, 2 error
 before anything was written.`,
 		Args: exactArgs(1, "a plan file (make one with 'irqpilot plan -o plan.yaml')"),
@@ -66,6 +78,7 @@ before anything was written.`,
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "show what would change and write no setting")
 	cmd.Flags().BoolVar(&o.boot, "boot", false, "skip entries for devices not present yet (used by the boot unit)")
+	cmd.Flags().BoolVar(&o.replace, "replace", false, "also restore the settings earlier applied journals hold that this plan does not mention (the plan is the whole desired state)")
 	return cmd
 }
 
@@ -92,7 +105,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	a := apply.New(fs, o.stateDir)
 	sum := sha256.Sum256(data)
 	res, err := a.Converge(h, p, apply.ConvergeOptions{
-		DryRun: o.dryRun, Boot: o.boot,
+		DryRun: o.dryRun, Boot: o.boot, Replace: o.replace,
 		Meta: apply.Meta{Host: h.Hostname, PlanFile: o.planFile, PlanHash: hex.EncodeToString(sum[:])},
 	})
 	if res.HostMismatch != "" {
@@ -103,17 +116,18 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 			return &exitError{code: 2, err: err}
 		}
 		if o.g.json {
-			return writeJSON(out, dryRunJSON{DryRun: true, Entries: nonNil(res.Entries), NotPresent: res.NotPresent})
+			return writeJSON(out, dryRunJSON{DryRun: true, Entries: nonNil(res.Entries), NotPresent: res.NotPresent, Leftovers: nonNil(res.Leftovers)})
 		}
 		printEntries(out, res.Entries, true)
 		for _, d := range res.NotPresent {
 			fmt.Fprintf(out, "not present yet: %s\n", d)
 		}
+		printLeftovers(out, res.Leftovers, o.replace, true)
 		return nil
 	}
 	if o.g.json {
 		j := applyJSON{Entries: nonNil(res.Entries), Changed: res.Changed, Unchanged: res.Unchanged, Skipped: res.Skipped,
-			Error: errString(err), NotPresent: res.NotPresent}
+			Error: errString(err), NotPresent: res.NotPresent, Leftovers: nonNil(res.Leftovers)}
 		if res.Journal != nil {
 			j.Journal = res.Journal.ID
 		}
@@ -130,11 +144,12 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 			fmt.Fprintf(out, "nothing to change: the plan is already in force (%d settings checked, %d skipped)\n", res.Unchanged, res.Skipped)
 		default:
 			fmt.Fprintf(out, "applied: %d changed, %d already so, %d skipped; journal %s (undo: %s)\n",
-				res.Changed, res.Unchanged, res.Skipped, res.Journal.ID, undoCommand(o.stateDir, res.Journal.ID))
+				res.Changed, res.Unchanged, res.Skipped, res.Journal.ID, undoCommand(o.stateDir, res.Journal.ID, res.Journal.NetNS))
 		}
 		for _, d := range res.NotPresent {
 			fmt.Fprintf(out, "not present yet: %s (applied when it appears)\n", d)
 		}
+		printLeftovers(out, res.Leftovers, o.replace, false)
 	}
 	if err != nil {
 		// 1: something was written and then rolled back; 2: refused
@@ -147,10 +162,15 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	return nil
 }
 
-// undoCommand is a revert command line that works when pasted.
-func undoCommand(stateDir, id string) string {
-	c := "irqpilot revert --to " + id
+// undoCommand is a revert command line that works when pasted: it names
+// the state directory and, when the journal was applied in a named network
+// namespace other than the host's, runs there.
+func undoCommand(stateDir, id string, ns *kernel.NetNS) string {
+	c := netnsPrefix(ns) + "irqpilot revert --to " + id
 	if stateDir != apply.DefaultStateDir {
+		if abs, err := filepath.Abs(stateDir); err == nil {
+			stateDir = abs
+		}
 		c += " --state-dir " + shellQuote(stateDir)
 	}
 	return c
@@ -176,7 +196,34 @@ func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 		if note == "" {
 			note = e.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st, e.Target, e.Name(), orDash(e.Old), orDash(e.Value), note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st, e.Target, e.Name(), orDash(displayValue(e.Kind, e.Old)), orDash(displayValue(e.Kind, e.Value)), note)
+	}
+	tw.Flush()
+}
+
+// printLeftovers lists what earlier applied journals still hold that the
+// plan does not mention: without --replace, what --replace would restore;
+// with it, what it could not.
+func printLeftovers(w io.Writer, left []setting.Change, replace, dry bool) {
+	if len(left) == 0 {
+		return
+	}
+	switch {
+	case replace && dry:
+		fmt.Fprintf(w, "\n--replace would restore %d setting(s) earlier journals hold that this plan does not mention:\n", len(left))
+	case replace:
+		fmt.Fprintf(w, "\n%d setting(s) from earlier journals that --replace could not restore:\n", len(left))
+	default:
+		fmt.Fprintf(w, "\nstill in force from earlier journals, not in this plan (apply --replace restores them; or revert those journals):\n")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tSETTING\tNOW\tBEFORE\tNOTE")
+	for _, e := range left {
+		note := e.Note
+		if note == "" {
+			note = e.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Target, e.Name(), orDash(displayValue(e.Kind, e.Old)), orDash(displayValue(e.Kind, e.Value)), note)
 	}
 	tw.Flush()
 }

@@ -30,7 +30,7 @@ type workloadFlags struct {
 }
 
 func (f *workloadFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (one-way UDP flood into a sink: seed 004's shape), storage or command (required)")
+	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (one-way UDP flood into a sink: RPS/RFS on a single-queue NIC's shape), storage or command (required)")
 	fs.IntVar(&f.net.Testbed.Queues, "queues", 1, "veth rx/tx queues (memcached, nginx)")
 	fs.BoolVar(&f.net.Testbed.GRO, "gro", false, "GRO on the veth pair (NAPI receive)")
 	fs.BoolVar(&f.net.Testbed.Threaded, "threaded-napi", false, "threaded NAPI on the server veth (implies --gro)")

@@ -17,6 +17,8 @@ import (
 type doctorOptions struct {
 	g            *globalFlags
 	duration     time.Duration
+	showProgress bool
+	progress     *progress
 	after        string
 	probeManaged bool
 	cost         string
@@ -41,10 +43,14 @@ the second.
 Exit status: 0 no finding of severity warning or worse, 1 such findings,
 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.progress = newProgress(cmd.ErrOrStderr(), o.showProgress)
+			return o.run(cmd.OutOrStdout())
+		},
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "time between the two samples on the live machine")
+	f.BoolVar(&o.showProgress, "progress", false, "show progress on stderr even when it is not a terminal")
 	f.StringVar(&o.after, "after", "", "second sample for --root/--snapshot: a `DIR` or snapshot FILE.tar.gz captured later")
 	addProbeManagedFlag(cmd, &o.probeManaged)
 	addCostFlag(cmd, &o.cost)
@@ -115,7 +121,9 @@ func (o *doctorOptions) samples(first *kernel.FS) (prev, cur *load.Sample, last 
 		if prev, err = s.Sample(); err != nil {
 			return nil, nil, nil, nil, err
 		}
-		time.Sleep(o.duration)
+		o.progress.wait(o.duration, "doctor: sampling interrupt and CPU counters, second sample in")
+		o.progress.show("doctor: reading the second sample and the host model…")
+		defer o.progress.done()
 		if cur, err = s.Sample(); err != nil {
 			return nil, nil, nil, nil, err
 		}

@@ -53,6 +53,7 @@ whether they help.`,
 		// coalescing
 		newSimCmd(g), newCoalesceCmd(g),
 	)
+	root.AddCommand(newManCmd(root))
 	return root
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // planOptions are plan's flags.
@@ -35,6 +36,9 @@ type planOptions struct {
 	errOut          io.Writer
 	probeManaged    bool
 	load            *plan.MeasuredLoad // measured with --sample
+	netns           string             // a network namespace other than the host's, live only
+	all             bool               // --app comm:NAME may match several processes
+	appNote         string             // what --app matched on the live machine
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -48,13 +52,13 @@ placement and irqbalance handling, each with a one-line reason — then shows
 what it would change against the current state: from what, to what, and why.
 Nothing is changed; 'irqpilot apply FILE' applies a plan.
 
-Policies (from the seed documents):
+Policies (from the write-ups listed in docs/sources.md):
   dedicated-core  every movable IRQ on the housekeeping CPU(s) (--housekeeping,
-                  default CPU 0), RPS over the other CPUs, RFS on (seed 000)
+                  default CPU 0), RPS over the other CPUs, RFS on (ClustrixDB core-0 write-up)
   per-queue       each queue IRQ on its own NUMA-local core, RPS per queue over
-                  a CPU group, the application on the rest (seed 002)
-  colocate        each queue's IRQ, RPS/XPS and worker on one core (seed 001)
-  rps-spread      RPS/RFS over the NIC's node, IRQs untouched (seed 004)
+                  a CPU group, the application on the rest (AWS Graviton memcached tuning)
+  colocate        each queue's IRQ, RPS/XPS and worker on one core (Intel IRQ+process affinity study)
+  rps-spread      RPS/RFS over the NIC's node, IRQs untouched (RPS/RFS on a single-queue NIC)
   auto            measures the load (3 s; --sample, or --after on a capture),
                   and changes only what the measurement shows is hurting:
                   with no evidence of harm the plan is empty and says why
@@ -74,6 +78,7 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.StringVar(&o.housekeeping, "housekeeping", "", "dedicated-core: `CPUS` (cpulist) that take every movable IRQ (default: the lowest usable CPU, normally 0)")
 	f.StringVar(&o.appCPUs, "app-cpus", "", "give the application these `CPUS` (cpulist) instead of the policy's choice")
 	f.StringVar(&o.app, "app", "", "pin this application: comm:NAME, pid:N, unit:NAME.service or cgroup:PATH (default: only advise app_cpus)")
+	f.BoolVar(&o.all, "all", false, "with --app comm:NAME, pin every process of that name (without it, a name matching several processes is refused)")
 	f.StringSliceVar(&o.devices, "device", nil, "plan only for these network interfaces: their IRQs, queues and coalescing (default: every physical NIC and the VLANs on them); the plan lists what it left out")
 	f.BoolVar(&o.machineWide, "machine-wide", false, "with --device, also plan machine-wide settings (net.core.rps_sock_flow_entries, irqbalance)")
 	f.IntVar(&o.irqCores, "irq-cores", 0, "per-queue: number of CPUs per NUMA node that take queue IRQs (default: one per --cpus-per-irq-core usable CPUs)")
@@ -148,6 +153,12 @@ func (o *planOptions) run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if ns, err := fs.CurrentNetNS(); err == nil && !ns.Initial {
+		o.netns = ns.String()
+	}
+	if err := o.checkApp(fs); err != nil {
+		return err
+	}
 	if sampler != nil {
 		time.Sleep(o.sample)
 		second, err := sampler.Sample()
@@ -217,4 +228,30 @@ func (f planOptions) options() (plan.Options, error) {
 	o.SockFlowEntries = f.sockFlowEntries
 	o.Load = f.load
 	return o, nil
+}
+
+// checkApp says, on the live machine, how many processes --app comm:NAME
+// matches and in which network namespaces, and refuses more than one
+// without --all.
+func (o *planOptions) checkApp(fs *kernel.FS) error {
+	if o.app == "" || !fs.IsLive() {
+		return nil
+	}
+	e, err := plan.ParseAppSelector(o.app)
+	if err != nil || e.Comm == "" {
+		return nil // options() reports a bad selector
+	}
+	sel := &setting.AppSelector{Comm: e.Comm, All: o.all}
+	pids, err := setting.SelectProcesses(fs, sel)
+	if err != nil {
+		return fmt.Errorf("--app %s: %w", o.app, err)
+	}
+	if err := setting.CheckMatches(fs, sel, pids); err != nil {
+		return fmt.Errorf("--app: %w", err)
+	}
+	o.appNote = fmt.Sprintf("--app %s matches %s", o.app, setting.DescribeMatches(fs, pids))
+	if len(pids) == 0 {
+		o.appNote += " now: apply skips it until one runs"
+	}
+	return nil
 }

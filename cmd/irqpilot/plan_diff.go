@@ -43,6 +43,19 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 	if err != nil {
 		return err
 	}
+	if f.netns != "" {
+		plan.ScopeToNetNS(p, f.netns)
+	}
+	if f.all {
+		for i := range p.Apps {
+			if p.Apps[i].Comm != "" {
+				p.Apps[i].All = true
+			}
+		}
+	}
+	if f.appNote != "" {
+		p.Notes = append(p.Notes, f.appNote)
+	}
 	settings, err := plan.Resolve(p, h)
 	if err != nil {
 		return fmt.Errorf("the %s plan does not fit this host (a bug): %w", f.policy, err)
@@ -109,11 +122,11 @@ func writePlanChanges(w io.Writer, d planDiff, source, prefix string) {
 				fmt.Fprintf(tw, "%s\n%s%s\n", strings.TrimSpace(prefix), prefix, title)
 				first = false
 			}
-			from := s.Old
-			if from == "" {
+			from := displayValue(s.Kind, s.Old)
+			if s.Old == "" {
 				from = "?"
 			}
-			to := s.Value
+			to := displayValue(s.Kind, s.Value)
 			why := s.Reason
 			if s.Status == setting.StatusSkipped {
 				to, why = "(skipped)", s.Note

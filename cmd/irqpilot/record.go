@@ -26,6 +26,8 @@ type recordOptions struct {
 	hostname string
 	verbose  bool
 	cost     string
+	// showProgress forces the progress line when stderr is not a terminal.
+	showProgress bool
 }
 
 func newRecordCmd(g *globalFlags) *cobra.Command {
@@ -55,6 +57,7 @@ it used itself (getrusage), as a percentage of one CPU.`,
 	f.StringVar(&o.hostname, "hostname", "", "host name to put in the header (default: the machine's)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "report every sample and the CPU time split on stderr")
 	addCostFlag(cmd, &o.cost)
+	f.BoolVar(&o.showProgress, "progress", false, "show progress on stderr even when it is not a terminal")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
@@ -141,6 +144,11 @@ func (o *recordOptions) run(ctx context.Context, stdout, errOut io.Writer) error
 	}
 	ticker := time.NewTicker(o.interval)
 	defer ticker.Stop()
+	pr := newProgress(errOut, o.showProgress)
+	if o.verbose {
+		pr = nil // every sample is reported already
+	}
+	defer pr.done()
 	want := -1
 	if o.duration > 0 {
 		want = int(o.duration/o.interval) + 1
@@ -166,7 +174,13 @@ loop:
 		if o.verbose {
 			fmt.Fprintf(errOut, "irqpilot record: sample %d at %s\n", w.Samples(), s.Time.Format("15:04:05.000"))
 		}
+		if want > 0 {
+			pr.show("record: %d of %d samples to %s, %s left", w.Samples(), want, o.output, (time.Duration(want-w.Samples()) * o.interval).Round(time.Second))
+		} else {
+			pr.show("record: %d samples to %s (until interrupted)", w.Samples(), o.output)
+		}
 	}
+	pr.done()
 	elapsed := time.Since(t0)
 	u1, s1 := cpuTime()
 	steady := (u1 - u0) + (s1 - s0)

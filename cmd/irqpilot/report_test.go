@@ -40,7 +40,7 @@ func TestReportTwoHosts(t *testing.T) {
 	pngPath, svgPath, htmlPath := filepath.Join(dir, "r.png"), filepath.Join(dir, "r.svg"), filepath.Join(dir, "r.html")
 	for _, out := range []string{pngPath, svgPath, htmlPath} {
 		stdout, stderr, err := runIrqpilot(t, "report", a, b, "-o", out, "--top", "5")
-		if err != nil || !strings.Contains(stdout, "2 recording(s), 5 charts") {
+		if err != nil || !strings.Contains(stdout, "2 recording(s), 14 charts") {
 			t.Fatalf("report -o %s: %v\n%s%s", out, err, stdout, stderr)
 		}
 	}
@@ -56,7 +56,7 @@ func TestReportTwoHosts(t *testing.T) {
 	}
 	bnd := img.Bounds()
 	if bnd.Dx() != 960 || bnd.Dy() < 900 {
-		t.Errorf("png is %dx%d, want 960 wide (10 in at 96 dpi) and four charts high", bnd.Dx(), bnd.Dy())
+		t.Errorf("png is %dx%d, want 960 wide (10 in at 96 dpi) and every chart high", bnd.Dx(), bnd.Dy())
 	}
 	// Non-empty plot: count pixels that are not white background.
 	ink := 0
@@ -103,7 +103,7 @@ func TestReportTwoHosts(t *testing.T) {
 	if rootSeen != "svg" || paths < 50 {
 		t.Errorf("svg root %q with %d paths", rootSeen, paths)
 	}
-	for _, want := range []string{"alpha", "beta", "alpha cpu0", "beta cpu0", "Top ", "Interrupt time per CPU by source"} {
+	for _, want := range []string{"alpha", "beta", "alpha cpu0", "beta cpu0", "IRQ", "Interrupts per CPU by device", "NET_RX softirqs", "Interrupt time per CPU by source"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("svg text lacks %q", want)
 		}
@@ -113,8 +113,8 @@ func TestReportTwoHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := bytes.Count(page, []byte(`src="data:image/png;base64,`)); n != 5 {
-		t.Errorf("html has %d inline images, want 5", n)
+	if n := bytes.Count(page, []byte(`src="data:image/png;base64,`)); n != 14 {
+		t.Errorf("html has %d inline images, want 14 (one per chart)", n)
 	}
 	if bytes.Contains(page, []byte("http://")) || bytes.Contains(page, []byte("https://")) {
 		t.Error("html refers to the network")

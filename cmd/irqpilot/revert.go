@@ -82,6 +82,7 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 			if gone > 0 {
 				msg += fmt.Sprintf(", %d threads gone (exited, or their id now belongs to another thread: left alone)", gone)
 			}
+			printRestored(out, j.Entries)
 			fmt.Fprintln(out, msg)
 		}
 	}
@@ -156,4 +157,19 @@ func (o *historyOptions) run(out io.Writer) error {
 		return &exitError{code: 2, err: herr}
 	}
 	return nil
+}
+
+// printRestored is revert's table: each setting, from the value the journal
+// had written back to the one it restored.
+func printRestored(w io.Writer, entries []setting.Change) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATUS\tTARGET\tSETTING\tFROM\tRESTORED TO\tNOTE")
+	for _, e := range entries {
+		from, to := e.Value, e.Old
+		if e.Status != setting.StatusRestored {
+			from, to = "", ""
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Status, e.Target, e.Name(), orDash(displayValue(e.Kind, from)), orDash(displayValue(e.Kind, to)), e.Note)
+	}
+	tw.Flush()
 }

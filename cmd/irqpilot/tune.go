@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,7 +45,7 @@ measurement; the winner is written to --output (its changes and the report).`,
 	cmd.Flags().StringVar(&o.search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
 	cmd.Flags().DurationVar(&o.budget, "budget", 10*time.Minute, "time budget of the auto search")
 	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "length of one measurement")
-	cmd.Flags().IntVar(&o.rounds, "rounds", 2, "exhaustive: measurements per candidate")
+	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, "measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than 3 gives no verdict")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
 	return cmd
 }
@@ -109,14 +110,21 @@ func (o *tuneOptions) run(out, errOut io.Writer) error {
 // writeTune prints the ten best candidates, the baseline and the winner's
 // per-CPU load, and why the winner was kept or not.
 func writeTune(w io.Writer, res *bench.TuneResult) {
-	fmt.Fprintf(w, "%s search over %d candidates in %s\n", res.Search, len(res.Candidates), res.Elapsed.Round(time.Second))
+	unit := ""
+	for _, r := range res.Runs {
+		if r.Unit != "" {
+			unit = " " + r.Unit
+			break
+		}
+	}
+	fmt.Fprintf(w, "%s search over %d candidates in %s; ranked by median throughput%s\n", res.Search, len(res.Candidates), res.Elapsed.Round(time.Second), unitParen(unit))
 	for i, c := range res.Ranked {
 		if i >= 10 {
 			break
 		}
-		fmt.Fprintf(w, "  %2d. %-45s median %.0f over %d runs\n", i+1, c, bench.Median(res.Obs[c]), len(res.Obs[c]))
+		fmt.Fprintf(w, "  %2d. %-45s median %.0f%s over %d runs\n", i+1, c, bench.Median(res.Obs[c]), unit, len(res.Obs[c]))
 	}
-	fmt.Fprintf(w, "baseline %s median %.0f\n", res.Baseline, bench.Median(res.Obs[res.Baseline]))
+	fmt.Fprintf(w, "baseline %s median %.0f%s over %d runs\n", res.Baseline, bench.Median(res.Obs[res.Baseline]), unit, len(res.Obs[res.Baseline]))
 	for _, s := range res.Summary {
 		if s.Config != res.Baseline && s.Config != res.Best {
 			continue
@@ -128,4 +136,11 @@ func writeTune(w io.Writer, res *bench.TuneResult) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, res.Why)
+}
+
+func unitParen(unit string) string {
+	if unit == "" {
+		return ""
+	}
+	return " (" + strings.TrimSpace(unit) + ")"
 }

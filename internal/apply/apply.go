@@ -123,12 +123,25 @@ func (a *Applier) Diff(changes []setting.Change) ([]setting.Change, error) {
 // back every change already made and returns an error that names the change.
 // Re-applying the same changes writes nothing.
 func (a *Applier) Apply(changes []setting.Change, meta Meta) (*Result, error) {
+	return a.apply(changes, meta, nil)
+}
+
+// apply is Apply; more, when set, adds changes under the lock (the
+// leftovers --replace restores), before anything is read or journaled.
+func (a *Applier) apply(changes []setting.Change, meta Meta, more func([]setting.Change) ([]setting.Change, error)) (*Result, error) {
 	unlock, err := a.lock()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 
+	if more != nil {
+		extra, err := more(changes)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(append([]setting.Change(nil), changes...), extra...)
+	}
 	entries, err := a.Diff(changes)
 	if err != nil {
 		return nil, err
@@ -150,6 +163,7 @@ func (a *Applier) Apply(changes []setting.Change, meta Meta) (*Result, error) {
 	}
 	j.Host, j.PlanFile, j.PlanHash = meta.Host, meta.PlanFile, meta.PlanHash
 	j.BootID = a.Env.FS.BootID()
+	j.NetNS = a.netns()
 	j.Entries = entries
 	if err := j.save(); err != nil {
 		j.discard()

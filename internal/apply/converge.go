@@ -14,7 +14,12 @@ type ConvergeOptions struct {
 	// Boot drops the plan's entries for network devices not present yet
 	// (the boot unit; the udev rule applies them when they appear).
 	Boot bool
-	Meta Meta
+	// Replace makes the plan the whole desired state of what irqpilot
+	// holds: settings earlier applied journals still hold and the plan does
+	// not mention are restored in the same journal (Outcome.Leftovers lists
+	// them either way).
+	Replace bool
+	Meta    Meta
 }
 
 // Outcome is what a converge found and did.
@@ -25,6 +30,11 @@ type Outcome struct {
 	NotPresent []string
 	// HostMismatch says why the plan may have been made for another host.
 	HostMismatch string
+	// Leftovers are settings earlier applied journals still hold that the
+	// plan does not mention: without Replace, to show (status pending:
+	// --replace would restore it); with Replace, the ones it could not
+	// restore (status skipped, Note says how).
+	Leftovers []setting.Change
 }
 
 // Converge is the pipeline from a plan to the machine (apply, apply --dry-run,
@@ -51,6 +61,11 @@ func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outc
 	if err != nil {
 		return out, err
 	}
+	if o.DryRun || !o.Replace {
+		if left, lerr := a.Leftovers(changes); lerr == nil || len(left) > 0 {
+			out.Leftovers = left
+		}
+	}
 	if o.DryRun {
 		entries, err := a.Diff(changes)
 		if err != nil {
@@ -60,7 +75,12 @@ func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outc
 		out.count()
 		return out, nil
 	}
-	res, err := a.Apply(changes, o.Meta)
+	var res *Result
+	if o.Replace {
+		res, out.Leftovers, err = a.ApplyReplacing(changes, o.Meta)
+	} else {
+		res, err = a.Apply(changes, o.Meta)
+	}
 	if res != nil {
 		_ = a.RecordManaged(h, res.Entries)
 		out.Result = *res

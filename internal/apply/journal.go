@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -53,7 +54,10 @@ type Journal struct {
 	PlanHash string    `json:"plan_hash,omitempty"` // sha256 of the plan file's bytes
 	// BootID is the boot the journal was written in: after a reboot IRQ
 	// numbers and thread ids mean other things.
-	BootID  string           `json:"boot_id,omitempty"`
+	BootID string `json:"boot_id,omitempty"`
+	// NetNS is the network namespace the journal was applied in: a
+	// device's queues and coalescing can be restored only from there.
+	NetNS   *kernel.NetNS    `json:"netns,omitempty"`
 	State   string           `json:"state"`
 	Entries []setting.Change `json:"entries"`
 	Error   string           `json:"error,omitempty"`

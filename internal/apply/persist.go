@@ -37,8 +37,8 @@ const (
 var unitTmpl = template.Must(template.New("unit").Parse(`# Installed by 'irqpilot persist'; remove with 'irqpilot persist --remove'.
 [Unit]
 Description=Apply the irqpilot interrupt plan {{.Plan}}
-Documentation=man:irqpilot(8)
-After=systemd-udev-settle.service network-pre.target irqbalance.service
+{{if .Man}}Documentation={{.Man}}
+{{end}}After=systemd-udev-settle.service network-pre.target irqbalance.service
 Wants=network-pre.target
 ConditionPathExists={{.Plan}}
 
@@ -70,7 +70,7 @@ func (p *Persistence) Files() (map[string][]byte, error) {
 	if !filepath.IsAbs(stateDir) {
 		return nil, fmt.Errorf("state directory %q must be absolute for a systemd unit", stateDir)
 	}
-	data := struct{ Plan, PlanArg, Binary, StateDir string }{Plan: PersistPlanPath}
+	data := struct{ Plan, PlanArg, Binary, StateDir, Man string }{Plan: PersistPlanPath, Man: InstalledManPage(p.Root)}
 	var err error
 	for _, f := range []struct {
 		dst *string
@@ -161,4 +161,21 @@ func systemdQuote(s string) (string, error) {
 func writeAtomic(path string, data []byte) error {
 	s := string(data)
 	return kernel.New("/").WriteConfigFile(path, kernel.FileState{Data: &s, Mode: 0o644, UID: -1, GID: -1})
+}
+
+// ManDirs are where an installed irqpilot(8) page is looked for.
+var ManDirs = []string{"/usr/local/share/man/man8", "/usr/share/man/man8"}
+
+// InstalledManPage is the unit's Documentation= reference to irqpilot(8)
+// when that page is installed below root (`make install-man`), else "": a
+// unit must not point at a manual page that does not exist.
+func InstalledManPage(root string) string {
+	for _, d := range ManDirs {
+		for _, ext := range []string{"", ".gz"} {
+			if _, err := os.Stat(filepath.Join(root, d, "irqpilot.8"+ext)); err == nil {
+				return "man:irqpilot(8)"
+			}
+		}
+	}
+	return ""
 }

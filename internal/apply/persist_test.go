@@ -96,3 +96,31 @@ func TestPersistQuotesUnitArguments(t *testing.T) {
 		t.Error("relative state dir accepted")
 	}
 }
+
+// The unit's Documentation= names irqpilot(8) only when that page is
+// installed: a man: reference must exist.
+func TestPersistUnitManReferenceOnlyWhenInstalled(t *testing.T) {
+	root := t.TempDir()
+	p := &Persistence{Root: root, Binary: "/usr/local/sbin/irqpilot"}
+	files, err := p.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unit := string(files[PersistUnitPath]); strings.Contains(unit, "man:") {
+		t.Errorf("unit refers to a manual page that is not installed:\n%s", unit)
+	}
+	dir := filepath.Join(root, "usr/local/share/man/man8")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "irqpilot.8"), []byte(".TH IRQPILOT 8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err = p.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unit := string(files[PersistUnitPath]); !strings.Contains(unit, "\nDocumentation=man:irqpilot(8)\n") {
+		t.Errorf("unit does not refer to the installed page:\n%s", unit)
+	}
+}

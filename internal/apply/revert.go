@@ -131,6 +131,9 @@ func (a *Applier) pick(id string, force bool) (j *Journal, warn, err error) {
 	if j.State == StateReverted || j.State == StateRolledBack {
 		return j, nil, fmt.Errorf("journal %s is already %s", j.ID, j.State)
 	}
+	if err := a.checkNetNS(j); err != nil {
+		return nil, nil, err
+	}
 	if otherBoot(j, a.Env.FS.BootID()) && !force {
 		return nil, nil, fmt.Errorf("journal %s was applied in an earlier boot, where IRQ numbers and thread ids meant other things; use --force to restore its IRQ and queue values anyway (threads are never re-pinned)", j.ID)
 	}

@@ -8,7 +8,7 @@ import (
 
 // Pinned wraps a Configurator with the scenario's fixed placements: the
 // load generator always on Client, the application on App unless the
-// configuration places it itself. Seed 004's scenario is "the sender
+// configuration places it itself. RPS/RFS on a single-queue NIC's scenario is "the sender
 // pinned to CPU 0": every configuration is measured with that.
 type Pinned struct {
 	Inner       Configurator
@@ -21,7 +21,7 @@ func (p Pinned) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) 
 	if err != nil {
 		return nil, err
 	}
-	// The load generator is part of the scenario (seed 004's senders are
+	// The load generator is part of the scenario (RPS/RFS on a single-queue NIC's senders are
 	// outside the machine): when the scenario pins it, no configuration
 	// moves it.
 	if !p.Client.IsEmpty() {

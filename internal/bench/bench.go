@@ -45,5 +45,6 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 	sc := r.Scope()
 	rep.Scope = &sc
 	rep.Dropped = r.Dropped
+	rep.MachineWide = r.MachineWide
 	return rep, err
 }

@@ -54,7 +54,15 @@ type Report struct {
 	// changes each configuration wanted outside it (not applied).
 	Scope   *Scope              `json:"scope,omitempty"`
 	Dropped map[string][]string `json:"dropped,omitempty"`
+	// MachineWide lists, per configuration, the machine-wide settings it
+	// changed for its runs (kept by Scope.Restrict because a device under
+	// test needs them: RFS's net.core.rps_sock_flow_entries).
+	MachineWide map[string][]string `json:"machine_wide,omitempty"`
 }
+
+// MinRuns is the fewest successful runs per configuration from which bench
+// and tune report a 95 % interval or a verdict ("too few runs" below it).
+const MinRuns = 3
 
 // Summarize computes medians, 95 % bootstrap intervals and ratios to
 // baseline (the first configuration when baseline is "").
@@ -134,9 +142,12 @@ func Summarize(configs []string, runs []Run, baseline string) []Summary {
 			s.Verdict = "baseline"
 		case len(xs) == 0 || len(base) == 0:
 			s.Verdict = "no data"
-		case len(xs) < 2 || len(base) < 2:
+		case len(xs) < MinRuns || len(base) < MinRuns:
+			// No interval and no verdict from fewer than MinRuns runs: the
+			// ratio is a point only (Low = High = Point in JSON).
 			s.Verdict = "too few runs"
-			ratio := Interval{Point: Median(xs) / Median(base), Low: math.NaN(), High: math.NaN()}
+			pt := Median(xs) / Median(base)
+			ratio := Interval{Point: pt, Low: pt, High: pt}
 			s.Ratio = &ratio
 		default:
 			ratio := BootstrapRatio(base, xs, 0.95, uint64(1000+i))
@@ -159,14 +170,32 @@ func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 // WriteTable prints the summary for people.
 func (r *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "workload %s on %s (%s, %d CPUs): %d rounds × %s, interleaved; 95 %% bootstrap intervals\n",
-		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration)
+	enough := false
+	for _, s := range r.Summary {
+		if s.N-s.Failed >= MinRuns {
+			enough = true
+		}
+	}
+	how := "95 % bootstrap intervals"
+	if !enough {
+		how = fmt.Sprintf("too few runs for intervals or verdicts (fewer than %d per configuration: use --rounds %d or more)", MinRuns, MinRuns)
+	}
+	fmt.Fprintf(w, "workload %s on %s (%s, %d CPUs): %d rounds × %s, interleaved; %s\n",
+		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration, how)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "config\tthroughput (median)\t95% interval\tratio to "+r.Baseline+"\tverdict\tp50 µs\tp99 µs\t%soft per CPU\t%idle per CPU\t")
+	latency := false
 	for _, s := range r.Summary {
 		ratio := "—"
 		if s.Ratio != nil {
 			ratio = fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
+			if s.Verdict == "too few runs" {
+				ratio = fmt.Sprintf("%.3f", s.Ratio.Point)
+			}
+		}
+		interval := fmt.Sprintf("%.0f–%.0f", s.Throughput.Low, s.Throughput.High)
+		if s.N-s.Failed < MinRuns {
+			interval = "too few runs"
 		}
 		var soft, idle []string
 		for _, c := range s.CPUs {
@@ -177,16 +206,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if s.Failed > 0 {
 			failed = fmt.Sprintf(" (%d failed)", s.Failed)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f %s%s\t%.0f–%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, s.Throughput.Point, s.Unit, failed,
-			s.Throughput.Low, s.Throughput.High, ratio, s.Verdict, num(s.LatencyP50), num(s.LatencyP99),
+		latency = latency || s.LatencyP50 > 0
+		fmt.Fprintf(tw, "%s\t%.0f %s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, s.Throughput.Point, s.Unit, failed,
+			interval, ratio, s.Verdict, num(s.LatencyP50), num(s.LatencyP99),
 			strings.Join(soft, " "), strings.Join(idle, " "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if r.Scope != nil {
-		fmt.Fprintf(w, "devices under test: net %q disk %q, IRQs %v; nothing else is changed\n", r.Scope.NetDevice, r.Scope.Disk, r.Scope.IRQs)
+	if latency {
+		fmt.Fprintf(w, "latency: %s\n", LatencyResolution(r.Workload))
 	}
+	if r.Scope != nil {
+		fmt.Fprintln(w, r.Scope.Describe())
+	}
+	fmt.Fprintln(w, r.machineWideLine())
 	var dc []string
 	for c := range r.Dropped {
 		dc = append(dc, c)
@@ -203,6 +237,37 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
+// machineWideLine says what the configurations changed outside the devices
+// under test: the machine-wide settings some kept (RFS's table), or nothing.
+func (r *Report) machineWideLine() string {
+	if len(r.MachineWide) == 0 {
+		return "nothing outside the devices under test is changed"
+	}
+	var cs []string
+	for c := range r.MachineWide {
+		cs = append(cs, c)
+	}
+	sort.Strings(cs)
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, c+": "+strings.Join(r.MachineWide[c], ", "))
+	}
+	return "machine-wide settings changed during their runs (restored after each run): " + strings.Join(parts, "; ")
+}
+
+// LatencyResolution says how exact a workload's latency percentiles are.
+func LatencyResolution(workload string) string {
+	switch workload {
+	case "memcached":
+		return "p50/p99 from memcaslap's log2 histogram: the upper bound of the bucket holding the percentile, up to 2× the true value"
+	case "nginx":
+		return "p50/p99 as wrk reports them (HdrHistogram, about 3 significant digits)"
+	case "storage":
+		return "p50/p99 completion latency as fio reports it (its histogram, within about 1.6 %)"
+	}
+	return "p50/p99 as the workload reports them"
+}
+
 func num(v float64) string {
 	if v == 0 {
 		return "—"
@@ -211,7 +276,7 @@ func num(v float64) string {
 }
 
 // Chart writes two charts next to each other: throughput per configuration
-// with its interval, and per-CPU %soft per configuration (seed 004's
+// with its interval, and per-CPU %soft per configuration (RPS/RFS on a single-queue NIC's
 // before/after). The format follows the file's extension (.png, .svg, .pdf).
 func (r *Report) Chart(path string) error {
 	p1 := plot.New()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,6 +81,9 @@ type Runner struct {
 	// Dropped lists, per configuration, the changes Scope.Restrict left out
 	// (filled as configurations are first measured).
 	Dropped map[string][]string
+	// MachineWide lists, per configuration, the machine-wide settings it
+	// kept (Report.MachineWide).
+	MachineWide map[string][]string
 
 	app   AppInfo
 	scope Scope
@@ -151,6 +155,23 @@ func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
 	var dropped []string
 	s.Changes, dropped = sc.Restrict(s.Changes)
 	s.Dropped = append(s.Dropped, dropped...)
+	for i := range s.Changes {
+		if c := &s.Changes[i]; setting.ScopeOf(c).MachineWide {
+			if r.MachineWide == nil {
+				r.MachineWide = map[string][]string{}
+			}
+			if _, ok := r.MachineWide[config]; !ok {
+				r.MachineWide[config] = nil
+			}
+			what := fmt.Sprintf("%s = %s", c.Target, c.Value)
+			if c.Kind == setting.KindSysctl {
+				what = fmt.Sprintf("net.core.%s = %s", c.Name(), c.Value)
+			}
+			if !slices.Contains(r.MachineWide[config], what) {
+				r.MachineWide[config] = append(r.MachineWide[config], what)
+			}
+		}
+	}
 	if len(s.Dropped) > 0 {
 		if r.Dropped == nil {
 			r.Dropped = map[string][]string{}

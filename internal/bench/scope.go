@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -68,6 +69,33 @@ func NewScope(h *host.Host, app AppInfo) Scope {
 	return s
 }
 
+// Describe is the scope for people: "devices under test: veth vs4104;
+// IRQs: none".
+func (s Scope) Describe() string {
+	var devs []string
+	if s.NetDevice != "" {
+		devs = append(devs, "network device "+s.NetDevice)
+	}
+	if s.Disk != "" {
+		devs = append(devs, "disk "+s.Disk)
+	}
+	if len(devs) == 0 {
+		devs = []string{"none"}
+	}
+	irqs := "none"
+	if len(s.IRQs) > 0 {
+		var b strings.Builder
+		for i, n := range s.IRQs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%d", n)
+		}
+		irqs = b.String()
+	}
+	return "devices under test: " + strings.Join(devs, ", ") + "; IRQs: " + irqs
+}
+
 func (s Scope) hasIRQ(n int) bool {
 	i := sort.SearchInts(s.IRQs, n)
 	return i < len(s.IRQs) && s.IRQs[i] == n
@@ -88,7 +116,7 @@ func (s Scope) Restrict(changes []setting.Change) (kept []setting.Change, droppe
 		}
 	}
 	drop := func(c setting.Change, why string) {
-		dropped = append(dropped, fmt.Sprintf("%s (%s → %s): %s", c.Target, c.Name(), c.Value, why))
+		dropped = append(dropped, fmt.Sprintf("%s (%s → %s): %s", c.Target, c.Name(), setting.Display(c.Kind, c.Value), why))
 	}
 	for _, c := range changes {
 		sc := setting.ScopeOf(&c)

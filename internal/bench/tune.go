@@ -168,6 +168,12 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	res := &TuneResult{Search: search, Baseline: cands[0], Candidates: cands, Obs: map[string][]float64{}}
 	per := r.Duration + 700*time.Millisecond
 	done := 0
+	rounds = max(rounds, 1)
+	// expected is how many measurements the search will take, for the ETA.
+	expected := rounds * len(cands)
+	if search != "exhaustive" {
+		expected = max(int(budget/per), 1) + 2*rounds
+	}
 	var firstErr error
 	measure := func(c, n int) []float64 {
 		var xs []float64
@@ -175,8 +181,15 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 			if ctx.Err() != nil || firstErr != nil {
 				return xs
 			}
-			left := budget - time.Since(start)
-			r.progress("[%s] candidate %d/%d %s  measurements %d  time left %s", search, c+1, len(cands), cands[c], done, left.Round(time.Second))
+			each := per
+			if done > 0 {
+				each = time.Since(start) / time.Duration(done)
+			}
+			eta := time.Duration(max(expected-done, 1)) * each
+			if search != "exhaustive" {
+				eta = min(eta, max(budget-time.Since(start), each))
+			}
+			r.progress("[%s] candidate %d/%d %s  measurement %d of about %d  ETA %s", search, c+1, len(cands), cands[c], done+1, expected, eta.Round(time.Second))
 			run, err := r.Measure(ctx, cands[c], i)
 			done++
 			if err != nil {
@@ -214,13 +227,17 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 		for _, c := range ranked {
 			res.Ranked = append(res.Ranked, cands[c])
 		}
-		// Give the baseline as many observations as the best for a fair interval.
+		// Give the baseline as many observations as the best, and both at
+		// least rounds, for a fair interval.
 		if len(ranked) > 0 {
 			best := cands[ranked[0]]
-			for len(res.Obs[res.Baseline]) < len(res.Obs[best]) && ctx.Err() == nil && firstErr == nil {
-				res.Obs[res.Baseline] = append(res.Obs[res.Baseline], measure(0, 1)...)
+			for (len(res.Obs[res.Baseline]) < max(len(res.Obs[best]), rounds) || len(res.Obs[best]) < rounds) && ctx.Err() == nil && firstErr == nil {
+				n0, n1 := len(res.Obs[res.Baseline]), len(res.Obs[best])
+				if best != res.Baseline {
+					res.Obs[res.Baseline] = append(res.Obs[res.Baseline], measure(0, 1)...)
+				}
 				res.Obs[best] = append(res.Obs[best], measure(ranked[0], 1)...)
-				if len(res.Obs[best]) > 8 {
+				if len(res.Obs[best]) > max(8, rounds) || (len(res.Obs[res.Baseline]) == n0 && len(res.Obs[best]) == n1) {
 					break
 				}
 			}
@@ -253,7 +270,7 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	// A percentile bootstrap of two values is no interval: with 2 runs each
 	// two identical placements measured 1.12x apart "outside the noise" on
 	// this machine (memcached, docs/benchmarks.md).
-	case len(base) < 3 || len(res.Obs[res.Best]) < 3:
+	case len(base) < MinRuns || len(res.Obs[res.Best]) < MinRuns:
 		res.Why = fmt.Sprintf("%s measured best (%.3fx) but with too few runs to tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point)
 	case res.Ratio.Low > 1:
 		res.Kept = true

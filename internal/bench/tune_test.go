@@ -59,7 +59,7 @@ func TestExhaustiveSpace(t *testing.T) {
 	if c[0] != "default" || len(c) < 8 {
 		t.Errorf("candidates %v", c)
 	}
-	// Seed 004's answer on 2 CPUs (application with the sender on CPU 0,
+	// RPS/RFS on a single-queue NIC's answer on 2 CPUs (application with the sender on CPU 0,
 	// receive work moved to CPU 1) is a candidate; with the client fixed no
 	// candidate moves the client.
 	fixed := Candidates(h, AppInfo{Device: "vs1", ClientFixed: true})

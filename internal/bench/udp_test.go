@@ -28,7 +28,7 @@ func TestParseUDPCaptured(t *testing.T) {
 	}
 }
 
-// TestUDPWorkloadShort runs the udp workload (seed 004's scenario: sender
+// TestUDPWorkloadShort runs the udp workload (RPS/RFS on a single-queue NIC's scenario: sender
 // pinned to CPU 0, one queue) for default and for RPS to CPU 1 only, one
 // round of 2 s each. RPS off CPU 0 must take CPU 0's softirq share down;
 // the sink and the testbed must be gone afterwards and the machine

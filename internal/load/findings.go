@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -45,6 +46,10 @@ type Finding struct {
 	Why string `json:"why"`
 	// Fix is the policy or command that addresses it.
 	Fix string `json:"fix"`
+
+	// appMove is app-on-irq-cpu's command that moves the threads (reconcile
+	// folds it into an interrupt-bound finding for the same CPU).
+	appMove string
 }
 
 // Evidence is one number behind a finding.
@@ -75,7 +80,7 @@ const (
 	// interrupt context with at most BoundIdlePct idle, at least
 	// BoundRatio times (and BoundMargin points above) the other CPUs'
 	// average interrupt time, while the other CPUs average at least
-	// OthersIdlePct idle: they wait while one CPU saturates (seeds 000, 004).
+	// OthersIdlePct idle: they wait while one CPU saturates (ClustrixDB core-0 write-up; RPS/RFS on a single-queue NIC).
 	// Critical from CriticalIRQPct.
 	BoundIRQPct    = 25.0
 	CriticalIRQPct = 50.0
@@ -110,6 +115,7 @@ func Diagnose(h *host.Host, l *Load) []Finding {
 	} {
 		fs = append(fs, rule(h, l)...)
 	}
+	fs = reconcile(fs)
 	for i := range fs {
 		if fs[i].CPUs == nil {
 			fs[i].CPUs = []int{}
@@ -217,7 +223,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 				ev(fmt.Sprintf("CPU%d device IRQs", c.ID), c.Interrupts, "/s"),
 				ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, CostDescription(l.CostSource)), l.CostPct(c), "%"),
 			},
-			Why: "Everything this CPU's interrupts deliver waits for it: once it saturates, throughput stops growing while the other CPUs have time to spare (seeds 000 and 004: core 0 at 52.8% softirq and 6% idle).",
+			Why: "Everything this CPU's interrupts deliver waits for it: once it saturates, throughput stops growing while the other CPUs have time to spare (ClustrixDB core-0 write-up; RPS/RFS on a single-queue NIC: core 0 at 52.8% softirq and 6% idle).",
 		}
 		// The IRQs that land here, busiest first.
 		type hot struct {
@@ -242,14 +248,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 			}
 			names = append(names, fmt.Sprint(x.irq))
 		}
-		if c.SoftIRQ >= c.IRQ && c.NetRx >= c.Block {
-			f.Fix = "Spread receive processing over more CPUs: enable RPS/RFS on the receiving NIC's rx queues (`irqpilot plan --policy rps-spread`, or `echo <mask> > /sys/class/net/<nic>/queues/rx-<n>/rps_cpus`); with several hardware queues, give each queue's IRQ its own core (`--policy per-queue`)."
-		} else {
-			f.Fix = "Move some of the IRQs away from this CPU (`irqpilot plan --policy per-queue`, or `echo <cpus> > /proc/irq/<n>/smp_affinity_list`)."
-		}
-		if len(names) > 0 {
-			f.Fix += " Busiest IRQs here: " + strings.Join(names, ", ") + "."
-		}
+		f.Fix = interruptBoundFix(h, l, c, names)
 		out = append(out, f)
 	}
 	return out
@@ -330,12 +329,12 @@ func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
 			Summary:  fmt.Sprintf("All %d queue IRQs of %s landed on CPU%d (%.0f interrupts/s)", len(irqs), n.Name, cpu, total),
 			Evidence: append(evs, ev(n.Name+" queue IRQs", float64(len(irqs)), "irqs")),
 			Why:      "The NIC spreads packets over several queues so that several CPUs can take them; with every queue's IRQ on one CPU that CPU does all the work.",
-			Fix:      fmt.Sprintf("Give each queue's IRQ its own core, NUMA-local to %s: `irqpilot plan --policy per-queue`.", n.Name),
+			Fix:      fmt.Sprintf("Give each queue's IRQ its own core, NUMA-local to %s: %s.", n.Name, planApply("per-queue", n.Name)),
 		}
 		if rpsOn(n) {
 			f.Severity = Info
-			f.Summary += "; RPS is on, as in the dedicated-core layout (seed 000)"
-			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise `irqpilot plan --policy per-queue`."
+			f.Summary += "; RPS is on, as in the dedicated-core layout (ClustrixDB core-0 write-up)"
+			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise " + planApply("per-queue", n.Name) + "."
 		}
 		out = append(out, f)
 	}
@@ -398,8 +397,8 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				ev(n.Name+" queue IRQ rate", rate, "/s"),
 				ev("busiest queue-IRQ CPU %irq+%soft", busy, "%"),
 			},
-			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (seed 004: one queue, CPU0 52.8% softirq).",
-			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: `irqpilot plan --policy rps-spread` (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, allMask(h, ncpu), n.Name),
+			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (RPS/RFS on a single-queue NIC: one queue, CPU0 52.8% softirq).",
+			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: %s (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, planApply("rps-spread", n.Name), allMask(h, ncpu), n.Name),
 		})
 	}
 	return out
@@ -459,7 +458,7 @@ func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
 			ev("IPIs per packet", ipi/processed, ""),
 			ev("function-call IPIs (CAL) all CPUs", cal, "/s"),
 		},
-		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (seed 000: on bare metal RPS only tied irqbalance).",
+		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (ClustrixDB core-0 write-up: on bare metal RPS only tied irqbalance).",
 		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`); measure with `irqpilot bench`.",
 	}
 	for _, s := range l.Softnet {
@@ -577,9 +576,13 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	var evs []Evidence
 	var busy float64
 	var names []string
+	var pids []int
 	for _, t := range l.Tasks {
 		if t.Kernel || t.CPU != c.ID || t.Busy < AppBusyPct {
 			continue
+		}
+		if !slices.Contains(pids, t.PID) {
+			pids = append(pids, t.PID)
 		}
 		busy += t.Busy
 		evs = append(evs, ev(fmt.Sprintf("thread %d (%s, pid %d) CPU use", t.TID, t.Comm, t.PID), t.Busy, "%"))
@@ -599,13 +602,20 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 		ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
 		ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, CostDescription(l.CostSource)), l.CostPct(c), "%"),
 	}, evs...)
+	others := otherCPUs(h, l, c.ID)
+	var moves []string
+	for _, pid := range pids {
+		moves = append(moves, fmt.Sprintf("`taskset -apc %s %d`", others, pid))
+	}
+	move := strings.Join(moves, ", ")
 	return []Finding{{
-		ID: IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
+		appMove: move,
+		ID:      IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
 		Summary: fmt.Sprintf("Busy application threads run on CPU%d, the CPU with the most interrupt work (%.1f%%): %s",
 			c.ID, c.IRQTime(), strings.Join(names, ", ")),
 		Evidence: evs,
-		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (seed 001, one worker per queue), both lose.",
-		Fix:      fmt.Sprintf("Keep applications off the interrupt CPUs (`irqpilot plan --policy dedicated-core` or `per-queue` set app_cpus; by hand `taskset -apc <other cpus> <pid>`), or colocate one worker per queue on purpose (`--policy colocate`). Threads used %.0f%% of CPU%d.", busy, c.ID),
+		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (Intel IRQ+process affinity study, one worker per queue), both lose.",
+		Fix:      fmt.Sprintf("Move the application off CPU%d, the interrupt CPU: %s (or plan it: `irqpilot plan --app pid:%d --app-cpus %s`); unless one worker per queue shares its queue's core on purpose (`--policy colocate`). Threads used %.0f%% of CPU%d.", c.ID, move, pids[0], others, busy, c.ID),
 	}}
 }
 
@@ -629,7 +639,7 @@ func irqbalanceWithManual(h *host.Host, l *Load) []Finding {
 		ID: IDIrqbalanceManual, Severity: Warning, CPUs: []int{},
 		Summary:  fmt.Sprintf("irqbalance (pid %d) is running alongside manual steering: %s", h.Irqbalance.PID, strings.Join(manual, "; ")),
 		Evidence: []Evidence{ev("irqbalance pid", float64(h.Irqbalance.PID), "pid"), ev("manual settings", float64(len(manual)), "settings")},
-		Why:      "irqbalance moves IRQs every 10 s by its own rules; hand-placed IRQs and steering designed around a fixed placement drift apart from it (seeds 000 and 002 stop irqbalance first).",
+		Why:      "irqbalance moves IRQs every 10 s by its own rules; hand-placed IRQs and steering designed around a fixed placement drift apart from it (the ClustrixDB core-0 write-up and AWS Graviton memcached tuning stop irqbalance first).",
 		Fix:      "Stop it (`systemctl disable --now irqbalance`), or keep it off the CPUs you manage (plan `irqbalance: ban`).",
 	}}
 }

@@ -164,7 +164,7 @@ func inNetns(name string, fn func() error) error {
 	return <-errc
 }
 
-// The seeds' core-0 bottleneck on this machine: a single-queue veth whose
+// The sources' core-0 bottleneck on this machine: a single-queue veth whose
 // sender is pinned to one CPU, RPS off. veth hands each packet to the
 // receiving device with netif_rx on the sending CPU, so that CPU runs all
 // of the receive softirq work. doctor must name it; with rps_cpus set on
@@ -312,7 +312,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 	}
 
 	// The scenario needs the other CPUs idle (that is what makes it the
-	// seeds' bottleneck). Other test binaries may run at the same time; try
+	// sources' bottleneck). Other test binaries may run at the same time; try
 	// a few windows and skip, saying why, if the machine never was quiet.
 	var l *Load
 	var fs []Finding
@@ -349,7 +349,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 		t.Errorf("CPU%d soft %.1f NET_RX %.0f summary %q", cpu, c.SoftIRQ, c.NetRx, f.Summary)
 	}
 
-	// RPS on over the other CPUs, as seed 000's fix does (housekeeping CPU
+	// RPS on over the other CPUs, as ClustrixDB core-0 write-up's fix does (housekeeping CPU
 	// takes the interrupts, RPS spreads the protocol work over the rest):
 	// the receive work leaves CPU0 and the finding goes. (With CPU0 in the
 	// mask too, half the flows hash back onto the CPU that also runs the
@@ -377,7 +377,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 		}
 	}
 	if soft0 := l2.CPU(cpu).SoftIRQ; soft0 > c.SoftIRQ/2 {
-		t.Errorf("RPS on: CPU%d softirq %.1f%%, not at most half of %.1f%% (seed 004 halved it)", cpu, soft0, c.SoftIRQ)
+		t.Errorf("RPS on: CPU%d softirq %.1f%%, not at most half of %.1f%% (RPS/RFS on a single-queue NIC halved it)", cpu, soft0, c.SoftIRQ)
 	}
 	if bound := find(fs2, IDInterruptBound); len(bound) != 0 {
 		t.Errorf("RPS on: still interrupt-bound: %+v", bound)

@@ -139,6 +139,11 @@ func taskRates(l *Load, prev, cur []TaskTimes, sec float64) {
 			continue // new thread, or TID reused by another thread
 		}
 		busy := float64(c.UTime+c.STime-p.UTime-p.STime) / userHZ / sec * 100
+		// A thread runs on one CPU at a time. Its ticks are read a little
+		// after the sample's clock (thousands of stat files), and counted in
+		// whole ticks, so a busy thread can read above 100 % of one CPU over
+		// a short interval: that is measurement skew, not use.
+		busy = min(busy, 100)
 		if busy >= MinTaskBusy {
 			l.Tasks = append(l.Tasks, TaskLoad{PID: c.PID, TID: c.TID, Comm: c.Comm, CPU: c.CPU, Busy: busy, Kernel: c.Kernel})
 		}

@@ -62,11 +62,17 @@ func (es Errors) Unwrap() []error {
 type errList struct {
 	file string
 	errs Errors
+	// lines is the line of each field the file gave ("irqs[2].cpus"), so an
+	// error about a field points at that field's line, not its entry's.
+	lines map[string]int
 }
 
 func (l *errList) add(line int, field, format string, args ...any) {
 	if len(l.errs) >= maxErrors {
 		return
+	}
+	if n, ok := l.lines[field]; ok && n > 0 {
+		line = n
 	}
 	l.errs = append(l.errs, &Error{File: l.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }

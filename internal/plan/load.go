@@ -38,7 +38,7 @@ func LoadFile(file string) (*Plan, error) {
 // caught (yaml.v3 does not check them when building nodes), and hostile input
 // (aliases, wrong node kinds) can never panic or expand.
 func Parse(name string, data []byte) (*Plan, error) {
-	l := &errList{file: name}
+	l := &errList{file: name, lines: map[string]int{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -68,6 +68,7 @@ func Parse(name string, data []byte) (*Plan, error) {
 	d := &decoder{errList: l}
 	p := d.plan(root)
 	p.File = name
+	p.fieldLines = l.lines
 	if len(l.errs) == 0 {
 		check(p, l)
 	}
@@ -170,6 +171,9 @@ func (d *decoder) fields(n *yaml.Node, field string, known map[string]bool, fn f
 		}
 		seen[key] = k.Line
 		d.keyLine = k.Line
+		if d.lines != nil {
+			d.lines[p] = k.Line
+		}
 		if v.Kind == yaml.AliasNode {
 			d.add(v.Line, p, "YAML aliases are not supported in plans")
 			continue
@@ -343,7 +347,7 @@ var (
 	rxFields       = set("device", "queue", "rps_cpus", "rps_flow_cnt", "reason")
 	txFields       = set("device", "queue", "xps_cpus", "reason")
 	sockFields     = set("value", "reason")
-	appFields      = set("pid", "comm", "unit", "cgroup", "cpus", "reason")
+	appFields      = set("pid", "comm", "unit", "cgroup", "all", "cpus", "reason")
 	balanceFields  = set("mode", "banned_cpus", "reason")
 	coalesceFields = set("device", "rx_usecs", "rx_frames", "tx_usecs", "tx_frames", "adaptive_rx", "adaptive_tx", "reason")
 )
@@ -526,6 +530,10 @@ func (d *decoder) app(n *yaml.Node, field string) AppEntry {
 			e.Unit = d.str(v, f)
 		case "cgroup":
 			e.Cgroup = d.str(v, f)
+		case "all":
+			if b := d.boolp(v, f); b != nil {
+				e.All = *b
+			}
 		case "cpus":
 			e.CPUs, _ = d.cpus(v, f)
 		case "reason":
@@ -564,7 +572,7 @@ func (d *decoder) coalesce(n *yaml.Node, field string) CoalesceEntry {
 // code) with the same static rules Load applies: one selector per entry,
 // reasons, valid counts, no duplicates.
 func Check(p *Plan) error {
-	l := &errList{file: p.File}
+	l := &errList{file: p.File, lines: p.fieldLines}
 	check(p, l)
 	return l.err()
 }

@@ -113,6 +113,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func clearLines(p *Plan) {
+	p.fieldLines = nil
 	for i := range p.IRQs {
 		p.IRQs[i].Line = 0
 	}
@@ -155,14 +156,14 @@ func TestLoadErrors(t *testing.T) {
 		{"bad.yaml", "version: 2\n", "bad.yaml:1: version: unsupported plan version 2"},
 		{"bad.yaml", "version: one\n", `bad.yaml:1: version: "one" is not an integer`},
 		{"bad.yaml", "version: 1\nfoo: bar\n", `bad.yaml:2: foo: unknown field "foo"`},
-		{"bad.yaml", "version: 1\nversion: 1\n", "bad.yaml:2: version: given twice (first at line 1)"},
+		{"bad.yaml", "version: 1\nversion: 1\n", "bad.yaml:1: version: given twice (first at line 1)"},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpu: 0\n    reason: x\n", `bad.yaml:4: irqs[0].cpu: unknown field "cpu"`},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 3-1\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: bad cpulist"},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0-99999999\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: bad cpulist"},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: -3\n    cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0].irq: -3 is negative"},
-		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: \"\"\n    reason: x\n", "bad.yaml:3: irqs[0].cpus: missing or empty"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: \"\"\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: missing or empty"},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0\n", "bad.yaml:3: irqs[0].reason: missing"},
-		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0\n    reason: \"a\\nb\"\n", "bad.yaml:3: irqs[0].reason: must be one line"},
+		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0\n    reason: \"a\\nb\"\n", "bad.yaml:5: irqs[0].reason: must be one line"},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    action: eth*\n    cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0]: more than one selector"},
 		{"bad.yaml", "version: 1\nirqs:\n  - cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0]: no selector"},
 		{"bad.yaml", "version: 1\nirqs:\n  - queue: 1\n    cpus: 0\n    reason: x\n", "bad.yaml:3: irqs[0].device: missing"},
@@ -174,7 +175,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    queue: 0\n    rps_cpus: 0\n    reason: x\n  - device: eth0\n    rps_cpus: 1\n    reason: y\n",
 			"bad.yaml:7: rx_queues[1]: duplicate: every rx queue of eth0 is already set by the entry at line 3"},
 		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    rps_flow_cnt: -5\n    reason: x\n", "bad.yaml:4: rx_queues[0].rps_flow_cnt: -5 is negative"},
-		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    rps_flow_cnt: 3000\n    reason: x\n", "bad.yaml:3: rx_queues[0].rps_flow_cnt: 3000 is not a power of two (the kernel rounds it up to 4096"},
+		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    rps_flow_cnt: 3000\n    reason: x\n", "bad.yaml:4: rx_queues[0].rps_flow_cnt: 3000 is not a power of two (the kernel rounds it up to 4096"},
 		{"bad.yaml", "version: 1\nrx_queues:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: rx_queues[0]: nothing to set"},
 		{"bad.yaml", "version: 1\ntx_queues:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: tx_queues[0].xps_cpus: missing"},
 		{"bad.yaml", "version: 1\nrps_sock_flow_entries:\n  value: 1073741824\n  reason: x\n", "bad.yaml:3: rps_sock_flow_entries.value: 1073741824 exceeds the maximum 16777216"},
@@ -184,7 +185,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 1\n    cpus: \"" + strings.Repeat("0,", 40000) + "0\"\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: CPU list of 80001 bytes is longer than the 65536 any real host needs"},
 		{"bad.yaml", "version: 1\napps:\n  - pid: 1\n    comm: x\n    cpus: 0\n    reason: x\n", "bad.yaml:3: apps[0]: more than one selector"},
 		{"bad.yaml", "version: 1\napps:\n  - pid: 0\n    cpus: 0\n    reason: x\n", "bad.yaml:3: apps[0].pid: 0 is below the minimum 1"},
-		{"bad.yaml", "version: 1\nirqbalance:\n  mode: pause\n  reason: x\n", `bad.yaml:2: irqbalance.mode: "pause" is not one of leave, ban, stop`},
+		{"bad.yaml", "version: 1\nirqbalance:\n  mode: pause\n  reason: x\n", `bad.yaml:3: irqbalance.mode: "pause" is not one of leave, ban, stop`},
 		{"bad.yaml", "version: 1\nirqbalance:\n  mode: ban\n  reason: x\n", "bad.yaml:2: irqbalance.banned_cpus: missing"},
 		{"bad.yaml", "version: 1\ncoalesce:\n  - device: eth0\n    reason: x\n", "bad.yaml:3: coalesce[0]: nothing to set"},
 		{"bad.yaml", "version: 1\ncoalesce:\n  - device: eth0\n    adaptive_rx: maybe\n    reason: x\n", `bad.yaml:4: coalesce[0].adaptive_rx: "maybe" is not true or false`},
@@ -229,21 +230,21 @@ func TestResolveErrors(t *testing.T) {
 	head := "version: 1\n"
 	cases := []struct{ text, want string }{
 		{"irqs:\n  - irq: 999\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].irq: IRQ 999 does not exist on this host"},
-		{"irqs:\n  - irq: 9\n    cpus: 7\n    reason: x\n", "host.yaml:3: irqs[0].cpus: CPU 7 is offline"},
-		{"irqs:\n  - irq: 9\n    cpus: 0-300\n    reason: x\n", "host.yaml:3: irqs[0].cpus: CPUs 8-300 do not exist on this host (it has CPUs 0-7)"},
-		{"irqs:\n  - device: eth0\n    queue: 7\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].queue: device eth0 has no IRQ for queue 7 (queues with IRQs: 0-1)"},
+		{"irqs:\n  - irq: 9\n    cpus: 7\n    reason: x\n", "host.yaml:4: irqs[0].cpus: CPU 7 is offline"},
+		{"irqs:\n  - irq: 9\n    cpus: 0-300\n    reason: x\n", "host.yaml:4: irqs[0].cpus: CPUs 8-300 do not exist on this host (it has CPUs 0-7)"},
+		{"irqs:\n  - device: eth0\n    queue: 7\n    cpus: 0\n    reason: x\n", "host.yaml:4: irqs[0].queue: device eth0 has no IRQ for queue 7 (queues with IRQs: 0-1)"},
 		{"irqs:\n  - device: eth9\n    queue: 0\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].device: device eth9 not found"},
 		{"irqs:\n  - action: \"mlx5*\"\n    cpus: 0\n    reason: x\n", `host.yaml:3: irqs[0].action: pattern "mlx5*" matches no IRQ`},
 		{"irqs:\n  - irq: 100\n    cpus: 0\n    reason: x\n  - action: \"eth0-*\"\n    cpus: 1\n    reason: y\n",
 			"host.yaml:6: irqs[1]: irq 100 (eth0 rxtx queue 0) is also set by the entry at line 3"},
 		{"rx_queues:\n  - device: eth9\n    rps_cpus: 0\n    reason: x\n", "host.yaml:3: rx_queues[0].device: network interface eth9 not found on this host (it has: eth0, eth1, nvme0n1)"},
-		{"rx_queues:\n  - device: eth0\n    queue: 5\n    rps_cpus: 0\n    reason: x\n", "host.yaml:3: rx_queues[0].queue: eth0 has no rx queue 5 (it has 2 rx queues)"},
-		{"rx_queues:\n  - device: eth0\n    rps_cpus: 0-63\n    reason: x\n", "host.yaml:3: rx_queues[0].rps_cpus: CPUs 8-63 do not exist on this host"},
-		{"rx_queues:\n  - device: eth0\n    rps_cpus: 5-7\n    reason: x\n", "host.yaml:3: rx_queues[0].rps_cpus: CPU 7 is offline"},
-		{"rx_queues:\n  - device: eth0\n    rps_cpus: 0xffffffff,ffffffff\n    reason: x\n", "host.yaml:3: rx_queues[0].rps_cpus: CPUs 8-63 do not exist on this host (it has CPUs 0-7)"},
-		{"tx_queues:\n  - device: eth1\n    queue: 2\n    xps_cpus: 0\n    reason: x\n", "host.yaml:3: tx_queues[0].queue: eth1 has no tx queue 2"},
-		{"apps:\n  - comm: x\n    cpus: 9\n    reason: x\n", "host.yaml:3: apps[0].cpus: CPU 9 does not exist"},
-		{"irqbalance:\n  mode: ban\n  banned_cpus: 7\n  reason: x\n", "host.yaml:2: irqbalance.banned_cpus: CPU 7 is offline"},
+		{"rx_queues:\n  - device: eth0\n    queue: 5\n    rps_cpus: 0\n    reason: x\n", "host.yaml:4: rx_queues[0].queue: eth0 has no rx queue 5 (it has 2 rx queues)"},
+		{"rx_queues:\n  - device: eth0\n    rps_cpus: 0-63\n    reason: x\n", "host.yaml:4: rx_queues[0].rps_cpus: CPUs 8-63 do not exist on this host"},
+		{"rx_queues:\n  - device: eth0\n    rps_cpus: 5-7\n    reason: x\n", "host.yaml:4: rx_queues[0].rps_cpus: CPU 7 is offline"},
+		{"rx_queues:\n  - device: eth0\n    rps_cpus: 0xffffffff,ffffffff\n    reason: x\n", "host.yaml:4: rx_queues[0].rps_cpus: CPUs 8-63 do not exist on this host (it has CPUs 0-7)"},
+		{"tx_queues:\n  - device: eth1\n    queue: 2\n    xps_cpus: 0\n    reason: x\n", "host.yaml:4: tx_queues[0].queue: eth1 has no tx queue 2"},
+		{"apps:\n  - comm: x\n    cpus: 9\n    reason: x\n", "host.yaml:4: apps[0].cpus: CPU 9 does not exist"},
+		{"irqbalance:\n  mode: ban\n  banned_cpus: 7\n  reason: x\n", "host.yaml:4: irqbalance.banned_cpus: CPU 7 is offline"},
 		{"coalesce:\n  - device: eth7\n    rx_usecs: 3\n    reason: x\n", "host.yaml:3: coalesce[0].device: network interface eth7 not found"},
 	}
 	for _, c := range cases {

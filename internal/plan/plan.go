@@ -77,6 +77,9 @@ type Plan struct {
 
 	// File is the file the plan was loaded from ("" for generated plans).
 	File string `yaml:"-" json:"-"`
+	// fieldLines is the line of every field Parse read ("irqs[2].cpus"), for
+	// errors that name a field.
+	fieldLines map[string]int
 }
 
 // IRQEntry sets the affinity of the IRQs it selects. Exactly one selector:
@@ -125,10 +128,13 @@ type SockFlowEntry struct {
 // selector: PID, Comm (process name as in /proc/PID/comm), Unit (a systemd
 // unit) or Cgroup (a cgroup path below /sys/fs/cgroup).
 type AppEntry struct {
-	PID    int        `yaml:"pid,omitempty" json:"pid,omitempty"`
-	Comm   string     `yaml:"comm,omitempty" json:"comm,omitempty"`
-	Unit   string     `yaml:"unit,omitempty" json:"unit,omitempty"`
-	Cgroup string     `yaml:"cgroup,omitempty" json:"cgroup,omitempty"`
+	PID    int    `yaml:"pid,omitempty" json:"pid,omitempty"`
+	Comm   string `yaml:"comm,omitempty" json:"comm,omitempty"`
+	Unit   string `yaml:"unit,omitempty" json:"unit,omitempty"`
+	Cgroup string `yaml:"cgroup,omitempty" json:"cgroup,omitempty"`
+	// All lets a comm selector match more than one process (each is
+	// pinned); without it a name that matches several is refused.
+	All    bool       `yaml:"all,omitempty" json:"all,omitempty"`
 	CPUs   cpuset.Set `yaml:"cpus" json:"cpus"`
 	Reason string     `yaml:"reason" json:"reason"`
 	Line   int        `yaml:"-" json:"-"`

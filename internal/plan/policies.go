@@ -8,10 +8,10 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 )
 
-// DedicatedCore is seed 000's policy: every movable hardware IRQ on the
+// DedicatedCore is ClustrixDB core-0 write-up's policy: every movable hardware IRQ on the
 // housekeeping CPU(s) (default the lowest usable CPU, normally CPU 0), RPS
 // over the remaining usable CPUs, and RFS on: rps_sock_flow_entries 65536,
-// rps_flow_cnt per rx queue = 65536 / rx queues (seed 000: 8192 for its 8
+// rps_flow_cnt per rx queue = 65536 / rx queues (ClustrixDB core-0 write-up: 8192 for its 8
 // queues). The application gets the CPUs other than the housekeeping ones.
 func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 	b, err := newBuilder(h, o, "dedicated-core")
@@ -33,9 +33,9 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 		}
 	}
 	b.p.Why = fmt.Sprintf("CPU(s) %s take every movable hardware IRQ so the other CPUs run the application undisturbed; "+
-		"RPS spreads the network softirq work over the other CPUs and RFS steers each flow to the CPU reading its socket (seed 000)", hk)
+		"RPS spreads the network softirq work over the other CPUs and RFS steers each flow to the CPU reading its socket (ClustrixDB core-0 write-up)", hk)
 
-	reason := fmt.Sprintf("every movable hardware IRQ on housekeeping CPU(s) %s (seed 000)", hk)
+	reason := fmt.Sprintf("every movable hardware IRQ on housekeeping CPU(s) %s (ClustrixDB core-0 write-up)", hk)
 	var managed, timers, idle []int
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
@@ -61,7 +61,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 	}
 
 	rest := b.usable.Difference(hk)
-	rpsReason := fmt.Sprintf("RPS over the CPUs other than the housekeeping ones, %s (seed 000)", rest)
+	rpsReason := fmt.Sprintf("RPS over the CPUs other than the housekeeping ones, %s (ClustrixDB core-0 write-up)", rest)
 	if rest.IsEmpty() {
 		rest = hk
 		rpsReason = fmt.Sprintf("RPS on the housekeeping CPU(s) %s: no other usable CPU", hk)
@@ -70,7 +70,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries := b.rfs(65536, "RFS on: steer each flow's softirq work to the CPU that reads its socket (seed 000)")
+	entries := b.rfs(65536, "RFS on: steer each flow's softirq work to the CPU that reads its socket (ClustrixDB core-0 write-up)")
 	for _, t := range ts {
 		if !t.steer {
 			b.note("%s: not steered; RPS on its multi-queue lower device %s covers it", t.nic.Name, t.nic.Lower)
@@ -83,7 +83,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 			b.rps(t.nic.Name, rq.Index, &rs, ptr(cnt), rpsReason)
 		}
 	}
-	if err := b.app(b.usable.Difference(hk), "the application runs on the CPUs that take no IRQs (seed 000)"); err != nil {
+	if err := b.app(b.usable.Difference(hk), "the application runs on the CPUs that take no IRQs (ClustrixDB core-0 write-up)"); err != nil {
 		return nil, err
 	}
 	if err := b.irqbalance(true, hk); err != nil {
@@ -92,7 +92,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 	return b.p, nil
 }
 
-// PerQueue is seed 002's policy. For each NIC, with P its usable NUMA-local
+// PerQueue is AWS Graviton memcached tuning's policy. For each NIC, with P its usable NUMA-local
 // CPUs in ascending order (N = |P|), Q its queues and R = CPUsPerIRQCore
 // (default 8):
 //
@@ -110,7 +110,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 //     runs on its IRQ CPU (RPS = that CPU).
 //  5. The application gets P minus the IRQ CPUs.
 //
-// On single-node hosts this gives seed 002's table exactly: 4 CPUs/1 queue →
+// On single-node hosts this gives AWS Graviton memcached tuning's table exactly: 4 CPUs/1 queue →
 // K=1, IRQ 0, RPS 0, app 1-3; 8/2 → K=1, IRQs 0,0, RPS 0-3 and 4-7, app 1-7;
 // 16/2 → K=2, IRQs 0,8, RPS 0-7 and 8-15, app 1-7,9-15.
 func PerQueue(h *host.Host, o Options) (*Plan, error) {
@@ -184,17 +184,17 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 			c := irqCPUOf(pos)
 			for _, irq := range t.irqs[qi] {
 				if irq.Movable() {
-					b.irq(irq.Number, cpuset.Of(c), fmt.Sprintf("%s queue %d IRQ on CPU %d, IRQ CPU %d of %d (%s; seed 002)", t.nic.Name, qi, c, pos*K/Q+1, K, where))
+					b.irq(irq.Number, cpuset.Of(c), fmt.Sprintf("%s queue %d IRQ on CPU %d, IRQ CPU %d of %d (%s; AWS Graviton memcached tuning)", t.nic.Name, qi, c, pos*K/Q+1, K, where))
 				}
 			}
 		}
 		rpsOf := func(pos int) (cpuset.Set, string) {
 			if spread {
 				g := group(pos)
-				return g, fmt.Sprintf("RPS spreads queue softirq work over group %s (seed 002)", g)
+				return g, fmt.Sprintf("RPS spreads queue softirq work over group %s (AWS Graviton memcached tuning)", g)
 			}
 			c := cpuset.Of(irqCPUOf(pos))
-			return c, fmt.Sprintf("stack runs on the queue's IRQ CPU %s: %d usable CPUs are too few to spread (seed 002)", c, N)
+			return c, fmt.Sprintf("stack runs on the queue's IRQ CPU %s: %d usable CPUs are too few to spread (AWS Graviton memcached tuning)", c, N)
 		}
 		for _, dev := range append([]*target{t}, vlanOver(ts, t.nic.Name)...) {
 			if !dev.steer {
@@ -203,7 +203,7 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 			for _, rq := range dev.nic.RxQueues {
 				s, why := rpsOf(queuePos(t, rq.Index))
 				if dev != t {
-					why += "; on VLAN " + dev.nic.Name + " over single-queue " + t.nic.Name + " (seed 004)"
+					why += "; on VLAN " + dev.nic.Name + " over single-queue " + t.nic.Name + " (RPS/RFS on a single-queue NIC)"
 				}
 				b.rps(dev.nic.Name, rq.Index, &s, nil, why)
 			}
@@ -212,11 +212,11 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 		summary = append(summary, fmt.Sprintf("%s: %d queue(s), IRQ CPU(s) %s", t.nic.Name, Q, mine))
 	}
 	b.p.Why = fmt.Sprintf("each queue's IRQ pinned NUMA-local (one IRQ CPU per %d usable CPUs, distinct cores), RPS spreads softirq work per queue, "+
-		"the application runs on the rest (seed 002)", R)
+		"the application runs on the rest (AWS Graviton memcached tuning)", R)
 	if len(summary) > 0 {
 		b.p.Why += ": " + strings.Join(summary, "; ")
 	}
-	if err := b.app(pool.Difference(used), "the application runs on the NIC-local CPUs that take no queue IRQ (seed 002)"); err != nil {
+	if err := b.app(pool.Difference(used), "the application runs on the NIC-local CPUs that take no queue IRQ (AWS Graviton memcached tuning)"); err != nil {
 		return nil, err
 	}
 	if err := b.irqbalance(len(b.p.IRQs) > 0, used); err != nil {
@@ -225,7 +225,7 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 	return b.p, nil
 }
 
-// Colocate is seed 001's "full affinity": each queue gets its own core
+// Colocate is Intel IRQ+process affinity study's "full affinity": each queue gets its own core
 // (NUMA-local, distinct physical cores first, SMT siblings only when cores
 // run out), and the queue's IRQs, its RPS and XPS CPUs and the application
 // worker that consumes it all run there, so data stays in that core's
@@ -259,7 +259,7 @@ func Colocate(h *host.Host, o Options) (*Plan, error) {
 			c := core(pos)
 			for _, irq := range t.irqs[qi] {
 				if irq.Movable() {
-					b.irq(irq.Number, cpuset.Of(c), fmt.Sprintf("%s queue %d IRQ, stack and worker together on CPU %d (seed 001)", t.nic.Name, qi, c))
+					b.irq(irq.Number, cpuset.Of(c), fmt.Sprintf("%s queue %d IRQ, stack and worker together on CPU %d (Intel IRQ+process affinity study)", t.nic.Name, qi, c))
 				}
 			}
 		}
@@ -273,22 +273,22 @@ func Colocate(h *host.Host, o Options) (*Plan, error) {
 			}
 			for _, rq := range dev.nic.RxQueues {
 				s := cpuset.Of(core(queuePos(t, rq.Index)))
-				b.rps(dev.nic.Name, rq.Index, &s, nil, fmt.Sprintf("softirq work stays on the queue's core %s (seed 001)", s))
+				b.rps(dev.nic.Name, rq.Index, &s, nil, fmt.Sprintf("softirq work stays on the queue's core %s (Intel IRQ+process affinity study)", s))
 			}
 			for _, tq := range dev.nic.TxQueues {
 				s := cpuset.Of(core(queuePos(t, tq.Index)))
-				b.xps(dev.nic.Name, tq.Index, s, fmt.Sprintf("transmit from the queue's core %s (seed 001)", s))
+				b.xps(dev.nic.Name, tq.Index, s, fmt.Sprintf("transmit from the queue's core %s (Intel IRQ+process affinity study)", s))
 			}
 		}
 		used = used.Union(mine)
 		workers += Q
 		summary = append(summary, fmt.Sprintf("%s: %d queue(s) on CPUs %s", t.nic.Name, Q, mine))
 	}
-	b.p.Why = "full affinity: each queue's IRQ, its softirq work, its transmits and the worker consuming it share one core, so the data stays in cache (seed 001)"
+	b.p.Why = "full affinity: each queue's IRQ, its softirq work, its transmits and the worker consuming it share one core, so the data stays in cache (Intel IRQ+process affinity study)"
 	if len(summary) > 0 {
 		b.p.Why += ": " + strings.Join(summary, "; ") + fmt.Sprintf("; run %d application workers, one per queue", workers)
 	}
-	if err := b.app(used, "one application worker per queue, on the queues' cores (seed 001)"); err != nil {
+	if err := b.app(used, "one application worker per queue, on the queues' cores (Intel IRQ+process affinity study)"); err != nil {
 		return nil, err
 	}
 	if err := b.irqbalance(len(b.p.IRQs) > 0, used); err != nil {
@@ -297,7 +297,7 @@ func Colocate(h *host.Host, o Options) (*Plan, error) {
 	return b.p, nil
 }
 
-// RPSSpread is seed 004's policy: RPS and RFS over every usable CPU of the
+// RPSSpread is RPS/RFS on a single-queue NIC's policy: RPS and RFS over every usable CPU of the
 // NIC's NUMA node (all usable CPUs when unknown), rps_sock_flow_entries
 // 32768, rps_flow_cnt per rx queue = 32768 / rx queues. IRQs are not
 // touched. On a VLAN over a single-queue NIC, the VLAN device is steered too.
@@ -310,7 +310,7 @@ func RPSSpread(h *host.Host, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries := b.rfs(32768, "RFS on: steer each flow's softirq work to the CPU that reads its socket (seed 004)")
+	entries := b.rfs(32768, "RFS on: steer each flow's softirq work to the CPU that reads its socket (RPS/RFS on a single-queue NIC)")
 	var summary []string
 	for _, t := range ts {
 		if !t.steer {
@@ -323,7 +323,7 @@ func RPSSpread(h *host.Host, o Options) (*Plan, error) {
 			where = "the machine (node unknown)"
 		}
 		cnt := flowCnt(entries, len(t.nic.RxQueues))
-		why := fmt.Sprintf("spread softirq work over every usable CPU of %s, %s (seed 004)", where, P)
+		why := fmt.Sprintf("spread softirq work over every usable CPU of %s, %s (RPS/RFS on a single-queue NIC)", where, P)
 		if t.nic.Kind == "vlan" {
 			why += "; VLAN over single-queue " + t.nic.Lower + " is where the packets are received"
 		}
@@ -335,7 +335,7 @@ func RPSSpread(h *host.Host, o Options) (*Plan, error) {
 			summary = append(summary, fmt.Sprintf("%s over %s", t.nic.Name, P))
 		}
 	}
-	b.p.Why = "the receiving CPU is left to the NIC's IRQ; RPS moves the protocol work to every CPU of the NIC's node and RFS keeps each flow where its socket is read (seed 004)"
+	b.p.Why = "the receiving CPU is left to the NIC's IRQ; RPS moves the protocol work to every CPU of the NIC's node and RFS keeps each flow where its socket is read (RPS/RFS on a single-queue NIC)"
 	if len(summary) > 0 {
 		b.p.Why += ": " + strings.Join(summary, "; ")
 	}

@@ -36,7 +36,7 @@ type Options struct {
 	IRQCores int
 	// CPUsPerIRQCore is per-queue's ratio of usable CPUs to IRQ CPUs and
 	// the node size from which RPS spreads softirq work over a group
-	// (default 8, which reproduces seed 002's table).
+	// (default 8, which reproduces AWS Graviton memcached tuning's table).
 	CPUsPerIRQCore int
 	// SockFlowEntries overrides the RFS table size (dedicated-core 65536,
 	// rps-spread 32768). Rounded down to a power of two.
@@ -259,9 +259,9 @@ func (t *target) movable() bool {
 // targets selects the NICs to steer: o.Devices, or every physical NIC and
 // the VLANs stacked on one. Stacked devices: RPS goes on the device that
 // receives. For a VLAN whose lower device has a single rx queue, that is the
-// VLAN device (seed 004 set RPS on eth1.xx); the single-queue lower gets the
+// VLAN device (RPS/RFS on a single-queue NIC set RPS on eth1.xx); the single-queue lower gets the
 // same RPS too, because current kernels run RPS on the device the driver
-// hands packets to, before VLAN untagging (seed 004's 2.6.32 did it after).
+// hands packets to, before VLAN untagging (RPS/RFS on a single-queue NIC's 2.6.32 did it after).
 // A VLAN on a multi-queue lower is not steered: RSS and the lower's queues
 // already spread it.
 func (b *builder) targets() ([]*target, error) {
@@ -486,7 +486,7 @@ func (b *builder) irqbalance(pins bool, irqCPUs cpuset.Set) error {
 	if mode == "" {
 		switch {
 		case pins && running:
-			mode, reason = IrqbalanceStop, "irqbalance is running and would move the pinned IRQs back (the seeds stop it)"
+			mode, reason = IrqbalanceStop, "irqbalance is running and would move the pinned IRQs back (every source in docs/sources.md stops it)"
 		case pins:
 			mode, reason = IrqbalanceLeave, "irqbalance is not running"
 		default:

@@ -9,7 +9,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
-// TestPerQueueSeed002Table reproduces seed 002's table exactly (AWS A1
+// TestPerQueueSeed002Table reproduces AWS Graviton memcached tuning's table exactly (AWS A1
 // instances: one NUMA node, no SMT).
 func TestPerQueueSeed002Table(t *testing.T) {
 	cases := []struct {
@@ -35,20 +35,20 @@ func TestPerQueueSeed002Table(t *testing.T) {
 		for _, e := range p.RxQueues {
 			gotRPS = append(gotRPS, e.RPSCPUs.String())
 			if e.RPSFlowCnt != nil {
-				t.Errorf("%d CPUs: seed 002 sets no rps_flow_cnt, plan has %d", c.cpus, *e.RPSFlowCnt)
+				t.Errorf("%d CPUs: AWS Graviton memcached tuning sets no rps_flow_cnt, plan has %d", c.cpus, *e.RPSFlowCnt)
 			}
 		}
 		if strings.Join(gotIRQ, " ") != strings.Join(c.irq, " ") {
-			t.Errorf("%d CPUs/%d queues: IRQ CPUs %v, seed 002 says %v", c.cpus, c.queues, gotIRQ, c.irq)
+			t.Errorf("%d CPUs/%d queues: IRQ CPUs %v, AWS Graviton memcached tuning says %v", c.cpus, c.queues, gotIRQ, c.irq)
 		}
 		if strings.Join(gotRPS, " ") != strings.Join(c.rps, " ") {
-			t.Errorf("%d CPUs/%d queues: RPS %v, seed 002 says %v", c.cpus, c.queues, gotRPS, c.rps)
+			t.Errorf("%d CPUs/%d queues: RPS %v, AWS Graviton memcached tuning says %v", c.cpus, c.queues, gotRPS, c.rps)
 		}
 		if len(p.Apps) != 1 || p.Apps[0].CPUs.String() != c.app || p.Apps[0].Comm != "memcached" {
-			t.Errorf("%d CPUs: apps %+v, seed 002 says %s", c.cpus, p.Apps, c.app)
+			t.Errorf("%d CPUs: apps %+v, AWS Graviton memcached tuning says %s", c.cpus, p.Apps, c.app)
 		}
 		if p.Irqbalance == nil || p.Irqbalance.Mode != IrqbalanceStop {
-			t.Errorf("%d CPUs: seed 002 stops a running irqbalance, plan: %+v", c.cpus, p.Irqbalance)
+			t.Errorf("%d CPUs: AWS Graviton memcached tuning stops a running irqbalance, plan: %+v", c.cpus, p.Irqbalance)
 		}
 		// The same table through the resolved kernel settings: the masks the
 		// seed's script wrote (rx-0 "1"/"f"/"ff", rx-1 "f0"/"ff00").
@@ -193,13 +193,13 @@ func TestDedicatedCore(t *testing.T) {
 		}
 	}
 	if p.Irqbalance.Mode != IrqbalanceStop {
-		t.Errorf("irqbalance %v, want stop (seed 000)", p.Irqbalance.Mode)
+		t.Errorf("irqbalance %v, want stop (ClustrixDB core-0 write-up)", p.Irqbalance.Mode)
 	}
-	// Seed 000: 8 queues → 8192 per queue.
+	// The ClustrixDB core-0 write-up: 8 queues → 8192 per queue.
 	h8 := synth{cpus: 32, nics: []synthNIC{{name: "eth0", queues: 8}}}.build()
 	p, _ = Make("dedicated-core", h8, Options{Housekeeping: cpuset.MustParse("0-1")})
 	if *p.RxQueues[0].RPSFlowCnt != 8192 || p.RxQueues[0].RPSCPUs.String() != "2-31" || p.IRQs[0].CPUs.String() != "0-1" {
-		t.Errorf("seed 000 shape: %+v %+v", p.RxQueues[0], p.IRQs[0])
+		t.Errorf("ClustrixDB core-0 write-up shape: %+v %+v", p.RxQueues[0], p.IRQs[0])
 	}
 	// Bad housekeeping CPUs are clear errors.
 	hb := synth{cpus: 8, offline: []int{3}, isolated: []int{5}, nics: []synthNIC{{name: "eth0", queues: 1}}}.build()
@@ -212,7 +212,7 @@ func TestDedicatedCore(t *testing.T) {
 }
 
 func TestRPSSpreadSeed004(t *testing.T) {
-	// Seed 004: 2 cores/4 threads, single-queue 82574L, VLAN eth1.xx.
+	// RPS/RFS on a single-queue NIC: 2 cores/4 threads, single-queue 82574L, VLAN eth1.xx.
 	h := synth{cpus: 4, nics: []synthNIC{{name: "eth1", queues: 1}, {name: "eth1.10", queues: 1, kind: "vlan", lower: "eth1"}}}.build()
 	p, err := Make("rps-spread", h, Options{})
 	if err != nil {
@@ -225,7 +225,7 @@ func TestRPSSpreadSeed004(t *testing.T) {
 	for _, e := range p.RxQueues {
 		got[e.Device] = e.RPSCPUs.Mask(4) + "/" + itoa(*e.RPSFlowCnt)
 	}
-	// rps_cpus=f on the VLAN device (seed 004), flow cnt = 32768 / 1 queue.
+	// rps_cpus=f on the VLAN device (RPS/RFS on a single-queue NIC), flow cnt = 32768 / 1 queue.
 	if got["eth1.10"] != "0000000f/32768" || got["eth1"] != "0000000f/32768" {
 		t.Errorf("rps %v", got)
 	}

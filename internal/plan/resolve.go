@@ -79,7 +79,7 @@ func cpuWord(s cpuset.Set, one, many string) string {
 // same thing are errors naming the file, line and field. Kernel-managed IRQs
 // come back with Skip set.
 func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
-	l := &errList{file: p.File}
+	l := &errList{file: p.File, lines: p.fieldLines}
 	check(p, l)
 	if len(l.errs) > 0 {
 		return nil, l.err()
@@ -175,7 +175,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		f := fmt.Sprintf("apps[%d]", i)
 		v.check(l, e.Line, f+".cpus", e.CPUs)
 		out = append(out, setting.Change{Kind: setting.KindApp, Target: e.Selector(), Value: e.CPUs.String(), Reason: e.Reason,
-			Line: e.Line, App: &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup}})
+			Line: e.Line, App: &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup, All: e.All}})
 	}
 
 	if e := p.Irqbalance; e != nil {

@@ -14,6 +14,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Chart is one plot and the height it wants.
@@ -65,8 +67,8 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 		rows += len(r.CPUs)
 	}
 	hmH := vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch
-	busy := OverTimeChart(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
-	soft := OverTimeChart(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
+	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
+	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
 	irq, err := IRQChart(runs, o)
 	if err != nil {
 		return nil, err
@@ -75,13 +77,36 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Chart{
+	dev, err := DeviceChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
+	scaleH := 0.75 * vg.Inch
+	out := []Chart{
 		{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch},
+		{Name: "irq-by-device", Title: dev.Title.Text, Plot: dev, Height: 4.2 * vg.Inch},
 		{Name: "irq-soft-over-time", Title: soft.Title.Text, Plot: soft, Height: hmH},
-		{Name: "busy-over-time", Title: busy.Title.Text, Plot: busy, Height: hmH},
-		{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch},
-		{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch},
-	}, nil
+		{Name: "irq-soft-over-time-scale", Title: "colour scale", Plot: ScaleChart(softTop, "% of CPU in irq + softirq"), Height: scaleH},
+	}
+	for _, s := range []struct {
+		name, title string
+		v           func(*load.CPULoad) float64
+	}{
+		{"net-rx-over-time", "NET_RX softirqs per second per CPU (receive)", func(c *load.CPULoad) float64 { return c.NetRx }},
+		{"net-tx-over-time", "NET_TX softirqs per second per CPU (transmit completion)", func(c *load.CPULoad) float64 { return c.NetTx }},
+		{"block-over-time", "BLOCK softirqs per second per CPU (storage completions)", func(c *load.CPULoad) float64 { return c.Block }},
+	} {
+		p, top := RateOverTimeChart(runs, s.title, s.v)
+		out = append(out,
+			Chart{Name: s.name, Title: s.title, Plot: p, Height: hmH},
+			Chart{Name: s.name + "-scale", Title: "colour scale", Plot: ScaleChart(top, "softirqs per second"), Height: scaleH})
+	}
+	return append(out,
+		Chart{Name: "busy-over-time", Title: busy.Title.Text, Plot: busy, Height: hmH},
+		Chart{Name: "busy-over-time-scale", Title: "colour scale", Plot: ScaleChart(busyTop, "% of CPU busy"), Height: scaleH},
+		Chart{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch},
+		Chart{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch},
+	), nil
 }
 
 // sans switches a plot's text to the sans-serif face of the embedded
@@ -101,7 +126,7 @@ func sans(p *plot.Plot) {
 // ClusterChart is per-core utilisation averaged over each run: one stacked
 // bar per CPU (irq, softirq, system, user, other from the bottom), every
 // host's CPUs side by side on one axis with a gap between hosts, like the
-// per-core cluster charts of the seeds.
+// per-core cluster charts of the ClustrixDB core-0 write-up.
 func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
 	p := plot.New()
@@ -222,6 +247,12 @@ func (g *grid) set(r, c int, v float64) { g.z[r][c] = v }
 // interval, colour from blue (0 %) to red (100 %). A heat map stays
 // readable for hundreds of cores where one line per core would not.
 func OverTimeChart(runs []*Run, title string, v func(*cpuPoint) float64) *plot.Plot {
+	p, _ := overTime(runs, title, v)
+	return p
+}
+
+// overTime is OverTimeChart and the top of its colour range.
+func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot, float64) {
 	p := plot.New()
 	sans(p)
 	p.X.Label.Text = "seconds since the recording started"
@@ -274,7 +305,7 @@ func OverTimeChart(runs []*Run, title string, v func(*cpuPoint) float64) *plot.P
 			}
 		}
 	}
-	p.Title.Text = fmt.Sprintf("%s — blue 0 %%, red %.0f %%", title, top)
+	p.Title.Text = title
 	hm := plotter.NewHeatMap(g, moreland.SmoothBlueRed().Palette(64))
 	hm.Min, hm.Max = 0, top
 	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
@@ -289,7 +320,7 @@ func OverTimeChart(runs []*Run, title string, v func(*cpuPoint) float64) *plot.P
 	}
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Min, p.Y.Max = -0.5, float64(g.nrows)-0.5
-	return p
+	return p, top
 }
 
 func nanRow(n int) []float64 {
@@ -320,13 +351,13 @@ func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Mean > all[j].Mean })
 	n := min(o.TopIRQs, len(all))
-	for n > 0 && all[n-1].Mean <= 0 {
+	for n > 0 && all[n-1].Mean < MinIRQLineRate {
 		n--
 	}
 	all = all[:n]
-	p.Title.Text = fmt.Sprintf("Top %d IRQs by rate over time", n)
+	p.Title.Text = fmt.Sprintf("Top %d IRQs by rate over time (IRQs under %.0f/s on average not drawn)", n, MinIRQLineRate)
 	if n == 0 {
-		p.Title.Text = "IRQ rates over time — no interrupts fired"
+		p.Title.Text = fmt.Sprintf("IRQ rates over time — no IRQ fired %.0f times per second or more on average", MinIRQLineRate)
 		return p, nil
 	}
 	var peak float64

@@ -41,6 +41,9 @@ func Expand(fs *kernel.FS, resolved []Change) (changes, skipped []Change, err er
 			if err != nil {
 				return nil, nil, fmt.Errorf("plan line %d: app %s: %w", c.Line, c.Target, err)
 			}
+			if err := CheckMatches(fs, c.App, pids); err != nil {
+				return nil, nil, fmt.Errorf("plan line %d: %w; nothing was changed", c.Line, err)
+			}
 			if len(pids) == 0 {
 				s := c
 				s.Kind, s.Status, s.Note = KindThreadAffinity, StatusSkipped, "no running process matches "+c.Target

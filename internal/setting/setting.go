@@ -120,6 +120,8 @@ type AppSelector struct {
 	Comm   string `json:"comm,omitempty"`
 	Unit   string `json:"unit,omitempty"`
 	Cgroup string `json:"cgroup,omitempty"`
+	// All: a Comm may match more than one process (see CheckMatches).
+	All bool `json:"all,omitempty"`
 }
 
 func (c Change) String() string {

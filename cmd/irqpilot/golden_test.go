@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+var updateText = flag.Bool("update-golden", false, "rewrite testdata/golden/*.txt from the current text outputs")
+
+// golden compares got with testdata/golden/name (rewritten with
+// -update-golden): the text outputs people read are reviewed as files.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", "golden", name)
+	if *updateText {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update-golden)", err, t.Name())
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs (run go test -run %s -update-golden to accept):\n--- want\n%s\n--- got\n%s", file, t.Name(), want, got)
+	}
+}
+
+// goldenChanges is one change of each kind of value: a cpulist, masks, a
+// count, a sysctl, a thread.
+func goldenChanges() []setting.Change {
+	irq := setting.IRQAffinity(38, "irq 38 (eth0 rx queue 0)", cpuset.Of(0), "every movable hardware IRQ on housekeeping CPU(s) 0 (ClustrixDB core-0 write-up)")
+	irq.Old, irq.Status, irq.Note = "0-3", setting.StatusDone, "effective 0"
+	rps := setting.RPSCPUs("eth0", 0, cpuset.MustParse("1-3"), 4, "RPS over the CPUs other than the housekeeping ones, 1-3")
+	rps.Old, rps.Status = "00000000", setting.StatusDone
+	cnt := setting.RPSFlowCnt("eth0", 0, 8192, "RFS flow count: 65536 entries / 8 queues")
+	cnt.Old, cnt.Status = "0", setting.StatusDone
+	xps := setting.XPSCPUs("eth0", 1, cpuset.Of(2), 4, "transmit from the queue's core 2")
+	xps.Old, xps.Status = "00000003", setting.StatusUnchanged
+	sock := setting.SockFlowEntries(65536, "RFS on")
+	sock.Old, sock.Status = "0", setting.StatusDone
+	thr := setting.ThreadAffinity(4242, 777, "memcached pid 4242 thread 4242", cpuset.MustParse("1-3"), "the application runs on the CPUs that take no IRQs")
+	thr.Old, thr.Status = "0-3", setting.StatusDone
+	skip := setting.IRQAffinity(40, "irq 40 (nvme0q1)", cpuset.Of(0), "every movable hardware IRQ")
+	skip.Old, skip.Status, skip.Note = "1", setting.StatusSkipped, "the kernel refuses this IRQ's affinity (kernel-managed, or per-CPU): managed queue IRQs follow their queue's CPUs; left as is"
+	return []setting.Change{irq, rps, cnt, xps, sock, thr, skip}
+}
+
+func TestGoldenApplyTable(t *testing.T) {
+	var b bytes.Buffer
+	printEntries(&b, goldenChanges(), false)
+	left := setting.XPSCPUs("eth0", 0, cpuset.Of(), 4, "not in this plan; set by journal 20261122T103000Z")
+	left.Old, left.Status = "00000001", setting.StatusPending
+	printLeftovers(&b, []setting.Change{left}, false, false)
+	b.WriteString("applied: 5 changed, 1 already so, 1 skipped; journal 20261122T104500Z (undo: " +
+		undoCommand("/var/lib/irqpilot-test", "20261122T104500Z", nil) + ")\n")
+	golden(t, "apply-table.txt", b.Bytes())
+}
+
+func TestGoldenRevertTable(t *testing.T) {
+	cs := goldenChanges()
+	for i := range cs {
+		if cs[i].Status == setting.StatusDone {
+			cs[i].Status, cs[i].Note = setting.StatusRestored, ""
+		}
+	}
+	var b bytes.Buffer
+	printRestored(&b, cs)
+	golden(t, "revert-table.txt", b.Bytes())
+}
+
+// The plan and its diff against a captured single-node host.
+func TestGoldenPlanDiff(t *testing.T) {
+	h := snoHost(t)
+	var b bytes.Buffer
+	f := defaultPlanOptions("dedicated-core")
+	if err := runPlan(&b, h, f, false, "snapshot sno-sysinfo"); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plan-diff.txt", b.Bytes())
+}
+
+// doctor on a captured pair (a UDP flood over loopback), as captured and
+// with 300 backlog drops on CPU1 in the second sample.
+func TestGoldenDoctor(t *testing.T) {
+	a, b := path.Join(loadTestdata, "udp-loopback/a"), path.Join(loadTestdata, "udp-loopback/b")
+	out, errOut, err := runIrqpilot(t, "doctor", "--root", a, "--after", b)
+	if c := exitCode(err); c != 0 {
+		t.Fatalf("doctor: exit %d: %s", c, errOut)
+	}
+	dir := t.TempDir()
+	copyTree(t, path.Join(loadTestdata, "udp-loopback"), dir)
+	sn := filepath.Join(dir, "b/proc/net/softnet_stat")
+	data, err := os.ReadFile(sn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	f := strings.Fields(lines[1])
+	f[1] = fmt.Sprintf("%08x", 300)
+	lines[1] = strings.Join(f, " ")
+	if err := os.WriteFile(sn, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	drops, errOut, err := runIrqpilot(t, "doctor", "--root", filepath.Join(dir, "a"), "--after", filepath.Join(dir, "b"))
+	if c := exitCode(err); c != 1 {
+		t.Fatalf("doctor with drops: exit %d: %s", c, errOut)
+	}
+	golden(t, "doctor.txt", []byte(out+"\n$ # the same pair with 300 backlog drops on CPU1\n"+drops))
+}

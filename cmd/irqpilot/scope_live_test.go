@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// buildIrqpilot builds the binary as dir/irqpilot, so that a printed
+// command ("irqpilot revert …") runs it with dir first on PATH.
+func buildIrqpilot(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "irqpilot")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runIn runs the binary (inside ns when ns is not nil) and returns stdout,
+// stderr and the exit status.
+func runIn(t *testing.T, ns *vethNamespace, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	argv := append([]string{bin}, args...)
+	if ns != nil {
+		argv = append(append([]string{}, ns.exec...), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", strings.Join(argv, " "), err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func stateDir(t *testing.T) string {
+	d := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Live: `plan --device vq0` run inside a namespace of our own plans
+// nothing but vq0's settings, for every policy — assert on every entry —
+// and nothing that cannot take effect in a namespace other than the host's
+// (net.core.rps_sock_flow_entries, and the flow counts that need it), even
+// with --machine-wide; the plan says why.
+func TestLivePlanDeviceInNamespace(t *testing.T) {
+	ns := newVethNamespace(t)
+	bin := buildIrqpilot(t)
+	for _, policy := range []string{"dedicated-core", "per-queue", "colocate", "rps-spread", "auto"} {
+		for _, mw := range []bool{false, true} {
+			args := []string{"plan", "--policy", policy, "--device", "vq0", "--json"}
+			if mw {
+				args = append(args, "--machine-wide")
+			}
+			out, errOut, code := runIn(t, ns, bin, args...)
+			if code != 0 {
+				t.Fatalf("%v: exit %d\n%s", args, code, errOut)
+			}
+			var d planDiff
+			if err := json.Unmarshal([]byte(out), &d); err != nil {
+				t.Fatalf("%v: %v\n%s", args, err, out)
+			}
+			for _, s := range d.Settings {
+				sc := setting.ScopeOf(&s)
+				switch {
+				case s.Kind == setting.KindSysctl:
+					t.Errorf("%v: %s planned in a namespace, where it does not exist", args, s.Target)
+				case s.Kind == setting.KindRPSFlowCnt:
+					t.Errorf("%v: %s rps_flow_cnt planned in a namespace, where RFS cannot be turned on", args, s.Target)
+				case s.Kind == setting.KindIrqbalance || s.Kind == setting.KindIrqbalanceBan:
+					if s.Status != setting.StatusSkipped && s.Status != setting.StatusUnchanged && !mw {
+						t.Errorf("%v: irqbalance change %s without --machine-wide", args, s.Value)
+					}
+				case sc.IRQ >= 0:
+					t.Errorf("%v: plans IRQ %d (%s), not vq0's", args, sc.IRQ, s.Target)
+				case sc.NetDevice != "vq0":
+					t.Errorf("%v: plans %s (%s) for device %q, not vq0", args, s.Target, s.Name(), sc.NetDevice)
+				}
+			}
+			if policy == "rps-spread" || policy == "dedicated-core" {
+				if !strings.Contains(strings.Join(d.Notes, "\n"), "RFS left out: this plan was made in network namespace "+ns.name) {
+					t.Errorf("%v: notes do not say why RFS was left out: %q", args, d.Notes)
+				}
+			}
+		}
+	}
+}
+
+// Live: a journal applied in a namespace, reverted from the host's, is
+// refused with the namespace's name and the command to run; the undo
+// command apply printed, executed as printed, restores everything.
+func TestLiveRevertWrongNamespaceAndUndoAsPrinted(t *testing.T) {
+	ns := newVethNamespace(t)
+	bin := buildIrqpilot(t)
+	state := stateDir(t)
+	before := steeringState(t, ns)
+	planFile := filepath.Join(t.TempDir(), "a.yaml")
+	os.WriteFile(planFile, []byte("version: 1\nrx_queues:\n  - {device: vq0, queue: 0, rps_cpus: 0-1, reason: test}\ntx_queues:\n  - {device: vq0, queue: 0, xps_cpus: 1, reason: test}\n"), 0o644)
+	out, errOut, code := runIn(t, ns, bin, "apply", "--state-dir", state, planFile)
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Cleanup(func() { runIn(t, ns, bin, "revert", "--state-dir", state) })
+	m := regexp.MustCompile(`\(undo: (.*)\)\n`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no undo command in\n%s", out)
+	}
+	undo := m[1]
+	if !strings.HasPrefix(undo, "ip netns exec "+ns.name+" irqpilot revert --to ") || !strings.Contains(undo, "--state-dir "+state) {
+		t.Errorf("undo command %q does not name the namespace and the state directory", undo)
+	}
+
+	_, errOut, code = runIn(t, nil, bin, "revert", "--state-dir", state)
+	if code != 2 || !strings.Contains(errOut, "device vq0 is in namespace "+ns.name) || !strings.Contains(errOut, "ip netns exec "+ns.name+" irqpilot revert") {
+		t.Errorf("revert from the host's namespace: exit %d, %q; want 2 and the namespace message", code, errOut)
+	}
+	if strings.Contains(errOut, "not supported") {
+		t.Errorf("revert from the wrong namespace says %q", errOut)
+	}
+
+	cmd := exec.Command("sh", "-c", undo)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("undo as printed (%s): %v\n%s", undo, err, b)
+	}
+	if after := steeringState(t, ns); !mapsEqual(before, after) {
+		t.Errorf("after the printed undo: %v, want %v", after, before)
+	}
+}
+
+// Live: applying plan B over plan A lists A's settings B does not mention;
+// --replace restores them in B's journal; reverting B puts A's back, and
+// reverting A leaves the machine as it was.
+func TestLiveApplyReplace(t *testing.T) {
+	ns := newVethNamespace(t)
+	bin := buildIrqpilot(t)
+	state := stateDir(t)
+	before := steeringState(t, ns)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	os.WriteFile(a, []byte("version: 1\nrx_queues:\n  - {device: vq0, queue: 0, rps_cpus: 0-1, rps_flow_cnt: 256, reason: plan A}\ntx_queues:\n  - {device: vq0, queue: 0, xps_cpus: 1, reason: plan A}\n"), 0o644)
+	os.WriteFile(b, []byte("version: 1\nrx_queues:\n  - {device: vq0, queue: 0, rps_cpus: 1, reason: plan B}\n"), 0o644)
+	t.Cleanup(func() {
+		for i := 0; i < 3; i++ {
+			runIn(t, ns, bin, "revert", "--state-dir", state)
+		}
+	})
+	if out, errOut, code := runIn(t, ns, bin, "apply", "--state-dir", state, a); code != 0 {
+		t.Fatalf("apply A: %d\n%s%s", code, out, errOut)
+	}
+	afterA := steeringState(t, ns)
+	out, errOut, code := runIn(t, ns, bin, "apply", "--dry-run", "--state-dir", state, b)
+	if code != 0 {
+		t.Fatalf("apply --dry-run B: %d\n%s", code, errOut)
+	}
+	for _, want := range []string{"still in force from earlier journals, not in this plan", "vq0 tx-0  xps_cpus", "vq0 rx-0  rps_flow_cnt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply --dry-run B does not list A's leftover %q:\n%s", want, out)
+		}
+	}
+	out, errOut, code = runIn(t, ns, bin, "apply", "--replace", "--state-dir", state, b)
+	if code != 0 {
+		t.Fatalf("apply --replace B: %d\n%s%s", code, out, errOut)
+	}
+	now := steeringState(t, ns)
+	for _, k := range []string{"/sys/class/net/vq0/queues/tx-0/xps_cpus", "/sys/class/net/vq0/queues/rx-0/rps_flow_cnt"} {
+		if now[k] != before[k] {
+			t.Errorf("after --replace %s = %q, want its value before A, %q", k, now[k], before[k])
+		}
+	}
+	if got := now["/sys/class/net/vq0/queues/rx-0/rps_cpus"]; got != "2" && got != "00000002" && strings.TrimLeft(got, "0,") != "2" {
+		t.Errorf("after --replace rx-0 rps_cpus = %q, want plan B's CPU 1", got)
+	}
+	if out, errOut, code := runIn(t, ns, bin, "revert", "--state-dir", state); code != 0 {
+		t.Fatalf("revert B: %d\n%s%s", code, out, errOut)
+	}
+	if got := steeringState(t, ns); !mapsEqual(got, afterA) {
+		t.Errorf("after reverting B: %v, want A's state %v", got, afterA)
+	}
+	if out, errOut, code := runIn(t, ns, bin, "revert", "--state-dir", state); code != 0 {
+		t.Fatalf("revert A: %d\n%s%s", code, out, errOut)
+	}
+	if got := steeringState(t, ns); !mapsEqual(got, before) {
+		t.Errorf("after reverting A: %v, want %v", got, before)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

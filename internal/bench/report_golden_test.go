@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var updateTable = flag.Bool("update-golden", false, "rewrite testdata/golden/*.txt from the current bench tables")
+
+func goldenReport(rounds int) *Report {
+	configs := []string{"default", "rps-spread"}
+	var runs []Run
+	for r := 0; r < rounds; r++ {
+		for i, c := range configs {
+			soft0 := 72.4 - float64(i)*70
+			runs = append(runs, Run{Config: c, Round: r,
+				Result: Result{Throughput: 100000*(1+0.3*float64(i)) + float64(r*997%1500), Unit: "ops/s", LatencyP50: 63 + float64(r), LatencyP99: 127 + float64(2*r)},
+				CPUs:   []CPUStat{{ID: 0, SoftIRQ: soft0, Idle: 3.8}, {ID: 1, SoftIRQ: 1 + float64(i)*30, Idle: 40}}})
+		}
+	}
+	return &Report{
+		Workload: "memcached", Host: "vm", Kernel: "6.1.0", CPUs: 2, Rounds: rounds, Duration: 5 * time.Second,
+		Baseline: "default", Restored: true,
+		Summary:     Summarize(configs, runs, "default"),
+		Scope:       &Scope{NetDevice: "vs4104", IRQs: nil},
+		MachineWide: map[string][]string{"rps-spread": {"net.core.rps_sock_flow_entries = 32768"}},
+		Dropped:     map[string][]string{"rps-spread": {"eth0 rx-0 (rps_cpus → 0-1): not a queue of the device under test"}},
+	}
+}
+
+// The bench table people read: intervals and verdicts only from 3 runs or
+// more ("too few runs" below), latency resolution said, scope in words,
+// machine-wide changes named.
+func TestGoldenBenchTable(t *testing.T) {
+	for _, c := range []struct {
+		rounds int
+		file   string
+	}{{3, "bench-table.txt"}, {2, "bench-table-too-few.txt"}} {
+		var b bytes.Buffer
+		if err := goldenReport(c.rounds).WriteTable(&b); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join("testdata", "golden", c.file)
+		if *updateTable {
+			if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%v (run go test -run TestGoldenBenchTable -update-golden)", err)
+		}
+		if !bytes.Equal(want, b.Bytes()) {
+			t.Errorf("%s differs (-update-golden to accept):\n--- want\n%s\n--- got\n%s", file, want, b.Bytes())
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package load
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+)
+
+// An interrupt-bound CPU's fix names the NIC whose IRQs land there and the
+// exact commands, with real CPU numbers (no <mask> placeholders); an
+// application on that same CPU is folded into the one recommendation,
+// instead of a second finding whose fix (dedicated-core) would pile every
+// IRQ onto that CPU.
+func TestInterruptBoundFixNamesDeviceAndReconciles(t *testing.T) {
+	c := craft(4).cpu(0, 30, 11.2, 0, 52.8, 6).cpu(1, 50, 22, 0, 0, 28).cpu(2, 30, 10, 0, 0, 60).cpu(3, 8, 4, 0, 0, 88)
+	c.softirq("NET_RX", 0, 40000).irq(16, 9000, 0, 0, 0)
+	c.a.Tasks = []TaskTimes{{PID: 100, TID: 100, Comm: "nginx", UTime: 500, CPU: 0}}
+	c.b.Tasks = []TaskTimes{{PID: 100, TID: 100, Comm: "nginx", UTime: 540, CPU: 0}}
+	h := hostN(4)
+	h.IRQs = []host.IRQ{{Number: 16, Device: "eth1", Queue: intp(0), Managed: host.ManagedNo}}
+	h.NICs = []host.NIC{{Name: "eth1", RxQueues: []host.RxQueue{{Index: 0, IRQ: intp(16)}}, IRQs: []int{16}}}
+	all := Diagnose(h, c.load(t))
+	if fs := find(all, IDAppOnIRQCPU); len(fs) != 0 {
+		t.Errorf("app-on-irq-cpu reported beside interrupt-bound for the same CPU: %+v", fs)
+	}
+	fs := find(all, IDInterruptBound)
+	if len(fs) != 1 {
+		t.Fatalf("findings %+v", all)
+	}
+	fix := fs[0].Fix
+	for _, want := range []string{
+		"irqpilot plan --policy rps-spread --device eth1 -o rps-spread-eth1.yaml && irqpilot apply rps-spread-eth1.yaml",
+		"echo 0000000e > /sys/class/net/eth1/queues/rx-0/rps_cpus",
+		"Then keep the application off CPU0: `taskset -apc 1-3 100`",
+	} {
+		if !strings.Contains(fix, want) {
+			t.Errorf("fix %q lacks %q", fix, want)
+		}
+	}
+	if strings.Contains(fix, "<") || strings.Contains(fix, "dedicated-core") {
+		t.Errorf("fix has a placeholder or contradicts itself: %q", fix)
+	}
+	if !strings.Contains(fs[0].Summary, "nginx[100]") {
+		t.Errorf("summary does not name the application: %q", fs[0].Summary)
+	}
+}
+
+// A thread uses at most one CPU: skewed tick reads over a short interval
+// never show more than 100 %.
+func TestTaskBusyAtMostOneCPU(t *testing.T) {
+	c := craft(2).cpu(0, 50, 10, 0, 35, 5)
+	c.a.Tasks = []TaskTimes{{PID: 7, TID: 7, Comm: "spin", UTime: 100, CPU: 0}}
+	c.b.Tasks = []TaskTimes{{PID: 7, TID: 7, Comm: "spin", UTime: 235, CPU: 0}} // 135 ticks in 1 s
+	l := c.load(t)
+	if len(l.Tasks) != 1 || l.Tasks[0].Busy != 100 {
+		t.Errorf("tasks %+v, want spin at 100%%", l.Tasks)
+	}
+}

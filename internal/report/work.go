@@ -1,0 +1,272 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"sort"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/palette"
+	"gonum.org/v1/plot/palette/moreland"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+// The charts that answer "which CPU is overloaded by interrupts, and by
+// which device": per-CPU softirq series by type, interrupts per CPU
+// attributed to devices and queues, and a colour scale under every heat map.
+
+// heatPalette is the heat maps' colour map (blue low, red high).
+func heatPalette(top float64) palette.ColorMap {
+	cm := moreland.SmoothBlueRed()
+	cm.SetMin(0)
+	cm.SetMax(top)
+	return cm
+}
+
+// niceTop rounds v up to 1, 2 or 5 times a power of ten (at least min).
+func niceTop(v, min float64) float64 {
+	v = math.Max(v, min)
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// RateOverTimeChart is a heat map of one per-CPU rate over time (a row per
+// CPU, a column per interval), coloured from 0 to the highest rate seen, and
+// returns that top for its colour scale.
+func RateOverTimeChart(runs []*Run, title string, v func(*load.CPULoad) float64) (*plot.Plot, float64) {
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
+	longest := runs[0]
+	g := &grid{}
+	for _, r := range runs {
+		if len(r.Loads) > len(longest.Loads) {
+			longest = r
+		}
+		g.nrows += len(r.CPUs)
+	}
+	for _, l := range longest.Loads {
+		g.xs = append(g.xs, l.End.Sub(longest.Start).Seconds())
+	}
+	if len(g.xs) == 1 {
+		g.xs = append(g.xs, g.xs[0]+longest.Loads[0].Interval.Seconds())
+	}
+	row := 0
+	peak := 0.0
+	for _, r := range runs {
+		rowOf := map[int]int{}
+		for _, id := range r.CPUs {
+			rowOf[id] = row
+			g.labels = append(g.labels, r.Host+" cpu"+strconv.Itoa(id))
+			g.z = append(g.z, nanRow(g.cols()))
+			row++
+		}
+		for c, l := range r.Loads {
+			if c >= g.cols() {
+				break
+			}
+			for i := range l.CPUs {
+				x := math.Max(0, v(&l.CPUs[i]))
+				g.set(rowOf[l.CPUs[i].ID], c, x)
+				peak = math.Max(peak, x)
+			}
+		}
+	}
+	top := niceTop(peak, 10)
+	p.Title.Text = title
+	hm := plotter.NewHeatMap(&rateGrid{grid: g, max: top}, heatPalette(top).Palette(64))
+	hm.Min, hm.Max = 0, top
+	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
+	p.Add(hm)
+	yTicks(p, g)
+	return p, top
+}
+
+// rateGrid is a grid whose range is 0…max (grid's is 0…100).
+type rateGrid struct {
+	*grid
+	max float64
+}
+
+func (g *rateGrid) Max() float64 { return g.max }
+
+func yTicks(p *plot.Plot, g *grid) {
+	step := int(math.Ceil(float64(g.nrows) / 40))
+	var ticks []plot.Tick
+	for r := 0; r < g.nrows; r++ {
+		if (g.nrows-1-r)%step == 0 {
+			ticks = append(ticks, plot.Tick{Value: float64(r), Label: g.label(r)})
+		}
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Min, p.Y.Max = -0.5, float64(g.nrows)-0.5
+}
+
+// ScaleChart is the colour bar of a heat map: 0 … top in unit.
+func ScaleChart(top float64, unit string) *plot.Plot {
+	p := plot.New()
+	sans(p)
+	p.HideY()
+	p.X.Label.Text = "colour scale: " + unit
+	p.X.Tick.Marker = plot.TickerFunc(compactTicks)
+	cb := &plotter.ColorBar{ColorMap: heatPalette(top)}
+	p.Add(cb)
+	return p
+}
+
+// deviceShare is one device's (or queue's) mean interrupt rate per CPU.
+type deviceShare struct {
+	label string
+	rate  map[int]float64 // by row (host/CPU slot)
+	total float64
+}
+
+// DeviceChart attributes each CPU's interrupts to the devices and queues
+// whose IRQs fired there: one stacked bar per CPU (hosts side by side),
+// mean interrupts per second over the run, a colour per device queue (the
+// busiest 8; the rest as "other").
+func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
+	o.defaults()
+	p := plot.New()
+	sans(p)
+	p.Title.Text = "Interrupts per CPU by device and queue (mean over the run)"
+	p.Y.Label.Text = "interrupts per second"
+	p.X.Label.Text = "CPU"
+	p.Y.Tick.Marker = plot.TickerFunc(compactTicks)
+	p.Legend.Top, p.Legend.Left = true, false
+	p.Legend.Padding = 1
+
+	shares := map[string]*deviceShare{}
+	var ticks []plot.Tick
+	slot := 0
+	for k, r := range runs {
+		if k > 0 {
+			slot++
+		}
+		base := slot
+		var dur float64
+		for _, l := range r.Loads {
+			dur += l.Interval.Seconds()
+		}
+		pos := map[int]int{}
+		for i, id := range r.CPUs {
+			pos[id] = base + i
+			ticks = append(ticks, plot.Tick{Value: float64(base + i), Label: strconv.Itoa(id)})
+		}
+		for _, l := range r.Loads {
+			w := l.Interval.Seconds() / dur
+			for _, q := range l.IRQs {
+				label := r.deviceLabel(q)
+				if len(runs) > 1 {
+					label = r.Host + ": " + label
+				}
+				s := shares[label]
+				if s == nil {
+					s = &deviceShare{label: label, rate: map[int]float64{}}
+					shares[label] = s
+				}
+				for cpu, rate := range q.PerCPU {
+					s.rate[pos[cpu]] += rate * w
+					s.total += rate * w
+				}
+			}
+		}
+		slot += len(r.CPUs)
+	}
+	var list []*deviceShare
+	for _, s := range shares {
+		if s.total > 0 {
+			list = append(list, s)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].total != list[j].total {
+			return list[i].total > list[j].total
+		}
+		return list[i].label < list[j].label
+	})
+	if len(list) == 0 {
+		p.Title.Text = "Interrupts per CPU by device — no interrupts fired"
+		return p, nil
+	}
+	if len(list) > 8 {
+		other := &deviceShare{label: fmt.Sprintf("%d other IRQ sources", len(list)-7), rate: map[int]float64{}}
+		for _, s := range list[7:] {
+			for k, v := range s.rate {
+				other.rate[k] += v
+			}
+			other.total += s.total
+		}
+		list = append(list[:7], other)
+	}
+	barW := vg.Length(math.Min(40, math.Max(1, 0.75*float64(o.Width-1.3*vg.Inch)/float64(max(slot, 1)))))
+	var below *plotter.BarChart
+	var peak float64
+	sum := make([]float64, slot)
+	for i, s := range list {
+		vals := make(plotter.Values, slot)
+		for k := range vals {
+			vals[k] = s.rate[k]
+			sum[k] += s.rate[k]
+			peak = math.Max(peak, sum[k])
+		}
+		bc, err := plotter.NewBarChart(vals, barW)
+		if err != nil {
+			return nil, err
+		}
+		bc.Color = deviceColour(i)
+		bc.LineStyle.Width = 0
+		if below != nil {
+			bc.StackOn(below)
+		}
+		below = bc
+		p.Add(bc)
+		name := s.label
+		if len(name) > 40 {
+			name = name[:39] + "…"
+		}
+		p.Legend.Add(name, bc)
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Min, p.Y.Max = 0, peak*(1.15+0.08*float64(len(list)))
+	return p, nil
+}
+
+// deviceLabel names the source of an IRQ for people: "eth0 q3", or the
+// IRQ's handler when it belongs to no known device.
+func (r *Run) deviceLabel(q load.IRQRate) string {
+	if r.inv != nil {
+		if hi := r.inv.IRQ(q.IRQ); hi != nil && hi.Device != "" {
+			if hi.Queue != nil {
+				return hi.Device + " q" + strconv.Itoa(*hi.Queue)
+			}
+			return hi.Device
+		}
+	}
+	if len(q.Actions) > 0 {
+		return q.Actions[0] + " (irq " + strconv.Itoa(q.IRQ) + ")"
+	}
+	return "irq " + strconv.Itoa(q.IRQ)
+}
+
+func deviceColour(i int) color.Color {
+	cs := []color.RGBA{
+		{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xd6, 0x27, 0x28, 0xff},
+		{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff},
+	}
+	return cs[i%len(cs)]
+}
+
+// MinIRQLineRate is the lowest mean rate (per second) of an IRQ drawn in
+// the IRQ-rate chart: a panel of lines idling at 0–2/s says nothing.
+const MinIRQLineRate = 10.0
