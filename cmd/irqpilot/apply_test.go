@@ -98,6 +98,17 @@ func TestApplyPoliciesLive(t *testing.T) {
 			if err := json.Unmarshal(out, &res); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
+			if policy == "auto" {
+				// The namespace's veth is idle: auto finds no evidence of
+				// harm and its plan changes nothing (issue 10).
+				if res.Changed != 0 || res.Journal != "" {
+					t.Fatalf("auto changed an idle device: %s", out)
+				}
+				if after := steeringState(t, ns); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("auto's empty plan changed steering")
+				}
+				return
+			}
 			if res.Changed == 0 || res.Journal == "" {
 				t.Fatalf("apply changed nothing: %s", out)
 			}

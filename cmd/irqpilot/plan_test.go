@@ -165,10 +165,12 @@ func TestPlanSampleLoad(t *testing.T) {
 		t.Fatalf("%v\n%s", err, live)
 	}
 	why := p.Why + p.Plan.Why
-	// This machine's eth0 has one queue; with a measured load auto either
-	// keeps the stack on a quiet IRQ CPU (and says how quiet, which only a
-	// measurement can tell) or spreads it because that CPU is busy.
-	if !strings.Contains(why, "auto chose") || (!strings.Contains(why, "in irq+softirq") && !strings.Contains(why, "RPS/RFS")) {
-		t.Errorf("auto does not explain a load-based choice: %q", why)
+	// auto decides from the measurement: either it names the evidence of
+	// harm it found, or it says there is none, with the numbers it measured.
+	if !strings.Contains(why, "no evidence of harm") && !strings.Contains(why, "auto chose") {
+		t.Errorf("auto does not explain a load-based decision: %q", why)
+	}
+	if !strings.Contains(why, "irq+softirq") && !strings.Contains(why, "Predicted") {
+		t.Errorf("auto's reason has no measured numbers: %q", why)
 	}
 }
