@@ -351,6 +351,7 @@ func (ag *Agent) adaptStep() {
 	}
 	ag.pl = p
 	ag.needResolve = true
+	ag.established = map[string]bool{}
 	ag.adaptations = appendRecent(ag.adaptations, a)
 	if ag.m != nil {
 		ag.m.AdaptationsApplied.Inc()

@@ -306,10 +306,16 @@ func dropOffline(p *plan.Plan, h *host.Host) []string {
 	if online.IsEmpty() {
 		return nil
 	}
+	exists := h.Topology.Possible.Union(online)
+	for _, c := range h.CPUs {
+		exists = exists.Add(c.ID)
+	}
 	var waiting []string
 	off := func(s cpuset.Set, line int, what string) bool {
 		d := s.Difference(online)
-		if d.IsEmpty() {
+		// A CPU that does not exist at all is the plan's error (Resolve
+		// reports it), not something to wait for.
+		if d.IsEmpty() || !s.IsSubsetOf(exists) {
 			return false
 		}
 		waiting = append(waiting, fmt.Sprintf("CPU %s to come online (%s, plan line %d)", d, what, line))

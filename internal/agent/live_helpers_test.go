@@ -32,7 +32,10 @@ func needRoot(t *testing.T) {
 // binary builds cmd/irqpilot once per test binary: the live tests run the
 // agent as its own process (signals, SIGKILL, exit codes, a network
 // namespace of its own).
+var binaryBuilt bool
+
 var binary = sync.OnceValues(func() (string, error) {
+	binaryBuilt = true
 	dir, err := os.MkdirTemp("", "irqpilot-agent-bin-")
 	if err != nil {
 		return "", err

@@ -22,7 +22,10 @@ import (
 
 // bigHost generates the 256-CPU host (CPUs 250-255 offline, eth0 and eth1
 // with 64 queues, nvme0 with 128) once per test binary.
+var bigHostBuilt bool
+
 var bigHost = sync.OnceValues(func() (string, error) {
+	bigHostBuilt = true
 	dir, err := os.MkdirTemp("", "irqpilot-agent-host-")
 	if err != nil {
 		return "", err
