@@ -8,7 +8,7 @@ PKGS    := ./...
 all: build
 
 # Debian packages the tests and workloads need (idempotent; needs root).
-DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace
+DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace prometheus curl
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
 

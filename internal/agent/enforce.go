@@ -14,9 +14,11 @@ import (
 )
 
 // hostRefresh: the host model (and the resolved changes) are re-read at
-// least this often even without an event, so IRQs re-requested by a driver
-// reset are found.
-const hostRefresh = 30 * time.Second
+// least this often even without an event. Events re-read it at once: a
+// link event, CPUs going online or offline, the set of IRQs in
+// /proc/interrupts changing (a driver reset re-requesting vectors), a
+// setting that can no longer be read.
+const hostRefresh = 2 * time.Minute
 
 // Repair is one drift the agent found and undid.
 type Repair struct {
@@ -138,6 +140,9 @@ func (ag *Agent) resolveLocked() {
 			delete(ag.established, k)
 			delete(ag.repairTimes, k)
 		}
+	}
+	if changes == nil {
+		changes = []setting.Change{} // resolved: nothing to enforce
 	}
 	ag.changes, ag.skipped = changes, skipped
 }
@@ -345,6 +350,9 @@ func (ag *Agent) observe() {
 	if prev == nil {
 		return
 	}
+	if !sameIRQs(prev, cur) {
+		ag.needResolve = true
+	}
 	l, err := load.Rates(prev, cur)
 	if err != nil {
 		return
@@ -368,6 +376,25 @@ func (ag *Agent) observe() {
 			ag.m.FindingActive.WithLabelValues(id).Set(v)
 		}
 	}
+}
+
+// sameIRQs reports whether two samples list the same numbered IRQs.
+func sameIRQs(a, b *load.Sample) bool {
+	if a.Interrupts == nil || b.Interrupts == nil {
+		return true
+	}
+	var na, nb []int
+	for _, l := range a.Interrupts.Lines {
+		if l.IRQ >= 0 {
+			na = append(na, l.IRQ)
+		}
+	}
+	for _, l := range b.Interrupts.Lines {
+		if l.IRQ >= 0 {
+			nb = append(nb, l.IRQ)
+		}
+	}
+	return slices.Equal(na, nb)
 }
 
 // findingIDs are doctor's finding ids: one gauge each, always present.
