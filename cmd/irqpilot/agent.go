@@ -54,7 +54,7 @@ one is rejected and the old plan kept); SIGTERM leaves the applied state, or
 reverts it with --revert-on-exit. Metrics: --listen; status: 'irqpilot status'.
 
 Exit status: 0 stopped by a signal, 2 bad input or a failure before anything
-was changed, 1 any other failure.`,
+was changed (state directory, --listen address, status socket).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.ErrOrStderr())
