@@ -31,7 +31,7 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	send := exec.Command("ip", "netns", "exec", tb.ClientNS, "taskset", "-c", "0", "env", "IRQPILOT_BENCH_HELPER=udp-send", bin,
-		"-addr", testbed.ServerAddr, "-d", "40s")
+		"-addr", testbed.ServerAddr, "-d", "25s")
 	if err := send.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,11 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(30 * time.Second); !decided() && time.Now().Before(deadline); {
+	start := time.Now()
+	for deadline := start.Add(20 * time.Second); !decided() && time.Now().Before(deadline); {
+		if !sawHot && len(st.Adaptations) == 0 && time.Since(start) > 8*time.Second {
+			break // the finding never came: no point waiting for a decision
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	if len(st.Adaptations) == 0 {
@@ -95,14 +99,6 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 		// does not fix seed 004 here yet.
 		t.Skipf("the default planner (auto) cannot yet pass seed 004's adapt test: %s (%s, policy %q: %s)", a.Result, a.Reason, a.Policy, a.Why)
 	default:
-		t.Fatalf("adaptation still %q after 30 s", a.Result)
+		t.Fatalf("adaptation still %q after 20 s", a.Result)
 	}
-}
-
-func ids(st *Status) []string {
-	var out []string
-	for _, f := range st.Findings {
-		out = append(out, f.ID)
-	}
-	return out
 }

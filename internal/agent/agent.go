@@ -333,7 +333,10 @@ func (ag *Agent) onLink(e kernel.LinkEvent) {
 	ag.needResolve = true
 	ag.mu.Unlock()
 	why := "link " + e.Name + " appeared"
-	if e.Removed {
+	switch {
+	case e.Resync:
+		why = "link events resubscribed"
+	case e.Removed:
 		why = "link " + e.Name + " removed"
 	}
 	select {
