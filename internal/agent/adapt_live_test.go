@@ -102,3 +102,55 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 		t.Fatalf("adaptation still %q after 20 s", a.Result)
 	}
 }
+
+// Adapt, live, on memcached with 2 worker threads and a memcaslap load over
+// a 2-queue veth: the load is spread, nothing shows harm, and the agent
+// changes nothing.
+func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("memcaslap"); err != nil {
+		t.Skip("memcaslap not installed (libmemcached-tools; make deps)")
+	}
+	tb, err := testbed.Up(testbed.Options{Queues: 2, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tb.Down(); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	if _, err := tb.StartMemcached(2); err != nil {
+		t.Fatal(err)
+	}
+	load := exec.Command("ip", "netns", "exec", tb.ClientNS, "memcaslap", "-s", testbed.ServerAddr+":11211", "-T", "2", "-c", "32", "-t", "8s", "-S", "8s")
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	loaded := make(chan struct{})
+	go func() { load.Wait(); close(loaded) }()
+	t.Cleanup(func() {
+		load.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-loaded:
+		case <-time.After(5 * time.Second):
+			load.Process.Kill()
+			<-loaded
+		}
+	})
+	sd := mkState(t)
+	p := startAgent(t, tb.ServerNS, sd, "--plan", writePlan(t, "version: 1\n"), "--interval", "300ms", "--listen", "", "--adapt",
+		"--adapt-persist", "3", "--adapt-window", "4", "--adapt-dwell", "1s", "--revert-on-exit")
+	<-loaded
+	st := p.status(t)
+	if st.Passes < 10 {
+		t.Fatalf("only %d passes during the load", st.Passes)
+	}
+	if len(st.Adaptations) != 0 {
+		var seen []string
+		for _, f := range st.Findings {
+			seen = append(seen, f.ID)
+		}
+		t.Errorf("adapted under a spread memcached load: %+v (findings now %v)", st.Adaptations, seen)
+	}
+}
