@@ -131,3 +131,18 @@ func TestMeasured(t *testing.T) {
 		t.Errorf("IRQShare = %v", m.IRQShare)
 	}
 }
+
+func TestUserMetricCommand(t *testing.T) {
+	ag := &Agent{o: Options{Interval: time.Second}, adapt: newAdaptState(AdaptOptions{MetricCommand: "echo 42.5"})}
+	if v, err := ag.userMetric(); err != nil || v != 42.5 {
+		t.Fatalf("userMetric = %v, %v", v, err)
+	}
+	ag.adapt.o.MetricCommand = "echo fast"
+	if _, err := ag.userMetric(); err == nil || !strings.Contains(err.Error(), `printed "fast", not a number`) {
+		t.Errorf("non-numeric output: %v", err)
+	}
+	ag.adapt.o.MetricCommand = ""
+	if _, err := ag.userMetric(); err != errNoMetric {
+		t.Errorf("no metric configured: %v", err)
+	}
+}
