@@ -14,7 +14,7 @@ all: build
 # through ioctls itself. The servers and load generators (memcached, nginx,
 # wrk, fio, stress-ng…) are for tests and benchmarks only, never installed on
 # a machine that is only being diagnosed.
-DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool
+DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool prometheus curl
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
 

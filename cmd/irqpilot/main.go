@@ -48,6 +48,8 @@ whether they help.`,
 		newInventoryCmd(g), newCaptureCmd(g), newTopCmd(g), newDoctorCmd(g), newRecordCmd(g), newReportCmd(),
 		// plan and change
 		newPlanCmd(g), newApplyCmd(g), newRevertCmd(g), newHistoryCmd(g), newPersistCmd(),
+		// keep tuned
+		newAgentCmd(g), newStatusCmd(g),
 		// measure
 		newBenchCmd(g), newTuneCmd(g), newTestbedCmd(g),
 		// coalescing

@@ -19,6 +19,7 @@ type persistOptions struct {
 	root     string
 	binary   string
 	force    bool
+	agent    bool
 	planFile string
 }
 
@@ -52,6 +53,7 @@ binary: a binary under /tmp or a build tree is refused unless --force.`,
 	cmd.Flags().BoolVar(&o.remove, "remove", false, "remove the installed unit, rule and plan")
 	cmd.Flags().StringVar(&o.root, "install-root", "", "install below `DIR` instead of / (for packaging and tests)")
 	cmd.Flags().StringVar(&o.binary, "binary", "", "irqpilot `PATH` the unit runs (default: this binary)")
+	cmd.Flags().BoolVar(&o.agent, "agent", false, "install irqpilot-agent.service (Type=notify with a watchdog: the agent enforces the plan and converges devices as they appear) instead of the oneshot unit and udev rule")
 	cmd.Flags().BoolVar(&o.force, "force", false, "write the unit even though the binary is under /tmp or a build tree")
 	return cmd
 }
@@ -68,7 +70,7 @@ func (o *persistOptions) run(out io.Writer) error {
 		}
 	}
 	exe, _ = filepath.Abs(exe)
-	p := &apply.Persistence{Root: o.root, Binary: exe, StateDir: o.stateDir}
+	p := &apply.Persistence{Root: o.root, Binary: exe, StateDir: o.stateDir, Agent: o.agent}
 	if o.remove {
 		removed, err := p.Remove()
 		for _, r := range removed {
@@ -103,7 +105,11 @@ func (o *persistOptions) run(out io.Writer) error {
 		fmt.Fprintln(out, "wrote", w)
 	}
 	if err == nil && o.root == "" {
-		fmt.Fprintln(out, "run 'systemctl daemon-reload && udevadm control --reload' to activate now; the plan is applied at every boot")
+		if o.agent {
+			fmt.Fprintln(out, "run 'systemctl daemon-reload && systemctl start irqpilot-agent' to start the agent now; it starts at every boot")
+		} else {
+			fmt.Fprintln(out, "run 'systemctl daemon-reload && udevadm control --reload' to activate now; the plan is applied at every boot")
+		}
 	}
 	return err
 }

@@ -24,6 +24,10 @@ type Persistence struct {
 	Binary string
 	// StateDir is passed to the boot-time apply so its journal joins history.
 	StateDir string
+	// Agent installs irqpilot-agent.service (Type=notify, watchdog, the
+	// agent enforcing the plan and converging devices as they appear)
+	// instead of the oneshot unit and udev rule.
+	Agent bool
 }
 
 // Paths of the installed files, relative to Root.
@@ -32,7 +36,33 @@ const (
 	PersistUnitPath = "/etc/systemd/system/irqpilot-apply.service"
 	PersistUdevPath = "/etc/udev/rules.d/90-irqpilot.rules"
 	persistWantsDir = "/etc/systemd/system/multi-user.target.wants"
+	// PersistAgentUnitPath is the agent's unit (persist --agent).
+	PersistAgentUnitPath = "/etc/systemd/system/irqpilot-agent.service"
 )
+
+var agentUnitTmpl = template.Must(template.New("agent").Parse(`# Installed by 'irqpilot persist --agent'; remove with 'irqpilot persist --remove'.
+[Unit]
+Description=irqpilot agent: keep the interrupt plan {{.Plan}} in force
+Documentation=man:irqpilot(8)
+After=systemd-udev-settle.service network-pre.target irqbalance.service
+Wants=network-pre.target
+ConditionPathExists={{.Plan}}
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={{.Binary}} agent --state-dir {{.StateDir}} --plan {{.PlanArg}}
+# SIGHUP reloads the plan after validating it (a bad plan is rejected and the
+# old one kept).
+ExecReload=/bin/kill -HUP $MAINPID
+# The agent feeds the watchdog at half this period while its passes run.
+WatchdogSec=60s
+Restart=on-failure
+RestartSec=5s
+
+[Install]
+WantedBy=multi-user.target
+`))
 
 var unitTmpl = template.Must(template.New("unit").Parse(`# Installed by 'irqpilot persist'; remove with 'irqpilot persist --remove'.
 [Unit]
@@ -81,6 +111,12 @@ func (p *Persistence) Files() (map[string][]byte, error) {
 		}
 	}
 	var unit, rule bytes.Buffer
+	if p.Agent {
+		if err := agentUnitTmpl.Execute(&unit, data); err != nil {
+			return nil, err
+		}
+		return map[string][]byte{PersistAgentUnitPath: unit.Bytes()}, nil
+	}
 	if err := unitTmpl.Execute(&unit, data); err != nil {
 		return nil, err
 	}
@@ -100,7 +136,11 @@ func (p *Persistence) Install(plan []byte) ([]string, error) {
 	}
 	files[PersistPlanPath] = plan
 	var written []string
-	for _, rel := range []string{PersistPlanPath, PersistUnitPath, PersistUdevPath} {
+	paths, unitPath := []string{PersistPlanPath, PersistUnitPath, PersistUdevPath}, PersistUnitPath
+	if p.Agent {
+		paths, unitPath = []string{PersistPlanPath, PersistAgentUnitPath}, PersistAgentUnitPath
+	}
+	for _, rel := range paths {
 		full := filepath.Join(p.Root, rel)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return written, err
@@ -114,9 +154,9 @@ func (p *Persistence) Install(plan []byte) ([]string, error) {
 	if err := os.MkdirAll(wants, 0o755); err != nil {
 		return written, err
 	}
-	link := filepath.Join(wants, filepath.Base(PersistUnitPath))
+	link := filepath.Join(wants, filepath.Base(unitPath))
 	os.Remove(link)
-	if err := os.Symlink(PersistUnitPath, link); err != nil {
+	if err := os.Symlink(unitPath, link); err != nil {
 		return written, err
 	}
 	return append(written, link), nil
@@ -128,7 +168,8 @@ func (p *Persistence) Remove() ([]string, error) {
 	var errs []error
 	for _, rel := range []string{
 		filepath.Join(persistWantsDir, filepath.Base(PersistUnitPath)),
-		PersistUnitPath, PersistUdevPath, PersistPlanPath,
+		filepath.Join(persistWantsDir, filepath.Base(PersistAgentUnitPath)),
+		PersistUnitPath, PersistUdevPath, PersistAgentUnitPath, PersistPlanPath,
 	} {
 		full := filepath.Join(p.Root, rel)
 		err := os.Remove(full)

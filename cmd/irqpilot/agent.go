@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/agent"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// agentOptions are agent's flags.
+type agentOptions struct {
+	g              *globalFlags
+	stateDir       string
+	planFile       string
+	policy         string
+	interval       time.Duration
+	listen         string
+	socket         string
+	adapt          bool
+	revertOnExit   bool
+	logFormat      string
+	logLevel       string
+	pingPongLimit  int
+	pingPongWindow time.Duration
+	keepJournals   int
+	adaptOpts      agent.AdaptOptions
+}
+
+func newAgentCmd(g *globalFlags) *cobra.Command {
+	o := &agentOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "agent --plan FILE | --policy NAME",
+		Short: "Keep the machine tuned: enforce a plan, repair drift, adapt on evidence, export metrics",
+		Long: `agent runs until stopped (a systemd Type=notify service, or a terminal). Every
+--interval it re-reads each setting the plan owns and re-applies, through the
+journal, whatever something else changed (logged old → drifted → restored);
+devices that appear later get their part of the plan within a second; entries
+naming an offline CPU wait for it. A setting changed back more than
+--pingpong-limit times within --pingpong-window is frozen and reported.
+With --adapt it also tries a new plan when a harmful finding persists and keeps
+it only if verification shows it helped. SIGHUP reloads the plan file (a bad
+one is rejected and the old plan kept); SIGTERM leaves the applied state, or
+reverts it with --revert-on-exit. Metrics: --listen; status: 'irqpilot status'.
+
+Exit status: 0 stopped by a signal, 2 bad input or a failure before anything
+was changed (state directory, --listen address, status socket).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	stateDirFlag(cmd, &o.stateDir)
+	f.StringVar(&o.planFile, "plan", "", "enforce the plan `FILE`")
+	f.StringVar(&o.policy, "policy", "", "enforce the plan the policy `NAME` makes for this machine")
+	f.DurationVar(&o.interval, "interval", agent.DefaultInterval, "enforcement `interval`")
+	f.StringVar(&o.listen, "listen", agent.DefaultListen, "serve Prometheus metrics on `ADDR` (/metrics; empty disables)")
+	f.StringVar(&o.socket, "socket", "", "status socket `PATH` (default STATE-DIR/"+agent.SocketName+")")
+	f.BoolVar(&o.adapt, "adapt", false, "adapt the plan when a harmful finding persists (verified, kept or reverted)")
+	f.BoolVar(&o.revertOnExit, "revert-on-exit", false, "on SIGTERM/SIGINT revert every change this agent made")
+	f.StringVar(&o.logFormat, "log-format", "text", "log as `text` or json")
+	f.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
+	f.IntVar(&o.pingPongLimit, "pingpong-limit", agent.DefaultPingPongLimit, "repairs of one setting within --pingpong-window before it is frozen")
+	f.DurationVar(&o.pingPongWindow, "pingpong-window", 0, "ping-pong `window` (default 20 intervals, at least 1m)")
+	f.IntVar(&o.keepJournals, "keep-journals", agent.DefaultKeepJournals, "finished (reverted, no-change) journals to keep; applied ones are never pruned")
+	f.IntVar(&o.adaptOpts.Persist, "adapt-persist", 3, "intervals a harmful finding must persist before adapting")
+	f.IntVar(&o.adaptOpts.Window, "adapt-window", 5, "intervals over which an adaptation is verified")
+	f.DurationVar(&o.adaptOpts.MinDwell, "adapt-dwell", 5*time.Minute, "minimum time between two adaptations")
+	f.IntVar(&o.adaptOpts.MaxPerHour, "adapt-budget", 4, "adaptations allowed per hour")
+	f.StringVar(&o.adaptOpts.MetricCommand, "adapt-metric-command", "", "shell `COMMAND` printing a number that must not get worse (lower is better)")
+	f.StringVar(&o.adaptOpts.MetricQuery, "adapt-metric-query", "", "Prometheus instant query `URL` (…/api/v1/query?query=…) returning one value that must not get worse")
+	f.BoolVar(&o.adaptOpts.HigherIsBetter, "adapt-metric-higher-better", false, "the user metric is better when higher (throughput)")
+	cmd.MarkFlagsMutuallyExclusive("plan", "policy")
+	return cmd
+}
+
+func (o *agentOptions) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %v", o.logLevel, err)
+	}
+	ho := &slog.HandlerOptions{Level: lvl}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", o.logFormat)
+}
+
+func (o *agentOptions) run(errOut io.Writer) error {
+	bad := func(err error) error { return &exitError{code: 2, err: err} }
+	if o.g.snapshot != "" {
+		return bad(errors.New("agent writes kernel settings; it cannot run on a --snapshot"))
+	}
+	log, err := o.logger(errOut)
+	if err != nil {
+		return bad(err)
+	}
+	fs := kernel.New(o.g.root)
+	if fs.IsLive() && os.Geteuid() != 0 {
+		return bad(errors.New("agent must run as root to write /proc/irq and /sys/class/net (nothing was changed)"))
+	}
+	if o.interval < 10*time.Millisecond {
+		return bad(fmt.Errorf("--interval %s is too short (at least 10ms)", o.interval))
+	}
+	ag, err := agent.New(agent.Options{
+		FS: fs, StateDir: o.stateDir, PlanFile: o.planFile, Policy: o.policy, Interval: o.interval,
+		Listen: o.listen, Socket: o.socket, Adapt: o.adapt, AdaptOptions: o.adaptOpts, RevertOnExit: o.revertOnExit,
+		PingPongLimit: o.pingPongLimit, PingPongWindow: o.pingPongWindow, KeepJournals: o.keepJournals, Log: log,
+		Ready: func() { daemon.SdNotify(false, daemon.SdNotifyReady) },
+	})
+	if err != nil {
+		return bad(err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the plan")
+				ag.Reload()
+			}
+		}
+	}()
+	// The watchdog is fed at half of WATCHDOG_USEC while passes keep
+	// running; a stuck pass stops feeding it and systemd restarts the agent.
+	if wd, err := daemon.SdWatchdogEnabled(false); err == nil && wd > 0 {
+		go func() {
+			t := time.NewTicker(wd / 2)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if time.Since(ag.LastPass()) < wd+o.interval {
+						daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+					}
+				}
+			}
+		}()
+	}
+	if err := ag.Run(ctx); err != nil {
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
+		return bad(err)
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	return nil
+}

@@ -1,0 +1,427 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// Planner computes the plan to try when a finding with evidence of harm
+// persists. It is pure: the host as it is and the load just measured.
+type Planner func(h *host.Host, l *load.Load) (*plan.Plan, error)
+
+// AutoPlanner is the default Planner: the auto policy with the measured
+// per-CPU interrupt load.
+func AutoPlanner(h *host.Host, l *load.Load) (*plan.Plan, error) {
+	return plan.Make("auto", h, plan.Options{Load: Measured(l)})
+}
+
+// Measured is what the policies know of l: each CPU's share of time in
+// hardirq and softirq context.
+func Measured(l *load.Load) *plan.MeasuredLoad {
+	if l == nil {
+		return nil
+	}
+	m := &plan.MeasuredLoad{IRQShare: map[int]float64{}}
+	for _, c := range l.CPUs {
+		m.IRQShare[c.ID] = c.IRQTime() / 100
+	}
+	return m
+}
+
+// harmful are the findings that show harm (work waiting or lost), the only
+// ones that trigger an adaptation.
+var harmful = []string{load.IDInterruptBound, load.IDSoftnetDrops, load.IDSoftnetSqueeze}
+
+// AdaptOptions tune --adapt.
+type AdaptOptions struct {
+	// Persist: intervals a harmful finding must hold before acting (3).
+	Persist int
+	// Window: intervals over which an adaptation is verified (5).
+	Window int
+	// MinDwell between two changes (5m); MaxPerHour changes (4).
+	MinDwell   time.Duration
+	MaxPerHour int
+	// MetricCommand prints one number; MetricQuery is a Prometheus instant
+	// query URL (http://host:9090/api/v1/query?query=…) returning one
+	// sample. Lower is better unless HigherIsBetter.
+	MetricCommand  string
+	MetricQuery    string
+	HigherIsBetter bool
+}
+
+func (o *AdaptOptions) defaults() {
+	if o.Persist <= 0 {
+		o.Persist = 3
+	}
+	if o.Window <= 0 {
+		o.Window = 5
+	}
+	if o.MinDwell <= 0 {
+		o.MinDwell = 5 * time.Minute
+	}
+	if o.MaxPerHour <= 0 {
+		o.MaxPerHour = 4
+	}
+}
+
+// Adaptation is one plan the agent tried.
+type Adaptation struct {
+	Time    time.Time `json:"time"`
+	Finding string    `json:"finding"`
+	// Result: "verifying", "kept", "reverted", "no-change" (the planner's
+	// plan was already in force), "failed".
+	Result   string   `json:"result"`
+	Reason   string   `json:"reason"`
+	Policy   string   `json:"policy,omitempty"`
+	Why      string   `json:"why,omitempty"`
+	Journals []string `json:"journals,omitempty"`
+}
+
+// Observation is what one interval showed, for verification.
+type Observation struct {
+	Findings map[string]bool
+	// Busiest is the highest hardirq+softirq percentage of any CPU.
+	Busiest float64
+	// Drops are softnet drops per second, all CPUs.
+	Drops float64
+	// Metric is the user metric (nil: none or unreadable).
+	Metric *float64
+}
+
+func observation(l *load.Load, fs []load.Finding) Observation {
+	o := Observation{Findings: map[string]bool{}}
+	for _, f := range fs {
+		o.Findings[f.ID] = true
+	}
+	if l != nil {
+		for _, c := range l.CPUs {
+			o.Busiest = max(o.Busiest, c.IRQTime())
+		}
+		for _, s := range l.Softnet {
+			o.Drops += s.Dropped
+		}
+	}
+	return o
+}
+
+type adaptState struct {
+	o        AdaptOptions
+	streak   map[string]int
+	history  []Observation // the last Persist observations before acting
+	changes  []time.Time   // adaptations applied, for the hourly budget
+	last     time.Time
+	cur      *Adaptation // being verified
+	baseline []Observation
+	window   []Observation
+	journals []string
+}
+
+func newAdaptState(o AdaptOptions) *adaptState {
+	o.defaults()
+	return &adaptState{o: o, streak: map[string]int{}}
+}
+
+func (s *adaptState) reset() {
+	s.streak = map[string]int{}
+	s.history = nil
+	s.cur = nil
+	s.window, s.baseline, s.journals = nil, nil, nil
+}
+
+func (s *adaptState) noteJournal(id string) {
+	if s.cur != nil {
+		s.journals = append(s.journals, id)
+	}
+}
+
+// trigger returns the harmful finding that has persisted long enough, if
+// dwell time and budget allow acting now.
+func (s *adaptState) trigger(now time.Time, ob Observation) (string, string) {
+	s.history = append(s.history, ob)
+	if len(s.history) > s.o.Persist {
+		s.history = s.history[len(s.history)-s.o.Persist:]
+	}
+	var hit string
+	for _, id := range harmful {
+		if ob.Findings[id] {
+			s.streak[id]++
+			if s.streak[id] >= s.o.Persist && hit == "" {
+				hit = id
+			}
+		} else {
+			s.streak[id] = 0
+		}
+	}
+	if hit == "" {
+		return "", ""
+	}
+	if !s.last.IsZero() && now.Sub(s.last) < s.o.MinDwell {
+		return "", fmt.Sprintf("%s persists but the last change was %s ago (minimum dwell %s)", hit, now.Sub(s.last).Round(time.Second), s.o.MinDwell)
+	}
+	s.changes = slices.DeleteFunc(s.changes, func(t time.Time) bool { return now.Sub(t) > time.Hour })
+	if len(s.changes) >= s.o.MaxPerHour {
+		return "", fmt.Sprintf("%s persists but %d changes were made in the last hour (budget %d)", hit, len(s.changes), s.o.MaxPerHour)
+	}
+	return hit, ""
+}
+
+// Verdict decides whether to keep an adaptation: the triggering finding
+// gone, no new harmful finding, the busiest CPU's interrupt time lower,
+// drops not higher and the user metric not worse, comparing the window
+// after the change with the baseline before it.
+func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool) (keep bool, reason string) {
+	if len(window) == 0 || len(baseline) == 0 {
+		return false, "nothing measured"
+	}
+	// Judge the settled second half of the window.
+	w := window[len(window)/2:]
+	before, after := mean(baseline, func(o Observation) float64 { return o.Busiest }), mean(w, func(o Observation) float64 { return o.Busiest })
+	dropsBefore, dropsAfter := mean(baseline, func(o Observation) float64 { return o.Drops }), mean(w, func(o Observation) float64 { return o.Drops })
+	held := 0
+	for _, o := range w {
+		if o.Findings[trigger] {
+			held++
+		}
+	}
+	if held*2 > len(w) {
+		return false, fmt.Sprintf("%s still holds in %d of %d intervals", trigger, held, len(w))
+	}
+	for _, id := range harmful {
+		if id == trigger {
+			continue
+		}
+		was := slices.ContainsFunc(baseline, func(o Observation) bool { return o.Findings[id] })
+		n := 0
+		for _, o := range w {
+			if o.Findings[id] {
+				n++
+			}
+		}
+		if !was && n*2 > len(w) {
+			return false, "new finding " + id
+		}
+	}
+	if after >= before {
+		return false, fmt.Sprintf("busiest CPU's interrupt time did not fall (%.1f%% → %.1f%%)", before, after)
+	}
+	if dropsAfter > dropsBefore*1.05+1 {
+		return false, fmt.Sprintf("softnet drops rose (%.0f/s → %.0f/s)", dropsBefore, dropsAfter)
+	}
+	mb, okb := meanMetric(baseline)
+	ma, oka := meanMetric(w)
+	if okb && oka {
+		worse := ma > mb*1.05
+		if higherIsBetter {
+			worse = ma < mb*0.95
+		}
+		if worse {
+			return false, fmt.Sprintf("user metric worse (%.4g → %.4g)", mb, ma)
+		}
+	}
+	return true, fmt.Sprintf("%s gone; busiest CPU's interrupt time %.1f%% → %.1f%%; drops %.0f/s → %.0f/s", trigger, before, after, dropsBefore, dropsAfter)
+}
+
+func mean(os []Observation, f func(Observation) float64) float64 {
+	var t float64
+	for _, o := range os {
+		t += f(o)
+	}
+	return t / float64(len(os))
+}
+
+func meanMetric(os []Observation) (float64, bool) {
+	var t float64
+	n := 0
+	for _, o := range os {
+		if o.Metric != nil {
+			t += *o.Metric
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return t / float64(n), true
+}
+
+// adaptStep runs the state machine once per pass (ag.mu held).
+func (ag *Agent) adaptStep() {
+	s := ag.adapt
+	if ag.lastLoad == nil {
+		return
+	}
+	ob := observation(ag.lastLoad, ag.findings)
+	if m, err := ag.userMetric(); err == nil {
+		ob.Metric = &m
+	} else if err != errNoMetric {
+		ag.log.Warn("user metric", "error", err)
+	}
+	now := time.Now()
+	if s.cur != nil {
+		s.window = append(s.window, ob)
+		if len(s.window) < s.o.Window {
+			return
+		}
+		keep, reason := Verdict(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter)
+		s.cur.Journals = slices.Clone(s.journals)
+		if keep {
+			s.cur.Result, s.cur.Reason = "kept", reason
+			ag.prevPlan = nil
+			ag.log.Info("adaptation kept", "finding", s.cur.Finding, "why", reason)
+		} else {
+			s.cur.Result, s.cur.Reason = "reverted", reason
+			if err := ag.revertJournals(s.journals); err != nil {
+				s.cur.Reason += "; revert: " + err.Error()
+			}
+			ag.journals = slices.DeleteFunc(ag.journals, func(id string) bool { return slices.Contains(s.journals, id) })
+			if ag.prevPlan != nil {
+				ag.pl, ag.prevPlan = ag.prevPlan, nil
+			}
+			ag.needResolve = true
+			ag.established = map[string]bool{}
+			if ag.m != nil {
+				ag.m.AdaptationsReverted.Inc()
+			}
+			ag.log.Warn("adaptation reverted", "finding", s.cur.Finding, "why", reason)
+		}
+		ag.adaptations[len(ag.adaptations)-1] = *s.cur
+		s.cur, s.window, s.baseline, s.journals = nil, nil, nil, nil
+		s.streak = map[string]int{}
+		return
+	}
+	hit, held := s.trigger(now, ob)
+	if held != "" {
+		ag.log.Debug("adapt: holding", "why", held)
+	}
+	if hit == "" {
+		return
+	}
+	h := ag.hostModel.Load()
+	p, err := ag.o.Planner(h, ag.lastLoad)
+	a := Adaptation{Time: now, Finding: hit}
+	if err != nil {
+		a.Result, a.Reason = "failed", "planner: "+err.Error()
+		ag.adaptations = appendRecent(ag.adaptations, a)
+		s.streak = map[string]int{}
+		s.last = now
+		ag.log.Error("adapt: planner failed", "finding", hit, "error", err)
+		return
+	}
+	a.Policy, a.Why = p.Policy, p.Why
+	changes, _, _, err := resolve(ag.o.FS, h, p)
+	if err == nil {
+		var entries []setting.Change
+		if entries, err = ag.ap.Diff(changes); err == nil && !slices.ContainsFunc(entries, func(e setting.Change) bool { return e.Status == setting.StatusPending }) {
+			a.Result, a.Reason = "no-change", "the planner's plan is already in force"
+			ag.adaptations = appendRecent(ag.adaptations, a)
+			s.streak = map[string]int{}
+			s.last = now
+			ag.log.Info("adapt: nothing to change", "finding", hit, "policy", p.Policy)
+			return
+		}
+	}
+	if err != nil {
+		a.Result, a.Reason = "failed", err.Error()
+		ag.adaptations = appendRecent(ag.adaptations, a)
+		s.streak = map[string]int{}
+		s.last = now
+		return
+	}
+	a.Result, a.Reason = "verifying", fmt.Sprintf("%s held for %d intervals", hit, s.o.Persist)
+	s.cur = &a
+	s.baseline = slices.Clone(s.history)
+	s.window, s.journals = nil, nil
+	s.last = now
+	s.changes = append(s.changes, now)
+	if ag.prevPlan == nil {
+		ag.prevPlan = ag.pl
+	}
+	ag.pl = p
+	ag.needResolve = true
+	ag.established = map[string]bool{}
+	ag.adaptations = appendRecent(ag.adaptations, a)
+	if ag.m != nil {
+		ag.m.AdaptationsApplied.Inc()
+	}
+	ag.log.Info("adapt: applying", "finding", hit, "policy", p.Policy, "why", p.Why)
+	ag.resolveLocked()
+	if err := ag.enforce("adapt"); err != nil {
+		ag.log.Error("adapt: apply failed", "error", err)
+	}
+}
+
+// PromValue reads the single value of a Prometheus instant query answer
+// (/api/v1/query).
+func PromValue(r io.Reader) (float64, error) {
+	var ans struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&ans); err != nil {
+		return 0, fmt.Errorf("prometheus answer: %w", err)
+	}
+	if ans.Status != "success" {
+		return 0, fmt.Errorf("prometheus query failed: %s", ans.Error)
+	}
+	if len(ans.Data.Result) != 1 {
+		return 0, fmt.Errorf("prometheus query returned %d series; the metric query must return exactly one", len(ans.Data.Result))
+	}
+	str, ok := ans.Data.Result[0].Value[1].(string)
+	if !ok {
+		return 0, fmt.Errorf("prometheus answer: value is not a string")
+	}
+	return strconv.ParseFloat(str, 64)
+}
+
+var errNoMetric = fmt.Errorf("no user metric")
+
+// userMetric reads the user's metric: a command's output or a Prometheus
+// instant query's single value.
+func (ag *Agent) userMetric() (float64, error) {
+	o := ag.adapt.o
+	ctx, cancel := context.WithTimeout(context.Background(), max(ag.o.Interval/2, time.Second))
+	defer cancel()
+	switch {
+	case o.MetricCommand != "":
+		out, err := exec.CommandContext(ctx, "/bin/sh", "-c", o.MetricCommand).Output()
+		if err != nil {
+			return 0, fmt.Errorf("metric command %q: %w", o.MetricCommand, err)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric command %q printed %q, not a number", o.MetricCommand, strings.TrimSpace(string(out)))
+		}
+		return v, nil
+	case o.MetricQuery != "":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.MetricQuery, nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		return PromValue(resp.Body)
+	}
+	return 0, errNoMetric
+}

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+func obs(busiest, drops float64, ids ...string) Observation {
+	o := Observation{Findings: map[string]bool{}, Busiest: busiest, Drops: drops}
+	for _, id := range ids {
+		o.Findings[id] = true
+	}
+	return o
+}
+
+func repeat(o Observation, n int) []Observation {
+	out := make([]Observation, n)
+	for i := range out {
+		out[i] = o
+	}
+	return out
+}
+
+func TestVerdict(t *testing.T) {
+	bound := load.IDInterruptBound
+	base := repeat(obs(60, 0, bound), 3)
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name   string
+		window []Observation
+		higher bool
+		keep   bool
+		why    string
+	}{
+		{"finding gone, busiest lower", repeat(obs(30, 0), 5), false, true, "gone"},
+		{"finding still holds", repeat(obs(40, 0, bound), 5), false, false, "still holds"},
+		{"busiest not lower", repeat(obs(65, 0), 5), false, false, "did not fall"},
+		{"drops rose", repeat(obs(30, 500), 5), false, false, "drops rose"},
+		{"new harmful finding", repeat(obs(30, 0, load.IDSoftnetSqueeze), 5), false, false, "new finding softnet-squeeze"},
+		{"first half unsettled is not judged", append(repeat(obs(80, 0, bound), 2), repeat(obs(30, 0), 3)...), false, true, "gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keep, why := Verdict(bound, base, tc.window, tc.higher)
+			if keep != tc.keep || !strings.Contains(why, tc.why) {
+				t.Errorf("Verdict = %v %q, want %v containing %q", keep, why, tc.keep, tc.why)
+			}
+		})
+	}
+	// The user metric must not get worse, in the direction given.
+	b := repeat(obs(60, 0, bound), 3)
+	for i := range b {
+		b[i].Metric = f(100)
+	}
+	w := repeat(obs(30, 0), 4)
+	for i := range w {
+		w[i].Metric = f(120)
+	}
+	if keep, why := Verdict(bound, b, w, false); keep || !strings.Contains(why, "user metric worse") {
+		t.Errorf("latency up 20%%: %v %q, want revert", keep, why)
+	}
+	if keep, _ := Verdict(bound, b, w, true); !keep {
+		t.Errorf("throughput up 20%%: reverted, want kept")
+	}
+	if keep, _ := Verdict(bound, nil, w, false); keep {
+		t.Errorf("no baseline: kept")
+	}
+}
+
+// A harmful finding must persist Persist intervals; after a change the
+// dwell time and the hourly budget hold further changes back.
+func TestAdaptTrigger(t *testing.T) {
+	s := newAdaptState(AdaptOptions{Persist: 3, MinDwell: 10 * time.Minute, MaxPerHour: 2})
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	hot := obs(60, 0, load.IDInterruptBound)
+	calm := obs(5, 0)
+	seq := []Observation{hot, hot, calm, hot, hot}
+	for i, o := range seq {
+		if id, _ := s.trigger(t0.Add(time.Duration(i)*time.Second), o); id != "" {
+			t.Fatalf("pass %d triggered %s before the finding held 3 intervals in a row", i, id)
+		}
+	}
+	if id, _ := s.trigger(t0.Add(6*time.Second), hot); id != load.IDInterruptBound {
+		t.Fatalf("third interval in a row did not trigger (got %q)", id)
+	}
+	if len(s.history) != 3 {
+		t.Errorf("baseline keeps %d observations, want 3", len(s.history))
+	}
+	// A non-harmful finding never triggers.
+	s2 := newAdaptState(AdaptOptions{Persist: 1})
+	if id, _ := s2.trigger(t0, obs(10, 0, load.IDManagedIRQs)); id != "" {
+		t.Errorf("managed-irqs (no harm) triggered")
+	}
+	// Dwell.
+	s.last = t0.Add(6 * time.Second)
+	s.changes = []time.Time{s.last}
+	if id, why := s.trigger(t0.Add(time.Minute), hot); id != "" || !strings.Contains(why, "minimum dwell") {
+		t.Errorf("within dwell: %q %q", id, why)
+	}
+	// Budget: 2 changes in the last hour.
+	s.changes = append(s.changes, t0.Add(20*time.Minute))
+	s.last = t0.Add(20 * time.Minute)
+	if id, why := s.trigger(t0.Add(40*time.Minute), hot); id != "" || !strings.Contains(why, "budget 2") {
+		t.Errorf("over budget: %q %q", id, why)
+	}
+	// An hour later the first change no longer counts.
+	if id, _ := s.trigger(t0.Add(70*time.Minute), hot); id != load.IDInterruptBound {
+		t.Errorf("after the hour: no trigger")
+	}
+}
+
+func TestPromValue(t *testing.T) {
+	v, err := PromValue(strings.NewReader(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000.1,"42.5"]}]}}`))
+	if err != nil || v != 42.5 {
+		t.Fatalf("PromValue = %v, %v", v, err)
+	}
+	if _, err := PromValue(strings.NewReader(`{"status":"success","data":{"resultType":"vector","result":[]}}`)); err == nil || !strings.Contains(err.Error(), "exactly one") {
+		t.Errorf("empty result: %v", err)
+	}
+	if _, err := PromValue(strings.NewReader(`{"status":"error","error":"parse error"}`)); err == nil || !strings.Contains(err.Error(), "parse error") {
+		t.Errorf("error answer: %v", err)
+	}
+}
+
+func TestMeasured(t *testing.T) {
+	l := &load.Load{CPUs: []load.CPULoad{{ID: 0, IRQ: 2, SoftIRQ: 50}, {ID: 3, SoftIRQ: 1}}}
+	m := Measured(l)
+	if m.IRQShare[0] != 0.52 || m.IRQShare[3] != 0.01 {
+		t.Errorf("IRQShare = %v", m.IRQShare)
+	}
+}
+
+func TestUserMetricCommand(t *testing.T) {
+	ag := &Agent{o: Options{Interval: time.Second}, adapt: newAdaptState(AdaptOptions{MetricCommand: "echo 42.5"})}
+	if v, err := ag.userMetric(); err != nil || v != 42.5 {
+		t.Fatalf("userMetric = %v, %v", v, err)
+	}
+	ag.adapt.o.MetricCommand = "echo fast"
+	if _, err := ag.userMetric(); err == nil || !strings.Contains(err.Error(), `printed "fast", not a number`) {
+		t.Errorf("non-numeric output: %v", err)
+	}
+	ag.adapt.o.MetricCommand = ""
+	if _, err := ag.userMetric(); err != errNoMetric {
+		t.Errorf("no metric configured: %v", err)
+	}
+}

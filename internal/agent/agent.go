@@ -1,0 +1,426 @@
+// Package agent keeps a machine tuned: it enforces a plan through the
+// converge pipeline on every interval (re-reading each setting the plan owns
+// and re-applying drift through the journal), converges devices as they
+// appear (rtnetlink link events), never writes a CPU list naming an offline
+// CPU, freezes a setting that something else keeps changing back (ping-pong),
+// optionally adapts the plan when a finding with evidence of harm persists
+// (--adapt), exports metrics and answers `irqpilot status` on a root-only
+// unix socket.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/agent/metrics"
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// Defaults.
+const (
+	DefaultInterval       = 10 * time.Second
+	DefaultListen         = "127.0.0.1:9477"
+	DefaultPingPongLimit  = 3
+	DefaultKeepJournals   = 50
+	SocketName            = "agent.sock"
+	maxRecent             = 50
+	linkSettle            = 50 * time.Millisecond
+	minPingPongWindowMult = 20
+)
+
+// Options configure an agent.
+type Options struct {
+	FS       *kernel.FS
+	StateDir string
+	// PlanFile or Policy (exactly one) say what to enforce.
+	PlanFile      string
+	Policy        string
+	PolicyOptions plan.Options
+	Interval      time.Duration
+	// Listen is the metrics address ("" disables the HTTP listener).
+	Listen string
+	// Socket is the status socket ("" → StateDir/agent.sock).
+	Socket       string
+	Adapt        bool
+	AdaptOptions AdaptOptions
+	// Planner computes adaptations (default AutoPlanner).
+	Planner      Planner
+	RevertOnExit bool
+	// PingPongLimit repairs of one setting within PingPongWindow freeze it
+	// (defaults 3 and 20 intervals, at least a minute).
+	PingPongLimit  int
+	PingPongWindow time.Duration
+	// KeepJournals bounds the reverted, rolled-back and no-change journals
+	// kept in the state directory (applied ones are never pruned).
+	KeepJournals int
+	Log          *slog.Logger
+	// Ready is called once, after the first pass (systemd READY=1); Alive
+	// after every pass (the watchdog).
+	Ready, Alive func()
+	// WatchLinks subscribes to link events (on by default; off only where
+	// netlink is unavailable).
+	NoLinkEvents bool
+}
+
+// BadInputError: the plan or policy could not be used; nothing was touched.
+type BadInputError struct{ Err error }
+
+func (e *BadInputError) Error() string { return e.Err.Error() }
+func (e *BadInputError) Unwrap() error { return e.Err }
+
+// Agent is one running agent.
+type Agent struct {
+	o   Options
+	log *slog.Logger
+	ap  *apply.Applier
+	m   *metrics.Agent
+
+	hostModel atomic.Pointer[host.Host]
+	trigger   chan string
+	reloadReq chan chan error
+
+	mu       sync.Mutex
+	pl       *plan.Plan
+	planHash string
+	prevPlan *plan.Plan // the plan an adaptation replaced
+	changes  []setting.Change
+	skipped  []setting.Change
+	// established: keys written or found in force since they last
+	// appeared; a pending established key is drift.
+	established map[string]bool
+	repairTimes map[string][]time.Time
+	frozen      map[string]*Frozen
+	waiting     []string
+	repairs     []Repair
+	adaptations []Adaptation
+	findings    []load.Finding
+	journals    []string // journals this agent wrote, oldest first
+	needResolve bool
+	online      string
+	started     time.Time
+	lastPass    time.Time
+	passes      int
+	lastErr     string
+
+	lastResolve time.Time
+	lastLoad    *load.Load
+
+	sampler *load.Sampler
+	prev    *load.Sample
+	adapt   *adaptState
+}
+
+// New checks the options and the plan (or policy) without touching the
+// machine: a bad plan file, an unknown policy or a plan that cannot resolve
+// on this host is a *BadInputError.
+func New(o Options) (*Agent, error) {
+	if o.FS == nil {
+		o.FS = kernel.New("/")
+	}
+	if o.StateDir == "" {
+		o.StateDir = apply.DefaultStateDir
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Socket == "" {
+		o.Socket = filepath.Join(o.StateDir, SocketName)
+	}
+	if o.PingPongLimit <= 0 {
+		o.PingPongLimit = DefaultPingPongLimit
+	}
+	if o.PingPongWindow <= 0 {
+		o.PingPongWindow = max(minPingPongWindowMult*o.Interval, time.Minute)
+	}
+	if o.KeepJournals <= 0 {
+		o.KeepJournals = DefaultKeepJournals
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if o.Planner == nil {
+		o.Planner = AutoPlanner
+	}
+	o.AdaptOptions.defaults()
+	if (o.PlanFile == "") == (o.Policy == "") {
+		return nil, &BadInputError{errors.New("give exactly one of --plan FILE or --policy NAME")}
+	}
+	if o.Policy != "" {
+		if _, ok := plan.Policies[o.Policy]; !ok {
+			return nil, &BadInputError{fmt.Errorf("unknown policy %q (known: %s); nothing was changed", o.Policy, strings.Join(plan.PolicyNames(), ", "))}
+		}
+	}
+	ag := &Agent{o: o, log: o.Log, ap: apply.New(o.FS, o.StateDir),
+		trigger: make(chan string, 16), reloadReq: make(chan chan error),
+		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{},
+		sampler: load.NewSampler(o.FS), adapt: newAdaptState(o.AdaptOptions)}
+	h, err := ag.readHost()
+	if err != nil {
+		return nil, &BadInputError{fmt.Errorf("read the host: %w; nothing was changed", err)}
+	}
+	p, hash, err := ag.loadPlan(h)
+	if err != nil {
+		return nil, &BadInputError{fmt.Errorf("%w; nothing was changed", err)}
+	}
+	if _, _, _, err := resolve(o.FS, h, p); err != nil {
+		return nil, &BadInputError{fmt.Errorf("plan %s does not resolve on this host: %w; nothing was changed", ag.source(), err)}
+	}
+	ag.pl, ag.planHash = p, hash
+	return ag, nil
+}
+
+func (ag *Agent) source() string {
+	if ag.o.PlanFile != "" {
+		return ag.o.PlanFile
+	}
+	return "policy " + ag.o.Policy
+}
+
+func (ag *Agent) readHost() (*host.Host, error) {
+	h, err := host.Read(ag.o.FS, host.Options{StateDir: ag.o.StateDir})
+	if err == nil {
+		ag.hostModel.Store(h)
+	}
+	return h, err
+}
+
+// loadPlan reads and validates the plan file, or makes the policy's plan.
+func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
+	if ag.o.PlanFile != "" {
+		data, err := os.ReadFile(ag.o.PlanFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("plan file: %w", err)
+		}
+		p, err := plan.Parse(ag.o.PlanFile, data)
+		if err != nil {
+			return nil, "", err
+		}
+		sum := sha256.Sum256(data)
+		return p, hex.EncodeToString(sum[:]), nil
+	}
+	p, err := plan.Make(ag.o.Policy, h, ag.o.PolicyOptions)
+	if err != nil {
+		return nil, "", err
+	}
+	return p, "policy:" + ag.o.Policy, nil
+}
+
+// resolve drops the entries that cannot be written now (devices not
+// present, CPUs offline) and resolves and expands the rest.
+func resolve(fs *kernel.FS, h *host.Host, p *plan.Plan) (changes, skipped []setting.Change, waiting []string, err error) {
+	cp := clonePlan(p)
+	for _, d := range plan.DropMissingDevices(cp, h) {
+		waiting = append(waiting, "device "+d)
+	}
+	waiting = append(waiting, dropOffline(cp, h)...)
+	changes, skipped, err = apply.Changes(setting.Env{FS: fs}, h, cp)
+	return changes, skipped, waiting, err
+}
+
+func clonePlan(p *plan.Plan) *plan.Plan {
+	cp := *p
+	cp.IRQs = slices.Clone(p.IRQs)
+	cp.RxQueues = slices.Clone(p.RxQueues)
+	cp.TxQueues = slices.Clone(p.TxQueues)
+	cp.Apps = slices.Clone(p.Apps)
+	cp.Coalesce = slices.Clone(p.Coalesce)
+	if p.Irqbalance != nil {
+		ib := *p.Irqbalance
+		cp.Irqbalance = &ib
+	}
+	return &cp
+}
+
+// Run enforces the plan until ctx ends. It returns an error before touching
+// anything when the state directory, the metrics address or the status
+// socket cannot be used.
+func (ag *Agent) Run(ctx context.Context) error {
+	o := ag.o
+	if err := apply.SecureStateDir(o.StateDir); err != nil {
+		return err
+	}
+	var srv *http.Server
+	if o.Listen != "" {
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics listener --listen %s: %w (nothing was changed)", o.Listen, err)
+		}
+		reg, m, err := metrics.New(&metrics.Source{FS: o.FS, Host: ag.hostModel.Load})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ag.m = m
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(reg))
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		ag.log.Info("metrics", "listen", ln.Addr().String())
+	} else {
+		_, m, err := metrics.New(&metrics.Source{FS: o.FS, Host: ag.hostModel.Load})
+		if err != nil {
+			return err
+		}
+		ag.m = m
+	}
+	for _, id := range findingIDs {
+		ag.m.FindingActive.WithLabelValues(id).Set(0)
+	}
+	stopStatus, err := ag.serveStatus()
+	if err != nil {
+		return err
+	}
+	defer stopStatus()
+
+	ag.recover()
+	if !o.NoLinkEvents {
+		if err := kernel.WatchLinks(ctx, ag.onLink); err != nil {
+			ag.log.Warn("no link events: devices that appear are converged at the next interval", "error", err)
+		}
+	}
+	ag.started = time.Now()
+	ag.log.Info("agent started", "plan", ag.source(), "interval", o.Interval, "adapt", o.Adapt, "state_dir", o.StateDir)
+	ag.mu.Lock()
+	ag.needResolve = true
+	ag.mu.Unlock()
+	ag.pass("start")
+	if o.Ready != nil {
+		o.Ready()
+	}
+	tick := time.NewTicker(o.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			ag.stop()
+			return nil
+		case <-tick.C:
+			ag.pass("interval")
+		case why := <-ag.trigger:
+			// Let a burst of link events settle, then converge once.
+			time.Sleep(linkSettle)
+			for len(ag.trigger) > 0 {
+				<-ag.trigger
+			}
+			ag.pass(why)
+		case done := <-ag.reloadReq:
+			done <- ag.reload()
+		}
+	}
+}
+
+func (ag *Agent) onLink(e kernel.LinkEvent) {
+	ag.mu.Lock()
+	ag.needResolve = true
+	ag.mu.Unlock()
+	why := "link " + e.Name + " appeared"
+	switch {
+	case e.Resync:
+		why = "link events resubscribed"
+	case e.Removed:
+		why = "link " + e.Name + " removed"
+	}
+	select {
+	case ag.trigger <- why:
+	default:
+	}
+}
+
+// Reload re-reads the plan file (or re-makes the policy's plan); a plan
+// that does not parse or resolve is rejected and the old one kept.
+func (ag *Agent) Reload() error {
+	done := make(chan error, 1)
+	ag.reloadReq <- done
+	return <-done
+}
+
+func (ag *Agent) reload() error {
+	h, err := ag.readHost()
+	if err == nil {
+		var p *plan.Plan
+		var hash string
+		if p, hash, err = ag.loadPlan(h); err == nil {
+			if _, _, _, err = resolve(ag.o.FS, h, p); err == nil {
+				ag.mu.Lock()
+				ag.pl, ag.planHash, ag.prevPlan = p, hash, nil
+				ag.frozen = map[string]*Frozen{}
+				ag.repairTimes = map[string][]time.Time{}
+				// A new plan's values are applied, not repaired.
+				ag.established = map[string]bool{}
+				ag.needResolve = true
+				ag.mu.Unlock()
+				ag.adapt.reset()
+				ag.log.Info("plan reloaded", "plan", ag.source())
+				ag.pass("reload")
+				return nil
+			}
+		}
+	}
+	ag.log.Error("plan reload rejected; keeping the plan in force", "plan", ag.source(), "error", err)
+	return err
+}
+
+// recover rolls back a journal a crashed run left "applying" in this boot
+// (exactly what it had written), so the first pass starts from a known
+// state.
+func (ag *Agent) recover() {
+	all, err := apply.History(ag.o.StateDir)
+	if err != nil {
+		ag.log.Warn("journal history", "error", err)
+	}
+	boot := ag.o.FS.BootID()
+	for _, j := range all {
+		if j.State != apply.StateApplying || (j.BootID != "" && boot != "" && j.BootID != boot) {
+			continue
+		}
+		if _, err := ag.ap.Revert(j.ID, false); err != nil {
+			ag.log.Error("recover: could not roll back an interrupted apply", "journal", j.ID, "error", err)
+			continue
+		}
+		ag.log.Warn("recovered: rolled back the apply a previous run left unfinished", "journal", j.ID)
+	}
+}
+
+// stop leaves the applied state, or reverts this run's journals newest
+// first (--revert-on-exit).
+func (ag *Agent) stop() {
+	if !ag.o.RevertOnExit {
+		ag.log.Info("agent stopping; the applied settings stay in force", "journals", len(ag.journals))
+		return
+	}
+	ag.revertJournals(ag.journals)
+	ag.journals = nil
+	ag.log.Info("agent stopped; reverted every change it made")
+}
+
+func (ag *Agent) revertJournals(ids []string) error {
+	var errs []error
+	for i := len(ids) - 1; i >= 0; i-- {
+		if _, err := ag.ap.Revert(ids[i], false); err != nil {
+			errs = append(errs, err)
+			ag.log.Error("revert", "journal", ids[i], "error", err)
+		} else {
+			ag.log.Info("reverted", "journal", ids[i])
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,404 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// hostRefresh: the host model (and the resolved changes) are re-read at
+// least this often even without an event. Events re-read it at once: a
+// link event, CPUs going online or offline, the set of IRQs in
+// /proc/interrupts changing (a driver reset re-requesting vectors), a
+// setting that can no longer be read.
+const hostRefresh = 2 * time.Minute
+
+// Repair is one drift the agent found and undid.
+type Repair struct {
+	Time    time.Time `json:"time"`
+	Setting string    `json:"setting"` // kind: "rps-cpus", "irq-affinity"
+	Target  string    `json:"target"`
+	Device  string    `json:"device,omitempty"`
+	// Old is what the agent had in force, Drifted what it found, Restored
+	// what it read back after writing.
+	Old      string `json:"old"`
+	Drifted  string `json:"drifted"`
+	Restored string `json:"restored"`
+	// Culprit says who changed it, when the agent can tell.
+	Culprit string `json:"culprit,omitempty"`
+	Journal string `json:"journal,omitempty"`
+}
+
+// Frozen is a setting the agent stopped enforcing because something kept
+// changing it back.
+type Frozen struct {
+	Setting string    `json:"setting"`
+	Target  string    `json:"target"`
+	Device  string    `json:"device,omitempty"`
+	Since   time.Time `json:"since"`
+	Repairs int       `json:"repairs"`
+	Culprit string    `json:"culprit,omitempty"`
+	Reason  string    `json:"reason"`
+}
+
+// pass is one enforcement pass: refresh the model when needed, sample load
+// (findings, adaptation), diff what the plan owns and repair drift.
+func (ag *Agent) pass(why string) {
+	start := time.Now()
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	ag.passes++
+	ag.lastPass = start
+	if ag.m != nil {
+		ag.m.Passes.Inc()
+	}
+	if on, err := ag.o.FS.ReadString("sys/devices/system/cpu/online"); err == nil && on != ag.online {
+		if ag.online != "" {
+			ag.log.Info("CPUs online changed", "was", ag.online, "now", on)
+		}
+		ag.online = on
+		ag.needResolve = true
+	}
+	if h := ag.hostModel.Load(); h == nil || ag.needResolve || ag.changes == nil && ag.pl != nil || time.Since(ag.lastResolve) > hostRefresh {
+		ag.resolveLocked()
+	}
+	ag.observe()
+	err := ag.enforce(why)
+	if err != nil {
+		// A read that failed (a device or IRQ that vanished): re-read the
+		// host and try once more.
+		ag.resolveLocked()
+		err = ag.enforce(why)
+	}
+	if err != nil {
+		ag.lastErr = err.Error()
+		ag.log.Error("enforcement pass failed", "error", err)
+		if ag.m != nil {
+			ag.m.PassErrors.Inc()
+		}
+	} else {
+		ag.lastErr = ""
+	}
+	if ag.o.Adapt {
+		ag.adaptStep()
+	}
+	ag.updateGauges()
+	if ag.o.Alive != nil {
+		ag.o.Alive()
+	}
+}
+
+func (ag *Agent) updateGauges() {
+	if ag.m == nil {
+		return
+	}
+	ag.m.Enforced.Set(float64(len(ag.changes) - len(ag.frozen)))
+	ag.m.Frozen.Set(float64(len(ag.frozen)))
+	ag.m.Waiting.Set(float64(len(ag.waiting)))
+}
+
+// resolveLocked re-reads the host and resolves the plan against it.
+func (ag *Agent) resolveLocked() {
+	ag.lastResolve = time.Now()
+	h, err := ag.readHost()
+	if err != nil {
+		ag.lastErr = err.Error()
+		ag.log.Error("read the host", "error", err)
+		return
+	}
+	changes, skipped, waiting, err := resolve(ag.o.FS, h, ag.pl)
+	if err != nil {
+		ag.lastErr = err.Error()
+		ag.log.Error("plan does not resolve on the host as it is now; enforcing nothing until it does", "plan", ag.source(), "error", err)
+		ag.changes, ag.skipped = []setting.Change{}, nil
+		return
+	}
+	ag.needResolve = false
+	if !slices.Equal(waiting, ag.waiting) {
+		for _, w := range waiting {
+			if !slices.Contains(ag.waiting, w) {
+				ag.log.Info("waiting for "+w, "plan", ag.source())
+			}
+		}
+	}
+	ag.waiting = waiting
+	keys := map[string]bool{}
+	for i := range changes {
+		keys[setting.Key(&changes[i])] = true
+	}
+	// A setting that left the plan (its device went away) starts afresh
+	// when it comes back: writing it then is an apply, not a repair.
+	for k := range ag.established {
+		if !keys[k] {
+			delete(ag.established, k)
+			delete(ag.repairTimes, k)
+		}
+	}
+	if changes == nil {
+		changes = []setting.Change{} // resolved: nothing to enforce
+	}
+	ag.changes, ag.skipped = changes, skipped
+}
+
+// enforce diffs the plan's settings against the machine and writes what
+// differs: settings seen in force before are drift (repaired, counted,
+// ping-pong checked), the others are applied.
+func (ag *Agent) enforce(why string) error {
+	active := make([]setting.Change, 0, len(ag.changes))
+	for i := range ag.changes {
+		if ag.frozen[setting.Key(&ag.changes[i])] == nil {
+			active = append(active, ag.changes[i])
+		}
+	}
+	if len(active) == 0 {
+		return nil
+	}
+	entries, err := ag.ap.Diff(active)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var write []setting.Change
+	drift := map[string]setting.Change{} // key → diffed entry (Old = drifted value)
+	var culprit string
+	culpritRead := false
+	for i := range entries {
+		e := &entries[i]
+		k := setting.Key(e)
+		switch e.Status {
+		case setting.StatusUnchanged:
+			ag.established[k] = true
+			continue
+		case setting.StatusPending:
+		default:
+			continue
+		}
+		if ag.established[k] {
+			if !culpritRead {
+				culprit, culpritRead = ag.culprit(), true
+			}
+			times := append(ag.repairTimes[k], now)
+			times = slices.DeleteFunc(times, func(t time.Time) bool { return now.Sub(t) > ag.o.PingPongWindow })
+			ag.repairTimes[k] = times
+			if len(times) > ag.o.PingPongLimit {
+				f := &Frozen{Setting: string(e.Kind), Target: e.Target, Device: e.Device, Since: now, Repairs: len(times) - 1,
+					Culprit: culpritFor(e, culprit),
+					Reason: fmt.Sprintf("changed back %d times within %s: something else manages it; no longer enforced (fix the other tool, then reload with SIGHUP)",
+						len(times), ag.o.PingPongWindow)}
+				ag.frozen[k] = f
+				ag.log.Warn("ping-pong: setting frozen", "setting", e.Kind, "target", e.Target, "device", e.Device,
+					"value", e.Old, "wanted", e.Value, "repairs", f.Repairs, "culprit", f.Culprit)
+				continue
+			}
+			drift[k] = *e
+		}
+		write = append(write, ag.changes[indexOf(ag.changes, k)])
+	}
+	if len(write) == 0 {
+		return nil
+	}
+	res, err := ag.ap.Apply(write, apply.Meta{Host: ag.hostName(), PlanFile: ag.source(), PlanHash: ag.planHash})
+	if res != nil {
+		_ = ag.ap.RecordManaged(ag.hostModel.Load(), res.Entries)
+		jid := ""
+		if res.Journal != nil {
+			jid = res.Journal.ID
+			ag.journals = append(ag.journals, jid)
+			ag.adapt.noteJournal(jid)
+		}
+		for i := range res.Entries {
+			e := &res.Entries[i]
+			k := setting.Key(e)
+			if e.Status != setting.StatusDone {
+				if e.Status == setting.StatusSkipped {
+					ag.established[k] = true // nothing to enforce; do not retry every pass
+				}
+				continue
+			}
+			ag.established[k] = true
+			if d, ok := drift[k]; ok {
+				r := Repair{Time: now, Setting: string(e.Kind), Target: e.Target, Device: e.Device,
+					Old: e.Value, Drifted: d.Old, Restored: e.Value, Culprit: culpritFor(e, culprit), Journal: jid}
+				ag.repairs = appendRecent(ag.repairs, r)
+				if ag.m != nil {
+					ag.m.DriftRepairs.WithLabelValues(string(e.Kind), e.Device).Inc()
+				}
+				ag.log.Warn("drift repaired", "setting", e.Kind, "target", e.Target, "device", e.Device,
+					"old", r.Old, "drifted", r.Drifted, "restored", r.Restored, "culprit", r.Culprit, "journal", jid)
+			} else {
+				if ag.m != nil {
+					ag.m.Applied.WithLabelValues(string(e.Kind), e.Device).Inc()
+				}
+				ag.log.Info("applied", "why", why, "setting", e.Kind, "target", e.Target, "device", e.Device,
+					"was", e.Old, "now", e.Value, "journal", jid)
+			}
+		}
+		ag.prune()
+	}
+	return err
+}
+
+func indexOf(cs []setting.Change, key string) int {
+	for i := range cs {
+		if setting.Key(&cs[i]) == key {
+			return i
+		}
+	}
+	return -1
+}
+
+func appendRecent[T any](s []T, v T) []T {
+	s = append(s, v)
+	if len(s) > maxRecent {
+		s = slices.Delete(s, 0, len(s)-maxRecent)
+	}
+	return s
+}
+
+func (ag *Agent) hostName() string {
+	if h := ag.hostModel.Load(); h != nil {
+		return h.Hostname
+	}
+	return ""
+}
+
+// culprit names a process known to rewrite interrupt placement, read fresh
+// (irqbalance started after the agent counts).
+func (ag *Agent) culprit() string {
+	h, err := host.Read(ag.o.FS, host.Options{StateDir: ag.o.StateDir})
+	if err != nil || !h.Irqbalance.Running {
+		return ""
+	}
+	if !h.Irqbalance.BannedCPUs.IsEmpty() {
+		return fmt.Sprintf("irqbalance (pid %d, banned CPUs %s) is running", h.Irqbalance.PID, h.Irqbalance.BannedCPUs)
+	}
+	return fmt.Sprintf("irqbalance (pid %d) is running and not banned from any CPU", h.Irqbalance.PID)
+}
+
+// culpritFor: irqbalance rewrites IRQ affinities only.
+func culpritFor(e *setting.Change, c string) string {
+	if e.Kind == setting.KindIRQAffinity {
+		return c
+	}
+	return ""
+}
+
+// prune bounds the journal directory: reverted, rolled-back and no-change
+// journals beyond KeepJournals are removed (applied ones never are).
+func (ag *Agent) prune() {
+	removed, err := apply.PruneJournals(ag.o.StateDir, ag.o.KeepJournals)
+	if err != nil {
+		ag.log.Warn("journal retention", "error", err)
+	}
+	if len(removed) > 0 {
+		ag.log.Info("journal retention: removed old finished journals", "count", len(removed))
+	}
+}
+
+// dropOffline removes the plan entries whose CPU lists name a CPU that
+// exists but is offline now; the returned lines say what waits for which
+// CPU. Writing such a list would fail (or, for steering masks, silently
+// steer to a CPU that is not there).
+func dropOffline(p *plan.Plan, h *host.Host) []string {
+	online := h.Topology.Online
+	if online.IsEmpty() {
+		return nil
+	}
+	exists := h.Topology.Possible.Union(online)
+	for _, c := range h.CPUs {
+		exists = exists.Add(c.ID)
+	}
+	var waiting []string
+	off := func(s cpuset.Set, line int, what string) bool {
+		d := s.Difference(online)
+		// A CPU that does not exist at all is the plan's error (Resolve
+		// reports it), not something to wait for.
+		if d.IsEmpty() || !s.IsSubsetOf(exists) {
+			return false
+		}
+		waiting = append(waiting, fmt.Sprintf("CPU %s to come online (%s, plan line %d)", d, what, line))
+		return true
+	}
+	p.IRQs = slices.DeleteFunc(p.IRQs, func(e plan.IRQEntry) bool { return off(e.CPUs, e.Line, "irqs") })
+	p.RxQueues = slices.DeleteFunc(p.RxQueues, func(e plan.RxQueueEntry) bool {
+		return e.RPSCPUs != nil && off(*e.RPSCPUs, e.Line, "rx_queues "+e.Device)
+	})
+	p.TxQueues = slices.DeleteFunc(p.TxQueues, func(e plan.TxQueueEntry) bool { return off(e.XPSCPUs, e.Line, "tx_queues "+e.Device) })
+	p.Apps = slices.DeleteFunc(p.Apps, func(e plan.AppEntry) bool { return off(e.CPUs, e.Line, "apps "+e.Selector()) })
+	if p.Irqbalance != nil && p.Irqbalance.BannedCPUs != nil && off(*p.Irqbalance.BannedCPUs, p.Irqbalance.Line, "irqbalance") {
+		p.Irqbalance = nil
+	}
+	return waiting
+}
+
+// observe samples the load, computes the findings and updates their gauges.
+func (ag *Agent) observe() {
+	cur, err := ag.sampler.Sample()
+	if err != nil {
+		ag.log.Warn("load sample", "error", err)
+		return
+	}
+	prev := ag.prev
+	ag.prev = cur
+	if prev == nil {
+		return
+	}
+	if !sameIRQs(prev, cur) {
+		ag.needResolve = true
+	}
+	l, err := load.Rates(prev, cur)
+	if err != nil {
+		return
+	}
+	h := ag.hostModel.Load()
+	if h == nil {
+		return
+	}
+	ag.findings = load.Diagnose(h, l)
+	ag.lastLoad = l
+	if ag.m != nil {
+		active := map[string]bool{}
+		for _, f := range ag.findings {
+			active[f.ID] = true
+		}
+		for _, id := range findingIDs {
+			v := 0.0
+			if active[id] {
+				v = 1
+			}
+			ag.m.FindingActive.WithLabelValues(id).Set(v)
+		}
+	}
+}
+
+// sameIRQs reports whether two samples list the same numbered IRQs.
+func sameIRQs(a, b *load.Sample) bool {
+	if a.Interrupts == nil || b.Interrupts == nil {
+		return true
+	}
+	var na, nb []int
+	for _, l := range a.Interrupts.Lines {
+		if l.IRQ >= 0 {
+			na = append(na, l.IRQ)
+		}
+	}
+	for _, l := range b.Interrupts.Lines {
+		if l.IRQ >= 0 {
+			nb = append(nb, l.IRQ)
+		}
+	}
+	return slices.Equal(na, nb)
+}
+
+// findingIDs are doctor's finding ids: one gauge each, always present.
+var findingIDs = []string{load.IDInterruptBound, load.IDNICOneCPU, load.IDFewQueuesNoRPS, load.IDRPSIPIOverhead,
+	load.IDIRQRemoteNUMA, load.IDAppOnIRQCPU, load.IDIrqbalanceManual, load.IDManagedIRQs, load.IDSoftnetDrops, load.IDSoftnetSqueeze}
+
+func settingKey(c *setting.Change) string { return setting.Key(c) }

@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// queueFiles reads every rps_cpus and xps_cpus of va0 as the namespace sees them.
+func (b *bed) queueFiles(t *testing.T) string {
+	t.Helper()
+	return run(t, "ip", "netns", "exec", b.ns, "sh", "-c",
+		"for f in /sys/class/net/va0/queues/*/rps_cpus /sys/class/net/va0/queues/*/xps_cpus; do echo $f $(cat $f); done")
+}
+
+// Crash: SIGKILL the agent while its first apply is half done; the
+// restarted agent rolls that journal back and applies again; `revert`
+// then restores exactly what was there before the first start.
+func TestLiveCrashRecovery(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, 64)
+	before := b.queueFiles(t)
+	pf := writePlan(t, `version: 1
+rx_queues:
+  - device: va0
+    rps_cpus: "0"
+    reason: crash test
+tx_queues:
+  - device: va0
+    xps_cpus: "0"
+    reason: crash test
+`)
+	sd := mkState(t)
+	jdir := filepath.Join(sd, "journal")
+	var killed bool
+	for attempt := 0; attempt < 5 && !killed; attempt++ {
+		p := startAgentNoWait(t, b.ns, sd, "--plan", pf, "--interval", "200ms", "--listen", "")
+		// Poll the journal: kill when it says "applying" with some entries done.
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) && !killed {
+			ents, _ := os.ReadDir(jdir)
+			for _, e := range ents {
+				data, err := os.ReadFile(filepath.Join(jdir, e.Name()))
+				if err == nil && strings.Contains(string(data), `"state": "applying"`) && strings.Contains(string(data), `"status": "done"`) {
+					p.cmd.Process.Signal(syscall.SIGKILL)
+					<-p.done
+					killed = true
+					break
+				}
+			}
+			select {
+			case <-p.done:
+				deadline = time.Time{}
+			default:
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if !killed {
+			// The apply finished before the poll caught it: undo and retry.
+			p.stop(t, syscall.SIGTERM)
+			out, _ := exec.Command("ip", "netns", "exec", b.ns, irqpilot(t), "revert", "--state-dir", sd).CombinedOutput()
+			t.Logf("attempt %d: apply finished before the kill; reverted: %s", attempt+1, out)
+		}
+	}
+	if !killed {
+		t.Skip("the agent's apply always finished before the test could kill it mid-apply")
+	}
+	mid := b.queueFiles(t)
+	if mid == before {
+		t.Logf("note: killed before the first write reached the kernel")
+	}
+	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "200ms", "--listen", "")
+	waitFor(t, 10*time.Second, "restarted agent applied the plan", func() bool {
+		st := p.status(t)
+		return st.Passes > 0 && st.LastError == "" && len(st.Journals) > 0
+	})
+	if !strings.Contains(p.log.String(), "recovered: rolled back the apply a previous run left unfinished") {
+		t.Errorf("restarted agent did not recover the interrupted journal:\n%s", p.log)
+	}
+	for _, l := range strings.Split(b.queueFiles(t), "\n") {
+		if !strings.HasSuffix(l, " 0000000000000001") && !strings.HasSuffix(l, " 00000001") && !strings.HasSuffix(l, " 1") {
+			t.Errorf("after restart: %s, want CPU 0", l)
+		}
+	}
+	p.stop(t, syscall.SIGTERM) // leaves the applied state
+	if strings.Contains(b.queueFiles(t), " 0\n") {
+		t.Errorf("SIGTERM without --revert-on-exit reverted settings")
+	}
+	out, err := exec.Command("ip", "netns", "exec", b.ns, irqpilot(t), "revert", "--state-dir", sd).CombinedOutput()
+	if err != nil {
+		t.Fatalf("revert: %v\n%s", err, out)
+	}
+	if got := b.queueFiles(t); got != before {
+		t.Errorf("after revert:\n%s\nwant exactly:\n%s", got, before)
+	}
+}
+
+// Bad input: a plan that does not parse, an unknown policy, a plan naming a
+// CPU this machine lacks, no plan at all — exit 2 before anything is
+// touched (no journal, the device's settings as they were).
+func TestLiveBadInput(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, 2)
+	before := b.queueFiles(t)
+	bad := writePlan(t, "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: [oops\n")
+	noCPU := writePlan(t, "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"4000\"\n    reason: x\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"malformed plan", []string{"--plan", bad}, bad},
+		{"unknown policy", []string{"--policy", "nosuch"}, `unknown policy "nosuch"`},
+		{"CPU that does not exist", []string{"--plan", noCPU}, "4000"},
+		{"missing plan file", []string{"--plan", filepath.Join(t.TempDir(), "nope.yaml")}, "nope.yaml"},
+		{"neither plan nor policy", nil, "--plan FILE or --policy NAME"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sd := mkState(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", b.ns, irqpilot(t), "agent", "--state-dir", sd, "--listen", "", "--interval", "100ms"}, tc.args...)...)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+				t.Fatalf("exit %v, want 2\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tc.msg) || !strings.Contains(string(out), "nothing was changed") && tc.args != nil {
+				t.Errorf("message does not name %q and say nothing was changed:\n%s", tc.msg, out)
+			}
+			if _, err := os.Stat(filepath.Join(sd, "journal")); !os.IsNotExist(err) {
+				t.Errorf("a journal directory was created")
+			}
+			if got := b.queueFiles(t); got != before {
+				t.Errorf("settings changed:\n%s\nwant\n%s", got, before)
+			}
+		})
+	}
+}
+
+// SIGHUP reloads an edited plan after validating it; a broken edit is
+// rejected and the old plan stays in force.
+func TestLiveReloadOnSIGHUP(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, 2)
+	pf := writePlan(t, "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    reason: reload test\n")
+	sd := mkState(t)
+	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "200ms", "--listen", "", "--revert-on-exit")
+	rps := "/sys/class/net/va0/queues/rx-0/rps_cpus"
+	waitFor(t, 5*time.Second, "plan A applied", func() bool { return strings.HasSuffix(b.read(t, rps), "1") })
+
+	os.WriteFile(pf, []byte("version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"0-1\"\n    reason: reload test B\n"), 0o644)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, "plan B applied after SIGHUP", func() bool { return strings.HasSuffix(b.read(t, rps), "3") })
+	if st := p.status(t); len(st.Repairs) != 0 {
+		t.Errorf("a reload counted as drift: %+v", st.Repairs)
+	}
+
+	os.WriteFile(pf, []byte("version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"9999\"\n    reason: broken\n"), 0o644)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, "broken plan rejected", func() bool {
+		return strings.Contains(p.log.String(), `msg="plan reload rejected; keeping the plan in force"`)
+	})
+	// The old plan (B) is still enforced: drift is still repaired.
+	b.write(t, rps, "0")
+	waitFor(t, 5*time.Second, "plan B still enforced", func() bool { return strings.HasSuffix(b.read(t, rps), "3") })
+	select {
+	case <-p.done:
+		t.Fatalf("agent exited after a rejected reload: %v", p.err)
+	default:
+	}
+}
+
+// --adapt on an idle machine changes nothing.
+func TestLiveAdaptIdleChangesNothing(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, 1)
+	pf := writePlan(t, "version: 1\n")
+	sd := mkState(t)
+	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "100ms", "--listen", "", "--adapt", "--adapt-persist", "2", "--adapt-window", "2")
+	waitFor(t, 10*time.Second, "20 passes", func() bool { return p.status(t).Passes >= 20 })
+	st := p.status(t)
+	if len(st.Adaptations) != 0 {
+		for _, f := range st.Findings {
+			for _, h := range harmful {
+				if f.ID == h {
+					t.Skipf("the machine is not idle (%s: %s); adapted %+v", f.ID, f.Summary, st.Adaptations)
+				}
+			}
+		}
+		t.Errorf("adapted on an idle machine: %+v", st.Adaptations)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(sd, "journal")); len(ents) != 0 {
+		t.Errorf("journals written on an idle machine: %d", len(ents))
+	}
+	_ = fmt.Sprint
+}

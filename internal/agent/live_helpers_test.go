@@ -1,0 +1,343 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CI runs as root)")
+	}
+	if testing.Short() {
+		t.Skip("live test; -short")
+	}
+}
+
+// binary builds cmd/irqpilot once per test binary: the live tests run the
+// agent as its own process (signals, SIGKILL, exit codes, a network
+// namespace of its own).
+var binaryBuilt bool
+
+var binary = sync.OnceValues(func() (string, error) {
+	binaryBuilt = true
+	dir, err := os.MkdirTemp("", "irqpilot-agent-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "irqpilot")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/irqpilot").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build irqpilot: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func irqpilot(t *testing.T) string {
+	t.Helper()
+	bin, err := binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// bed is a network namespace this test created with a veth pair va0/vb0.
+type bed struct {
+	ns     string
+	queues int
+}
+
+func newBed(t *testing.T, queues int) *bed {
+	t.Helper()
+	var rb [3]byte
+	rand.Read(rb[:])
+	b := &bed{ns: "irqp-ag-" + hex.EncodeToString(rb[:]), queues: queues}
+	run(t, "ip", "netns", "add", b.ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", b.ns).Run() })
+	b.addVeth(t)
+	run(t, "ip", "-n", b.ns, "link", "set", "lo", "up")
+	return b
+}
+
+func (b *bed) addVeth(t *testing.T) {
+	t.Helper()
+	q := strconv.Itoa(b.queues)
+	run(t, "ip", "-n", b.ns, "link", "add", "va0", "numrxqueues", q, "numtxqueues", q, "type", "veth",
+		"peer", "name", "vb0", "numrxqueues", q, "numtxqueues", q)
+	run(t, "ip", "-n", b.ns, "link", "set", "va0", "up")
+}
+
+// read reads a file as the namespace sees it (its /sys shows its devices).
+func (b *bed) read(t *testing.T, path string) string {
+	t.Helper()
+	return run(t, "ip", "netns", "exec", b.ns, "cat", path)
+}
+
+func (b *bed) write(t *testing.T, path, value string) {
+	t.Helper()
+	run(t, "ip", "netns", "exec", b.ns, "sh", "-c", "echo "+value+" > "+path)
+}
+
+func (b *bed) curl(t *testing.T, url string) string {
+	t.Helper()
+	return run(t, "ip", "netns", "exec", b.ns, "curl", "-sf", "--max-time", "5", url)
+}
+
+// lockedBuffer collects a process's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type agentProc struct {
+	cmd      *exec.Cmd
+	log      *lockedBuffer
+	stateDir string
+	done     chan struct{}
+	err      error
+}
+
+// startAgent runs `irqpilot agent` (in ns when not "") and waits until its
+// status socket answers. The cleanup stops it by PID.
+func startAgent(t *testing.T, ns, stateDir string, args ...string) *agentProc {
+	t.Helper()
+	p := startAgentNoWait(t, ns, stateDir, args...)
+	waitFor(t, 20*time.Second, "agent status socket", func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("agent exited: %v\n%s", p.err, p.log)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := Query(ctx, filepath.Join(stateDir, SocketName))
+		return err == nil
+	})
+	return p
+}
+
+func startAgentNoWait(t *testing.T, ns, stateDir string, args ...string) *agentProc {
+	t.Helper()
+	argv := append([]string{irqpilot(t), "agent", "--state-dir", stateDir}, args...)
+	if ns != "" {
+		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
+	}
+	p := &agentProc{cmd: exec.Command(argv[0], argv[1:]...), log: &lockedBuffer{}, stateDir: stateDir, done: make(chan struct{})}
+	p.cmd.Stderr = p.log
+	p.cmd.Stdout = p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(t, syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("agent log:\n%s", p.log)
+		}
+	})
+	return p
+}
+
+// stop signals the agent by PID and waits for it (SIGKILL after 10 s).
+func (p *agentProc) stop(t *testing.T, sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("agent pid %d did not stop on %v; killing it", p.cmd.Process.Pid, sig)
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *agentProc) status(t *testing.T) *Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := Query(ctx, filepath.Join(p.stateDir, SocketName))
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, p.log)
+	}
+	return st
+}
+
+// waitFor polls cond until it holds; it fails the test after limit (a
+// bound against hanging, not a timing assertion) and returns how long it
+// took.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not after %s", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// movableIRQ finds an IRQ of this machine whose affinity can be written,
+// not a network or disk IRQ (so eth0 and the disk are never moved), and
+// restores its affinity in t.Cleanup.
+func movableIRQ(t *testing.T) (int, string) {
+	t.Helper()
+	fs := kernel.New("/")
+	data, err := fs.ReadFile("proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range in.Lines {
+		if l.IRQ < 0 || len(l.Actions) == 0 {
+			continue
+		}
+		a := strings.Join(l.Actions, ",")
+		if strings.Contains(a, "virtio") || strings.Contains(a, "eth") || strings.Contains(a, "nvme") {
+			continue
+		}
+		p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ)
+		cur, err := fs.ReadString(p)
+		if err != nil {
+			continue
+		}
+		if err := fs.WriteFile(p, cur); err != nil {
+			continue
+		}
+		t.Cleanup(func() {
+			if err := fs.WriteFile(p, cur); err != nil {
+				t.Errorf("restore irq %d affinity %q: %v", l.IRQ, cur, err)
+			}
+		})
+		return l.IRQ, cur
+	}
+	t.Skip("no movable non-network IRQ on this machine")
+	return 0, ""
+}
+
+func irqAffinity(t *testing.T, irq int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func setIRQAffinity(t *testing.T, irq int, v string) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq), []byte(v), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lastCPU is the highest online CPU.
+func lastCPU(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexAny(s, ",-"); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+func mkState(t *testing.T) string {
+	t.Helper()
+	d := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// promStart runs a real Prometheus in ns on loopback, scraping target
+// every 500 ms, with a temporary configuration and data directory; the
+// cleanup stops it by PID.
+func promStart(t *testing.T, b *bed, target string) string {
+	t.Helper()
+	prom, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus not installed (Debian package prometheus; make deps)")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`global:
+  scrape_interval: 500ms
+  scrape_timeout: 400ms
+scrape_configs:
+  - job_name: irqpilot
+    static_configs:
+      - targets: ["%s"]
+`, target)), 0o644)
+	addr := "127.0.0.1:19090"
+	cmd := exec.Command("ip", "netns", "exec", b.ns, prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	logb := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logb, logb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", logb)
+		}
+	})
+	return "http://" + addr
+}

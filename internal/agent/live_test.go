@@ -1,0 +1,286 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Drift: rps_cpus and an IRQ affinity written behind the agent's back are
+// restored, logged old → drifted → restored, counted in
+// irqpilot_drift_repairs_total as a real Prometheus scraping the agent sees
+// it, and the exported metrics pass promtool.
+func TestLiveDriftRepaired(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, 2)
+	irq, orig := movableIRQ(t)
+	want := lastCPU(t)
+	if want == orig {
+		want = "0"
+	}
+	pf := writePlan(t, fmt.Sprintf(`version: 1
+irqs:
+  - irq: %d
+    cpus: "%s"
+    reason: agent drift test
+rx_queues:
+  - device: va0
+    rps_cpus: "0"
+    reason: agent drift test
+`, irq, want))
+	sd := mkState(t)
+	interval := 200 * time.Millisecond
+	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", interval.String(), "--revert-on-exit")
+	rps := "/sys/class/net/va0/queues/rx-0/rps_cpus"
+	waitFor(t, 5*time.Second, "plan applied", func() bool { return irqAffinity(t, irq) == want && strings.HasSuffix(b.read(t, rps), "1") })
+	prom := promStart(t, b, "127.0.0.1:9477")
+
+	drifted := "0"
+	if want == "0" {
+		drifted = lastCPU(t)
+	}
+	b.write(t, rps, "0")
+	setIRQAffinity(t, irq, drifted)
+	lat := waitFor(t, 10*time.Second, "drift restored", func() bool {
+		return irqAffinity(t, irq) == want && strings.HasSuffix(b.read(t, rps), "1")
+	})
+	t.Logf("repair latency %s (interval %s)", lat.Round(time.Millisecond), interval)
+	if lat > 2*interval+500*time.Millisecond {
+		t.Logf("note: restored after more than two intervals (%s); the machine is shared", lat)
+	}
+	st := p.status(t)
+	var sawIRQ, sawRPS bool
+	for _, r := range st.Repairs {
+		switch {
+		case r.Setting == "irq-affinity" && r.Old == want && r.Drifted == drifted && r.Restored == want:
+			sawIRQ = true
+		case r.Setting == "rps-cpus" && r.Device == "va0" && r.Drifted == "0" && strings.HasSuffix(r.Restored, "1"):
+			sawRPS = true
+		}
+	}
+	if !sawIRQ || !sawRPS {
+		t.Errorf("status repairs %+v: want irq %d %s→%s→%s and va0 rx-0 rps", st.Repairs, irq, want, drifted, want)
+	}
+	log := p.log.String()
+	for _, w := range []string{`msg="drift repaired" setting=irq-affinity`, fmt.Sprintf("old=%s drifted=%s restored=%s", want, drifted, want),
+		`msg="drift repaired" setting=rps-cpus target="va0 rx-0" device=va0 old=00000001 drifted=0 restored=00000001`} {
+		if !strings.Contains(log, w) {
+			t.Errorf("log lacks %q:\n%s", w, log)
+		}
+	}
+
+	// The metrics as exported: promtool-clean, with the repair counter.
+	text := b.curl(t, "http://127.0.0.1:9477/metrics")
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = strings.NewReader(text + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		}
+	}
+	if !strings.Contains(text, `irqpilot_drift_repairs_total{device="va0",setting="rps-cpus"} 1`) {
+		t.Errorf("metrics lack the rps repair:\n%s", grepLines(text, "drift_repairs"))
+	}
+	// Prometheus scraped it.
+	q := prom + "/api/v1/query?query=" + url.QueryEscape(`sum by (setting) (irqpilot_drift_repairs_total)`)
+	var got map[string]string
+	waitFor(t, 30*time.Second, "prometheus has the repair counters", func() bool {
+		out, err := exec.Command("ip", "netns", "exec", b.ns, "curl", "-sf", "--max-time", "2", q).Output()
+		if err != nil {
+			return false
+		}
+		var ans struct {
+			Data struct {
+				Result []struct {
+					Metric map[string]string `json:"metric"`
+					Value  [2]any            `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(out, &ans) != nil {
+			return false
+		}
+		got = map[string]string{}
+		for _, r := range ans.Data.Result {
+			got[r.Metric["setting"]], _ = r.Value[1].(string)
+		}
+		return got["rps-cpus"] == "1" && got["irq-affinity"] == "1"
+	})
+	// SIGTERM with --revert-on-exit restores what was there.
+	p.stop(t, syscall.SIGTERM)
+	if got := irqAffinity(t, irq); got != orig {
+		t.Errorf("irq %d affinity %q after --revert-on-exit, want %q", irq, got, orig)
+	}
+	if got := b.read(t, rps); strings.Trim(got, "0,") != "" {
+		t.Errorf("rps_cpus %q after --revert-on-exit, want 0", got)
+	}
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A deleted and re-created device gets its part of the plan again from the
+// link event, without waiting for the interval.
+func TestLiveRecreatedDevice(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, 2)
+	pf := writePlan(t, `version: 1
+rx_queues:
+  - device: va0
+    rps_cpus: "0"
+    rps_flow_cnt: 256
+    reason: agent device test
+`)
+	sd := mkState(t)
+	// A long interval: only the link event can converge in time.
+	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "30s", "--listen", "")
+	rps := "/sys/class/net/va0/queues/rx-1/rps_cpus"
+	waitFor(t, 5*time.Second, "plan applied", func() bool { return strings.HasSuffix(b.read(t, rps), "1") })
+	run(t, "ip", "-n", b.ns, "link", "del", "va0")
+	waitFor(t, 5*time.Second, "agent waits for va0", func() bool {
+		st := p.status(t)
+		return len(st.Waiting) == 1 && st.Waiting[0] == "device va0"
+	})
+	t0 := time.Now()
+	b.addVeth(t)
+	lat := waitFor(t, 10*time.Second, "re-created va0 converged", func() bool {
+		return strings.HasSuffix(b.read(t, rps), "1") && b.read(t, "/sys/class/net/va0/queues/rx-1/rps_flow_cnt") == "256"
+	})
+	t.Logf("re-created device converged after %s (interval 30s)", time.Since(t0).Round(time.Millisecond))
+	if lat > 2*time.Second {
+		t.Errorf("converged after %s; the link event should converge within a second or two", lat)
+	}
+	if st := p.status(t); len(st.Waiting) != 0 || len(st.Repairs) != 0 {
+		t.Errorf("after re-creation: waiting %q, repairs %+v (a new device is applied, not repaired)", st.Waiting, st.Repairs)
+	}
+}
+
+// irqbalance fighting the agent over an IRQ: the agent repairs up to the
+// ping-pong limit, then freezes the setting and reports irqbalance as the
+// culprit; no endless flapping. irqbalance is started by PID with every
+// other IRQ banned, and made to re-place its IRQs with SIGHUP (its rescan);
+// every IRQ affinity is restored afterwards.
+func TestLiveIrqbalanceFight(t *testing.T) {
+	needRoot(t)
+	ib, err := exec.LookPath("irqbalance")
+	if err != nil {
+		t.Skip("irqbalance not installed")
+	}
+	if out, _ := exec.Command("pgrep", "-x", "irqbalance").Output(); len(out) > 0 {
+		t.Skip("an irqbalance is already running on this machine; not starting a second one")
+	}
+	restoreAllIRQs(t)
+	irq, _ := movableIRQ(t)
+	want := lastCPU(t)
+	pf := writePlan(t, fmt.Sprintf("version: 1\nirqs:\n  - irq: %d\n    cpus: \"%s\"\n    reason: fight test\n", irq, want))
+	sd := mkState(t)
+	const limit = 3
+	p := startAgent(t, "", sd, "--plan", pf, "--interval", "200ms", "--listen", "",
+		"--pingpong-limit", fmt.Sprint(limit), "--pingpong-window", "1m")
+	waitFor(t, 5*time.Second, "plan applied", func() bool { return irqAffinity(t, irq) == want })
+
+	args := []string{"--foreground", "--interval=1"}
+	ents, _ := os.ReadDir("/proc/irq")
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != fmt.Sprint(irq) {
+			args = append(args, "--banirq="+e.Name())
+		}
+	}
+	cmd := exec.Command(ib, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	// Until irqbalance has set up its handlers, SIGHUP would end it.
+	time.Sleep(1500 * time.Millisecond)
+	hup := func() { cmd.Process.Signal(syscall.SIGHUP); time.Sleep(400 * time.Millisecond) }
+	var st *Status
+	waitFor(t, 40*time.Second, "setting frozen", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("irqbalance exited")
+		default:
+		}
+		hup()
+		st = p.status(t)
+		return len(st.Frozen) > 0
+	})
+	f := st.Frozen[0]
+	if f.Setting != "irq-affinity" || !strings.Contains(f.Target, fmt.Sprintf("irq %d", irq)) {
+		t.Errorf("frozen %+v, want irq %d", f, irq)
+	}
+	if !strings.Contains(f.Culprit, fmt.Sprintf("irqbalance (pid %d)", cmd.Process.Pid)) {
+		t.Errorf("culprit %q does not name irqbalance pid %d", f.Culprit, cmd.Process.Pid)
+	}
+	repairs := len(st.Repairs)
+	if repairs != limit {
+		t.Errorf("%d repairs before freezing, want the limit %d", repairs, limit)
+	}
+	// No endless flapping: more rescans, no more repairs.
+	for i := 0; i < 4; i++ {
+		hup()
+	}
+	st = p.status(t)
+	if len(st.Repairs) != repairs {
+		t.Errorf("repairs went on after the freeze: %d → %d", repairs, len(st.Repairs))
+	}
+	for _, e := range st.Enforced {
+		if e.Setting == "irq-affinity" {
+			t.Errorf("frozen IRQ still listed as enforced: %+v", e)
+		}
+	}
+	if !strings.Contains(p.log.String(), `msg="ping-pong: setting frozen"`) {
+		t.Errorf("no ping-pong log line:\n%s", p.log)
+	}
+	out, _ := exec.Command(irqpilot(t), "status", "--state-dir", sd).CombinedOutput()
+	if !strings.Contains(string(out), "FROZEN irq-affinity") {
+		t.Errorf("irqpilot status does not report the frozen setting:\n%s", out)
+	}
+}
+
+// restoreAllIRQs puts back every IRQ affinity as it was (what irqbalance
+// may have moved).
+func restoreAllIRQs(t *testing.T) {
+	t.Helper()
+	saved := map[string]string{}
+	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			saved[p] = strings.TrimSpace(string(b))
+		}
+	}
+	t.Cleanup(func() {
+		for p, v := range saved {
+			if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) != v {
+				if err := os.WriteFile(p, []byte(v), 0); err != nil {
+					t.Logf("restore %s to %s: %v", p, v, err)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,289 @@
+// Package metrics exports the agent's view of interrupt placement to
+// Prometheus, node_exporter style: one collector per kernel source, each
+// listed in the collectors table and reading its source at scrape time
+// through kernel.FS, plus the agent's own counters and the process
+// collector. Labels are kept to low cardinality: per CPU, per device queue
+// IRQ, per finding id, per setting kind and device.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// Namespace prefixes every metric.
+const Namespace = "irqpilot"
+
+// userHZ is the unit of /proc/stat's times.
+const userHZ = 100.0
+
+// Source is what the collectors read: the machine, and the agent's current
+// host model (which IRQ serves which device queue).
+type Source struct {
+	FS *kernel.FS
+	// Host returns the latest host model (nil: not read yet).
+	Host func() *host.Host
+}
+
+// collector is one source of metrics, read at scrape time.
+type collector interface {
+	Update(ch chan<- prometheus.Metric) error
+}
+
+// collectors is the table of kernel sources, by name (the "collector" label
+// of irqpilot_scrape_collector_success).
+var sources = []struct {
+	name string
+	new  func(*Source) collector
+}{
+	{"cpu", newCPUCollector},
+	{"interrupts", newInterruptsCollector},
+	{"softnet", newSoftnetCollector},
+}
+
+// Names lists the kernel collectors.
+func Names() []string {
+	out := make([]string, len(sources))
+	for i, c := range sources {
+		out[i] = c.name
+	}
+	return out
+}
+
+var (
+	scrapeSuccess = prometheus.NewDesc(Namespace+"_scrape_collector_success",
+		"Whether a collector succeeded (1) or failed (0) on this scrape.", []string{"collector"}, nil)
+	scrapeDuration = prometheus.NewDesc(Namespace+"_scrape_collector_duration_seconds",
+		"How long a collector took on this scrape.", []string{"collector"}, nil)
+)
+
+// exporter runs every kernel collector on each scrape.
+type exporter struct {
+	names []string
+	cs    []collector
+}
+
+func (e *exporter) Describe(ch chan<- *prometheus.Desc) {
+	ch <- scrapeSuccess
+	ch <- scrapeDuration
+}
+
+func (e *exporter) Collect(ch chan<- prometheus.Metric) {
+	var wg sync.WaitGroup
+	for i := range e.cs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			t := time.Now()
+			err := e.cs[i].Update(ch)
+			ok := 1.0
+			if err != nil {
+				ok = 0
+			}
+			ch <- prometheus.MustNewConstMetric(scrapeDuration, prometheus.GaugeValue, time.Since(t).Seconds(), e.names[i])
+			ch <- prometheus.MustNewConstMetric(scrapeSuccess, prometheus.GaugeValue, ok, e.names[i])
+		}(i)
+	}
+	wg.Wait()
+}
+
+// Agent holds the counters and gauges the agent updates.
+type Agent struct {
+	// DriftRepairs is irqpilot_drift_repairs_total{setting,device}.
+	DriftRepairs *prometheus.CounterVec
+	// Applied is irqpilot_settings_applied_total{setting,device}: settings
+	// written because they were new (start, reload, a device that appeared).
+	Applied             *prometheus.CounterVec
+	AdaptationsApplied  prometheus.Counter
+	AdaptationsReverted prometheus.Counter
+	// FindingActive is irqpilot_finding_active{id}: 1 while doctor's
+	// finding id holds.
+	FindingActive *prometheus.GaugeVec
+	Enforced      prometheus.Gauge
+	Frozen        prometheus.Gauge
+	Waiting       prometheus.Gauge
+	Passes        prometheus.Counter
+	PassErrors    prometheus.Counter
+}
+
+// New returns a registry with every collector and the agent's metrics.
+func New(src *Source) (*prometheus.Registry, *Agent, error) {
+	reg := prometheus.NewRegistry()
+	ex := &exporter{}
+	for _, c := range sources {
+		ex.names = append(ex.names, c.name)
+		ex.cs = append(ex.cs, c.new(src))
+	}
+	a := &Agent{
+		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "drift_repairs_total",
+			Help: "Settings the agent found changed behind its back and restored."}, []string{"setting", "device"}),
+		Applied: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "settings_applied_total",
+			Help: "Settings written because the plan (start, reload, adaptation) or a device that appeared needed them."}, []string{"setting", "device"}),
+		AdaptationsApplied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "adaptations_applied_total",
+			Help: "Plans the agent computed from evidence of harm and applied (--adapt)."}),
+		AdaptationsReverted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "adaptations_reverted_total",
+			Help: "Adaptations reverted because verification found them no better."}),
+		FindingActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "finding_active",
+			Help: "1 while the finding (irqpilot doctor's id) holds, else 0."}, []string{"id"}),
+		Enforced: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "enforced_settings",
+			Help: "Settings the agent currently enforces."}),
+		Frozen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "frozen_settings",
+			Help: "Settings no longer enforced because something changed them back and forth too often (see irqpilot status)."}),
+		Waiting: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "waiting_entries",
+			Help: "Plan entries waiting for a device to appear or a CPU to come online."}),
+		Passes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "enforcement_passes_total",
+			Help: "Enforcement passes run."}),
+		PassErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "enforcement_pass_errors_total",
+			Help: "Enforcement passes that failed (the log says why)."}),
+	}
+	for _, c := range []prometheus.Collector{ex, a.DriftRepairs, a.Applied, a.AdaptationsApplied, a.AdaptationsReverted,
+		a.FindingActive, a.Enforced, a.Frozen, a.Waiting, a.Passes, a.PassErrors,
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: Namespace})} {
+		if err := reg.Register(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	return reg, a, nil
+}
+
+// Handler serves the registry in the Prometheus text format.
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// cpu: per-CPU hardirq and softirq seconds from /proc/stat.
+type cpuCollector struct {
+	src       *Source
+	irq, soft *prometheus.Desc
+}
+
+func newCPUCollector(src *Source) collector {
+	return &cpuCollector{src: src,
+		irq: prometheus.NewDesc(Namespace+"_cpu_irq_seconds_total",
+			"Seconds the CPU spent in hardirq context (/proc/stat).", []string{"cpu"}, nil),
+		soft: prometheus.NewDesc(Namespace+"_cpu_softirq_seconds_total",
+			"Seconds the CPU spent in softirq context (/proc/stat).", []string{"cpu"}, nil),
+	}
+}
+
+func (c *cpuCollector) Update(ch chan<- prometheus.Metric) error {
+	data, err := c.src.FS.ReadFile("proc/stat")
+	if err != nil {
+		return err
+	}
+	st, err := kernel.ParseStatCPUs("/proc/stat", data)
+	if err != nil {
+		return err
+	}
+	for _, s := range st {
+		cpu := strconv.Itoa(s.CPU)
+		ch <- prometheus.MustNewConstMetric(c.irq, prometheus.CounterValue, float64(s.IRQ)/userHZ, cpu)
+		ch <- prometheus.MustNewConstMetric(c.soft, prometheus.CounterValue, float64(s.SoftIRQ)/userHZ, cpu)
+	}
+	return nil
+}
+
+// interrupts: per device-queue IRQ counts and the IRQ → device/queue → CPUs
+// info metric. IRQs that belong to no known device are left out (low
+// cardinality: timers, ACPI and the like are not placement decisions).
+type interruptsCollector struct {
+	src         *Source
+	count, info *prometheus.Desc
+}
+
+func newInterruptsCollector(src *Source) collector {
+	return &interruptsCollector{src: src,
+		count: prometheus.NewDesc(Namespace+"_queue_interrupts_total",
+			"Interrupts of a device queue's IRQ, all CPUs (/proc/interrupts); rate() gives the per-queue IRQ rate.",
+			[]string{"irq", "device", "queue"}, nil),
+		info: prometheus.NewDesc(Namespace+"_irq_info",
+			"Where a device IRQ goes: its device, queue (\"\" if none) and affinity (smp_affinity_list). Always 1.",
+			[]string{"irq", "device", "queue", "cpus"}, nil),
+	}
+}
+
+func (c *interruptsCollector) Update(ch chan<- prometheus.Metric) error {
+	h := c.src.Host()
+	if h == nil {
+		return errors.New("no host model yet")
+	}
+	data, err := c.src.FS.ReadFile("proc/interrupts")
+	if err != nil {
+		return err
+	}
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		return err
+	}
+	for i := range in.Lines {
+		l := &in.Lines[i]
+		if l.IRQ < 0 {
+			continue
+		}
+		q := h.IRQ(l.IRQ)
+		if q == nil || q.Device == "" {
+			continue
+		}
+		irq, queue := strconv.Itoa(l.IRQ), ""
+		if q.Queue != nil {
+			queue = strconv.Itoa(*q.Queue)
+			ch <- prometheus.MustNewConstMetric(c.count, prometheus.CounterValue, float64(l.Total()), irq, q.Device, queue)
+		}
+		cpus, err := c.src.FS.ReadString(fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ))
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, irq, q.Device, queue, cpus)
+	}
+	return nil
+}
+
+// softnet: per-CPU drops and time squeezes from /proc/net/softnet_stat.
+type softnetCollector struct {
+	src                        *Source
+	processed, dropped, squeez *prometheus.Desc
+}
+
+func newSoftnetCollector(src *Source) collector {
+	return &softnetCollector{src: src,
+		processed: prometheus.NewDesc(Namespace+"_softnet_processed_total",
+			"Packets processed by the CPU's receive softirq (/proc/net/softnet_stat).", []string{"cpu"}, nil),
+		dropped: prometheus.NewDesc(Namespace+"_softnet_dropped_total",
+			"Packets dropped because the CPU's backlog was full (/proc/net/softnet_stat).", []string{"cpu"}, nil),
+		squeez: prometheus.NewDesc(Namespace+"_softnet_times_squeezed_total",
+			"Receive softirq runs that ran out of budget or time with work left (/proc/net/softnet_stat).", []string{"cpu"}, nil),
+	}
+}
+
+func (c *softnetCollector) Update(ch chan<- prometheus.Metric) error {
+	data, err := c.src.FS.ReadFile("proc/net/softnet_stat")
+	if err != nil {
+		return err
+	}
+	rows, err := kernel.ParseSoftnet("/proc/net/softnet_stat", data)
+	if err != nil {
+		return err
+	}
+	for i, r := range rows {
+		cpu := r.CPU
+		if cpu < 0 {
+			cpu = i // older kernels: row order (online CPUs); good enough for a label
+		}
+		l := strconv.Itoa(cpu)
+		ch <- prometheus.MustNewConstMetric(c.processed, prometheus.CounterValue, float64(r.Processed), l)
+		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(r.Dropped), l)
+		ch <- prometheus.MustNewConstMetric(c.squeez, prometheus.CounterValue, float64(r.TimeSqueeze), l)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/irqpilot/irqpilot/internal/load"
+)
+
+// Status is what `irqpilot status --json` prints (README, "Agent").
+type Status struct {
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+	Plan     string    `json:"plan"`
+	Policy   string    `json:"policy,omitempty"`
+	Interval string    `json:"interval"`
+	Adapt    bool      `json:"adapt"`
+	Passes   int       `json:"passes"`
+	LastPass time.Time `json:"last_pass"`
+	// LastError is the last pass's error ("" when it succeeded).
+	LastError string `json:"last_error"`
+	// Enforced are the settings the agent enforces (frozen ones excluded).
+	Enforced []Enforced `json:"enforced"`
+	Frozen   []Frozen   `json:"frozen"`
+	// Waiting: plan entries waiting for a device or a CPU.
+	Waiting     []string       `json:"waiting"`
+	Repairs     []Repair       `json:"repairs"`
+	Adaptations []Adaptation   `json:"adaptations"`
+	Findings    []load.Finding `json:"findings"`
+	Journals    []string       `json:"journals"`
+}
+
+// Enforced is one setting the agent keeps in force.
+type Enforced struct {
+	Setting string `json:"setting"`
+	Target  string `json:"target"`
+	Device  string `json:"device,omitempty"`
+	Value   string `json:"value"`
+}
+
+// Status returns the agent's current status.
+func (ag *Agent) Status() Status {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	st := Status{PID: os.Getpid(), Started: ag.started, Plan: ag.source(), Policy: ag.pl.Policy,
+		Interval: ag.o.Interval.String(), Adapt: ag.o.Adapt, Passes: ag.passes, LastPass: ag.lastPass,
+		LastError: ag.lastErr, Enforced: []Enforced{}, Frozen: []Frozen{}, Waiting: nonNil(ag.waiting),
+		Repairs: nonNil(ag.repairs), Adaptations: nonNil(ag.adaptations), Findings: nonNil(ag.findings),
+		Journals: nonNil(ag.journals)}
+	for i := range ag.changes {
+		c := &ag.changes[i]
+		if f := ag.frozen[settingKey(c)]; f != nil {
+			continue
+		}
+		st.Enforced = append(st.Enforced, Enforced{Setting: string(c.Kind), Target: c.Target, Device: c.Device, Value: c.Value})
+	}
+	for _, f := range ag.frozen {
+		st.Frozen = append(st.Frozen, *f)
+	}
+	return st
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return append([]T(nil), s...)
+}
+
+// serveStatus listens on the status socket (mode 0600, in a directory only
+// root can enter) and answers every connection with the status as JSON.
+func (ag *Agent) serveStatus() (stop func(), err error) {
+	p := ag.o.Socket
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, fmt.Errorf("status socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(p); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("status socket %s exists and is not a socket; refused (remove it)", p)
+		}
+		if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another agent answers on %s; stop it first (nothing was changed)", p)
+		}
+		os.Remove(p) // left by a crashed agent
+	}
+	old := unix.Umask(0o177)
+	ln, err := net.Listen("unix", p)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("status socket %s: %w", p, err)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				json.NewEncoder(c).Encode(ag.Status())
+			}()
+		}
+	}()
+	return func() { ln.Close(); os.Remove(p) }, nil
+}
+
+// Query asks the agent listening on socket for its status.
+func Query(ctx context.Context, socket string) (*Status, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ECONNREFUSED) {
+			return nil, fmt.Errorf("no agent is running (nothing answers on %s; start one with 'irqpilot agent', or pass its --state-dir)", socket)
+		}
+		return nil, fmt.Errorf("status socket %s: %w", socket, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	var st Status
+	if err := json.NewDecoder(io.LimitReader(c, 64<<20)).Decode(&st); err != nil {
+		return nil, fmt.Errorf("status from %s: %w", socket, err)
+	}
+	return &st, nil
+}
+
+// LastPass is when the last pass started (the watchdog's liveness).
+func (ag *Agent) LastPass() time.Time {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	return ag.lastPass
+}

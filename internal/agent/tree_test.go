@@ -1,0 +1,230 @@
+package agent
+
+import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/irqpilot/irqpilot/internal/agent/metrics"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/hostgen"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// bigHost generates the 256-CPU host (CPUs 250-255 offline, eth0 and eth1
+// with 64 queues, nvme0 with 128) once per test binary.
+var bigHostBuilt bool
+
+var bigHost = sync.OnceValues(func() (string, error) {
+	bigHostBuilt = true
+	dir, err := os.MkdirTemp("", "irqpilot-agent-host-")
+	if err != nil {
+		return "", err
+	}
+	return dir, hostgen.Generate(dir, hostgen.DefaultSpec())
+})
+
+func treeCopy(t testing.TB) string {
+	t.Helper()
+	src, err := bigHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if out, err := exec.Command("cp", "-a", src+"/.", dst).CombinedOutput(); err != nil {
+		t.Fatalf("copy host tree: %v %s", err, out)
+	}
+	return dst
+}
+
+func stateDir(t testing.TB) string {
+	d := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func writePlan(t testing.TB, text string) string {
+	p := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func readTree(t testing.TB, root, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// An entry naming an offline CPU waits for it (nothing written to that
+// IRQ, the rest of the plan enforced) and is applied once the CPU is online.
+func TestOfflineCPUWaits(t *testing.T) {
+	root := treeCopy(t)
+	fs := kernel.New(root)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nic := h.NIC("eth0")
+	irq := *nic.RxQueues[0].IRQ
+	affPath := filepath.Join("proc/irq", itoa(irq), "smp_affinity_list")
+	before := readTree(t, root, affPath)
+	pf := writePlan(t, `version: 1
+irqs:
+  - device: eth0
+    queue: 0
+    cpus: "252"
+    reason: test
+rx_queues:
+  - device: eth0
+    queue: 1
+    rps_cpus: "2"
+    reason: test
+`)
+	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: time.Second, Listen: "", NoLinkEvents: true, Log: quiet()})
+	if err != nil {
+		t.Fatalf("a plan naming an offline CPU must wait, not fail: %v", err)
+	}
+	ag.pass("test")
+	st := ag.Status()
+	if len(st.Waiting) != 1 || !strings.Contains(st.Waiting[0], "CPU 252 to come online") {
+		t.Fatalf("waiting = %q, want CPU 252", st.Waiting)
+	}
+	if got := readTree(t, root, affPath); got != before {
+		t.Errorf("irq %d affinity %q → %q: written while CPU 252 is offline", irq, before, got)
+	}
+	if got := readTree(t, root, "sys/class/net/eth0/queues/rx-1/rps_cpus"); !strings.HasSuffix(got, "00000004") {
+		t.Errorf("rx-1 rps_cpus = %q: the rest of the plan was not enforced", got)
+	}
+	// CPU 252 comes online.
+	os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte("0-252\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/offline"), []byte("253-255\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/cpu252/online"), []byte("1\n"), 0o644)
+	ag.pass("test")
+	if st := ag.Status(); len(st.Waiting) != 0 {
+		t.Fatalf("still waiting for %q after CPU 252 came online", st.Waiting)
+	}
+	if got := readTree(t, root, affPath); got != "252" {
+		t.Errorf("irq %d affinity = %q after CPU 252 came online, want 252", irq, got)
+	}
+}
+
+func itoa(n int) string { return fmtInt(n) }
+
+func fmtInt(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for n > 0 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+	}
+	return string(b)
+}
+
+// The metrics of a 256-CPU host pass promtool and stay low-cardinality:
+// per CPU, per device IRQ, per finding.
+func TestMetricsPromtoolClean(t *testing.T) {
+	root := treeCopy(t)
+	fs := kernel.New(root)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, m, err := metrics.New(&metrics.Source{FS: fs, Host: func() *host.Host { return h }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.DriftRepairs.WithLabelValues("rps-cpus", "eth0").Inc()
+	m.FindingActive.WithLabelValues("interrupt-bound-cpu").Set(1)
+	rec := httptest.NewRecorder()
+	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
+	count := map[string]int{}
+	for _, l := range strings.Split(text, "\n") {
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		name, _, _ := strings.Cut(l, "{")
+		name, _, _ = strings.Cut(name, " ")
+		count[name]++
+	}
+	devIRQs := 0
+	for _, q := range h.IRQs {
+		if q.Device != "" {
+			devIRQs++
+		}
+	}
+	for name, want := range map[string]int{
+		"irqpilot_cpu_irq_seconds_total": 250, "irqpilot_cpu_softirq_seconds_total": 250,
+		"irqpilot_softnet_dropped_total": 250, "irqpilot_softnet_times_squeezed_total": 250,
+		"irqpilot_irq_info": devIRQs, "irqpilot_drift_repairs_total": 1, "irqpilot_finding_active": 1,
+		"irqpilot_process_cpu_seconds_total": 1, "irqpilot_scrape_collector_success": len(metrics.Names()),
+	} {
+		if count[name] != want {
+			t.Errorf("%s: %d series, want %d", name, count[name], want)
+		}
+	}
+	if q := count["irqpilot_queue_interrupts_total"]; q == 0 || q > devIRQs {
+		t.Errorf("irqpilot_queue_interrupts_total: %d series (device IRQs %d)", q, devIRQs)
+	}
+	if strings.Contains(text, `irqpilot_scrape_collector_success{collector="interrupts"} 0`) {
+		t.Errorf("interrupts collector failed")
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian package prometheus; make deps)")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(text)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// One enforcement pass on the generated 256-CPU host, steady state (the
+// plan already in force): per-queue's plan for 2×64 queues and 128 NVMe
+// IRQs is re-read and compared. cpu-ms/op is the process's CPU time.
+func BenchmarkEnforcePass256(b *testing.B) {
+	root := treeCopy(b)
+	ag, err := New(Options{FS: kernel.New(root), StateDir: stateDir(b), Policy: "per-queue", Interval: time.Second, NoLinkEvents: true, Log: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ag.pass("start")
+	if ag.lastErr != "" {
+		b.Fatal(ag.lastErr)
+	}
+	b.ReportMetric(float64(len(ag.changes)), "settings")
+	var r0, r1 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &r0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ag.pass("bench")
+	}
+	b.StopTimer()
+	unix.Getrusage(unix.RUSAGE_SELF, &r1)
+	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) * time.Nanosecond
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	if len(ag.Status().Repairs) != 0 {
+		b.Fatalf("steady state repaired something: %+v", ag.Status().Repairs)
+	}
+}

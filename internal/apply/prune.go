@@ -1,0 +1,37 @@
+package apply
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+)
+
+// PruneJournals bounds the journal directory for long-running users (the
+// agent): of the journals that hold nothing in force any more (reverted,
+// rolled back, no change), all but the newest keep are removed. Journals
+// that may hold changes (applied, applying, rollback incomplete) are never
+// removed, nor are files that cannot be read. It returns the IDs removed.
+func PruneJournals(stateDir string, keep int) ([]string, error) {
+	all, err := History(stateDir)
+	var herr *HistoryError
+	if err != nil && !errors.As(err, &herr) {
+		return nil, err
+	}
+	var done []*Journal
+	for _, j := range all {
+		switch j.State {
+		case StateReverted, StateRolledBack, StateNoChange:
+			done = append(done, j)
+		}
+	}
+	var removed []string
+	var errs []error
+	for i := 0; i < len(done)-keep; i++ { // oldest first
+		if err := os.Remove(filepath.Join(journalDir(stateDir), done[i].ID+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, done[i].ID)
+	}
+	return removed, errors.Join(errs...)
+}
