@@ -256,9 +256,37 @@ func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot,
 	p := plot.New()
 	sans(p)
 	p.X.Label.Text = "seconds since the recording started"
+	g := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) {
+		if cl.NoTicks {
+			return 0, false
+		}
+		pt := cpuPoint{cl.User, cl.Nice, cl.System, cl.IOWait, cl.IRQ, cl.SoftIRQ, cl.Steal, cl.Idle}
+		return math.Max(0, math.Min(100, v(&pt))), true
+	})
+	// Colour range 0 … the highest value rounded up to 10 % (at least
+	// 10 %), so that a few percent of interrupt time is still visible.
+	top := 10.0
+	for _, r := range g.z {
+		for _, z := range r {
+			if !math.IsNaN(z) {
+				top = math.Max(top, math.Ceil(z/10)*10)
+			}
+		}
+	}
+	p.Title.Text = title
+	hm := plotter.NewHeatMap(g, moreland.SmoothBlueRed().Palette(64))
+	hm.Min, hm.Max = 0, top
+	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
+	p.Add(hm)
+	yTicks(p, g)
+	return p, top
+}
 
-	// Columns: the longest run's interval ends; other runs are aligned by
-	// interval index (all runs use the same --interval in practice).
+// cpuGrid lays out a heat map: a row per host and CPU, a column per
+// interval of the longest run (other runs are aligned by interval index:
+// all use the same --interval in practice), each cell v of that CPU's load
+// (left NaN where v says there is no value).
+func cpuGrid(runs []*Run, v func(*load.CPULoad) (float64, bool)) *grid {
 	longest := runs[0]
 	g := &grid{}
 	for _, r := range runs {
@@ -286,41 +314,14 @@ func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot,
 			if c >= g.cols() {
 				break
 			}
-			for _, cl := range l.CPUs {
-				if cl.NoTicks {
-					continue
+			for i := range l.CPUs {
+				if x, ok := v(&l.CPUs[i]); ok {
+					g.set(rowOf[l.CPUs[i].ID], c, x)
 				}
-				pt := cpuPoint{cl.User, cl.Nice, cl.System, cl.IOWait, cl.IRQ, cl.SoftIRQ, cl.Steal, cl.Idle}
-				g.set(rowOf[cl.ID], c, math.Max(0, math.Min(100, v(&pt))))
 			}
 		}
 	}
-	// Colour range 0 … the highest value rounded up to 10 % (at least
-	// 10 %), so that a few percent of interrupt time is still visible.
-	top := 10.0
-	for _, r := range g.z {
-		for _, z := range r {
-			if !math.IsNaN(z) {
-				top = math.Max(top, math.Ceil(z/10)*10)
-			}
-		}
-	}
-	p.Title.Text = title
-	hm := plotter.NewHeatMap(g, moreland.SmoothBlueRed().Palette(64))
-	hm.Min, hm.Max = 0, top
-	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
-	p.Add(hm)
-
-	step := int(math.Ceil(float64(g.nrows) / 40))
-	var ticks []plot.Tick
-	for r := 0; r < g.nrows; r++ {
-		if (g.nrows-1-r)%step == 0 {
-			ticks = append(ticks, plot.Tick{Value: float64(r), Label: g.label(r)})
-		}
-	}
-	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Min, p.Y.Max = -0.5, float64(g.nrows)-0.5
-	return p, top
+	return g
 }
 
 func nanRow(n int) []float64 {

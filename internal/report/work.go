@@ -47,38 +47,12 @@ func RateOverTimeChart(runs []*Run, title string, v func(*load.CPULoad) float64)
 	p := plot.New()
 	sans(p)
 	p.X.Label.Text = "seconds since the recording started"
-	longest := runs[0]
-	g := &grid{}
-	for _, r := range runs {
-		if len(r.Loads) > len(longest.Loads) {
-			longest = r
-		}
-		g.nrows += len(r.CPUs)
-	}
-	for _, l := range longest.Loads {
-		g.xs = append(g.xs, l.End.Sub(longest.Start).Seconds())
-	}
-	if len(g.xs) == 1 {
-		g.xs = append(g.xs, g.xs[0]+longest.Loads[0].Interval.Seconds())
-	}
-	row := 0
+	g := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) { return math.Max(0, v(cl)), true })
 	peak := 0.0
-	for _, r := range runs {
-		rowOf := map[int]int{}
-		for _, id := range r.CPUs {
-			rowOf[id] = row
-			g.labels = append(g.labels, r.Host+" cpu"+strconv.Itoa(id))
-			g.z = append(g.z, nanRow(g.cols()))
-			row++
-		}
-		for c, l := range r.Loads {
-			if c >= g.cols() {
-				break
-			}
-			for i := range l.CPUs {
-				x := math.Max(0, v(&l.CPUs[i]))
-				g.set(rowOf[l.CPUs[i].ID], c, x)
-				peak = math.Max(peak, x)
+	for _, r := range g.z {
+		for _, z := range r {
+			if !math.IsNaN(z) {
+				peak = math.Max(peak, z)
 			}
 		}
 	}
