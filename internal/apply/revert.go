@@ -18,16 +18,6 @@ func revertable(j *Journal) bool {
 	return false
 }
 
-// AnyRevertable reports whether some journal may still hold changes.
-func AnyRevertable(js []*Journal) bool {
-	for _, j := range js {
-		if revertable(j) {
-			return true
-		}
-	}
-	return false
-}
-
 // RefusedError is a revert refused before anything was written.
 type RefusedError struct{ Err error }
 

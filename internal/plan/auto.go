@@ -93,7 +93,7 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 	separate := !hasHeadroom(l, b.usable)
 	score := func(p Prediction) float64 {
 		if separate {
-			return contention(p, m.cpus)
+			return contention(p)
 		}
 		return spreadScore(p, hot)
 	}
@@ -269,7 +269,7 @@ const OverloadWeight = 0.25
 // contention is how much interrupt work shares CPUs with application work:
 // per CPU the smaller of the two, summed, plus OverloadWeight of any
 // predicted application overload.
-func contention(p Prediction, base map[int]cpuUse) float64 {
+func contention(p Prediction) float64 {
 	var sum float64
 	for c, busy := range p.Busy {
 		irq := p.IRQ[c]
