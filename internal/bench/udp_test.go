@@ -34,26 +34,7 @@ func TestParseUDPCaptured(t *testing.T) {
 // the sink and the testbed must be gone afterwards and the machine
 // restored.
 func TestUDPWorkloadShort(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip("taskset not installed")
-	}
-	tbDir := t.TempDir()
-	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Runner{Workload: w, Configs: []string{"default", "spec:app=0,rps=1"}, Rounds: 1, Duration: 2 * time.Second,
-		StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0), App: cpuset.Of(1)}}
-	rep, err := Bench(context.Background(), r, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Restored {
-		t.Errorf("machine not restored: %v", rep.Diff)
-	}
+	_, rep, tbDir := udpScenario(t, 1, "default", "spec:app=0,rps=1")
 	if rep.Scope == nil || !strings.HasPrefix(rep.Scope.NetDevice, "vs") || len(rep.Scope.IRQs) != 0 {
 		t.Errorf("scope %+v", rep.Scope)
 	}
@@ -81,26 +62,7 @@ const udpCapturedRate = 677033
 // short default,auto bench runs and restores the machine. Speed belongs to
 // the benchmark (docs/benchmarks.md), not to this test.
 func TestAutoOnSeed004Scenario(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip("taskset not installed")
-	}
-	tbDir := t.TempDir()
-	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Runner{Workload: w, Configs: []string{"default", "auto"}, Rounds: 2, Duration: 2 * time.Second,
-		StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0), App: cpuset.Of(1)}}
-	rep, err := Bench(context.Background(), r, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Restored {
-		t.Errorf("machine not restored: %v", rep.Diff)
-	}
+	r, rep, _ := udpScenario(t, 2, "default", "auto")
 	for _, run := range rep.Runs {
 		if run.Error != "" || run.Throughput <= 0 {
 			t.Fatalf("run %+v", run)
@@ -147,4 +109,32 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 	if !steered {
 		t.Errorf("CPU 0 at %.0f %% softirq and auto planned no RPS away from it: %+v", base.SoftIRQ, auto.Changes)
 	}
+}
+
+// udpScenario benches configs on seed 004's shape (one queue, the sender
+// pinned to CPU 0, the sink to CPU 1) for rounds × 2 s and checks the
+// machine was restored. It skips without root or taskset.
+func udpScenario(t *testing.T, rounds int, configs ...string) (*Runner, *Report, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset not installed")
+	}
+	tbDir := t.TempDir()
+	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: 2 * time.Second,
+		StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0), App: cpuset.Of(1)}}
+	rep, err := Bench(context.Background(), r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Restored {
+		t.Errorf("machine not restored: %v", rep.Diff)
+	}
+	return r, rep, tbDir
 }
