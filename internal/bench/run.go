@@ -286,10 +286,25 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	if err != nil {
 		return run, err
 	}
-	res, werr := r.Workload.Run(ctx, r.Duration, s)
+	// A workload that marks its traffic's window is sampled inside it; a
+	// failed sample at a mark keeps the outer one.
+	var on, off *load.Sample
+	var res Result
+	var werr error
+	if wl, ok := r.Workload.(windowed); ok {
+		res, werr = wl.RunWindow(ctx, r.Duration, s, Window{
+			On:  func() { on, _ = sampler.Sample() },
+			Off: func() { off, _ = sampler.Sample() },
+		})
+	} else {
+		res, werr = r.Workload.Run(ctx, r.Duration, s)
+	}
 	s1, err := sampler.Sample()
 	if err != nil {
 		return run, err
+	}
+	if on != nil && off != nil {
+		s0, s1 = on, off
 	}
 	l, err := load.Rates(s0, s1)
 	if err != nil {

@@ -33,6 +33,15 @@ import (
 // "udp-sink" or "udp-send".
 const HelperEnv = "IRQPILOT_BENCH_HELPER"
 
+// The sender's marks on standard error around the flood: the runner
+// samples CPU load between them, not over the helper's start-up (a
+// race-instrumented test binary takes a second to start, which diluted the
+// default run's load — auto's evidence — by a third).
+const (
+	udpTrafficOn  = "udp-send: traffic on"
+	udpTrafficOff = "udp-send: traffic off"
+)
+
 const (
 	udpPort     = 9000
 	udpCtlPort  = 9001
@@ -48,7 +57,7 @@ func RunHelper(mode string, args []string, stdout, stderr io.Writer) int {
 	case "udp-sink":
 		err = udpSink(args)
 	case "udp-send":
-		err = udpSend(args, stdout)
+		err = udpSend(args, stdout, stderr)
 	default:
 		err = fmt.Errorf("unknown helper %q (udp-sink, udp-send)", mode)
 	}
@@ -166,7 +175,7 @@ func udpQuery(addr string) (datagrams, bytes int64, err error) {
 
 // udpSend floods addr:9000 for -d from udpFlows connected sockets with
 // UDP GSO, then prints what the sink received meanwhile.
-func udpSend(args []string, out io.Writer) error {
+func udpSend(args []string, out, marks io.Writer) error {
 	fs := flag.NewFlagSet("udp-send", flag.ContinueOnError)
 	addr := fs.String("addr", "", "sink address")
 	d := fs.Duration("d", 5*time.Second, "duration")
@@ -203,6 +212,7 @@ func udpSend(args []string, out io.Writer) error {
 		return err
 	}
 	buf := make([]byte, udpSendSize)
+	fmt.Fprintln(marks, udpTrafficOn)
 	start := time.Now()
 	end := start.Add(*d)
 	var sends int64
@@ -217,6 +227,7 @@ func udpSend(args []string, out io.Writer) error {
 		sends++
 	}
 	secs := time.Since(start).Seconds()
+	fmt.Fprintln(marks, udpTrafficOff)
 	time.Sleep(200 * time.Millisecond) // let the backlog drain into the sink
 	d1, b1, err := udpQuery(*addr)
 	if err != nil {

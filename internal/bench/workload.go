@@ -1,13 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
@@ -101,8 +104,25 @@ func (w *NetWorkload) Prepare() (AppInfo, error) {
 	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NAPIThreads: tb.NAPIThreads()}, nil
 }
 
+// Window marks when a workload's measured traffic starts and stops, for a
+// load sample that covers the traffic alone. Either may be nil.
+type Window struct {
+	On, Off func()
+}
+
+// windowed workloads report their traffic's window (see Window).
+type windowed interface {
+	RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error)
+}
+
 // Run implements Workload.
 func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+	return w.RunWindow(ctx, d, s, Window{})
+}
+
+// RunWindow is Run that reports the udp flood's window (memcaslap and wrk
+// start in milliseconds and print no marks).
+func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error) {
 	secs := strconv.Itoa(int(d.Round(time.Second) / time.Second))
 	if secs == "0" {
 		secs = "1"
@@ -125,7 +145,8 @@ func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Resul
 			"-d", secs + "s", "--latency", "http://" + testbed.ServerAddr + "/"}
 		parse = ParseWrk
 	}
-	out, err := runPinned(ctx, d, s.ClientCPUs, append([]string{"ip", "netns", "exec", w.TB.ClientNS}, argv...))
+	marks := map[string]func(){udpTrafficOn: win.On, udpTrafficOff: win.Off}
+	out, err := runMarked(ctx, d, s.ClientCPUs, append([]string{"ip", "netns", "exec", w.TB.ClientNS}, argv...), marks)
 	if err != nil {
 		return Result{}, err
 	}
@@ -145,17 +166,71 @@ func (w *NetWorkload) Close() error {
 // runPinned runs argv under taskset (when cpus is not empty) with a
 // deadline of d plus a margin, and returns its standard output and error.
 func runPinned(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []string) ([]byte, error) {
+	return runMarked(ctx, d, cpus, argv, nil)
+}
+
+// runMarked is runPinned that calls marks[line] when the program writes
+// that line to standard error (its output still holds the line). The
+// callbacks run before runMarked returns.
+func runMarked(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []string, marks map[string]func()) ([]byte, error) {
 	if !cpus.IsEmpty() {
 		argv = append([]string{"taskset", "-c", cpus.String()}, argv...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	out, err := cmd.CombinedOutput()
+	var buf syncBuffer
+	cmd.Stdout = &buf
+	cmd.Stderr = &buf
+	if len(marks) > 0 {
+		cmd.Stderr = &markWriter{out: &buf, marks: marks}
+	}
+	err := cmd.Run()
+	out := buf.b.Bytes()
 	if err != nil {
 		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, tail(out, 400))
 	}
 	return out, nil
+}
+
+// syncBuffer is a bytes.Buffer for two copying goroutines (os/exec uses
+// one per stream when Stdout and Stderr differ).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// markWriter copies to out and calls marks[line] for each whole line
+// written that is a key of marks. os/exec runs Write on one goroutine and
+// waits for it before Run returns.
+type markWriter struct {
+	out     io.Writer
+	marks   map[string]func()
+	partial []byte
+}
+
+func (m *markWriter) Write(p []byte) (int, error) {
+	m.partial = append(m.partial, p...)
+	for {
+		i := bytes.IndexByte(m.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if fn := m.marks[string(m.partial[:i])]; fn != nil {
+			fn()
+		}
+		m.partial = m.partial[i+1:]
+	}
+	if len(m.partial) > 4096 { // a long line is no mark
+		m.partial = m.partial[:0]
+	}
+	return m.out.Write(p)
 }
 
 func tail(b []byte, n int) string {
