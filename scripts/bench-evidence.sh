@@ -16,11 +16,12 @@ run() { # name, then bench flags
 	"$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup 1s "$@" -o "$OUT/$name.json" >"$OUT/$name.txt"
 	cat "$OUT/$name.txt"
 }
-for s in ${SCENARIOS:-udp memcached nginx storage}; do
+for s in ${SCENARIOS:-udp memcached nginx storage storage-psync}; do
 	case $s in
 	udp) run udp --workload udp --queues 1 --client-cpus 0 --app-cpus 1 --configs "$CONFIGS,spec:app=0,rps=1" ;;
 	memcached) run memcached --workload memcached --queues 2 --configs "$CONFIGS" ;;
 	nginx) run nginx --workload nginx --queues 2 --configs "$CONFIGS" ;;
-	storage) run storage --workload storage --configs "$CONFIGS,spec:app=0,spec:app=1" ;;
+	storage) run storage-libaio-qd16 --workload storage --ioengine libaio --iodepth 16 --configs "$CONFIGS,spec:app=0,spec:app=1" ;;
+	storage-psync) run storage-psync-qd1 --workload storage --ioengine psync --configs "$CONFIGS,spec:app=0,spec:app=1" ;;
 	esac
 done

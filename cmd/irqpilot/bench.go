@@ -26,6 +26,8 @@ type workloadFlags struct {
 	pattern    string
 	unit       string
 	fioDir     string
+	fioEngine  string
+	ioDepth    int
 	stateDir   string
 }
 
@@ -43,6 +45,8 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pattern, "pattern", "", "command workload: regular expression whose first group is the figure of merit")
 	fs.StringVar(&f.unit, "unit", "ops/s", "command workload: unit of the figure of merit")
 	fs.StringVar(&f.fioDir, "fio-dir", "/var/tmp", "storage workload: directory for the test file (on the disk under test)")
+	fs.StringVar(&f.fioEngine, "ioengine", "libaio", "storage workload: fio ioengine, libaio or psync (one read at a time)")
+	fs.IntVar(&f.ioDepth, "iodepth", 16, "storage workload: libaio queue depth (psync is always 1)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "apply journals (default /var/lib/irqpilot/bench)")
 	fs.DurationVar(&f.warmup, "warmup", time.Second, "run the workload this long, unmeasured, before each measurement")
 }
@@ -56,7 +60,7 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, er
 	case "memcached", "nginx", "udp":
 		w, err = bench.NewNet(f.workload, f.net)
 	case "storage":
-		w = &bench.StorageWorkload{Dir: f.fioDir}
+		w = &bench.StorageWorkload{Dir: f.fioDir, Engine: f.fioEngine, IODepth: f.ioDepth}
 	case "command":
 		w = &bench.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
 	case "":

@@ -171,3 +171,16 @@ func TestRunMarkedCallsMarks(t *testing.T) {
 		}
 	}
 }
+
+// The storage workload refuses an ioengine it does not drive before it
+// lays out any file; psync always runs one read at a time.
+func TestStorageEngine(t *testing.T) {
+	dir := t.TempDir()
+	w := &StorageWorkload{Dir: dir, Engine: "io_uring"}
+	if _, err := w.Prepare(); err == nil || !strings.Contains(err.Error(), `"io_uring"`) {
+		t.Errorf("io_uring: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left %d files", len(ents))
+	}
+}

@@ -247,7 +247,11 @@ type StorageWorkload struct {
 	// Dir holds the test file (default /var/tmp: the root disk).
 	Dir    string
 	SizeMB int
-	// IODepth of libaio (default 16).
+	// Engine is fio's ioengine: "libaio" (default) or "psync" (one
+	// synchronous read at a time: latency-bound, the IRQ-to-thread
+	// distance matters most).
+	Engine string
+	// IODepth of libaio (default 16; psync is always 1).
 	IODepth int
 	file    string
 }
@@ -262,6 +266,16 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 	}
 	if w.SizeMB <= 0 {
 		w.SizeMB = 256
+	}
+	switch w.Engine {
+	case "":
+		w.Engine = "libaio"
+	case "libaio", "psync":
+	default:
+		return AppInfo{}, fmt.Errorf("storage workload: ioengine %q: want libaio or psync", w.Engine)
+	}
+	if w.Engine == "psync" {
+		w.IODepth = 1
 	}
 	if w.IODepth <= 0 {
 		w.IODepth = 16
@@ -290,7 +304,7 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 func (w *StorageWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 	out, err := runPinned(ctx, d, s.AppCPUs, []string{"fio", "--name=randread", "--filename=" + w.file,
-		"--size=" + strconv.Itoa(w.SizeMB) + "M", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
+		"--size=" + strconv.Itoa(w.SizeMB) + "M", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=" + w.Engine,
 		"--iodepth=" + strconv.Itoa(w.IODepth), "--runtime=" + secs, "--time_based", "--output-format=json"})
 	if err != nil {
 		return Result{}, err
