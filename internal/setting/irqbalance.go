@@ -160,13 +160,36 @@ func (irqbalanceBan) Write(env *Env, c *Change, value string) error {
 	if err != nil {
 		return err
 	}
-	var out []string
-	done := false
 	data := ""
 	if st.Data != nil {
 		data = *st.Data
 	}
+	text := withBan(data, value)
+	st.Data = &text
+	if err := os.MkdirAll(env.FS.Path(dirOf(c.Path)), 0o755); err != nil {
+		return err
+	}
+	if err := env.FS.WriteConfigFile(c.Path, st); err != nil {
+		return err
+	}
+	restartIrqbalance(env)
+	return nil
+}
+
+// banComment marks the line Write adds above a ban variable it appends.
+const banComment = "# Set by irqpilot (revert with 'irqpilot revert')."
+
+// withBan is data with the ban variable set to value (removed for ""),
+// every other line kept: the first assignment is replaced in place, further
+// ones dropped, and without one the assignment is appended under
+// banComment.
+func withBan(data, value string) string {
+	var out []string
+	done := false
 	for _, l := range strings.Split(strings.TrimRight(data, "\n"), "\n") {
+		if value == "" && strings.TrimSpace(l) == banComment {
+			continue // irqpilot's note goes with the variable it marked
+		}
 		if setsBanVar(l) {
 			if value != "" && !done {
 				out = append(out, fmt.Sprintf("%s=%q", banVar, value))
@@ -179,18 +202,24 @@ func (irqbalanceBan) Write(env *Env, c *Change, value string) error {
 		}
 	}
 	if value != "" && !done {
-		out = append(out, "# Set by irqpilot (revert with 'irqpilot revert').", fmt.Sprintf("%s=%q", banVar, value))
+		out = append(out, banComment, fmt.Sprintf("%s=%q", banVar, value))
 	}
-	text := strings.Join(out, "\n") + "\n"
-	st.Data = &text
-	if err := os.MkdirAll(env.FS.Path(dirOf(c.Path)), 0o755); err != nil {
-		return err
+	if len(out) == 0 {
+		return ""
 	}
-	if err := env.FS.WriteConfigFile(c.Path, st); err != nil {
-		return err
+	return strings.Join(out, "\n") + "\n"
+}
+
+// withoutBan is data without the ban variable and the comment Write adds:
+// the part of the file that is the administrator's, not irqpilot's.
+func withoutBan(data string) string {
+	var out []string
+	for _, l := range strings.Split(data, "\n") {
+		if !setsBanVar(l) && strings.TrimSpace(l) != banComment && strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
 	}
-	restartIrqbalance(env)
-	return nil
+	return strings.Join(out, "\n")
 }
 
 // setsBanVar reports whether a line of the file sets the ban variable the
@@ -204,9 +233,35 @@ func setsBanVar(l string) bool {
 	return ok && strings.TrimSpace(k) == banVar
 }
 
-// Restore puts the file back as journaled: the exact old bytes with their
-// mode and owner, or no file when it did not exist.
+// Restore puts the file back as journaled — the exact old bytes with their
+// mode and owner, or no file when it did not exist — when nothing but the
+// ban variable changed since. When the administrator edited other lines
+// after the apply, only the ban variable goes back to its old value and
+// their edits stay: revert undoes irqpilot's change, not theirs.
 func (irqbalanceBan) Restore(env *Env, c *Change) error {
+	old := ""
+	if c.OldFile != nil {
+		old = *c.OldFile
+	}
+	// A file that cannot be read as a plain file (a symlink planted since)
+	// is replaced by the journaled one below, never followed.
+	if cur, err := env.FS.ConfigFile(c.Path); err == nil && cur.Data != nil && withoutBan(*cur.Data) != withoutBan(old) {
+		oldBan := ""
+		if c.OldFile != nil {
+			set, _, err := host.BannedInConfig([]byte(old))
+			if err != nil {
+				return fmt.Errorf("%s: journaled old file: %w", c.Path, err)
+			}
+			oldBan = set.String()
+		}
+		text := withBan(*cur.Data, oldBan)
+		cur.Data = &text
+		if err := env.FS.WriteConfigFile(c.Path, cur); err != nil {
+			return err
+		}
+		restartIrqbalance(env)
+		return nil
+	}
 	st := kernel.FileState{Data: c.OldFile, Mode: os.FileMode(c.OldMode), UID: -1, GID: -1}
 	if c.OldUID != nil && c.OldGID != nil {
 		st.UID, st.GID = *c.OldUID, *c.OldGID

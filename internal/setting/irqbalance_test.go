@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -211,8 +212,9 @@ func TestIrqbalanceBanKeepRestore(t *testing.T) {
 	if m, u, g := owner(t, fs, debianConf); m != 0o640 || u != uid || g != gid {
 		t.Errorf("after Write: mode %v owner %d:%d, want 0640 %d:%d", m, u, g, uid, gid)
 	}
-	// Restore after someone changed the file further.
-	if err := os.WriteFile(full, []byte("garbage\n"), 0o600); err != nil {
+	// Restore after the ban variable alone changed again (an admin or
+	// irqbalance tooling rewrote it): the exact old bytes, mode and owner.
+	if err := os.WriteFile(full, []byte(strings.Replace(fileContent(t, fs, debianConf), `"1-3"`, `"1"`, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(full, 0o600); err != nil {
@@ -226,6 +228,28 @@ func TestIrqbalanceBanKeepRestore(t *testing.T) {
 	}
 	if m, u, g := owner(t, fs, debianConf); m != 0o640 || u != uid || g != gid {
 		t.Errorf("after Restore: mode %v owner %d:%d, want 0640 %d:%d", m, u, g, uid, gid)
+	}
+	// Restore after the administrator edited other lines since the apply:
+	// their edit, mode and owner stay; only the ban goes back (to none).
+	if err := h.Write(env, &c, c.Value); err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(fileContent(t, fs, debianConf), "/usr/local/bin/x", "/usr/local/bin/y", 1) + "IRQBALANCE_ONESHOT=1\n"
+	if err := os.WriteFile(full, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(full, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Restore(env, &c); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(debianStock, "/usr/local/bin/x", "/usr/local/bin/y", 1) + "IRQBALANCE_ONESHOT=1\n"
+	if got := fileContent(t, fs, debianConf); got != want {
+		t.Errorf("after Restore over an admin's edit the file is\n%s\nwant their edit without the ban:\n%s", got, want)
+	}
+	if m, _, _ := owner(t, fs, debianConf); m != 0o600 {
+		t.Errorf("after Restore over an admin's edit: mode %v, want theirs (0600)", m)
 	}
 	if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(full), ".irqbalance*")); len(leftovers) > 0 {
 		t.Errorf("temporary files left behind: %v", leftovers)
@@ -262,6 +286,21 @@ func TestIrqbalanceBanCreated(t *testing.T) {
 	// Restoring twice (a revert run again) is harmless.
 	if err := h.Restore(env, &c); err != nil {
 		t.Errorf("second Restore: %v", err)
+	}
+	// A file apply created that the administrator added to since stays,
+	// without the ban.
+	if err := h.Write(env, &c, c.Value); err != nil {
+		t.Fatal(err)
+	}
+	full := fs.Path(debianConf)
+	if err := os.WriteFile(full, []byte(fileContent(t, fs, debianConf)+"IRQBALANCE_ARGS=\"--foreground\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Restore(env, &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileContent(t, fs, debianConf); got != "IRQBALANCE_ARGS=\"--foreground\"\n" {
+		t.Errorf("Restore of a created file an admin added to left\n%s", got)
 	}
 }
 
