@@ -104,24 +104,17 @@ func bannedFrom(vars map[string]string) (cpuset.Set, bool, error) {
 	return cpuset.Set{}, false, nil
 }
 
-// scanIrqbalance looks for a process whose comm is "irqbalance" (the
-// lowest PID if several) and keeps the ban variables of its environment.
+// scanIrqbalance looks for the irqbalance daemon (kernel.FS.Daemon: the
+// lowest PID if several, root's own on the live machine) and keeps the ban
+// variables of its environment.
 // kernel.FS.Processes and Environ do not record what they read.
 func scanIrqbalance(kfs *kernel.FS) irqbalanceProc {
 	var p irqbalanceProc
-	procs, err := kfs.Processes()
-	if err != nil {
+	pr, ok := kfs.Daemon("irqbalance")
+	if !ok {
 		return p
 	}
-	for _, pr := range procs { // ascending PID
-		if pr.Comm == "irqbalance" {
-			p.Running, p.PID = true, pr.PID
-			break
-		}
-	}
-	if !p.Running {
-		return p
-	}
+	p.Running, p.PID = true, pr.PID
 	env, err := kfs.Environ(p.PID)
 	if err != nil {
 		p.EnvErr = err.Error()

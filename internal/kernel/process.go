@@ -66,6 +66,46 @@ func (f *FS) Processes() ([]Process, error) {
 	return out, nil
 }
 
+// Daemon is the lowest-PID process named name that is the system's
+// daemon, not a look-alike: on the live machine its /proc/PID directory is
+// owned by root (its effective user) and its executable's file name is
+// name too (comm is whatever a process sets with prctl, and any user can
+// run a program called "irqbalance"; irqpilot stops and signals what this
+// returns). Below another root (a snapshot) the comm alone decides. false
+// when none runs.
+func (f *FS) Daemon(name string) (Process, bool) {
+	procs, err := f.Processes()
+	if err != nil {
+		return Process{}, false
+	}
+	for _, p := range procs { // ascending PID
+		if p.Comm != name {
+			continue
+		}
+		if f.IsLive() && !f.isRootDaemon(p.PID, name) {
+			continue
+		}
+		return p, true
+	}
+	return Process{}, false
+}
+
+// isRootDaemon: /proc/PID is owned by uid 0 and /proc/PID/exe names a file
+// called name (" (deleted)" allowed: the package was upgraded under it).
+func (f *FS) isRootDaemon(pid int, name string) bool {
+	dir := f.Path("proc/" + strconv.Itoa(pid))
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil || st.Uid != 0 {
+		return false
+	}
+	exe, err := os.Readlink(dir + "/exe")
+	if err != nil {
+		return false
+	}
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	return exe[strings.LastIndexByte(exe, '/')+1:] == name
+}
+
 // ParseStatStartTime returns field 22 (starttime) of a /proc/PID/stat or
 // /proc/PID/task/TID/stat line. The command name (field 2) is in
 // parentheses and may hold spaces and parentheses itself, so fields are

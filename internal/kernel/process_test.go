@@ -199,3 +199,79 @@ func TestSignal(t *testing.T) {
 		t.Errorf("child ended with %v, want SIGTERM", err)
 	}
 }
+
+// Daemon names root's own daemon, never a look-alike: an unprivileged
+// user's program called "irqbalance" is not it (irqpilot would stop and
+// signal it), the same program run by root is.
+func TestDaemonNotALookAlike(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (runs a process as nobody)")
+	}
+	dir, err := os.MkdirTemp("", "irqpilot-daemon-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(dir, "irqbalance")
+	if err := os.WriteFile(fake, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func(uid uint32) int {
+		cmd := exec.Command(fake, "60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	f := New("/")
+	nobody := start(65534)
+	waitComm(t, nobody, "irqbalance")
+	if p, ok := f.Daemon("irqbalance"); ok && p.PID == nobody {
+		t.Errorf("Daemon took nobody's look-alike (pid %d) for irqbalance", nobody)
+	}
+	root := start(0)
+	waitComm(t, root, "irqbalance")
+	p, ok := f.Daemon("irqbalance")
+	if !ok || p.PID == nobody {
+		t.Errorf("Daemon = %+v, %v; want root's irqbalance (pid %d, or a real daemon's lower PID)", p, ok, root)
+	}
+	// Below another root the comm alone decides (nothing is signalled there).
+	tree := t.TempDir()
+	for pid, comm := range map[string]string{"7": "irqbalance\n", "3": "sshd\n"} {
+		if err := os.MkdirAll(filepath.Join(tree, "proc", pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tree, "proc", pid, "comm"), []byte(comm), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, ok := New(tree).Daemon("irqbalance"); !ok || p.PID != 7 {
+		t.Errorf("tree: Daemon = %+v, %v; want pid 7", p, ok)
+	}
+}
+
+// waitComm waits until pid has exec'd into a program with that comm.
+func waitComm(t *testing.T, pid int, comm string) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err == nil && strings.TrimSpace(string(b)) == comm {
+			return
+		}
+		unix.Nanosleep(&unix.Timespec{Nsec: 10e6}, nil)
+	}
+	t.Fatalf("pid %d never became %q", pid, comm)
+}

@@ -44,13 +44,11 @@ func (irqbalanceState) Check(c *Change) error {
 	return fmt.Errorf("%s: irqbalance state %q is not running or stopped", c.Target, c.Value)
 }
 
-// IrqbalancePID is the PID of a running irqbalance, 0 if none.
+// IrqbalancePID is the PID of the running irqbalance daemon (root's, see
+// kernel.FS.Daemon), 0 if none.
 func IrqbalancePID(fs *kernel.FS) int {
-	procs, _ := fs.Processes()
-	for _, p := range procs {
-		if p.Comm == "irqbalance" {
-			return p.PID
-		}
+	if p, ok := fs.Daemon("irqbalance"); ok {
+		return p.PID
 	}
 	return 0
 }
