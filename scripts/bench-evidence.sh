@@ -1,27 +1,55 @@
 #!/usr/bin/env bash
-# The A/B runs behind docs/benchmarks.md's "auto from evidence" section
-# (issue 10): on each scenario, an A/A pair (default vs default#aa: the noise
-# floor), irqbalance, every policy and auto, interleaved, each run after a
-# warm-up. Root; about 4 minutes per scenario with the defaults below.
+# The runs behind docs/benchmarks.md's "auto from evidence" section (issue
+# 10). Per scenario:
+#   1. tune --search exhaustive: every distinct placement, to find the best
+#      one this machine has (ranked by median; EXH_ROUNDS runs each);
+#   2. tune --auto: what the successive-halving search keeps;
+#   3. one bench, interleaved, ROUNDS rounds, each run after a warm-up: an
+#      A/A pair (default vs default#aa: the noise floor), irqbalance, every
+#      policy, auto (deciding from the latest default run's measured load),
+#      the exhaustive best (#best) and tune's choice (#tune) — so every ratio
+#      the docs state comes from this one run, side by side.
+# Root, a quiet machine (nothing else running); about 45 minutes for all
+# scenarios with the defaults below. Results in $OUT (JSON and text).
 set -euo pipefail
 BIN=${BIN:-bin/irqpilot}
 OUT=${OUT:-bench-results}
 ROUNDS=${ROUNDS:-5}
 DUR=${DUR:-3s}
+EXH_ROUNDS=${EXH_ROUNDS:-2}
+TUNE_BUDGET=${TUNE_BUDGET:-2m}
 CONFIGS=default,default#aa,irqbalance,dedicated-core,per-queue,colocate,rps-spread,auto
 mkdir -p "$OUT"
-run() { # name, then bench flags
+
+# field FILE KEY: a top-level string or the first element of a list in tune's JSON.
+field() {
+	python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(v[0] if isinstance(v,list) else v)' "$1" "$2"
+}
+
+scenario() { # name, then workload flags
 	local name=$1
 	shift
-	"$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup 1s "$@" -o "$OUT/$name.json" >"$OUT/$name.txt"
+	echo "== $name: exhaustive search"
+	"$BIN" tune --search exhaustive --rounds "$EXH_ROUNDS" --duration "$DUR" "$@" -o "$OUT/$name-exhaustive.json" >"$OUT/$name-exhaustive.txt"
+	local best
+	best=$(field "$OUT/$name-exhaustive.json" ranked)
+	echo "== $name: tune --auto"
+	"$BIN" tune --auto --budget "$TUNE_BUDGET" --duration "$DUR" "$@" -o "$OUT/$name-tune.json" >"$OUT/$name-tune.txt"
+	local tuned
+	tuned=$(field "$OUT/$name-tune.json" best)
+	echo "== $name: bench (exhaustive best: $best; tune kept: $tuned)"
+	"$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup 1s --configs "$CONFIGS,$best#best,$tuned#tune" "$@" \
+		-o "$OUT/$name.json" --chart "$OUT/$name.png" >"$OUT/$name.txt"
 	cat "$OUT/$name.txt"
 }
+
 for s in ${SCENARIOS:-udp memcached nginx storage storage-psync}; do
 	case $s in
-	udp) run udp --workload udp --queues 1 --client-cpus 0 --app-cpus 1 --configs "$CONFIGS,spec:app=0,rps=1" ;;
-	memcached) run memcached --workload memcached --queues 2 --configs "$CONFIGS" ;;
-	nginx) run nginx --workload nginx --queues 2 --configs "$CONFIGS" ;;
-	storage) run storage-libaio-qd16 --workload storage --ioengine libaio --iodepth 16 --configs "$CONFIGS,spec:app=0,spec:app=1" ;;
-	storage-psync) run storage-psync-qd1 --workload storage --ioengine psync --configs "$CONFIGS,spec:app=0,spec:app=1" ;;
+	udp) scenario udp --workload udp --queues 1 --client-cpus 0 --app-cpus 1 ;;
+	memcached) scenario memcached --workload memcached --queues 2 ;;
+	nginx) scenario nginx --workload nginx --queues 2 ;;
+	storage) scenario storage-libaio-qd16 --workload storage --ioengine libaio --iodepth 16 ;;
+	storage-psync) scenario storage-psync-qd1 --workload storage --ioengine psync ;;
+	*) echo "unknown scenario $s" >&2; exit 2 ;;
 	esac
 done
