@@ -226,7 +226,14 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Window = o.RateWindow
 	if res.Window == 0 {
-		res.Window = RateWindow(step, ScrapeInterval(o.Range, counts))
+		scrape, err := f.scrapeInterval(ctx, o, end)
+		if err != nil {
+			return nil, err
+		}
+		if scrape == 0 {
+			scrape = ScrapeInterval(o.Range, counts)
+		}
+		res.Window = RateWindow(step, scrape)
 	}
 	w := promDuration(res.Window)
 
@@ -295,6 +302,44 @@ func NodeNames(vec model.Vector) map[string]string {
 		}
 	}
 	return names
+}
+
+// scrapeInterval reads CPU 0's raw irq samples of the last (at most) five
+// minutes of the range and returns the median time between them (0: too
+// few samples there).
+func (f *fetcher) scrapeInterval(ctx context.Context, o Options, end time.Time) (time.Duration, error) {
+	q := fmt.Sprintf("%s[%s]", o.metric(MetricIRQ, `cpu="0"`), promDuration(min(o.Range, 5*time.Minute)))
+	f.res.Queries = append(f.res.Queries, q)
+	v, w, _, err := f.api.Query(ctx, q, end)
+	if err != nil {
+		return 0, f.failed(q, err)
+	}
+	f.warn(q, w)
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return 0, fmt.Errorf("prometheus %s: query %q: got a %s, want a matrix", f.url, q, v.Type())
+	}
+	return SampleInterval(m), nil
+}
+
+// SampleInterval is the smallest over series of the median time between
+// consecutive samples (0: no series has two samples).
+func SampleInterval(m model.Matrix) time.Duration {
+	best := time.Duration(0)
+	for _, s := range m {
+		if len(s.Values) < 2 {
+			continue
+		}
+		d := make([]time.Duration, 0, len(s.Values)-1)
+		for i := 1; i < len(s.Values); i++ {
+			d = append(d, s.Values[i].Timestamp.Time().Sub(s.Values[i-1].Timestamp.Time()))
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		if med := d[len(d)/2]; med > 0 && (best == 0 || med < best) {
+			best = med
+		}
+	}
+	return best
 }
 
 // ScrapeInterval estimates the scrape interval from count_over_time
