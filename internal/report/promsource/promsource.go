@@ -508,8 +508,7 @@ func cpuLoad(id int, c *cpuAcc) (load.CPULoad, bool) {
 	}
 	l := load.CPULoad{ID: id}
 	if total <= 0 {
-		l.NoTicks = true
-		l.Idle = 100
+		l.NoTicks = true // as load.Rates: no tick counted, no percentages
 		return l, true
 	}
 	pc := func(v float64) float64 { return 100 * max(0, v) / total }

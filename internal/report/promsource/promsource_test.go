@@ -1,6 +1,7 @@
 package promsource_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/irqpilot/irqpilot/internal/report"
 	"github.com/irqpilot/irqpilot/internal/report/promsource"
@@ -122,6 +124,15 @@ func TestFetchRecorded(t *testing.T) {
 	charts, err := report.FleetCharts(res.Runs, report.Options{})
 	if err != nil || len(charts) != 6 {
 		t.Fatalf("fleet charts: %d, %v", len(charts), err)
+	}
+	var page bytes.Buffer
+	if err := report.WriteHTML(&page, res.Runs, charts, 10*vg.Inch); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"<td>irqp-node-a</td>", "<td>irqp-node-c</td>", "data:image/png;base64,"} {
+		if !strings.Contains(page.String(), w) {
+			t.Errorf("HTML page lacks %q", w)
+		}
 	}
 }
 
