@@ -51,6 +51,7 @@ func TestCLIMistakes(t *testing.T) {
 		{[]string{"testbed", "stat"}, []string{`unknown command "stat" for "irqpilot testbed"`, "\tstatus"}},
 		{[]string{"apply"}, []string{"apply needs a plan file", "usage: irqpilot apply PLAN"}},
 		{[]string{"report", "-o", "x.html"}, []string{"report needs at least one recording", "usage: irqpilot report run.jsonl"}},
+		{[]string{"report", "a.jsonl", "--prometheus", "http://localhost:9090", "-o", "x.png"}, []string{"give recordings or --prometheus, not both"}},
 		{[]string{"persist"}, []string{"persist needs a plan file", "or --remove", "usage: irqpilot persist PLAN | --remove"}},
 		{[]string{"persist", "--remove", "plan.yaml"}, []string{"persist --remove takes no plan (got plan.yaml)"}},
 		{[]string{"--root", sharedFixtures + "/node_exporter", "plan", "--policy", "per-queu"},

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/irqpilot/irqpilot/internal/record"
 	"github.com/irqpilot/irqpilot/internal/report"
+	"github.com/irqpilot/irqpilot/internal/report/promsource"
 )
 
 // reportOptions are report's flags and arguments.
@@ -18,12 +21,14 @@ type reportOptions struct {
 	top        int
 	width      float64
 	recordings []string
+	// prom: read the agents' metrics from Prometheus instead of recordings.
+	prom promsource.Options
 }
 
 func newReportCmd() *cobra.Command {
 	o := &reportOptions{}
 	cmd := &cobra.Command{
-		Use:   "report run.jsonl [more.jsonl …] -o report.html|.png|.svg",
+		Use:   "report run.jsonl [more.jsonl …] | --prometheus URL --range 5m  -o report.html|.png|.svg",
 		Short: "Chart recordings: per-core utilisation, load over time, IRQ rates",
 		Long: `report reads recordings made by 'irqpilot record' (one per host, or
 several of one host) and draws:
@@ -39,10 +44,27 @@ several of one host) and draws:
 The output format follows the -o file name: .png or .svg (all charts in one
 image) or .html (a self-contained page with a summary table and the charts
 inlined; it opens without a network connection). A recording that was cut off
-mid-line is read up to its last complete sample.`,
-		Args: minArgs(1, "at least one recording (make one with 'irqpilot record -o run.jsonl')"),
+mid-line is read up to its last complete sample.
+
+With --prometheus URL (no recordings) it reads the last --range of every
+agent's metrics from that Prometheus server instead (irqpilot agent --listen,
+scraped by Prometheus) and draws the fleet charts: per-core utilisation of
+every node on one axis, interrupt and busy time per core over time, and the
+busiest device-queue IRQs. Nodes are named by the agents' host names.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.prom.URL != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("report: give recordings or --prometheus, not both (got %d recording(s) and --prometheus %s)", len(args), o.prom.URL)
+				}
+				return nil
+			}
+			return minArgs(1, "at least one recording (make one with 'irqpilot record -o run.jsonl') or --prometheus URL")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.recordings = args
+			if o.prom.URL != "" {
+				return o.runPrometheus(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -50,8 +72,67 @@ mid-line is read up to its last complete sample.`,
 	f.StringVarP(&o.output, "output", "o", "", "report `FILE`: .html, .png or .svg")
 	f.IntVar(&o.top, "top", 8, "how many of the busiest IRQs to chart")
 	f.Float64Var(&o.width, "width", 10, "chart width in inches (PNG: 96 pixels per inch)")
+	f.StringVar(&o.prom.URL, "prometheus", "", "read the agents' metrics from the Prometheus server at `URL` instead of recordings")
+	f.DurationVar(&o.prom.Range, "range", 5*time.Minute, "with --prometheus: how far back to read (`duration`)")
+	f.DurationVar(&o.prom.Step, "step", 0, "with --prometheus: time between points (`duration`; default 5s, coarser for long ranges)")
+	f.DurationVar(&o.prom.RateWindow, "rate-window", 0, "with --prometheus: rate() window (`duration`; default max(step + scrape interval, 4 × scrape interval))")
+	f.StringVar(&o.prom.Selector, "selector", "", "with --prometheus: label `matchers` added to every query, e.g. 'job=\"irqpilot\"'")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
+}
+
+// runPrometheus charts the fleet from Prometheus.
+func (o *reportOptions) runPrometheus(ctx context.Context, out, errOut io.Writer) error {
+	format, err := report.FormatOf(o.output)
+	if err != nil {
+		return err
+	}
+	if o.width < 4 || o.width > 100 {
+		return fmt.Errorf("--width %g: must be between 4 and 100 inches", o.width)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res, err := promsource.Fetch(ctx, o.prom)
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(errOut, "irqpilot report: prometheus warning: %s\n", w)
+	}
+	opts := report.Options{Width: vg.Length(o.width) * vg.Inch, TopIRQs: o.top}
+	charts, err := report.FleetCharts(res.Runs, opts)
+	if err != nil {
+		return err
+	}
+	if err := o.write(format, res.Runs, charts, opts.Width); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s (%d node(s) from %s, %s to %s every %s, rate window %s, %d charts)\n", o.output, len(res.Runs), o.prom.URL,
+		res.Start.Format(time.RFC3339), res.End.Format(time.RFC3339), res.Step, res.Window, len(charts))
+	return nil
+}
+
+// write writes the charts to -o in its format.
+func (o *reportOptions) write(format string, runs []*report.Run, charts []report.Chart, width vg.Length) error {
+	f, err := os.Create(o.output)
+	if err != nil {
+		return err
+	}
+	if format == "html" {
+		err = report.WriteHTML(f, runs, charts, width)
+	} else {
+		err = report.WriteImage(f, format, charts, width)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.output, err)
+	}
+	return nil
 }
 
 func (o *reportOptions) run(out, errOut io.Writer) error {
@@ -82,20 +163,8 @@ func (o *reportOptions) run(out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(o.output)
-	if err != nil {
+	if err := o.write(format, runs, charts, opts.Width); err != nil {
 		return err
-	}
-	if format == "html" {
-		err = report.WriteHTML(f, runs, charts, opts.Width)
-	} else {
-		err = report.WriteImage(f, format, charts, opts.Width)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.output, err)
 	}
 	fmt.Fprintf(out, "wrote %s (%d recording(s), %d charts)\n", o.output, len(runs), len(charts))
 	return nil

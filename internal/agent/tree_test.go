@@ -174,7 +174,8 @@ func TestMetricsPromtoolClean(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]int{
-		"irqpilot_cpu_irq_seconds_total": 250, "irqpilot_cpu_softirq_seconds_total": 250,
+		"irqpilot_cpu_irq_seconds_total": 250, "irqpilot_cpu_softirq_seconds_total": 250, "irqpilot_cpu_seconds_total": 6 * 250,
+		"irqpilot_node_info":             1,
 		"irqpilot_softnet_dropped_total": 250, "irqpilot_softnet_times_squeezed_total": 250,
 		"irqpilot_irq_info": devIRQs, "irqpilot_drift_repairs_total": 1, "irqpilot_finding_active": 1,
 		"irqpilot_process_cpu_seconds_total": 1, "irqpilot_scrape_collector_success": len(metrics.Names()),
@@ -186,8 +187,13 @@ func TestMetricsPromtoolClean(t *testing.T) {
 	if q := count["irqpilot_queue_interrupts_total"]; q == 0 || q > devIRQs {
 		t.Errorf("irqpilot_queue_interrupts_total: %d series (device IRQs %d)", q, devIRQs)
 	}
-	if strings.Contains(text, `irqpilot_scrape_collector_success{collector="interrupts"} 0`) {
-		t.Errorf("interrupts collector failed")
+	for _, c := range metrics.Names() {
+		if strings.Contains(text, `irqpilot_scrape_collector_success{collector="`+c+`"} 0`) {
+			t.Errorf("%s collector failed", c)
+		}
+	}
+	if h.Hostname == "" || !strings.Contains(text, `irqpilot_node_info{nodename="`+h.Hostname+`"} 1`) {
+		t.Errorf("irqpilot_node_info does not name host %q", h.Hostname)
 	}
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {

@@ -134,7 +134,7 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	p.Title.Text = "Per-core utilisation, mean over the run (cluster view)"
 	p.Y.Label.Text = "% of CPU"
 	p.X.Label.Text = "CPU"
-	p.Y.Min, p.Y.Max = 0, 140 // room above 100 % for host names and the legend
+	p.Y.Min, p.Y.Max = 0, 160 // room above 100 % for host names and, above them, the legend
 	p.Y.Tick.Marker = plot.ConstantTicks(percentTicks())
 	p.Legend.Top, p.Legend.Left = true, false
 	p.Legend.Padding = 2

@@ -48,6 +48,7 @@ var sources = []struct {
 	new  func(*Source) collector
 }{
 	{"cpu", newCPUCollector},
+	{"node", newNodeCollector},
 	{"interrupts", newInterruptsCollector},
 	{"softnet", newSoftnetCollector},
 }
@@ -162,10 +163,13 @@ func Handler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// cpu: per-CPU hardirq and softirq seconds from /proc/stat.
+// cpu: per-CPU hardirq and softirq seconds from /proc/stat, and the other
+// modes (user, nice, system, idle, iowait, steal) under one name with a mode
+// label, so that per-core utilisation can be charted from Prometheus
+// (irqpilot report --prometheus).
 type cpuCollector struct {
-	src       *Source
-	irq, soft *prometheus.Desc
+	src             *Source
+	irq, soft, mode *prometheus.Desc
 }
 
 func newCPUCollector(src *Source) collector {
@@ -174,6 +178,8 @@ func newCPUCollector(src *Source) collector {
 			"Seconds the CPU spent in hardirq context (/proc/stat).", []string{"cpu"}, nil),
 		soft: prometheus.NewDesc(Namespace+"_cpu_softirq_seconds_total",
 			"Seconds the CPU spent in softirq context (/proc/stat).", []string{"cpu"}, nil),
+		mode: prometheus.NewDesc(Namespace+"_cpu_seconds_total",
+			"Seconds the CPU spent in each mode other than irq and softirq (/proc/stat; user includes guest).", []string{"cpu", "mode"}, nil),
 	}
 }
 
@@ -190,7 +196,35 @@ func (c *cpuCollector) Update(ch chan<- prometheus.Metric) error {
 		cpu := strconv.Itoa(s.CPU)
 		ch <- prometheus.MustNewConstMetric(c.irq, prometheus.CounterValue, float64(s.IRQ)/userHZ, cpu)
 		ch <- prometheus.MustNewConstMetric(c.soft, prometheus.CounterValue, float64(s.SoftIRQ)/userHZ, cpu)
+		for _, m := range []struct {
+			name string
+			v    uint64
+		}{{"user", s.User}, {"nice", s.Nice}, {"system", s.System}, {"idle", s.Idle}, {"iowait", s.IOWait}, {"steal", s.Steal}} {
+			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.CounterValue, float64(m.v)/userHZ, cpu, m.name)
+		}
 	}
+	return nil
+}
+
+// node: the machine's host name (the UTS namespace's, as hostname(1) prints
+// it), so that a dashboard or report can name a node other than by its
+// scrape address.
+type nodeCollector struct {
+	src  *Source
+	info *prometheus.Desc
+}
+
+func newNodeCollector(src *Source) collector {
+	return &nodeCollector{src: src, info: prometheus.NewDesc(Namespace+"_node_info",
+		"The node's host name (/proc/sys/kernel/hostname). Always 1.", []string{"nodename"}, nil)}
+}
+
+func (c *nodeCollector) Update(ch chan<- prometheus.Metric) error {
+	name, err := c.src.FS.ReadString("proc/sys/kernel/hostname")
+	if err != nil {
+		return err
+	}
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, name)
 	return nil
 }
 

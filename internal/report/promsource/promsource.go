@@ -1,0 +1,581 @@
+// Package promsource reads the irqpilot agents' metrics back from a
+// Prometheus server (its HTTP API, query_range) and turns them into the
+// report package's Runs — one per node, the same per-interval loads a JSONL
+// recording gives — so that `irqpilot report --prometheus` draws the cluster
+// view of a whole fleet with the same charts as `irqpilot report run.jsonl`.
+//
+// Metrics used (internal/agent/metrics): irqpilot_cpu_seconds_total{cpu,mode}
+// (user, nice, system, idle, iowait, steal), irqpilot_cpu_irq_seconds_total{cpu},
+// irqpilot_cpu_softirq_seconds_total{cpu}, irqpilot_queue_interrupts_total{irq,
+// device,queue} and irqpilot_node_info{nodename}; a node is a scrape target
+// (the instance label), named by its nodename when the agent exports it.
+package promsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/report"
+)
+
+// Metric names read from Prometheus.
+const (
+	MetricCPUModes = "irqpilot_cpu_seconds_total"
+	MetricIRQ      = "irqpilot_cpu_irq_seconds_total"
+	MetricSoftIRQ  = "irqpilot_cpu_softirq_seconds_total"
+	MetricQueue    = "irqpilot_queue_interrupts_total"
+	MetricNodeInfo = "irqpilot_node_info"
+)
+
+// MaxPoints is Prometheus's limit of points per series in one range query.
+const MaxPoints = 11000
+
+// DefaultScrapeInterval is assumed when the data does not tell (Prometheus's
+// own default).
+const DefaultScrapeInterval = 15 * time.Second
+
+// Options say where and what to read.
+type Options struct {
+	// URL of the Prometheus server ("http://prometheus:9090").
+	URL string
+	// Range is how far back from End to read.
+	Range time.Duration
+	// End of the range (zero: now).
+	End time.Time
+	// Step between points (zero: DefaultStep(Range)).
+	Step time.Duration
+	// RateWindow is the window of rate() (zero: max(step + scrape
+	// interval, 4 × scrape interval), the scrape interval estimated from
+	// the samples Prometheus holds).
+	RateWindow time.Duration
+	// Selector is added to every metric's label matchers, e.g.
+	// `job="irqpilot"` (empty: every target that exports the metrics).
+	Selector string
+	// Client is the HTTP client (nil: the API package's default).
+	Client *http.Client
+}
+
+// DefaultStep is the step used when none is given: 5 s, or coarser so
+// that a long range gives at most 720 columns.
+func DefaultStep(r time.Duration) time.Duration {
+	s := max(5*time.Second, r/720)
+	return s.Round(time.Second)
+}
+
+// Result is what was read.
+type Result struct {
+	// Runs are the nodes, ordered by name, ready for report.FleetCharts.
+	Runs []*report.Run
+	// Start, End and Step of the grid; Window of rate().
+	Start, End   time.Time
+	Step, Window time.Duration
+	// Queries are the PromQL queries sent, in order.
+	Queries []string
+	// Warnings are Prometheus's warnings, prefixed with their query.
+	Warnings []string
+}
+
+// Check validates the options without contacting the server.
+func (o *Options) Check() error {
+	if o.URL == "" {
+		return errors.New("--prometheus: empty URL (give the Prometheus server, e.g. http://localhost:9090)")
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--prometheus %q: not an http(s) URL with a host (e.g. http://localhost:9090)", o.URL)
+	}
+	if o.Range <= 0 {
+		return fmt.Errorf("--range %s: must be positive (e.g. 5m)", o.Range)
+	}
+	if o.Step < 0 || (o.Step > 0 && o.Step < time.Second) {
+		return fmt.Errorf("--step %s: must be at least 1s", o.Step)
+	}
+	step := o.step()
+	if o.Range < 2*step {
+		return fmt.Errorf("--range %s is shorter than two steps of %s: use a longer range or a smaller --step", o.Range, step)
+	}
+	if n := int64(o.Range/step) + 1; n > MaxPoints {
+		return fmt.Errorf("--range %s with --step %s gives %d points per series; Prometheus allows %d: use a larger --step", o.Range, step, n, MaxPoints)
+	}
+	if o.RateWindow < 0 {
+		return fmt.Errorf("--rate-window %s: must not be negative", o.RateWindow)
+	}
+	if strings.ContainsAny(o.Selector, "{}") {
+		return fmt.Errorf("--selector %q: give label matchers without braces, e.g. job=\"irqpilot\"", o.Selector)
+	}
+	return nil
+}
+
+func (o *Options) step() time.Duration {
+	if o.Step > 0 {
+		return o.Step
+	}
+	return DefaultStep(o.Range)
+}
+
+// metric is name{selector[, extra]}.
+func (o *Options) metric(name string, extra ...string) string {
+	m := extra
+	if o.Selector != "" {
+		m = append([]string{o.Selector}, extra...)
+	}
+	if len(m) == 0 {
+		return name
+	}
+	return name + "{" + strings.Join(m, ",") + "}"
+}
+
+// promDuration formats d as PromQL does ("90s", "1500ms").
+func promDuration(d time.Duration) string {
+	return model.Duration(d).String()
+}
+
+// fetcher runs queries against one server and remembers them.
+type fetcher struct {
+	api v1.API
+	url string
+	res *Result
+}
+
+func (f *fetcher) failed(q string, err error) error {
+	var perr *v1.Error
+	if errors.As(err, &perr) {
+		return fmt.Errorf("prometheus %s: query %q: %s: %s", f.url, q, perr.Type, perr.Msg)
+	}
+	return fmt.Errorf("prometheus %s: query %q: %v (is Prometheus reachable at that URL?)", f.url, q, err)
+}
+
+func (f *fetcher) warn(q string, w v1.Warnings) {
+	for _, s := range w {
+		f.res.Warnings = append(f.res.Warnings, fmt.Sprintf("query %q: %s", q, s))
+	}
+}
+
+func (f *fetcher) instant(ctx context.Context, q string, at time.Time) (model.Vector, error) {
+	f.res.Queries = append(f.res.Queries, q)
+	v, w, _, err := f.api.Query(ctx, q, at)
+	if err != nil {
+		return nil, f.failed(q, err)
+	}
+	f.warn(q, w)
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("prometheus %s: query %q: got a %s, want a vector", f.url, q, v.Type())
+	}
+	return vec, nil
+}
+
+func (f *fetcher) matrix(ctx context.Context, q string) (model.Matrix, error) {
+	f.res.Queries = append(f.res.Queries, q)
+	v, w, _, err := f.api.QueryRange(ctx, q, v1.Range{Start: f.res.Start, End: f.res.End, Step: f.res.Step})
+	if err != nil {
+		return nil, f.failed(q, err)
+	}
+	f.warn(q, w)
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("prometheus %s: query %q: got a %s, want a matrix", f.url, q, v.Type())
+	}
+	return m, nil
+}
+
+// Fetch reads the range from Prometheus and builds one Run per node.
+func Fetch(ctx context.Context, o Options) (*Result, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	c, err := api.NewClient(api.Config{Address: o.URL, Client: o.Client})
+	if err != nil {
+		return nil, fmt.Errorf("--prometheus %q: %v", o.URL, err)
+	}
+	end := o.End
+	if end.IsZero() {
+		end = time.Now()
+	}
+	step := o.step()
+	// Align the grid to the step so that repeated reports of the same
+	// range agree.
+	end = end.Truncate(step)
+	res := &Result{Start: end.Add(-o.Range), End: end, Step: step}
+	f := &fetcher{api: v1.NewAPI(c), url: o.URL, res: res}
+
+	// Samples of CPU 0's irq counter per node over the range: whether
+	// there is anything to read at all, and the scrape interval.
+	countQ := fmt.Sprintf("count_over_time(%s[%s])", o.metric(MetricIRQ, `cpu="0"`), promDuration(o.Range))
+	counts, err := f.instant(ctx, countQ, end)
+	if err != nil {
+		return nil, err
+	}
+	if len(counts) == 0 {
+		return nil, fmt.Errorf("prometheus %s: no %s samples between %s and %s (query %q): is Prometheus scraping the agents (irqpilot agent --listen), and is --range right?",
+			o.URL, MetricIRQ, res.Start.Format(time.RFC3339), end.Format(time.RFC3339), countQ)
+	}
+	res.Window = o.RateWindow
+	if res.Window == 0 {
+		scrape, err := f.scrapeInterval(ctx, o, end)
+		if err != nil {
+			return nil, err
+		}
+		if scrape == 0 {
+			scrape = ScrapeInterval(o.Range, counts)
+		}
+		res.Window = RateWindow(step, scrape)
+	}
+	w := promDuration(res.Window)
+
+	names, err := f.nodeNames(ctx, o, end)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder(res)
+	for _, q := range []struct {
+		metric string
+		add    func(model.Metric, int, float64)
+	}{
+		{MetricCPUModes, b.addMode},
+		{MetricIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *cpuAcc) { c.irq = v }) }},
+		{MetricSoftIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *cpuAcc) { c.soft = v }) }},
+		{MetricQueue, b.addQueue},
+	} {
+		query := fmt.Sprintf("rate(%s[%s])", o.metric(q.metric), w)
+		m, err := f.matrix(ctx, query)
+		if err != nil {
+			return nil, err
+		}
+		if len(m) == 0 && q.metric != MetricQueue {
+			return nil, fmt.Errorf("prometheus %s: query %q returned no series between %s and %s: do the agents export %s (irqpilot agent's /metrics), and does --rate-window %s cover at least two scrapes?",
+				o.URL, query, res.Start.Format(time.RFC3339), end.Format(time.RFC3339), q.metric, w)
+		}
+		b.add(m, q.add)
+	}
+	if res.Runs, err = b.runs(names, o.URL); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// nodeNames maps each instance to the host name its agent reports (the
+// instance itself when it reports none; "name (instance)" when two
+// instances report the same name).
+func (f *fetcher) nodeNames(ctx context.Context, o Options, end time.Time) (map[string]string, error) {
+	q := fmt.Sprintf("last_over_time(%s[%s])", o.metric(MetricNodeInfo), promDuration(o.Range))
+	vec, err := f.instant(ctx, q, end)
+	if err != nil {
+		return nil, err
+	}
+	return NodeNames(vec), nil
+}
+
+// NodeNames maps instance → node name from irqpilot_node_info samples.
+func NodeNames(vec model.Vector) map[string]string {
+	names := map[string]string{}
+	for _, s := range vec {
+		inst, node := string(s.Metric[model.InstanceLabel]), string(s.Metric["nodename"])
+		if node == "" {
+			continue
+		}
+		if old, ok := names[inst]; !ok || node < old { // a rename within the range: pick one, stably
+			names[inst] = node
+		}
+	}
+	uses := map[string]int{}
+	for _, n := range names {
+		uses[n]++
+	}
+	for inst, n := range names {
+		if uses[n] > 1 {
+			names[inst] = n + " (" + inst + ")"
+		}
+	}
+	return names
+}
+
+// scrapeInterval reads CPU 0's raw irq samples of the last (at most) five
+// minutes of the range and returns the median time between them (0: too
+// few samples there).
+func (f *fetcher) scrapeInterval(ctx context.Context, o Options, end time.Time) (time.Duration, error) {
+	q := fmt.Sprintf("%s[%s]", o.metric(MetricIRQ, `cpu="0"`), promDuration(min(o.Range, 5*time.Minute)))
+	f.res.Queries = append(f.res.Queries, q)
+	v, w, _, err := f.api.Query(ctx, q, end)
+	if err != nil {
+		return 0, f.failed(q, err)
+	}
+	f.warn(q, w)
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return 0, fmt.Errorf("prometheus %s: query %q: got a %s, want a matrix", f.url, q, v.Type())
+	}
+	return SampleInterval(m), nil
+}
+
+// SampleInterval is the smallest over series of the median time between
+// consecutive samples (0: no series has two samples).
+func SampleInterval(m model.Matrix) time.Duration {
+	best := time.Duration(0)
+	for _, s := range m {
+		if len(s.Values) < 2 {
+			continue
+		}
+		d := make([]time.Duration, 0, len(s.Values)-1)
+		for i := 1; i < len(s.Values); i++ {
+			d = append(d, s.Values[i].Timestamp.Time().Sub(s.Values[i-1].Timestamp.Time()))
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		if med := d[len(d)/2]; med > 0 && (best == 0 || med < best) {
+			best = med
+		}
+	}
+	return best
+}
+
+// ScrapeInterval estimates the scrape interval from count_over_time
+// samples over r (the smallest interval of any node; DefaultScrapeInterval
+// when there are too few samples to tell).
+func ScrapeInterval(r time.Duration, counts model.Vector) time.Duration {
+	best := time.Duration(0)
+	for _, s := range counts {
+		n := float64(s.Value)
+		if n < 2 {
+			continue
+		}
+		d := time.Duration(float64(r) / (n - 1))
+		if best == 0 || d < best {
+			best = d
+		}
+	}
+	if best == 0 {
+		return DefaultScrapeInterval
+	}
+	return best.Round(100 * time.Millisecond)
+}
+
+// RateWindow is Grafana's $__rate_interval: max(step + scrape, 4 × scrape),
+// long enough that every rate() sees at least two samples, rounded up to
+// the second.
+func RateWindow(step, scrape time.Duration) time.Duration {
+	w := max(step+scrape, 4*scrape)
+	if r := w.Round(time.Second); r < w {
+		w = r + time.Second
+	} else {
+		w = r
+	}
+	return w
+}
+
+// cpuAcc is one CPU's rates at one point (fractions of a second per
+// second; NaN: missing).
+type cpuAcc struct {
+	user, nice, system, idle, iowait, steal, irq, soft float64
+}
+
+func newCPUAcc() *cpuAcc {
+	n := math.NaN()
+	return &cpuAcc{n, n, n, n, n, n, n, n}
+}
+
+type queueAcc struct {
+	device string
+	queue  *int
+}
+
+type nodeAcc struct {
+	cpus   []map[int]*cpuAcc // [point][cpu]
+	irqs   []map[int]float64 // [point][irq] rate
+	queues map[int]queueAcc
+}
+
+// builder lays samples on the grid, per instance.
+type builder struct {
+	res   *Result
+	n     int
+	nodes map[string]*nodeAcc
+}
+
+func newBuilder(res *Result) *builder {
+	return &builder{res: res, n: int(res.End.Sub(res.Start)/res.Step) + 1, nodes: map[string]*nodeAcc{}}
+}
+
+func (b *builder) node(m model.Metric) *nodeAcc {
+	inst := string(m[model.InstanceLabel])
+	a := b.nodes[inst]
+	if a == nil {
+		a = &nodeAcc{cpus: make([]map[int]*cpuAcc, b.n), irqs: make([]map[int]float64, b.n), queues: map[int]queueAcc{}}
+		b.nodes[inst] = a
+	}
+	return a
+}
+
+// add feeds every point of m that falls on the grid to fn.
+func (b *builder) add(m model.Matrix, fn func(model.Metric, int, float64)) {
+	for _, s := range m {
+		for _, p := range s.Values {
+			t := p.Timestamp.Time()
+			off := t.Sub(b.res.Start)
+			if off < 0 || off%b.res.Step != 0 {
+				continue
+			}
+			i := int(off / b.res.Step)
+			v := float64(p.Value)
+			if i >= b.n || math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			fn(s.Metric, i, v)
+		}
+	}
+}
+
+func (b *builder) addCPU(m model.Metric, i int, set func(*cpuAcc)) {
+	cpu, err := strconv.Atoi(string(m["cpu"]))
+	if err != nil || cpu < 0 {
+		return
+	}
+	a := b.node(m)
+	if a.cpus[i] == nil {
+		a.cpus[i] = map[int]*cpuAcc{}
+	}
+	c := a.cpus[i][cpu]
+	if c == nil {
+		c = newCPUAcc()
+		a.cpus[i][cpu] = c
+	}
+	set(c)
+}
+
+func (b *builder) addMode(m model.Metric, i int, v float64) {
+	b.addCPU(m, i, func(c *cpuAcc) {
+		switch m["mode"] {
+		case "user":
+			c.user = v
+		case "nice":
+			c.nice = v
+		case "system":
+			c.system = v
+		case "idle":
+			c.idle = v
+		case "iowait":
+			c.iowait = v
+		case "steal":
+			c.steal = v
+		}
+	})
+}
+
+func (b *builder) addQueue(m model.Metric, i int, v float64) {
+	irq, err := strconv.Atoi(string(m["irq"]))
+	if err != nil || irq < 0 {
+		return
+	}
+	a := b.node(m)
+	if a.irqs[i] == nil {
+		a.irqs[i] = map[int]float64{}
+	}
+	a.irqs[i][irq] = v
+	if _, ok := a.queues[irq]; !ok {
+		q := queueAcc{device: string(m["device"])}
+		if n, err := strconv.Atoi(string(m["queue"])); err == nil {
+			q.queue = &n
+		}
+		a.queues[irq] = q
+	}
+}
+
+// cpuLoad turns one CPU's rates into percentages of its time, as
+// load.Rates does from /proc/stat (of the sum of all modes, so that an
+// idle counter that stalls on a tickless CPU does not break the sum). ok is
+// false when a mode is missing.
+func cpuLoad(id int, c *cpuAcc) (load.CPULoad, bool) {
+	parts := []float64{c.user, c.nice, c.system, c.idle, c.iowait, c.steal, c.irq, c.soft}
+	total := 0.0
+	for _, v := range parts {
+		if math.IsNaN(v) {
+			return load.CPULoad{}, false
+		}
+		total += max(0, v)
+	}
+	l := load.CPULoad{ID: id}
+	if total <= 0 {
+		l.NoTicks = true // as load.Rates: no tick counted, no percentages
+		return l, true
+	}
+	pc := func(v float64) float64 { return 100 * max(0, v) / total }
+	l.User, l.Nice, l.System, l.Idle = pc(c.user), pc(c.nice), pc(c.system), pc(c.idle)
+	l.IOWait, l.Steal, l.IRQ, l.SoftIRQ = pc(c.iowait), pc(c.steal), pc(c.irq), pc(c.soft)
+	return l, true
+}
+
+func (b *builder) runs(names map[string]string, source string) ([]*report.Run, error) {
+	insts := make([]string, 0, len(b.nodes))
+	for inst := range b.nodes {
+		insts = append(insts, inst)
+	}
+	name := func(inst string) string {
+		if n := names[inst]; n != "" {
+			return n
+		}
+		return inst
+	}
+	sort.Slice(insts, func(i, j int) bool { return name(insts[i]) < name(insts[j]) })
+	var out []*report.Run
+	var skipped []string
+	for _, inst := range insts {
+		a := b.nodes[inst]
+		loads := make([]*load.Load, b.n)
+		for i := range loads {
+			end := b.res.Start.Add(time.Duration(i) * b.res.Step)
+			l := &load.Load{Start: end.Add(-b.res.Step), End: end, Interval: b.res.Step, CostSource: load.CostCounts}
+			ids := make([]int, 0, len(a.cpus[i]))
+			for id := range a.cpus[i] {
+				ids = append(ids, id)
+			}
+			sort.Ints(ids)
+			for _, id := range ids {
+				if c, ok := cpuLoad(id, a.cpus[i][id]); ok {
+					l.CPUs = append(l.CPUs, c)
+				}
+			}
+			irqs := make([]int, 0, len(a.irqs[i]))
+			for n := range a.irqs[i] {
+				irqs = append(irqs, n)
+			}
+			sort.Ints(irqs)
+			for _, n := range irqs {
+				l.IRQs = append(l.IRQs, load.IRQRate{IRQ: n, Name: strconv.Itoa(n), Rate: a.irqs[i][n]})
+			}
+			loads[i] = l
+		}
+		inv := &host.Host{Hostname: name(inst)}
+		irqNums := make([]int, 0, len(a.queues))
+		for n := range a.queues {
+			irqNums = append(irqNums, n)
+		}
+		sort.Ints(irqNums)
+		for _, n := range irqNums {
+			inv.IRQs = append(inv.IRQs, host.IRQ{Number: n, Device: a.queues[n].device, Queue: a.queues[n].queue})
+		}
+		r, err := report.RunOf(name(inst), source, loads, inv)
+		if err != nil {
+			skipped = append(skipped, inst)
+			continue
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("prometheus %s: no node has every CPU mode (%s with mode user…steal, %s, %s) at the same points; targets seen: %s",
+			source, MetricCPUModes, MetricIRQ, MetricSoftIRQ, strings.Join(skipped, ", "))
+	}
+	return out, nil
+}
