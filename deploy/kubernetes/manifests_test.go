@@ -11,7 +11,6 @@ package kubernetes
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -559,6 +558,6 @@ func TestKustomizeBuild(t *testing.T) {
 		t.Errorf("kustomize rendered %v, want %v", kinds, want)
 	}
 	if !bytes.Contains(out, []byte("privileged: true")) {
-		t.Error(fmt.Sprintf("rendered output lost the security context:\n%s", out))
+		t.Errorf("rendered output lost the security context:\n%s", out)
 	}
 }
