@@ -77,6 +77,10 @@ type mmsghdr struct {
 	Len uint32
 }
 
+// errRestartSys is the kernel-internal ERESTARTSYS (512), which recvmmsg
+// can report through the socket's pending error.
+const errRestartSys = syscall.Errno(512)
+
 // udpSink reads datagrams on addr:9000 with n threads and answers every
 // connection to addr:9001 with "DATAGRAMS BYTES\n" received so far. It
 // reads 64 datagrams per recvmmsg(2) and only their first 64 bytes
@@ -123,7 +127,12 @@ func udpSink(args []string) error {
 			}
 			for {
 				n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), batch, unix.MSG_TRUNC, 0, 0)
-				if e == unix.EINTR {
+				// A signal (the Go runtime's preemption) that interrupts
+				// a batch after some datagrams makes the kernel keep
+				// -ERESTARTSYS as the socket's error and return it on the
+				// next call as errno 512 (net/socket.c __sys_recvmmsg);
+				// it is EINTR that leaked, not a failure.
+				if e == unix.EINTR || e == errRestartSys {
 					continue
 				}
 				if e != 0 {
