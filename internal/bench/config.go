@@ -23,6 +23,10 @@ type AppInfo struct {
 	// namespace view); changes whose Path is below sys/class/net/Device are
 	// applied there.
 	NSRoot string `json:"-"`
+	// NetNS is the nsfs file of Device's network namespace
+	// (/run/netns/NAME): its NAPI instances are read and set with netlink
+	// sockets opened there.
+	NetNS string `json:"-"`
 	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
 	NAPIThreads []int `json:"napi_threads,omitempty"`
 	// Disk is the block device the storage workload reads ("" otherwise);

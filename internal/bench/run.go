@@ -127,6 +127,16 @@ func (r *Runner) Start() error {
 			return fmt.Errorf("testbed device %s not visible below %s", app.Device, app.NSRoot)
 		}
 		r.ns = apply.New(kernel.New(app.NSRoot), filepath.Join(r.StateDir, "testbed"))
+		if app.NetNS != "" {
+			// Per-NAPI settings go through netlink in the testbed's
+			// namespace, and the policies see its NAPI instances.
+			r.ns.Env.NAPI = nsNAPI{Path: app.NetNS}
+			napis, err := testbedNAPI(r.ns.Env.FS, app.NetNS, app.Device)
+			if err != nil {
+				r.progress("testbed device %s: NAPI instances not read (%v); no per-NAPI settings", app.Device, err)
+			}
+			h.NAPI = append(h.NAPI, napis...)
+		}
 	}
 	r.h = h
 	r.scope = NewScope(h, app)
@@ -248,8 +258,9 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	}
 	var liveCh, nsCh []setting.Change
 	for _, c := range s.Changes {
-		// The testbed device's queue files are seen in its namespace.
-		if app.Device != "" && c.Path != "" && setting.ScopeOf(&c).NetDevice == app.Device {
+		// The testbed device's queue files and NAPI instances are seen in
+		// its namespace.
+		if inTestbedNS(&c, app.Device) {
 			nsCh = append(nsCh, c)
 		} else {
 			liveCh = append(liveCh, c)

@@ -101,7 +101,7 @@ func (w *NetWorkload) Prepare() (AppInfo, error) {
 		return AppInfo{}, err
 	}
 	pids := append([]int{w.srv.PID}, testbed.Children(w.srv.PID)...)
-	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NAPIThreads: tb.NAPIThreads()}, nil
+	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NetNS: tb.NetNSPath(), NAPIThreads: tb.NAPIThreads()}, nil
 }
 
 // Window marks when a workload's measured traffic starts and stops, for a

@@ -224,6 +224,10 @@ func (t *Testbed) Root() string {
 	return ""
 }
 
+// NetNSPath is the nsfs file of the server namespace (`ip netns add`
+// bind-mounts it there): netlink sockets opened in it see the server veth.
+func (t *Testbed) NetNSPath() string { return filepath.Join("/run/netns", t.ServerNS) }
+
 func (t *Testbed) nsWrite(rel, value string) error {
 	r := t.Root()
 	if r == "" {

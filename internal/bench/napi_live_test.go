@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
+	"github.com/irqpilot/irqpilot/internal/setting"
+)
+
+// napiProbe is the udp workload that, at the start of every measured run,
+// reads the testbed device's NAPI instances through netlink inside the
+// testbed's namespace: what the configuration put in force.
+type napiProbe struct {
+	*NetWorkload
+	t    *testing.T
+	seen [][]netdev.NAPI
+}
+
+func (p *napiProbe) RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error) {
+	p.seen = append(p.seen, tbNAPIs(p.t, p.TB))
+	return p.NetWorkload.RunWindow(ctx, d, s, win)
+}
+
+// tbNAPIs dumps the server veth's NAPI instances in the testbed namespace.
+func tbNAPIs(t *testing.T, tb *testbed.Testbed) []netdev.NAPI {
+	t.Helper()
+	ix, err := os.ReadFile(tb.Root() + "/sys/class/net/" + tb.ServerDev + "/ifindex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := netdev.OpenIn(tb.NetNSPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n, err := strconv.Atoi(strings.TrimSpace(string(ix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := c.NAPIs(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// hostNAPIs dumps the NAPI instances of the host's namespace (this
+// process's).
+func hostNAPIs(t *testing.T) []netdev.NAPI {
+	t.Helper()
+	c, err := netdev.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ns, err := c.NAPIs(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func napiValues(n netdev.NAPI) (defer_ uint32, flush, suspend uint64) {
+	if n.DeferHardIRQs != nil {
+		defer_ = *n.DeferHardIRQs
+	}
+	if n.GROFlushTimeout != nil {
+		flush = *n.GROFlushTimeout
+	}
+	if n.IRQSuspendTimeout != nil {
+		suspend = *n.IRQSuspendTimeout
+	}
+	return
+}
+
+// TestLiveBenchNAPIInTestbedNamespace (issue 13): the latency policy on the
+// udp workload's GRO veth sets per-NAPI IRQ suspension (netlink only, no
+// file) and device-wide deferral. bench sees the device's NAPI instances,
+// applies the per-NAPI changes inside the testbed's namespace (read back
+// there through netlink during the run), restores them after it, and leaves
+// the host namespace's NAPI instances and every file of the machine as they
+// were.
+func TestLiveBenchNAPIInTestbedNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 2, GRO: true, StateDir: t.TempDir()}, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &napiProbe{NetWorkload: w, t: t}
+	hostBefore := hostNAPIs(t)
+	stateBefore, err := ReadMachineState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Workload: p, Configs: []string{"latency"}, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	initial := tbNAPIs(t, w.TB)
+	if len(initial) != 2 {
+		t.Fatalf("testbed veth: %d NAPI instances, want 2 (GRO on, 2 queues)", len(initial))
+	}
+	if initial[0].IRQSuspendTimeout == nil {
+		t.Skip("kernel without per-NAPI irq-suspend-timeout (6.13)")
+	}
+	if got := r.Host().NAPIsOf(w.TB.ServerDev); len(got) != 2 {
+		t.Fatalf("host model lists %d NAPI instances of %s, want 2: %+v", len(got), w.TB.ServerDev, got)
+	}
+	run, err := r.Measure(context.Background(), "latency", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Error != "" || run.Throughput <= 0 {
+		b, _ := os.ReadFile(w.TB.Dir + "/udp-sink.log")
+		t.Fatalf("run %+v\nsink: %s", run, b)
+	}
+	suspends := 0
+	for _, c := range r.Setups["latency"].Changes {
+		if c.Kind == setting.KindNAPIIRQSuspendTimeout && c.Device == w.TB.ServerDev {
+			suspends++
+		}
+	}
+	if suspends != 2 {
+		t.Errorf("latency kept %d irq-suspend-timeout changes of %s, want 2 (dropped: %v)", suspends, w.TB.ServerDev, r.Dropped)
+	}
+	if len(p.seen) != 1 {
+		t.Fatalf("%d probes", len(p.seen))
+	}
+	for _, n := range p.seen[0] {
+		d, f, s := napiValues(n)
+		if d != latencyDeferWant || f != latencyFlushWant || s != latencySuspendWant {
+			t.Errorf("during the run, napi %d in the testbed namespace: defer %d, gro flush %d ns, irq suspend %d ns; want %d, %d, %d",
+				n.ID, d, f, s, latencyDeferWant, latencyFlushWant, latencySuspendWant)
+		}
+	}
+	after := tbNAPIs(t, w.TB)
+	for i, n := range initial {
+		d0, f0, s0 := napiValues(n)
+		if i >= len(after) || after[i].ID != n.ID {
+			t.Fatalf("NAPI instances changed: %+v → %+v", initial, after)
+		}
+		if d, f, s := napiValues(after[i]); d != d0 || f != f0 || s != s0 {
+			t.Errorf("after the run, napi %d: defer %d, gro flush %d, irq suspend %d; was %d, %d, %d", n.ID, d, f, s, d0, f0, s0)
+		}
+	}
+	hostAfter := hostNAPIs(t)
+	if len(hostAfter) != len(hostBefore) {
+		t.Errorf("host namespace: %d NAPI instances after, %d before", len(hostAfter), len(hostBefore))
+	} else {
+		for i := range hostBefore {
+			d0, f0, s0 := napiValues(hostBefore[i])
+			if d, f, s := napiValues(hostAfter[i]); hostAfter[i].ID != hostBefore[i].ID || d != d0 || f != f0 || s != s0 {
+				t.Errorf("host namespace napi %d changed: %+v → %+v", hostBefore[i].ID, hostBefore[i], hostAfter[i])
+			}
+		}
+	}
+	stateAfter, err := ReadMachineState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := stateBefore.Diff(stateAfter); len(d) > 0 {
+		t.Errorf("machine state differs: %v", d)
+	}
+}
+
+// What the latency policy sets (plan/napipolicies.go).
+const (
+	latencyDeferWant   = 2
+	latencyFlushWant   = 200_000
+	latencySuspendWant = 20_000_000
+)
