@@ -182,3 +182,37 @@ const (
 	latencyFlushWant   = 200_000
 	latencySuspendWant = 20_000_000
 )
+
+// TestLiveUDPBusyPollConfigs: the udp sink busy-polls per configuration —
+// socket busy polling, epoll busy polling (read back by the sink, or the
+// run fails) and back to blocking reads — on the GRO veth, one short round
+// each; the labels keep their options and the machine is restored.
+func TestLiveUDPBusyPollConfigs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 1, GRO: true, StateDir: t.TempDir()}, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := []string{"default/busypoll=50", "default/epollbusy=50", "default"}
+	r := &Runner{Workload: w, Configs: configs, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
+	rep, err := Bench(context.Background(), r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Restored {
+		t.Errorf("machine not restored: %v", rep.Diff)
+	}
+	for i, run := range rep.Runs {
+		if run.Config != configs[i] || run.Error != "" || run.Throughput <= 0 {
+			t.Errorf("run %d: %+v", i, run)
+		}
+	}
+	if bp := r.Setups["default/epollbusy=50"].BusyPoll; bp == nil || bp.EpollUsecs != 50 || bp.SocketUsecs != 0 {
+		t.Errorf("epollbusy setup: %+v", bp)
+	}
+	if bp := r.Setups["default"].BusyPoll; bp != nil {
+		t.Errorf("default setup busy-polls: %+v", bp)
+	}
+}

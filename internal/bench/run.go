@@ -153,13 +153,25 @@ func (r *Runner) Scope() Scope { return r.scope }
 //
 // "NAME#TAG" is configuration NAME measured and summarised under its own
 // label: `--configs default,default#aa` is an A/A comparison, the noise
-// floor every other ratio is read against.
+// floor every other ratio is read against. "NAME/KEY=VAL/…" is NAME with
+// run options (see CutRunOptions): `latency/busypoll=50` is the latency
+// policy's settings measured with the udp sink busy polling.
 func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
-	s, err := r.Configurator.Setup(BaseConfig(config), r.h, app)
+	name, opts, err := CutRunOptions(BaseConfig(config))
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.Configurator.Setup(name, r.h, app)
 	if err != nil {
 		return nil, err
 	}
 	s.Config = config
+	if opts.BusyPoll != nil {
+		if bp, ok := r.Workload.(interface{ BusyPolls() bool }); !opts.BusyPoll.IsZero() && (!ok || !bp.BusyPolls()) {
+			return nil, fmt.Errorf("configuration %q: busy polling is an option of the udp workload's sink, not of %s", config, r.Workload.Name())
+		}
+		s.BusyPoll = opts.BusyPoll
+	}
 	sc := r.scope
 	sc.PIDs = app.PIDs
 	var dropped []string
