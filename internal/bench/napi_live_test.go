@@ -20,11 +20,52 @@ type napiProbe struct {
 	*NetWorkload
 	t    *testing.T
 	seen [][]netdev.NAPI
+	// busyPolled is, per configuration, how many packets busy polling
+	// received in the server namespace during its runs (TcpExt
+	// BusyPollRxPackets).
+	busyPolled map[string]int64
 }
 
 func (p *napiProbe) RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error) {
 	p.seen = append(p.seen, tbNAPIs(p.t, p.TB))
-	return p.NetWorkload.RunWindow(ctx, d, s, win)
+	b0 := busyPollRx(p.t, p.TB)
+	r, err := p.NetWorkload.RunWindow(ctx, d, s, win)
+	if p.busyPolled == nil {
+		p.busyPolled = map[string]int64{}
+	}
+	p.busyPolled[s.Config] += busyPollRx(p.t, p.TB) - b0
+	return r, err
+}
+
+// busyPollRx is the server namespace's TcpExt BusyPollRxPackets: packets
+// that busy polling (not the softirq) took from the veth's NAPI instance.
+func busyPollRx(t *testing.T, tb *testbed.Testbed) int64 {
+	t.Helper()
+	// The holder process lives in the server namespace: its net/ is that
+	// namespace's.
+	b, err := os.ReadFile(strings.TrimSuffix(tb.Root(), "/root") + "/net/netstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "TcpExt:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i := range f {
+			if i < len(names) && names[i] == "BusyPollRxPackets" {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	t.Fatal("no TcpExt BusyPollRxPackets in the server namespace")
+	return 0
 }
 
 // tbNAPIs dumps the server veth's NAPI instances in the testbed namespace.
@@ -195,8 +236,9 @@ func TestLiveUDPBusyPollConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := &napiProbe{NetWorkload: w, t: t}
 	configs := []string{"default/busypoll=50", "default/epollbusy=50", "default"}
-	r := &Runner{Workload: w, Configs: configs, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
+	r := &Runner{Workload: p, Configs: configs, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {
 		t.Fatal(err)
@@ -215,4 +257,5 @@ func TestLiveUDPBusyPollConfigs(t *testing.T) {
 	if bp := r.Setups["default"].BusyPoll; bp != nil {
 		t.Errorf("default setup busy-polls: %+v", bp)
 	}
+	t.Logf("packets received by busy polling: %v", p.busyPolled)
 }
