@@ -39,6 +39,8 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers / udp sink reading threads")
 	fs.IntVar(&f.net.ClientThreads, "client-threads", 2, "memaslap/wrk threads")
 	fs.IntVar(&f.net.Connections, "connections", 32, "memaslap concurrency / wrk connections")
+	fs.IntVar(&f.net.BusyPoll.SocketUsecs, "busy-poll", 0, "udp: the sink busy-polls its socket this many µs (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) in configurations without /busypoll= (0: blocking reads)")
+	fs.IntVar(&f.net.BusyPoll.EpollUsecs, "epoll-busy-poll", 0, "udp: the sink waits in epoll with busy polling for this many µs (what IRQ suspension needs) in configurations without /epollbusy= (0: off)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration (part of the scenario: never tuned)")
 	fs.StringVar(&f.appCPUs, "app-cpus", "", "pin the application to these CPUs in every configuration that does not place it")
 	fs.StringVar(&f.command, "command", "", "command workload: the command line (split on spaces)")
@@ -122,7 +124,11 @@ difference is outside the noise. The machine is restored exactly at the end
 Configurations: default, irqbalance, dedicated-core, per-queue, colocate,
 rps-spread, auto, and spec:app=CPUS,client=CPUS,rps=CPUS|off,napi=CPUS,flows=N,irq=N:CPUS.
 NAME#TAG measures NAME under its own label: --configs default,default#aa is an
-A/A run, the noise floor every other ratio is read against.`,
+A/A run, the noise floor every other ratio is read against.
+NAME/busypoll=US and NAME/epollbusy=US (udp workload) measure NAME with the
+sink busy polling its socket or its epoll instance: --configs
+default,latency,latency/epollbusy=50 compares the NAPI settings with and
+without an application that opts in.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}

@@ -23,6 +23,10 @@ type AppInfo struct {
 	// namespace view); changes whose Path is below sys/class/net/Device are
 	// applied there.
 	NSRoot string `json:"-"`
+	// NetNS is the nsfs file of Device's network namespace
+	// (/run/netns/NAME): its NAPI instances are read and set with netlink
+	// sockets opened there.
+	NetNS string `json:"-"`
 	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
 	NAPIThreads []int `json:"napi_threads,omitempty"`
 	// Disk is the block device the storage workload reads ("" otherwise);
@@ -49,6 +53,9 @@ type Setup struct {
 	AppCPUs cpuset.Set `json:"app_cpus"`
 	// ClientCPUs places the load generator (empty: free).
 	ClientCPUs cpuset.Set `json:"client_cpus"`
+	// BusyPoll, when set, is how the udp workload's sink waits in this
+	// configuration (NetOptions.BusyPoll otherwise).
+	BusyPoll *BusyPoll `json:"busy_poll,omitempty"`
 	// Irqbalance: run `irqbalance --oneshot` and measure its placement.
 	Irqbalance bool     `json:"irqbalance,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
@@ -344,4 +351,52 @@ func nrCPUs(h *host.Host) int {
 		n = 1
 	}
 	return n
+}
+
+// RunOptions are what a configuration label may add after "/": how the
+// application behaves in that configuration, beside the kernel settings
+// its name stands for.
+type RunOptions struct {
+	// BusyPoll: "busypoll=US" (the udp sink's socket busy polling) and
+	// "epollbusy=US" (its epoll busy polling, which IRQ suspension needs).
+	BusyPoll *BusyPoll
+}
+
+// CutRunOptions splits "NAME/KEY=VAL/…" into NAME and its options
+// ("latency/busypoll=50", "default/epollbusy=50"; "/" and not "," between
+// options, as configurations are listed with commas); a label without "/"
+// has none.
+func CutRunOptions(config string) (string, RunOptions, error) {
+	var o RunOptions
+	name, rest, ok := strings.Cut(config, "/")
+	if !ok {
+		return config, o, nil
+	}
+	if name == "" {
+		return "", o, fmt.Errorf("configuration %q: no name before \"/\"", config)
+	}
+	for _, kv := range strings.Split(rest, "/") {
+		k, v, ok := strings.Cut(kv, "=")
+		us, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return "", o, fmt.Errorf("configuration %q: %q is not KEY=MICROSECONDS (busypoll, epollbusy)", config, kv)
+		}
+		if o.BusyPoll == nil {
+			o.BusyPoll = &BusyPoll{}
+		}
+		switch k {
+		case "busypoll":
+			o.BusyPoll.SocketUsecs = us
+		case "epollbusy":
+			o.BusyPoll.EpollUsecs = us
+		default:
+			return "", o, fmt.Errorf("configuration %q: unknown option %q (busypoll, epollbusy)", config, k)
+		}
+	}
+	if o.BusyPoll != nil {
+		if err := o.BusyPoll.check(); err != nil {
+			return "", o, fmt.Errorf("configuration %q: %w", config, err)
+		}
+	}
+	return name, o, nil
 }

@@ -127,6 +127,16 @@ func (r *Runner) Start() error {
 			return fmt.Errorf("testbed device %s not visible below %s", app.Device, app.NSRoot)
 		}
 		r.ns = apply.New(kernel.New(app.NSRoot), filepath.Join(r.StateDir, "testbed"))
+		if app.NetNS != "" {
+			// Per-NAPI settings go through netlink in the testbed's
+			// namespace, and the policies see its NAPI instances.
+			r.ns.Env.NAPI = nsNAPI{Path: app.NetNS}
+			napis, err := testbedNAPI(r.ns.Env.FS, app.NetNS, app.Device)
+			if err != nil {
+				r.progress("testbed device %s: NAPI instances not read (%v); no per-NAPI settings", app.Device, err)
+			}
+			h.NAPI = append(h.NAPI, napis...)
+		}
 	}
 	r.h = h
 	r.scope = NewScope(h, app)
@@ -143,13 +153,25 @@ func (r *Runner) Scope() Scope { return r.scope }
 //
 // "NAME#TAG" is configuration NAME measured and summarised under its own
 // label: `--configs default,default#aa` is an A/A comparison, the noise
-// floor every other ratio is read against.
+// floor every other ratio is read against. "NAME/KEY=VAL/…" is NAME with
+// run options (see CutRunOptions): `latency/busypoll=50` is the latency
+// policy's settings measured with the udp sink busy polling.
 func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
-	s, err := r.Configurator.Setup(BaseConfig(config), r.h, app)
+	name, opts, err := CutRunOptions(BaseConfig(config))
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.Configurator.Setup(name, r.h, app)
 	if err != nil {
 		return nil, err
 	}
 	s.Config = config
+	if opts.BusyPoll != nil {
+		if bp, ok := r.Workload.(interface{ BusyPolls() bool }); !opts.BusyPoll.IsZero() && (!ok || !bp.BusyPolls()) {
+			return nil, fmt.Errorf("configuration %q: busy polling is an option of the udp workload's sink, not of %s", config, r.Workload.Name())
+		}
+		s.BusyPoll = opts.BusyPoll
+	}
 	sc := r.scope
 	sc.PIDs = app.PIDs
 	var dropped []string
@@ -248,8 +270,9 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	}
 	var liveCh, nsCh []setting.Change
 	for _, c := range s.Changes {
-		// The testbed device's queue files are seen in its namespace.
-		if app.Device != "" && c.Path != "" && setting.ScopeOf(&c).NetDevice == app.Device {
+		// The testbed device's queue files and NAPI instances are seen in
+		// its namespace.
+		if inTestbedNS(&c, app.Device) {
 			nsCh = append(nsCh, c)
 		} else {
 			liveCh = append(liveCh, c)

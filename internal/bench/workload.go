@@ -36,6 +36,9 @@ type NetOptions struct {
 	Threads int
 	// ClientThreads and Connections drive memcaslap/wrk (default 2, 32).
 	ClientThreads, Connections int
+	// BusyPoll is how the udp sink waits for datagrams in configurations
+	// that do not say (Setup.BusyPoll); zero: blocking reads.
+	BusyPoll BusyPoll
 }
 
 func (o *NetOptions) defaults() {
@@ -68,6 +71,12 @@ func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
 		return nil, fmt.Errorf("network workload %q: want memcached, nginx or udp", kind)
 	}
 	o.defaults()
+	if err := o.BusyPoll.check(); err != nil {
+		return nil, err
+	}
+	if kind != "udp" && !o.BusyPoll.IsZero() {
+		return nil, fmt.Errorf("busy polling is an option of the udp workload's sink; %s is not changed", kind)
+	}
 	if o.Connections%o.ClientThreads != 0 {
 		return nil, fmt.Errorf("%d connections do not divide over %d client threads", o.Connections, o.ClientThreads)
 	}
@@ -76,6 +85,10 @@ func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
 
 // Name implements Workload.
 func (w *NetWorkload) Name() string { return w.Kind }
+
+// BusyPolls: the workload's server can busy-poll (Setup.BusyPoll): the udp
+// sink.
+func (w *NetWorkload) BusyPolls() bool { return w.Kind == "udp" }
 
 // Prepare brings the testbed up and starts the server.
 func (w *NetWorkload) Prepare() (AppInfo, error) {
@@ -101,7 +114,7 @@ func (w *NetWorkload) Prepare() (AppInfo, error) {
 		return AppInfo{}, err
 	}
 	pids := append([]int{w.srv.PID}, testbed.Children(w.srv.PID)...)
-	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NAPIThreads: tb.NAPIThreads()}, nil
+	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NetNS: tb.NetNSPath(), NAPIThreads: tb.NAPIThreads()}, nil
 }
 
 // Window marks when a workload's measured traffic starts and stops, for a
@@ -129,10 +142,18 @@ func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s *Setup, 
 	}
 	var argv []string
 	var parse func([]byte) (Result, error)
+	bp := w.Opts.BusyPoll
+	if s.BusyPoll != nil {
+		bp = *s.BusyPoll
+	}
+	if w.Kind != "udp" && !bp.IsZero() {
+		return Result{}, fmt.Errorf("%s: busy polling is an option of the udp workload's sink only", s.Config)
+	}
 	switch w.Kind {
 	case "udp":
 		var err error
-		if argv, err = helperCommand("udp-send", "-addr", testbed.ServerAddr, "-d", d.String()); err != nil {
+		if argv, err = helperCommand("udp-send", "-addr", testbed.ServerAddr, "-d", d.String(),
+			"-busy-poll", strconv.Itoa(bp.SocketUsecs), "-epoll-busy-poll", strconv.Itoa(bp.EpollUsecs)); err != nil {
 			return Result{}, err
 		}
 		parse = ParseUDP

@@ -154,6 +154,7 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 			}
 		}
 	}
+	napiThreadedCandidates(b, ts, l, hot, add) // threaded NAPI placed off the saturated CPU (auto_napi.go)
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].s < cands[j].s })
 	findings := describeHarm(harm)
 	var ranked []string

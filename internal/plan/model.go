@@ -282,6 +282,7 @@ func (m *model) Predict(p *Plan) Prediction {
 			st[c] = u
 		}
 	}
+	m.predictNAPIThreads(p, st, devNet, steered) // auto_napi.go
 	for _, a := range p.Apps {
 		if a.PID == 0 {
 			continue

@@ -50,7 +50,16 @@ type Options struct {
 	// Queues is the number of rx and tx queues of each veth end (≥ 1).
 	Queues int
 	// GRO turns on GRO on both veth ends, which makes veth receive through
-	// NAPI (per rx queue) instead of the per-CPU backlog.
+	// NAPI (per rx queue) instead of the per-CPU backlog — but only packets
+	// veth finds eligible (drivers/net/veth.c veth_skb_is_eligible_for_gro):
+	// from a sender with TSO (veth's default) just those whose socket
+	// buffer is freed with sock_wfree (UDP, not TCP) and only when the
+	// receiver has GRO forwarding or fraglist on. So GRO also turns on
+	// rx-udp-gro-forwarding (kernel 5.12) on both ends: UDP from local
+	// sockets — the udp workload — then takes the NAPI path (NAPI ids on
+	// the skbs, busy polling, the NAPI knobs); TCP (memcached, nginx) still
+	// takes the backlog. A socket without UDP_GRO still gets its datagrams
+	// one by one.
 	GRO bool
 	// Threaded turns on threaded NAPI on the server end (implies GRO): the
 	// receive work of each queue runs in a kernel thread "napi/DEV-ID".
@@ -194,7 +203,7 @@ func Up(o Options) (t *Testbed, err error) {
 			}
 		}
 		if o.GRO {
-			if err = run("ip", "netns", "exec", s.ns, "ethtool", "-K", s.dev, "gro", "on"); err != nil {
+			if err = run("ip", "netns", "exec", s.ns, "ethtool", "-K", s.dev, "gro", "on", "rx-udp-gro-forwarding", "on"); err != nil {
 				return t, err
 			}
 		}
@@ -223,6 +232,10 @@ func (t *Testbed) Root() string {
 	}
 	return ""
 }
+
+// NetNSPath is the nsfs file of the server namespace (`ip netns add`
+// bind-mounts it there): netlink sockets opened in it see the server veth.
+func (t *Testbed) NetNSPath() string { return filepath.Join("/run/netns", t.ServerNS) }
 
 func (t *Testbed) nsWrite(rel, value string) error {
 	r := t.Root()

@@ -239,8 +239,30 @@ type Client struct {
 // Open connects to the netdev family. A kernel without it is
 // kernel.ErrUnsupported.
 func Open() (*Client, error) {
-	c, err := genetlink.Dial(nil)
+	return open(nil, "")
+}
+
+// OpenIn connects to the netdev family of another network namespace, named
+// by its nsfs file (/run/netns/NAME, /proc/PID/ns/net). The socket is
+// created inside that namespace (the netlink library enters it on a locked
+// OS thread and returns) and keeps talking to it: every request through the
+// Client sees and changes that namespace's devices, whatever namespace the
+// calling thread is in.
+func OpenIn(nsPath string) (*Client, error) {
+	fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("network namespace %s: %w (is the namespace still there?)", nsPath, err)
+	}
+	defer unix.Close(fd)
+	return open(&netlink.Config{NetNS: fd}, nsPath)
+}
+
+func open(cfg *netlink.Config, nsPath string) (*Client, error) {
+	c, err := genetlink.Dial(cfg)
+	if err != nil {
+		if nsPath != "" {
+			return nil, fmt.Errorf("generic netlink socket in network namespace %s: %w", nsPath, err)
+		}
 		return nil, fmt.Errorf("generic netlink socket: %w", err)
 	}
 	f, err := c.GetFamily(FamilyName)
