@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke man install-man clean generate measure-cost
+.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke man install-man clean generate measure-cost deb
 
 all: build
 
@@ -13,8 +13,10 @@ all: build
 # `make run` needs none: doctor reads /proc and /sys and asks the NIC driver
 # through ioctls itself. The servers and load generators (memcached, nginx,
 # wrk, fio, stress-ng…) are for tests and benchmarks only, never installed on
-# a machine that is only being diagnosed.
-DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool prometheus curl
+# a machine that is only being diagnosed. lintian checks `make deb`'s package;
+# ansible (with python3-apt for its apt module) runs deploy/ansible in tests.
+DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool prometheus curl \
+	lintian ansible python3-apt
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
 
@@ -49,6 +51,13 @@ man: build
 install-man: man
 	install -d $(MANDIR)
 	install -m 0644 $(MAN_OUT)/*.8 $(MANDIR)/
+
+# The Debian package: dist/irqpilot_<version>_<arch>.deb (README, "Install").
+# The version comes from `git describe` (scripts/build-deb.sh says how);
+# DIST=DIR builds elsewhere. Needs dpkg-deb only; lintian checks it.
+DIST ?= dist
+deb:
+	GO=$(GO) ./scripts/build-deb.sh $(DIST)
 
 tools:
 	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
@@ -111,4 +120,4 @@ fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -21,6 +21,9 @@ type persistOptions struct {
 	force    bool
 	agent    bool
 	planFile string
+	// printUnit is a hidden flag for packaging (`make deb`): print the unit
+	// (agent, boot) or the udev rule (udev) a package ships, install nothing.
+	printUnit string
 }
 
 func newPersistCmd() *cobra.Command {
@@ -34,7 +37,7 @@ every network interface that appears later. It needs root (or
 --install-root DIR, for packaging). The unit runs the installed irqpilot
 binary: a binary under /tmp or a build tree is refused unless --force.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if o.remove {
+			if o.remove || o.printUnit != "" {
 				if len(args) != 0 {
 					return fmt.Errorf("persist --remove takes no plan (got %s)\nusage: %s", strings.Join(args, " "), cmd.UseLine())
 				}
@@ -55,10 +58,43 @@ binary: a binary under /tmp or a build tree is refused unless --force.`,
 	cmd.Flags().StringVar(&o.binary, "binary", "", "irqpilot `PATH` the unit runs (default: this binary)")
 	cmd.Flags().BoolVar(&o.agent, "agent", false, "install irqpilot-agent.service (Type=notify with a watchdog: the agent enforces the plan and converges devices as they appear) instead of the oneshot unit and udev rule")
 	cmd.Flags().BoolVar(&o.force, "force", false, "write the unit even though the binary is under /tmp or a build tree")
+	cmd.Flags().StringVar(&o.printUnit, "print-unit", "", "print the packaged `agent|boot|udev` unit (or udev rule) that runs --binary, install nothing (for packaging)")
+	_ = cmd.Flags().MarkHidden("print-unit")
+	cmd.MarkFlagsMutuallyExclusive("print-unit", "remove")
 	return cmd
 }
 
+// printPackagedUnit writes the unit (or udev rule) a distribution package
+// ships: the same templates persist installs, for the same binary and state
+// directory, with a header saying it is not enabled.
+func (o *persistOptions) printPackagedUnit(out io.Writer) error {
+	if !filepath.IsAbs(o.binary) {
+		return fmt.Errorf("--print-unit needs --binary with the absolute path the package installs irqpilot to (e.g. /usr/bin/irqpilot)")
+	}
+	p := &apply.Persistence{Binary: o.binary, StateDir: o.stateDir, Agent: o.printUnit == "agent", Packaged: true}
+	var path string
+	switch o.printUnit {
+	case "agent":
+		path = apply.PersistAgentUnitPath
+	case "boot":
+		path = apply.PersistUnitPath
+	case "udev":
+		path = apply.PersistUdevPath
+	default:
+		return fmt.Errorf("--print-unit %q: want agent (irqpilot-agent.service), boot (irqpilot-apply.service) or udev (the rule that re-applies for new NICs)", o.printUnit)
+	}
+	files, err := p.Files()
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(files[path])
+	return err
+}
+
 func (o *persistOptions) run(out io.Writer) error {
+	if o.printUnit != "" {
+		return o.printPackagedUnit(out)
+	}
 	if o.root == "" && os.Geteuid() != 0 {
 		return fmt.Errorf("persist writes /etc/systemd and /etc/udev: run it as root (nothing was changed)")
 	}

@@ -28,6 +28,11 @@ type Persistence struct {
 	// agent enforcing the plan and converging devices as they appear)
 	// instead of the oneshot unit and udev rule.
 	Agent bool
+	// Packaged makes the units a distribution package ships (`make deb`,
+	// `irqpilot persist --print-unit`): their header says how to enable
+	// them rather than how `persist --remove` removes them, and they refer
+	// to irqpilot(8), which the package installs.
+	Packaged bool
 }
 
 // Paths of the installed files, relative to Root.
@@ -40,8 +45,10 @@ const (
 	PersistAgentUnitPath = "/etc/systemd/system/irqpilot-agent.service"
 )
 
-var agentUnitTmpl = template.Must(template.New("agent").Parse(`# Installed by 'irqpilot persist --agent'; remove with 'irqpilot persist --remove'.
-[Unit]
+var agentUnitTmpl = template.Must(template.New("agent").Parse(`{{if .Packaged}}# Shipped by the irqpilot package, not enabled: 'systemctl enable --now irqpilot-agent'
+# once /etc/irqpilot/plan.yaml holds the plan to keep in force.
+{{else}}# Installed by 'irqpilot persist --agent'; remove with 'irqpilot persist --remove'.
+{{end}}[Unit]
 Description=irqpilot agent: keep the interrupt plan {{.Plan}} in force
 Documentation=man:irqpilot(8)
 After=systemd-udev-settle.service network-pre.target irqbalance.service
@@ -64,8 +71,10 @@ RestartSec=5s
 WantedBy=multi-user.target
 `))
 
-var unitTmpl = template.Must(template.New("unit").Parse(`# Installed by 'irqpilot persist'; remove with 'irqpilot persist --remove'.
-[Unit]
+var unitTmpl = template.Must(template.New("unit").Parse(`{{if .Packaged}}# Shipped by the irqpilot package, not enabled: 'systemctl enable irqpilot-apply'
+# applies /etc/irqpilot/plan.yaml at every boot.
+{{else}}# Installed by 'irqpilot persist'; remove with 'irqpilot persist --remove'.
+{{end}}[Unit]
 Description=Apply the irqpilot interrupt plan {{.Plan}}
 {{if .Man}}Documentation={{.Man}}
 {{end}}After=systemd-udev-settle.service network-pre.target irqbalance.service
@@ -83,8 +92,10 @@ RemainAfterExit=no
 WantedBy=multi-user.target
 `))
 
-var udevTmpl = template.Must(template.New("udev").Parse(`# Installed by 'irqpilot persist': re-apply the interrupt plan when a network
-# interface appears after boot. The plan is idempotent: only missing settings are written.
+var udevTmpl = template.Must(template.New("udev").Parse(`{{if .Packaged}}# Example shipped by the irqpilot package: copy it to /etc/udev/rules.d/ with
+# irqpilot-apply.service enabled to re-apply the interrupt plan when a network
+# interface appears after boot.{{else}}# Installed by 'irqpilot persist': re-apply the interrupt plan when a network
+# interface appears after boot.{{end}} The plan is idempotent: only missing settings are written.
 ACTION=="add", SUBSYSTEM=="net", KERNEL!="lo", TAG+="systemd", ENV{SYSTEMD_WANTS}+="irqpilot-apply.service"
 `))
 
@@ -100,7 +111,13 @@ func (p *Persistence) Files() (map[string][]byte, error) {
 	if !filepath.IsAbs(stateDir) {
 		return nil, fmt.Errorf("state directory %q must be absolute for a systemd unit", stateDir)
 	}
-	data := struct{ Plan, PlanArg, Binary, StateDir, Man string }{Plan: PersistPlanPath, Man: InstalledManPage(p.Root)}
+	data := struct {
+		Plan, PlanArg, Binary, StateDir, Man string
+		Packaged                             bool
+	}{Plan: PersistPlanPath, Man: InstalledManPage(p.Root), Packaged: p.Packaged}
+	if p.Packaged {
+		data.Man = "man:irqpilot(8)"
+	}
 	var err error
 	for _, f := range []struct {
 		dst *string

@@ -124,3 +124,47 @@ func TestPersistUnitManReferenceOnlyWhenInstalled(t *testing.T) {
 		t.Errorf("unit does not refer to the installed page:\n%s", unit)
 	}
 }
+
+// Issue 14: the units a package ships are persist's units, byte for byte
+// below their header: the header says how to enable them, not how persist
+// removes them, and Documentation= names irqpilot(8), which the package
+// installs, even though no page is installed on the build machine.
+func TestPersistPackagedUnitsDifferOnlyInHeader(t *testing.T) {
+	root := t.TempDir()
+	for _, agent := range []bool{false, true} {
+		plain := &Persistence{Root: root, Binary: "/usr/bin/irqpilot", Agent: agent}
+		pkg := &Persistence{Root: root, Binary: "/usr/bin/irqpilot", Agent: agent, Packaged: true}
+		a, err := plain.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := pkg.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for path, want := range a {
+			got := string(b[path])
+			if strings.Contains(got, "persist --remove") || strings.Contains(got, "Installed by") {
+				t.Errorf("%s (packaged) still says persist installed it:\n%s", path, got)
+			}
+			if !strings.Contains(got, "irqpilot package") {
+				t.Errorf("%s (packaged) does not say the package ships it:\n%s", path, got)
+			}
+			if strings.HasSuffix(path, ".service") && !strings.Contains(got, "\nDocumentation=man:irqpilot(8)\n") {
+				t.Errorf("%s (packaged) lacks Documentation=man:irqpilot(8):\n%s", path, got)
+			}
+			body := func(s string) string {
+				var keep []string
+				for _, l := range strings.Split(s, "\n") {
+					if !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "Documentation=") {
+						keep = append(keep, l)
+					}
+				}
+				return strings.Join(keep, "\n")
+			}
+			if body(got) != body(string(want)) {
+				t.Errorf("%s: packaged unit differs from persist's beyond header and Documentation=:\n%s\n---\n%s", path, got, want)
+			}
+		}
+	}
+}
