@@ -10,7 +10,7 @@
 #      the exhaustive best (#best) and tune's choice (#tune) — so every ratio
 #      the docs state comes from this one run, side by side.
 # Root, a quiet machine (nothing else running); about 45 minutes for all
-# scenarios with the defaults below. Results in $OUT (JSON and text).
+# scenarios with the defaults below (the NAPI benches: 10 more). Results in $OUT (JSON and text).
 set -euo pipefail
 BIN=${BIN:-bin/irqpilot}
 OUT=${OUT:-bench-results}
@@ -43,13 +43,27 @@ scenario() { # name, then workload flags
 	cat "$OUT/$name.txt"
 }
 
-for s in ${SCENARIOS:-udp memcached nginx storage storage-psync}; do
+# NAPI knobs (issue 13): one interleaved bench each, no search.
+napi() { # name, then bench flags
+	local name=$1
+	shift
+	echo "== $name: bench"
+	"$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup 1s "$@" -o "$OUT/$name.json" >"$OUT/$name.txt"
+	cat "$OUT/$name.txt"
+}
+
+for s in ${SCENARIOS:-udp memcached nginx storage storage-psync napi-udp napi-threaded napi-memcached}; do
 	case $s in
 	udp) scenario udp --workload udp --queues 1 --client-cpus 0 --app-cpus 1 ;;
 	memcached) scenario memcached --workload memcached --queues 2 ;;
 	nginx) scenario nginx --workload nginx --queues 2 ;;
 	storage) scenario storage-libaio-qd16 --workload storage --ioengine libaio --iodepth 16 ;;
 	storage-psync) scenario storage-psync-qd1 --workload storage --ioengine psync ;;
+	napi-udp) napi napi-udp --workload udp --queues 1 --gro --client-cpus 0 --app-cpus 1 \
+		--configs default,default#aa,efficiency,latency,default/busypoll=50,latency/epollbusy=50,auto ;;
+	napi-threaded) napi napi-threaded --workload udp --queues 1 --threaded-napi --client-cpus 0 --app-cpus 1 \
+		--configs default,default#aa,spec:napi=0,spec:napi=1,auto ;;
+	napi-memcached) napi napi-memcached --workload memcached --queues 2 --gro --configs default,default#aa,efficiency,latency ;;
 	*) echo "unknown scenario $s" >&2; exit 2 ;;
 	esac
 done
