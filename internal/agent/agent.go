@@ -92,6 +92,10 @@ type Agent struct {
 	log *slog.Logger
 	ap  *apply.Applier
 	m   *metrics.Agent
+	// files is o.FS holding the files it reads open: the applier's reads
+	// (every setting, every pass) and the online CPUs are re-read with one
+	// pread each. Released when the host is re-read and when Run ends.
+	files *kernel.FS
 
 	hostModel atomic.Pointer[host.Host]
 	trigger   chan string
@@ -168,7 +172,8 @@ func New(o Options) (*Agent, error) {
 			return nil, &BadInputError{fmt.Errorf("unknown policy %q (known: %s); nothing was changed", o.Policy, strings.Join(plan.PolicyNames(), ", "))}
 		}
 	}
-	ag := &Agent{o: o, log: o.Log, ap: apply.New(o.FS, o.StateDir),
+	files := o.FS.Held(0)
+	ag := &Agent{o: o, log: o.Log, ap: apply.New(files, o.StateDir), files: files,
 		trigger: make(chan string, 16), reloadReq: make(chan chan error),
 		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{},
 		sampler: load.NewSampler(o.FS), adapt: newAdaptState(o.AdaptOptions)}
@@ -290,6 +295,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopStatus()
+	defer ag.files.Release()
 
 	ag.recover()
 	if !o.NoLinkEvents {

@@ -59,7 +59,7 @@ func (ag *Agent) pass(why string) {
 	if ag.m != nil {
 		ag.m.Passes.Inc()
 	}
-	if on, err := ag.o.FS.ReadString("sys/devices/system/cpu/online"); err == nil && on != ag.online {
+	if on, err := ag.files.ReadString("sys/devices/system/cpu/online"); err == nil && on != ag.online {
 		if ag.online != "" {
 			ag.log.Info("CPUs online changed", "was", ag.online, "now", on)
 		}
@@ -107,6 +107,8 @@ func (ag *Agent) updateGauges() {
 // resolveLocked re-reads the host and resolves the plan against it.
 func (ag *Agent) resolveLocked() {
 	ag.lastResolve = time.Now()
+	// Settings that left the plan, devices that went away: open afresh.
+	ag.files.Release()
 	h, err := ag.readHost()
 	if err != nil {
 		ag.lastErr = err.Error()
