@@ -96,6 +96,8 @@ type Agent struct {
 	// (every setting, every pass) and the online CPUs are re-read with one
 	// pread each. Released when the host is re-read and when Run ends.
 	files *kernel.FS
+	// diffMemo: the last pass's validation and verdicts (apply.DiffMemo).
+	diffMemo apply.DiffMemo
 
 	hostModel atomic.Pointer[host.Host]
 	trigger   chan string

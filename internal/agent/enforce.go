@@ -153,16 +153,21 @@ func (ag *Agent) resolveLocked() {
 // differs: settings seen in force before are drift (repaired, counted,
 // ping-pong checked), the others are applied.
 func (ag *Agent) enforce(why string) error {
-	active := make([]setting.Change, 0, len(ag.changes))
-	for i := range ag.changes {
-		if ag.frozen[setting.Key(&ag.changes[i])] == nil {
-			active = append(active, ag.changes[i])
+	active := ag.changes
+	if len(ag.frozen) > 0 {
+		active = make([]setting.Change, 0, len(ag.changes))
+		for i := range ag.changes {
+			if ag.frozen[setting.Key(&ag.changes[i])] == nil {
+				active = append(active, ag.changes[i])
+			}
 		}
 	}
 	if len(active) == 0 {
 		return nil
 	}
-	entries, err := ag.ap.Diff(active)
+	// Every setting is read from the machine; validation and comparison
+	// are redone only for what changed since the last pass.
+	entries, err := ag.ap.DiffWith(active, &ag.diffMemo)
 	if err != nil {
 		return err
 	}
