@@ -119,12 +119,17 @@ type Agent struct {
 	adaptations []Adaptation
 	findings    []load.Finding
 	journals    []string // journals this agent wrote, oldest first
-	needResolve bool
-	online      string
-	started     time.Time
-	lastPass    time.Time
-	passes      int
-	lastErr     string
+	// firstWriter: per setting key, the first journal of this run that
+	// wrote it; repairJournals: the journals holding only drift repairs,
+	// oldest first (pruneRepairs).
+	firstWriter    map[string]string
+	repairJournals []repairJournal
+	needResolve    bool
+	online         string
+	started        time.Time
+	lastPass       time.Time
+	passes         int
+	lastErr        string
 
 	lastResolve time.Time
 	lastLoad    *load.Load
@@ -177,7 +182,7 @@ func New(o Options) (*Agent, error) {
 	files := o.FS.Held(0)
 	ag := &Agent{o: o, log: o.Log, ap: apply.New(files, o.StateDir), files: files,
 		trigger: make(chan string, 16), reloadReq: make(chan chan error),
-		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{},
+		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{}, firstWriter: map[string]string{},
 		sampler: load.NewSampler(o.FS), adapt: newAdaptState(o.AdaptOptions)}
 	h, err := ag.readHost()
 	if err != nil {

@@ -220,9 +220,17 @@ func (ag *Agent) enforce(why string) error {
 			ag.journals = append(ag.journals, jid)
 			ag.adapt.noteJournal(jid)
 		}
+		var done []string
+		repairOnly := true
 		for i := range res.Entries {
 			e := &res.Entries[i]
 			k := setting.Key(e)
+			if e.Status == setting.StatusDone && jid != "" {
+				done = append(done, k)
+				if ag.firstWriter[k] == "" {
+					ag.firstWriter[k] = jid
+				}
+			}
 			if e.Status != setting.StatusDone {
 				if e.Status == setting.StatusSkipped {
 					ag.established[k] = true // nothing to enforce; do not retry every pass
@@ -240,6 +248,7 @@ func (ag *Agent) enforce(why string) error {
 				ag.log.Warn("drift repaired", "setting", e.Kind, "target", e.Target, "device", e.Device,
 					"old", r.Old, "drifted", r.Drifted, "restored", r.Restored, "culprit", r.Culprit, "journal", jid)
 			} else {
+				repairOnly = false
 				if ag.m != nil {
 					ag.m.Applied.WithLabelValues(string(e.Kind), e.Device).Inc()
 				}
@@ -247,9 +256,54 @@ func (ag *Agent) enforce(why string) error {
 					"was", e.Old, "now", e.Value, "journal", jid)
 			}
 		}
+		if repairOnly && len(done) > 0 {
+			ag.repairJournals = append(ag.repairJournals, repairJournal{id: jid, keys: done})
+		}
 		ag.prune()
 	}
 	return err
+}
+
+// repairJournal is a journal that holds drift repairs only.
+type repairJournal struct {
+	id   string
+	keys []string
+}
+
+// pruneRepairs bounds the journals drift repairs write (one per pass that
+// repairs): beyond the newest KeepJournals, a repair journal is removed
+// when every setting it wrote was first written in this run by an older
+// journal that is kept — reverting every journal newest first (revert,
+// --revert-on-exit) then still ends at the values from before the agent.
+// A repair journal that was the first to write a setting (one found in
+// force at start, then drifted) is kept, as are journals an adaptation is
+// being verified with.
+func (ag *Agent) pruneRepairs() {
+	removed := 0
+	for len(ag.repairJournals) > ag.o.KeepJournals {
+		r := ag.repairJournals[0]
+		ag.repairJournals = ag.repairJournals[1:]
+		if ag.adapt.cur != nil && slices.Contains(ag.adapt.journals, r.id) {
+			continue
+		}
+		superseded := true
+		for _, k := range r.keys {
+			w := ag.firstWriter[k]
+			superseded = superseded && w != "" && w != r.id && slices.Contains(ag.journals, w)
+		}
+		if !superseded {
+			continue
+		}
+		if err := apply.RemoveJournal(ag.o.StateDir, r.id); err != nil {
+			ag.log.Warn("journal retention: superseded repair journal not removed", "journal", r.id, "error", err)
+			continue
+		}
+		ag.journals = slices.DeleteFunc(ag.journals, func(id string) bool { return id == r.id })
+		removed++
+	}
+	if removed > 0 {
+		ag.log.Info("journal retention: removed superseded drift-repair journals", "count", removed, "kept", ag.o.KeepJournals)
+	}
 }
 
 func indexOf(cs []setting.Change, key string) int {
@@ -298,8 +352,10 @@ func culpritFor(e *setting.Change, c string) string {
 }
 
 // prune bounds the journal directory: reverted, rolled-back and no-change
-// journals beyond KeepJournals are removed (applied ones never are).
+// journals beyond KeepJournals are removed, and so are superseded drift
+// repairs (pruneRepairs); no other applied journal is.
 func (ag *Agent) prune() {
+	ag.pruneRepairs()
 	removed, err := apply.PruneJournals(ag.o.StateDir, ag.o.KeepJournals)
 	if err != nil {
 		ag.log.Warn("journal retention", "error", err)
