@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -22,32 +23,23 @@ import (
 // persists. It is pure: the host as it is and the load just measured.
 type Planner func(h *host.Host, l *load.Load) (*plan.Plan, error)
 
-// AutoPlanner is the default Planner: the auto policy with the measured
-// per-CPU interrupt load.
+// AutoPlanner is the default Planner: the auto policy with the whole
+// measurement (auto decides from it; without it auto plans nothing).
 func AutoPlanner(h *host.Host, l *load.Load) (*plan.Plan, error) {
 	return plan.Make("auto", h, plan.Options{Load: Measured(l)})
 }
 
 // Measured is what the policies know of l: each CPU's share of time in
-// hardirq and softirq context.
-func Measured(l *load.Load) *plan.MeasuredLoad {
-	if l == nil {
-		return nil
-	}
-	m := &plan.MeasuredLoad{IRQShare: map[int]float64{}}
-	for _, c := range l.CPUs {
-		m.IRQShare[c.ID] = c.IRQTime() / 100
-	}
-	return m
-}
+// hardirq and softirq context, and the measurement itself.
+func Measured(l *load.Load) *plan.MeasuredLoad { return plan.Measured(l) }
 
-// harmful are the findings that show harm (work waiting or lost), the only
-// ones that trigger an adaptation.
-var harmful = []string{load.IDInterruptBound, load.IDSoftnetDrops, load.IDSoftnetSqueeze}
+// The adaptation trigger is the planner's own evidence of harm (plan.Harm):
+// the findings auto acts on, and a CPU saturated mostly by interrupt work
+// while every CPU is busy. Observations record only those.
 
 // AdaptOptions tune --adapt.
 type AdaptOptions struct {
-	// Persist: intervals a harmful finding must hold before acting (3).
+	// Persist: intervals evidence of harm must hold before acting (3).
 	Persist int
 	// Window: intervals over which an adaptation is verified (5).
 	Window int
@@ -92,6 +84,7 @@ type Adaptation struct {
 
 // Observation is what one interval showed, for verification.
 type Observation struct {
+	// Findings are the ids of the evidence of harm (plan.Harm).
 	Findings map[string]bool
 	// Busiest is the highest hardirq+softirq percentage of any CPU.
 	Busiest float64
@@ -147,22 +140,26 @@ func (s *adaptState) noteJournal(id string) {
 	}
 }
 
-// trigger returns the harmful finding that has persisted long enough, if
+// trigger returns the evidence of harm that has persisted long enough, if
 // dwell time and budget allow acting now.
 func (s *adaptState) trigger(now time.Time, ob Observation) (string, string) {
 	s.history = append(s.history, ob)
 	if len(s.history) > s.o.Persist {
 		s.history = s.history[len(s.history)-s.o.Persist:]
 	}
+	for id := range s.streak {
+		if !ob.Findings[id] {
+			delete(s.streak, id)
+		}
+	}
 	var hit string
-	for _, id := range harmful {
-		if ob.Findings[id] {
-			s.streak[id]++
-			if s.streak[id] >= s.o.Persist && hit == "" {
-				hit = id
-			}
-		} else {
-			s.streak[id] = 0
+	for _, id := range slices.Sorted(maps.Keys(ob.Findings)) {
+		if !ob.Findings[id] {
+			continue
+		}
+		s.streak[id]++
+		if s.streak[id] >= s.o.Persist && hit == "" {
+			hit = id
 		}
 	}
 	if hit == "" {
@@ -199,7 +196,11 @@ func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool
 	if held*2 > len(w) {
 		return false, fmt.Sprintf("%s still holds in %d of %d intervals", trigger, held, len(w))
 	}
-	for _, id := range harmful {
+	ids := map[string]bool{}
+	for _, o := range w {
+		maps.Copy(ids, o.Findings)
+	}
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		if id == trigger {
 			continue
 		}
@@ -263,7 +264,7 @@ func (ag *Agent) adaptStep() {
 	if ag.lastLoad == nil {
 		return
 	}
-	ob := observation(ag.lastLoad, ag.findings)
+	ob := observation(ag.lastLoad, plan.Harm(ag.hostModel.Load(), ag.lastLoad))
 	if m, err := ag.userMetric(); err == nil {
 		ob.Metric = &m
 	} else if err != errNoMetric {

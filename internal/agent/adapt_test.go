@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/hostgen"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 func obs(busiest, drops float64, ids ...string) Observation {
@@ -88,11 +92,6 @@ func TestAdaptTrigger(t *testing.T) {
 	if len(s.history) != 3 {
 		t.Errorf("baseline keeps %d observations, want 3", len(s.history))
 	}
-	// A non-harmful finding never triggers.
-	s2 := newAdaptState(AdaptOptions{Persist: 1})
-	if id, _ := s2.trigger(t0, obs(10, 0, load.IDManagedIRQs)); id != "" {
-		t.Errorf("managed-irqs (no harm) triggered")
-	}
 	// Dwell.
 	s.last = t0.Add(6 * time.Second)
 	s.changes = []time.Time{s.last}
@@ -144,5 +143,56 @@ func TestUserMetricCommand(t *testing.T) {
 	ag.adapt.o.MetricCommand = ""
 	if _, err := ag.userMetric(); err != errNoMetric {
 		t.Errorf("no metric configured: %v", err)
+	}
+}
+
+// The trigger is the planner's evidence of harm (plan.Harm), on a
+// generated 2-CPU host: seed 004 with both CPUs busy (the sender and its
+// softirq saturate CPU 0, the consumer fills CPU 1 — no idle CPU, so load
+// has no interrupt-bound finding; the old trigger never fired there)
+// triggers after Persist intervals; an idle machine, a spread load and a
+// finding that is no harm (a busy CPU without interrupt work) never do.
+func TestAdaptTriggerIsPlanHarm(t *testing.T) {
+	dir := t.TempDir()
+	if err := hostgen.Generate(dir, hostgen.Spec{CPUs: 2, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{}, NVMeQueues: -1, Hostname: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Read(kernel.New(dir), host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(c0, c1 load.CPULoad) *load.Load {
+		c0.ID, c1.ID = 0, 1
+		for _, c := range []*load.CPULoad{&c0, &c1} {
+			c.Idle = 100 - c.User - c.System - c.IRQ - c.SoftIRQ
+		}
+		return &load.Load{Interval: time.Second, CPUs: []load.CPULoad{c0, c1}}
+	}
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		l    *load.Load
+		want string
+	}{
+		{"seed 004, both CPUs busy", mk(load.CPULoad{User: 10, System: 14, SoftIRQ: 72}, load.CPULoad{User: 60, System: 36}), load.IDInterruptBound},
+		{"idle", mk(load.CPULoad{User: 2, System: 1, SoftIRQ: 1}, load.CPULoad{User: 1}), ""},
+		{"memcached spread", mk(load.CPULoad{User: 30, System: 20, SoftIRQ: 25}, load.CPULoad{User: 30, System: 20, SoftIRQ: 25}), ""},
+		{"CPU-bound application", mk(load.CPULoad{User: 97, System: 2}, load.CPULoad{User: 3}), ""},
+	} {
+		s := newAdaptState(AdaptOptions{Persist: 3})
+		ob := observation(c.l, plan.Harm(h, c.l))
+		var got []string
+		for i := 0; i < 3; i++ {
+			if id, _ := s.trigger(t0.Add(time.Duration(i)*time.Second), ob); id != "" {
+				got = append(got, id)
+				if i != 2 {
+					t.Errorf("%s: triggered after %d intervals, before Persist 3", c.name, i+1)
+				}
+			}
+		}
+		if c.want == "" && len(got) != 0 || c.want != "" && (len(got) != 1 || got[0] != c.want) {
+			t.Errorf("%s: triggered %v, want %q (observation %v)", c.name, got, c.want, ob.Findings)
+		}
 	}
 }

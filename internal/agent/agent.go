@@ -92,6 +92,12 @@ type Agent struct {
 	log *slog.Logger
 	ap  *apply.Applier
 	m   *metrics.Agent
+	// files is o.FS holding the files it reads open: the applier's reads
+	// (every setting, every pass) and the online CPUs are re-read with one
+	// pread each. Released when the host is re-read and when Run ends.
+	files *kernel.FS
+	// diffMemo: the last pass's validation and verdicts (apply.DiffMemo).
+	diffMemo apply.DiffMemo
 
 	hostModel atomic.Pointer[host.Host]
 	trigger   chan string
@@ -113,12 +119,17 @@ type Agent struct {
 	adaptations []Adaptation
 	findings    []load.Finding
 	journals    []string // journals this agent wrote, oldest first
-	needResolve bool
-	online      string
-	started     time.Time
-	lastPass    time.Time
-	passes      int
-	lastErr     string
+	// firstWriter: per setting key, the first journal of this run that
+	// wrote it; repairJournals: the journals holding only drift repairs,
+	// oldest first (pruneRepairs).
+	firstWriter    map[string]string
+	repairJournals []repairJournal
+	needResolve    bool
+	online         string
+	started        time.Time
+	lastPass       time.Time
+	passes         int
+	lastErr        string
 
 	lastResolve time.Time
 	lastLoad    *load.Load
@@ -168,9 +179,10 @@ func New(o Options) (*Agent, error) {
 			return nil, &BadInputError{fmt.Errorf("unknown policy %q (known: %s); nothing was changed", o.Policy, strings.Join(plan.PolicyNames(), ", "))}
 		}
 	}
-	ag := &Agent{o: o, log: o.Log, ap: apply.New(o.FS, o.StateDir),
+	files := o.FS.Held(0)
+	ag := &Agent{o: o, log: o.Log, ap: apply.New(files, o.StateDir), files: files,
 		trigger: make(chan string, 16), reloadReq: make(chan chan error),
-		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{},
+		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{}, firstWriter: map[string]string{},
 		sampler: load.NewSampler(o.FS), adapt: newAdaptState(o.AdaptOptions)}
 	h, err := ag.readHost()
 	if err != nil {
@@ -290,6 +302,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopStatus()
+	defer ag.files.Release()
 
 	ag.recover()
 	if !o.NoLinkEvents {

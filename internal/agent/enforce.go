@@ -59,7 +59,7 @@ func (ag *Agent) pass(why string) {
 	if ag.m != nil {
 		ag.m.Passes.Inc()
 	}
-	if on, err := ag.o.FS.ReadString("sys/devices/system/cpu/online"); err == nil && on != ag.online {
+	if on, err := ag.files.ReadString("sys/devices/system/cpu/online"); err == nil && on != ag.online {
 		if ag.online != "" {
 			ag.log.Info("CPUs online changed", "was", ag.online, "now", on)
 		}
@@ -107,6 +107,8 @@ func (ag *Agent) updateGauges() {
 // resolveLocked re-reads the host and resolves the plan against it.
 func (ag *Agent) resolveLocked() {
 	ag.lastResolve = time.Now()
+	// Settings that left the plan, devices that went away: open afresh.
+	ag.files.Release()
 	h, err := ag.readHost()
 	if err != nil {
 		ag.lastErr = err.Error()
@@ -151,16 +153,21 @@ func (ag *Agent) resolveLocked() {
 // differs: settings seen in force before are drift (repaired, counted,
 // ping-pong checked), the others are applied.
 func (ag *Agent) enforce(why string) error {
-	active := make([]setting.Change, 0, len(ag.changes))
-	for i := range ag.changes {
-		if ag.frozen[setting.Key(&ag.changes[i])] == nil {
-			active = append(active, ag.changes[i])
+	active := ag.changes
+	if len(ag.frozen) > 0 {
+		active = make([]setting.Change, 0, len(ag.changes))
+		for i := range ag.changes {
+			if ag.frozen[setting.Key(&ag.changes[i])] == nil {
+				active = append(active, ag.changes[i])
+			}
 		}
 	}
 	if len(active) == 0 {
 		return nil
 	}
-	entries, err := ag.ap.Diff(active)
+	// Every setting is read from the machine; validation and comparison
+	// are redone only for what changed since the last pass.
+	entries, err := ag.ap.DiffWith(active, &ag.diffMemo)
 	if err != nil {
 		return err
 	}
@@ -213,9 +220,17 @@ func (ag *Agent) enforce(why string) error {
 			ag.journals = append(ag.journals, jid)
 			ag.adapt.noteJournal(jid)
 		}
+		var done []string
+		repairOnly := true
 		for i := range res.Entries {
 			e := &res.Entries[i]
 			k := setting.Key(e)
+			if e.Status == setting.StatusDone && jid != "" {
+				done = append(done, k)
+				if ag.firstWriter[k] == "" {
+					ag.firstWriter[k] = jid
+				}
+			}
 			if e.Status != setting.StatusDone {
 				if e.Status == setting.StatusSkipped {
 					ag.established[k] = true // nothing to enforce; do not retry every pass
@@ -233,6 +248,7 @@ func (ag *Agent) enforce(why string) error {
 				ag.log.Warn("drift repaired", "setting", e.Kind, "target", e.Target, "device", e.Device,
 					"old", r.Old, "drifted", r.Drifted, "restored", r.Restored, "culprit", r.Culprit, "journal", jid)
 			} else {
+				repairOnly = false
 				if ag.m != nil {
 					ag.m.Applied.WithLabelValues(string(e.Kind), e.Device).Inc()
 				}
@@ -240,9 +256,54 @@ func (ag *Agent) enforce(why string) error {
 					"was", e.Old, "now", e.Value, "journal", jid)
 			}
 		}
+		if repairOnly && len(done) > 0 {
+			ag.repairJournals = append(ag.repairJournals, repairJournal{id: jid, keys: done})
+		}
 		ag.prune()
 	}
 	return err
+}
+
+// repairJournal is a journal that holds drift repairs only.
+type repairJournal struct {
+	id   string
+	keys []string
+}
+
+// pruneRepairs bounds the journals drift repairs write (one per pass that
+// repairs): beyond the newest KeepJournals, a repair journal is removed
+// when every setting it wrote was first written in this run by an older
+// journal that is kept — reverting every journal newest first (revert,
+// --revert-on-exit) then still ends at the values from before the agent.
+// A repair journal that was the first to write a setting (one found in
+// force at start, then drifted) is kept, as are journals an adaptation is
+// being verified with.
+func (ag *Agent) pruneRepairs() {
+	removed := 0
+	for len(ag.repairJournals) > ag.o.KeepJournals {
+		r := ag.repairJournals[0]
+		ag.repairJournals = ag.repairJournals[1:]
+		if ag.adapt.cur != nil && slices.Contains(ag.adapt.journals, r.id) {
+			continue
+		}
+		superseded := true
+		for _, k := range r.keys {
+			w := ag.firstWriter[k]
+			superseded = superseded && w != "" && w != r.id && slices.Contains(ag.journals, w)
+		}
+		if !superseded {
+			continue
+		}
+		if err := apply.RemoveJournal(ag.o.StateDir, r.id); err != nil {
+			ag.log.Warn("journal retention: superseded repair journal not removed", "journal", r.id, "error", err)
+			continue
+		}
+		ag.journals = slices.DeleteFunc(ag.journals, func(id string) bool { return id == r.id })
+		removed++
+	}
+	if removed > 0 {
+		ag.log.Info("journal retention: removed superseded drift-repair journals", "count", removed, "kept", ag.o.KeepJournals)
+	}
 }
 
 func indexOf(cs []setting.Change, key string) int {
@@ -291,8 +352,10 @@ func culpritFor(e *setting.Change, c string) string {
 }
 
 // prune bounds the journal directory: reverted, rolled-back and no-change
-// journals beyond KeepJournals are removed (applied ones never are).
+// journals beyond KeepJournals are removed, and so are superseded drift
+// repairs (pruneRepairs); no other applied journal is.
 func (ag *Agent) prune() {
+	ag.pruneRepairs()
 	removed, err := apply.PruneJournals(ag.o.StateDir, ag.o.KeepJournals)
 	if err != nil {
 		ag.log.Warn("journal retention", "error", err)

@@ -184,16 +184,16 @@ func TestLiveAdaptIdleChangesNothing(t *testing.T) {
 	b := newBed(t, 1)
 	pf := writePlan(t, "version: 1\n")
 	sd := mkState(t)
+	w := startWindow(t)
 	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "100ms", "--listen", "", "--adapt", "--adapt-persist", "2", "--adapt-window", "2")
 	waitFor(t, 10*time.Second, "20 passes", func() bool { return p.status(t).Passes >= 20 })
 	st := p.status(t)
+	l, harm := w.end(t)
+	t.Logf("measured over the run: %s; %s", cpuLine(l), harmLine(harm))
 	if len(st.Adaptations) != 0 {
-		for _, f := range st.Findings {
-			for _, h := range harmful {
-				if f.ID == h {
-					t.Skipf("the machine is not idle (%s: %s); adapted %+v", f.ID, f.Summary, st.Adaptations)
-				}
-			}
+		if len(harm) > 0 {
+			// Other work on this shared machine, not this test's.
+			t.Skipf("the machine is not idle (%s); adapted %+v", harmLine(harm), st.Adaptations)
 		}
 		t.Errorf("adapted on an idle machine: %+v", st.Adaptations)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,5 +233,96 @@ func BenchmarkEnforcePass256(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
 	if len(ag.Status().Repairs) != 0 {
 		b.Fatalf("steady state repaired something: %+v", ag.Status().Repairs)
+	}
+}
+
+// Each pass that repairs drift writes a journal; beyond --keep-journals the
+// superseded ones (every setting they wrote was first written by an older
+// journal that is kept) are removed, so a setting that keeps drifting does
+// not fill the state directory. Reverting what is left, newest first, still
+// restores the values from before the agent.
+func TestRepairJournalsBounded(t *testing.T) {
+	root := treeCopy(t)
+	fs := kernel.New(root)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	irq := *h.NIC("eth0").RxQueues[0].IRQ
+	aff := filepath.Join("proc/irq", itoa(irq), "smp_affinity_list")
+	rps := "sys/class/net/eth0/queues/rx-1/rps_cpus"
+	affBefore, rpsBefore := readTree(t, root, aff), readTree(t, root, rps)
+	pf := writePlan(t, `version: 1
+irqs:
+  - device: eth0
+    queue: 0
+    cpus: "2"
+    reason: test
+rx_queues:
+  - device: eth0
+    queue: 1
+    rps_cpus: "3"
+    reason: test
+`)
+	sd := stateDir(t)
+	const keep = 3
+	ag, err := New(Options{FS: fs, StateDir: sd, PlanFile: pf, Interval: time.Second, NoLinkEvents: true, Log: quiet(),
+		KeepJournals: keep, PingPongLimit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag.pass("start")
+	journals := func() []string {
+		ents, err := os.ReadDir(filepath.Join(sd, "journal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".json") {
+				ids = append(ids, strings.TrimSuffix(e.Name(), ".json"))
+			}
+		}
+		return ids
+	}
+	if n := len(journals()); n != 1 {
+		t.Fatalf("%d journals after the first apply, want 1", n)
+	}
+	const repairs = 12
+	for i := 0; i < repairs; i++ {
+		if err := os.WriteFile(filepath.Join(root, aff), []byte("5\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			os.WriteFile(filepath.Join(root, rps), []byte("0\n"), 0o644)
+		}
+		ag.pass("test")
+		if got := readTree(t, root, aff); got != "2" {
+			t.Fatalf("repair %d: affinity %q, want 2", i, got)
+		}
+	}
+	st := ag.Status()
+	if len(st.Repairs) != repairs+repairs/2 {
+		t.Errorf("%d repairs recorded, want %d", len(st.Repairs), repairs+repairs/2)
+	}
+	ids := journals()
+	if len(ids) != 1+keep {
+		t.Errorf("%d journals on disk after %d repair passes, want the first apply and %d repairs: %v", len(ids), repairs, keep, ids)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(ids)), slices.Sorted(slices.Values(st.Journals))) {
+		t.Errorf("journals on disk %v, agent lists %v", ids, st.Journals)
+	}
+	// Revert everything left, newest first: the values from before.
+	ids = st.Journals
+	for i := len(ids) - 1; i >= 0; i-- {
+		if _, err := ag.ap.Revert(ids[i], false); err != nil {
+			t.Fatalf("revert %s: %v", ids[i], err)
+		}
+	}
+	if got := readTree(t, root, aff); got != affBefore {
+		t.Errorf("affinity %q after reverting all, want %q", got, affBefore)
+	}
+	if got := readTree(t, root, rps); got != rpsBefore {
+		t.Errorf("rps_cpus %q after reverting all, want %q", got, rpsBefore)
 	}
 }

@@ -81,9 +81,14 @@ func Validate(changes []setting.Change) error {
 // Diff reads the current value of every change and reports which would
 // change, without writing (the dry run and the first half of Apply).
 func (a *Applier) Diff(changes []setting.Change) ([]setting.Change, error) {
-	entries := make([]setting.Change, len(changes))
-	copy(entries, changes)
-	if err := Validate(entries); err != nil {
+	return a.diff(changes, nil)
+}
+
+// diff is Diff; m, when set, carries what the last diff of the same
+// changes validated and compared (DiffMemo).
+func (a *Applier) diff(changes []setting.Change, m *DiffMemo) ([]setting.Change, error) {
+	entries, err := m.entries(changes)
+	if err != nil {
 		return nil, err
 	}
 	for i := range entries {
@@ -103,6 +108,9 @@ func (a *Applier) Diff(changes []setting.Change) ([]setting.Change, error) {
 			if err := k.Keep(&a.Env, e); err != nil {
 				return nil, fmt.Errorf("%s: %w", e.Target, err)
 			}
+		} else if st, ok := m.verdict(i, old); ok {
+			e.Status = st
+			continue
 		}
 		same, err := h.Same(old, h.Expected(e))
 		if err != nil {
@@ -113,6 +121,7 @@ func (a *Applier) Diff(changes []setting.Change) ([]setting.Change, error) {
 		} else {
 			e.Status = setting.StatusPending
 		}
+		m.remember(i, old, e.Status)
 	}
 	return entries, nil
 }

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -34,4 +35,22 @@ func PruneJournals(stateDir string, keep int) ([]string, error) {
 		removed = append(removed, done[i].ID)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// RemoveJournal removes one applied journal whose every change a caller
+// knows an older journal, kept, also made (the agent's superseded drift
+// repairs): reverting every journal newest first then ends where it ended
+// with it. It refuses any other state and an ID that is not a journal's.
+func RemoveJournal(stateDir, id string) error {
+	if !journalID.MatchString(id) {
+		return fmt.Errorf("%q is not a journal ID", id)
+	}
+	j, err := LoadJournal(stateDir, id)
+	if err != nil {
+		return err
+	}
+	if j.State != StateApplied {
+		return fmt.Errorf("journal %s is %s, not applied: not removed (PruneJournals bounds finished journals)", id, j.State)
+	}
+	return os.Remove(filepath.Join(journalDir(stateDir), id+".json"))
 }

@@ -8,6 +8,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,9 @@ type FS struct {
 
 	// replay holds the read errors recorded in a snapshot (read-errors.json).
 	replay map[string]ReadError
+
+	// held, when set, keeps files open between reads (Held).
+	held *heldFiles
 }
 
 // Access says how a recorded path was used.
@@ -288,7 +292,13 @@ func (f *FS) ReadFile(rel string) ([]byte, error) {
 		f.noteResult(rel, nil, err)
 		return nil, err
 	}
-	b, err := os.ReadFile(f.Path(rel))
+	var b []byte
+	var err error
+	if f.held != nil {
+		err = f.held.read(f.Path(rel), oneValue(strings.TrimPrefix(rel, "/")), func(c []byte) { b = append([]byte{}, c...) })
+	} else {
+		b, err = os.ReadFile(f.Path(rel))
+	}
 	err = f.kernelErr(err)
 	if b == nil && err == nil {
 		b = []byte{}
@@ -299,6 +309,23 @@ func (f *FS) ReadFile(rel string) ([]byte, error) {
 
 // ReadString reads a file and trims surrounding white space.
 func (f *FS) ReadString(rel string) (string, error) {
+	if f.held != nil {
+		// The hot path of a held FS: one string, no intermediate copy.
+		f.note(rel, AccessFile)
+		if err := f.replayed(rel); err != nil {
+			f.noteResult(rel, nil, err)
+			return "", err
+		}
+		var s string
+		err := f.kernelErr(f.held.read(f.Path(rel), oneValue(strings.TrimPrefix(rel, "/")), func(c []byte) {
+			f.noteResult(rel, c, nil)
+			s = string(bytes.TrimSpace(c))
+		}))
+		if err != nil {
+			f.noteResult(rel, nil, err)
+		}
+		return s, err
+	}
 	b, err := f.ReadFile(rel)
 	if err != nil {
 		return "", err

@@ -63,16 +63,7 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 		return empty("no load to judge — nothing is changed without a measurement (on the live machine `plan --policy auto` samples for a few seconds; on a snapshot give a second capture with --after)"), nil
 	}
 	l := o.Load.Load
-	harm := harmful(load.Diagnose(h, l))
-	// A CPU saturated mostly by interrupt work is harm even when no other
-	// CPU is idle (seed 004 on two CPUs: the sender and its softirq share
-	// CPU 0, the consumer fills CPU 1): then spreading cannot help, but
-	// separating interrupt work from application work can.
-	saturated := saturatedCPUs(l)
-	if len(harm) == 0 && !saturated.IsEmpty() {
-		harm = append(harm, load.Finding{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: saturated.CPUs(),
-			Summary: fmt.Sprintf("CPU %s saturated (≤ %.0f%% idle) and mostly by interrupt work (≥ %.0f%%), while every CPU is busy", saturated, load.BoundIdlePct, load.CriticalIRQPct)})
-	}
+	harm := Harm(h, l)
 	if len(harm) == 0 {
 		return empty("no evidence of harm, so nothing to change: " + loadSummary(l) + "; no CPU is interrupt-bound while others wait, no softnet drops or squeezes, no loaded IRQ on a remote node"), nil
 	}
