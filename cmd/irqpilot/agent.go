@@ -25,6 +25,8 @@ type agentOptions struct {
 	planFile       string
 	policy         string
 	interval       time.Duration
+	app            string
+	devices        []string
 	listen         string
 	socket         string
 	adapt          bool
@@ -68,6 +70,8 @@ was changed (state directory, --listen address, status socket).`,
 	f.StringVar(&o.listen, "listen", agent.DefaultListen, "serve Prometheus metrics on `ADDR` (/metrics; empty disables)")
 	f.StringVar(&o.socket, "socket", "", "status socket `PATH` (default STATE-DIR/"+agent.SocketName+")")
 	f.BoolVar(&o.adapt, "adapt", false, "adapt the plan when a harmful finding persists (verified, kept or reverted)")
+	f.StringSliceVar(&o.devices, "device", nil, "plan (--policy, --adapt) only for these network interfaces, veth included (default: every physical NIC and the VLANs on them)")
+	f.StringVar(&o.app, "app", "", "the application traffic is for (comm:NAME, pid:N, unit:NAME.service or cgroup:PATH): --adapt may place it beside where steering frees a CPU, and --policy pins it")
 	f.BoolVar(&o.revertOnExit, "revert-on-exit", false, "on SIGTERM/SIGINT revert every change this agent made")
 	f.StringVar(&o.logFormat, "log-format", "text", "log as `text` or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
@@ -117,6 +121,7 @@ func (o *agentOptions) run(errOut io.Writer) error {
 		return bad(fmt.Errorf("--interval %s is too short (at least 10ms)", o.interval))
 	}
 	ag, err := agent.New(agent.Options{
+		App: o.app, Devices: o.devices,
 		FS: fs, StateDir: o.stateDir, PlanFile: o.planFile, Policy: o.policy, Interval: o.interval,
 		Listen: o.listen, Socket: o.socket, Adapt: o.adapt, AdaptOptions: o.adaptOpts, RevertOnExit: o.revertOnExit,
 		PingPongLimit: o.pingPongLimit, PingPongWindow: o.pingPongWindow, KeepJournals: o.keepJournals, Log: log,

@@ -39,6 +39,7 @@ type planOptions struct {
 	netns           string             // a network namespace other than the host's, live only
 	all             bool               // --app comm:NAME may match several processes
 	appNote         string             // what --app matched on the live machine
+	appPIDs         []int              // the processes --app selected on the live machine
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -227,24 +228,30 @@ func (f planOptions) options() (plan.Options, error) {
 	o.CPUsPerIRQCore = f.cpusPerIRQCore
 	o.SockFlowEntries = f.sockFlowEntries
 	o.Load = f.load
+	o.AppPIDs = f.appPIDs
 	return o, nil
 }
 
-// checkApp says, on the live machine, how many processes --app comm:NAME
-// matches and in which network namespaces, and refuses more than one
+// checkApp resolves --app on the live machine: the processes it selects
+// now (auto reads their measured threads), and for comm:NAME how many
+// there are and in which network namespaces — more than one is refused
 // without --all.
 func (o *planOptions) checkApp(fs *kernel.FS) error {
 	if o.app == "" || !fs.IsLive() {
 		return nil
 	}
 	e, err := plan.ParseAppSelector(o.app)
-	if err != nil || e.Comm == "" {
+	if err != nil {
 		return nil // options() reports a bad selector
 	}
-	sel := &setting.AppSelector{Comm: e.Comm, All: o.all}
+	sel := &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup, All: o.all}
 	pids, err := setting.SelectProcesses(fs, sel)
 	if err != nil {
 		return fmt.Errorf("--app %s: %w", o.app, err)
+	}
+	o.appPIDs = pids
+	if e.Comm == "" {
+		return nil
 	}
 	if err := setting.CheckMatches(fs, sel, pids); err != nil {
 		return fmt.Errorf("--app: %w", err)

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -27,6 +29,37 @@ type Planner func(h *host.Host, l *load.Load) (*plan.Plan, error)
 // measurement (auto decides from it; without it auto plans nothing).
 func AutoPlanner(h *host.Host, l *load.Load) (*plan.Plan, error) {
 	return plan.Make("auto", h, plan.Options{Load: Measured(l)})
+}
+
+// appResolver returns what the selector app (a plan selector: comm:,
+// pid:, unit:, cgroup:) names now on fs — the application may have
+// restarted since the last interval.
+func appResolver(fs *kernel.FS, app string) (func() ([]int, error), error) {
+	e, err := plan.ParseAppSelector(app)
+	if err != nil {
+		return nil, err
+	}
+	sel := &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup, All: true}
+	return func() ([]int, error) { return setting.SelectProcesses(fs, sel) }, nil
+}
+
+// autoPlanner is AutoPlanner told the devices it may steer (--device;
+// default every physical NIC) and the application (--app, resolved each
+// time it plans; nil resolve: none): auto may then place the application
+// beside where RPS frees a CPU. An application not running plans as
+// without one.
+func autoPlanner(devices []string, app string, resolve func() ([]int, error)) Planner {
+	return func(h *host.Host, l *load.Load) (*plan.Plan, error) {
+		o := plan.Options{Load: Measured(l), Devices: devices}
+		if resolve != nil {
+			pids, err := resolve()
+			if err != nil {
+				return nil, fmt.Errorf("--app %s: %w", app, err)
+			}
+			o.App, o.AppPIDs = app, pids
+		}
+		return plan.Make("auto", h, o)
+	}
 }
 
 // Measured is what the policies know of l: each CPU's share of time in
@@ -88,6 +121,12 @@ type Observation struct {
 	Findings map[string]bool
 	// Busiest is the highest hardirq+softirq percentage of any CPU.
 	Busiest float64
+	// IRQ is each CPU's hardirq+softirq percentage, and FindingCPUs the
+	// CPUs each finding names: an adaptation is judged on the CPUs its
+	// trigger named (work moved off a hot CPU onto one with headroom is
+	// the point, though the busiest CPU's interrupt time may not fall).
+	IRQ         map[int]float64
+	FindingCPUs map[string][]int
 	// Drops are softnet drops per second, all CPUs.
 	Drops float64
 	// Metric is the user metric (nil: none or unreadable).
@@ -95,13 +134,15 @@ type Observation struct {
 }
 
 func observation(l *load.Load, fs []load.Finding) Observation {
-	o := Observation{Findings: map[string]bool{}}
+	o := Observation{Findings: map[string]bool{}, IRQ: map[int]float64{}, FindingCPUs: map[string][]int{}}
 	for _, f := range fs {
 		o.Findings[f.ID] = true
+		o.FindingCPUs[f.ID] = append(o.FindingCPUs[f.ID], f.CPUs...)
 	}
 	if l != nil {
 		for _, c := range l.CPUs {
 			o.Busiest = max(o.Busiest, c.IRQTime())
+			o.IRQ[c.ID] = c.IRQTime()
 		}
 		for _, s := range l.Softnet {
 			o.Drops += s.Dropped
@@ -176,16 +217,38 @@ func (s *adaptState) trigger(now time.Time, ob Observation) (string, string) {
 }
 
 // Verdict decides whether to keep an adaptation: the triggering finding
-// gone, no new harmful finding, the busiest CPU's interrupt time lower,
-// drops not higher and the user metric not worse, comparing the window
-// after the change with the baseline before it.
+// gone, no new harmful finding, the interrupt time of the CPUs the trigger
+// named lower (of the busiest CPU when it named none or no per-CPU times
+// were kept), drops not higher and the user metric not worse, comparing
+// the window after the change with the baseline before it.
 func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool) (keep bool, reason string) {
 	if len(window) == 0 || len(baseline) == 0 {
 		return false, "nothing measured"
 	}
 	// Judge the settled second half of the window.
 	w := window[len(window)/2:]
-	before, after := mean(baseline, func(o Observation) float64 { return o.Busiest }), mean(w, func(o Observation) float64 { return o.Busiest })
+	var hot []int
+	for _, o := range baseline {
+		for _, c := range o.FindingCPUs[trigger] {
+			if !slices.Contains(hot, c) {
+				hot = append(hot, c)
+			}
+		}
+	}
+	slices.Sort(hot)
+	what := "busiest CPU's interrupt time"
+	measure := func(o Observation) float64 { return o.Busiest }
+	if len(hot) > 0 && len(baseline[0].IRQ) > 0 {
+		what = fmt.Sprintf("interrupt time of CPU %s (the finding's)", cpuset.Of(hot...))
+		measure = func(o Observation) float64 {
+			m := 0.0
+			for _, c := range hot {
+				m = max(m, o.IRQ[c])
+			}
+			return m
+		}
+	}
+	before, after := mean(baseline, measure), mean(w, measure)
 	dropsBefore, dropsAfter := mean(baseline, func(o Observation) float64 { return o.Drops }), mean(w, func(o Observation) float64 { return o.Drops })
 	held := 0
 	for _, o := range w {
@@ -216,7 +279,7 @@ func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool
 		}
 	}
 	if after >= before {
-		return false, fmt.Sprintf("busiest CPU's interrupt time did not fall (%.1f%% → %.1f%%)", before, after)
+		return false, fmt.Sprintf("%s did not fall (%.1f%% → %.1f%%)", what, before, after)
 	}
 	if dropsAfter > dropsBefore*1.05+1 {
 		return false, fmt.Sprintf("softnet drops rose (%.0f/s → %.0f/s)", dropsBefore, dropsAfter)
@@ -232,7 +295,7 @@ func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool
 			return false, fmt.Sprintf("user metric worse (%.4g → %.4g)", mb, ma)
 		}
 	}
-	return true, fmt.Sprintf("%s gone; busiest CPU's interrupt time %.1f%% → %.1f%%; drops %.0f/s → %.0f/s", trigger, before, after, dropsBefore, dropsAfter)
+	return true, fmt.Sprintf("%s gone; %s %.1f%% → %.1f%%; drops %.0f/s → %.0f/s", trigger, what, before, after, dropsBefore, dropsAfter)
 }
 
 func mean(os []Observation, f func(Observation) float64) float64 {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -35,7 +36,8 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 			t.Errorf("testbed down: %v", err)
 		}
 	})
-	if _, err := tb.StartProgram("udp-sink", "irqpilot", 9001, "taskset", "-c", "1", "env", "IRQPILOT_BENCH_HELPER=udp-sink", bin, "-addr", testbed.ServerAddr); err != nil {
+	sink, err := tb.StartProgram("udp-sink", "irqpilot", 9001, "taskset", "-c", "1", "env", "IRQPILOT_BENCH_HELPER=udp-sink", bin, "-addr", testbed.ServerAddr)
+	if err != nil {
 		t.Fatal(err)
 	}
 	send := exec.Command("ip", "netns", "exec", tb.ClientNS, "taskset", "-c", "0", "env", "IRQPILOT_BENCH_HELPER=udp-send", bin,
@@ -73,7 +75,11 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 
 	pf := writePlan(t, "version: 1\n")
 	sd := mkState(t)
-	p := startAgent(t, tb.ServerNS, sd, "--plan", pf, "--interval", "500ms", "--listen", "", "--adapt",
+	// The operator names the consumer (--app), as they would for a
+	// service: auto may then move it beside the sender when RPS frees
+	// CPU 0 (without it, RPS alone would pile the softirq onto the sink's
+	// busy CPU 1, and auto rightly changes nothing).
+	p := startAgent(t, tb.ServerNS, sd, "--plan", pf, "--device", tb.ServerDev, "--app", fmt.Sprintf("pid:%d", sink.PID), "--interval", "500ms", "--listen", "", "--adapt",
 		"--adapt-persist", "3", "--adapt-window", "6", "--adapt-dwell", "1s", "--revert-on-exit")
 	var st *Status
 	decided := func() bool {

@@ -71,6 +71,23 @@ func TestVerdict(t *testing.T) {
 	if keep, _ := Verdict(bound, nil, w, false); keep {
 		t.Errorf("no baseline: kept")
 	}
+	// Seed 004: the softirq moved off the hot CPU 0 onto CPU 1, which had
+	// headroom. The busiest CPU's interrupt time is the same; CPU 0's fell.
+	perCPU := func(cpu0, cpu1 float64, ids ...string) Observation {
+		o := obs(max(cpu0, cpu1), 0, ids...)
+		o.IRQ = map[int]float64{0: cpu0, 1: cpu1}
+		o.FindingCPUs = map[string][]int{}
+		for _, id := range ids {
+			o.FindingCPUs[id] = []int{0}
+		}
+		return o
+	}
+	if keep, why := Verdict(bound, repeat(perCPU(62, 0, bound), 3), repeat(perCPU(9, 60), 4), false); !keep || !strings.Contains(why, "CPU 0") {
+		t.Errorf("work moved off the hot CPU: %v %q, want kept, judged on CPU 0", keep, why)
+	}
+	if keep, why := Verdict(bound, repeat(perCPU(62, 0, bound), 3), repeat(perCPU(63, 2), 4), false); keep || !strings.Contains(why, "CPU 0 (the finding's) did not fall") {
+		t.Errorf("hot CPU not relieved: %v %q, want reverted", keep, why)
+	}
 }
 
 // A harmful finding must persist Persist intervals; after a change the

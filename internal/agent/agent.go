@@ -61,7 +61,14 @@ type Options struct {
 	Socket       string
 	Adapt        bool
 	AdaptOptions AdaptOptions
-	// Planner computes adaptations (default AutoPlanner).
+	// App is the application traffic is for (a plan selector, --app):
+	// --adapt measures its threads and may place it; --policy pins it.
+	App string
+	// Devices restricts --policy's plan and --adapt's plans to these
+	// network interfaces (--device; default every physical NIC).
+	Devices []string
+	// Planner computes adaptations (default AutoPlanner, or with App the
+	// auto policy told the application).
 	Planner      Planner
 	RevertOnExit bool
 	// PingPongLimit repairs of one setting within PingPongWindow freeze it
@@ -167,8 +174,20 @@ func New(o Options) (*Agent, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	var resolveApp func() ([]int, error)
+	if o.App != "" {
+		r, err := appResolver(o.FS, o.App)
+		if err != nil {
+			return nil, &BadInputError{fmt.Errorf("--app: %w; nothing was changed", err)}
+		}
+		resolveApp = r
+		o.PolicyOptions.App = o.App
+	}
+	if len(o.Devices) > 0 {
+		o.PolicyOptions.Devices = o.Devices
+	}
 	if o.Planner == nil {
-		o.Planner = AutoPlanner
+		o.Planner = autoPlanner(o.Devices, o.App, resolveApp)
 	}
 	o.AdaptOptions.defaults()
 	if (o.PlanFile == "") == (o.Policy == "") {
@@ -184,6 +203,11 @@ func New(o Options) (*Agent, error) {
 		trigger: make(chan string, 16), reloadReq: make(chan chan error),
 		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{}, firstWriter: map[string]string{},
 		sampler: load.NewSampler(o.FS), adapt: newAdaptState(o.AdaptOptions)}
+	if resolveApp != nil && o.Adapt {
+		// The application's threads only (not every thread on the host):
+		// auto places it from their measured CPU use.
+		ag.sampler.TaskPIDs = func() []int { pids, _ := resolveApp(); return pids }
+	}
 	h, err := ag.readHost()
 	if err != nil {
 		return nil, &BadInputError{fmt.Errorf("read the host: %w; nothing was changed", err)}

@@ -99,6 +99,10 @@ type Sampler struct {
 	// Tasks makes Sample read every thread's /proc/PID/task/TID/stat too
 	// (for doctor's app-on-irq-cpu); costly on busy hosts, off by default.
 	Tasks bool
+	// TaskPIDs, when set and Tasks is not, names the processes whose
+	// threads Sample reads (the application the agent places): a few
+	// files instead of every thread on the machine.
+	TaskPIDs func() []int
 	// Cost, when set, is read with every sample (the eBPF collector).
 	Cost CostReader
 
@@ -183,6 +187,15 @@ func (s *Sampler) Sample() (*Sample, error) {
 	if s.Cost != nil {
 		if smp.Cost, err = s.Cost.Read(); err != nil {
 			smp.Unavailable = append(smp.Unavailable, "eBPF cost maps: "+err.Error())
+		}
+	}
+	if !s.Tasks && s.TaskPIDs != nil {
+		var procs []string
+		for _, pid := range s.TaskPIDs() {
+			procs = append(procs, strconv.Itoa(pid))
+		}
+		if smp.Tasks, err = readTasksOf(s.fs, procs); err != nil {
+			return nil, err
 		}
 	}
 	if s.Tasks {

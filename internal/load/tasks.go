@@ -42,6 +42,12 @@ func readTasks(fs *kernel.FS) ([]TaskTimes, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readTasksOf(fs, procs)
+}
+
+// readTasksOf reads the threads of the processes named (PID strings);
+// processes gone meanwhile are left out.
+func readTasksOf(fs *kernel.FS, procs []string) ([]TaskTimes, error) {
 	var out []TaskTimes
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p)

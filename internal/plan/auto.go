@@ -76,6 +76,7 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 		steered = append(steered, t.nic.Name)
 	}
 	m := newModel(h, l, steered)
+	m.selected = selectedPIDs(o)
 	base := m.Predict(&Plan{})
 	hot := hotCPUs(harm)
 	// With headroom somewhere, a plan is judged by its busiest
@@ -137,10 +138,11 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 			}
 			p := rpsPlan(b, t, away, fmt.Sprintf("RPS keeps protocol work off CPU %d, which the measurement shows interrupt-bound", c))
 			add(fmt.Sprintf("RPS for %s on CPUs %s", t.nic.Name, away), p, nil)
-			if pid := appPID(o.App); pid > 0 && len(m.tasks[pid]) > 0 {
+			if app, ok := appEntry(o, m); ok && p != nil {
 				q := rpsPlan(b, t, away, fmt.Sprintf("RPS keeps protocol work off CPU %d, which the measurement shows interrupt-bound", c))
-				q.Apps = append(q.Apps, AppEntry{PID: pid, CPUs: cpuset.Of(c),
-					Reason: fmt.Sprintf("the application takes CPU %d, which RPS frees from protocol work, next to where its packets arrive", c)})
+				app.CPUs = cpuset.Of(c)
+				app.Reason = fmt.Sprintf("the application takes CPU %d, which RPS frees from protocol work, next to where its packets arrive", c)
+				q.Apps = append(q.Apps, app)
 				add(fmt.Sprintf("RPS for %s on CPUs %s, application on CPU %d", t.nic.Name, away, c), q, nil)
 			}
 		}
@@ -156,15 +158,21 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 		ranked = append(ranked, fmt.Sprintf("%s %.0f", c.name, c.s))
 	}
 	findings += fmt.Sprintf(" [no change %.0f; best candidates: %s]", baseScore, strings.Join(ranked, ", "))
-	if pid := appPID(o.App); pid > 0 {
+	if o.App != "" {
+		per := map[int]float64{}
+		for _, pid := range m.selected {
+			for c, v := range m.tasks[pid] {
+				per[c] += v
+			}
+		}
 		var use []string
-		for _, c := range sortedCPUs(m.tasks[pid]) {
-			use = append(use, fmt.Sprintf("%.0f%% on CPU%d", m.tasks[pid][c], c))
+		for _, c := range sortedCPUs(per) {
+			use = append(use, fmt.Sprintf("%.0f%% on CPU%d", per[c], c))
 		}
 		if len(use) == 0 {
 			use = []string{"no busy thread measured"}
 		}
-		findings += fmt.Sprintf(" [application pid %d: %s]", pid, strings.Join(use, ", "))
+		findings += fmt.Sprintf(" [application %s: %s]", o.App, strings.Join(use, ", "))
 	}
 	need := MinGain
 	if separate {
@@ -326,13 +334,38 @@ func rpsPlan(b *builder, t *target, cpus cpuset.Set, why string) *Plan {
 	return p
 }
 
-// appPID is the PID of an application selector "pid:N", 0 otherwise.
-func appPID(sel string) int {
-	if v, ok := strings.CutPrefix(sel, "pid:"); ok {
-		n, _ := strconv.Atoi(v)
-		return n
+// selectedPIDs are the processes o.App stands for: N of "pid:N", else
+// what the caller resolved (Options.AppPIDs).
+func selectedPIDs(o Options) []int {
+	if v, ok := strings.CutPrefix(o.App, "pid:"); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return []int{n}
+		}
+		return nil
 	}
-	return 0
+	return o.AppPIDs
+}
+
+// appEntry is the application entry for o.App (its selector, so a plan
+// kept by the agent still finds the application after a restart), when
+// the measurement saw its threads busy.
+func appEntry(o Options, m *model) (AppEntry, bool) {
+	if o.App == "" {
+		return AppEntry{}, false
+	}
+	busy := false
+	for _, pid := range m.selected {
+		busy = busy || len(m.tasks[pid]) > 0
+	}
+	if !busy {
+		return AppEntry{}, false
+	}
+	e, err := ParseAppSelector(o.App)
+	if err != nil {
+		return AppEntry{}, false
+	}
+	e.All = e.Comm != "" && len(m.selected) > 1 // the caller accepted several (plan --all)
+	return e, true
 }
 
 // isolationBreach is the isolated/nohz_full CPUs some movable IRQ may run

@@ -172,6 +172,34 @@ func TestAutoSeed004UnattributedWork(t *testing.T) {
 	}
 }
 
+// The application named by a selector other than pid: (what an operator
+// gives the agent or plan for a service): the caller resolves it to PIDs,
+// auto reads their threads and keeps the selector in the plan, so the
+// placement still applies after the application restarts.
+func TestAutoAppSelector(t *testing.T) {
+	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	for i := range h.NICs {
+		h.NICs[i].Virtual = true
+	}
+	sink := load.TaskLoad{PID: 4242, TID: 4242, Comm: "udp-sink", CPU: 1, Busy: 45}
+	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 15}}, nil, []load.TaskLoad{sink})
+	p, err := Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242}, Devices: []string{"vs1"}, MachineWide: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Apps) != 1 || p.Apps[0].Comm != "udp-sink" || p.Apps[0].PID != 0 || p.Apps[0].CPUs.String() != "0" {
+		t.Fatalf("consumer placement %+v, want comm udp-sink on CPU 0\n%s", p.Apps, p.Why)
+	}
+	// Not resolved (not running): no placement candidate, and no panic.
+	p, err = Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", Devices: []string{"vs1"}, MachineWide: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Apps) != 0 || !strings.Contains(p.Why, "no busy thread measured") {
+		t.Errorf("unresolved selector: apps %+v\n%s", p.Apps, p.Why)
+	}
+}
+
 // A snapshot without a second sample has no load: nothing is changed, and
 // the plan says so — but IRQs allowed on isolated CPUs are a breach the
 // host alone shows.

@@ -84,6 +84,9 @@ type model struct {
 	devNet map[string]map[int]float64
 	// tasks by PID: busy percent per CPU.
 	tasks map[int]map[int]float64
+	// selected are the processes an app entry without a PID (a comm:,
+	// unit: or cgroup: selector) stands for (Options.AppPIDs).
+	selected []int
 }
 
 func newModel(h *host.Host, l *load.Load, steered []string) *model {
@@ -284,12 +287,15 @@ func (m *model) Predict(p *Plan) Prediction {
 	}
 	m.predictNAPIThreads(p, st, devNet, steered) // auto_napi.go
 	for _, a := range p.Apps {
+		pids := []int{a.PID}
 		if a.PID == 0 {
-			continue
+			pids = m.selected
 		}
-		for c, v := range m.tasks[a.PID] {
-			if !a.CPUs.Contains(c) {
-				moveTo(c, v, a.CPUs, other)
+		for _, pid := range pids {
+			for c, v := range m.tasks[pid] {
+				if !a.CPUs.Contains(c) {
+					moveTo(c, v, a.CPUs, other)
+				}
 			}
 		}
 	}

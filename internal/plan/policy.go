@@ -23,6 +23,10 @@ type Options struct {
 	// "unit:NAME.service" or "cgroup:PATH". Empty: nothing is pinned and the
 	// plan only advises app_cpus.
 	App string
+	// AppPIDs are the processes App selects now, for auto to read their
+	// measured threads: live callers resolve comm:, unit: and cgroup:
+	// selectors (planning itself reads nothing); pid:N needs none.
+	AppPIDs []int
 	// Devices restricts the plan to these network interfaces (any kind,
 	// veth included) and their lower devices: only their IRQs, queues and
 	// coalescing are planned (see ScopeToDevices). Default: every physical
