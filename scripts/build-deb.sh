@@ -27,13 +27,14 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
 # Debian versions must start with a digit and, for a native package, hold
-# no '-': v1.2.3 -> 1.2.3; v1.2.3-4-gabcdef -> 1.2.3+git4.gabcdef; no tag ->
+# no '-': v1.2.3 -> 1.2.3; v1.2.3-4-gabcdef -> 1.2.3+git4.gabcdef; a
+# pre-release v1.2.3-rc1 -> 1.2.3~rc1 (sorts before 1.2.3); no tag ->
 # 0.0~git<commit date>.<hash>; uncommitted changes add +dirty.
 debian_version() {
 	local d
 	if d=$(git describe --tags --match 'v[0-9]*' --dirty=+dirty 2>/dev/null); then
 		d=${d#v}
-		d=$(printf '%s' "$d" | sed -E 's/-([0-9]+)-g([0-9a-f]+)/+git\1.g\2/; s/-/./g')
+		d=$(printf '%s' "$d" | sed -E 's/-([0-9]+)-g([0-9a-f]+)/+git\1.g\2/; s/-(rc|alpha|beta|pre)/~\1/; s/-/./g')
 	else
 		d="0.0~git$(git log -1 --format=%cd --date=format:%Y%m%d).$(git rev-parse --short=7 HEAD)"
 		git diff --quiet HEAD -- 2>/dev/null || d+="+dirty"

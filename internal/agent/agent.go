@@ -101,7 +101,9 @@ type Agent struct {
 	m   *metrics.Agent
 	// files is o.FS holding the files it reads open: the applier's reads
 	// (every setting, every pass) and the online CPUs are re-read with one
-	// pread each. Released when the host is re-read and when Run ends.
+	// pread each. Released when the host is re-read (on link events, among
+	// others), on every pass when there are no link events, and when Run
+	// ends.
 	files *kernel.FS
 	// diffMemo: the last pass's validation and verdicts (apply.DiffMemo).
 	diffMemo apply.DiffMemo
@@ -132,6 +134,7 @@ type Agent struct {
 	firstWriter    map[string]string
 	repairJournals []repairJournal
 	needResolve    bool
+	linkEvents     bool // WatchLinks is delivering link events
 	online         string
 	started        time.Time
 	lastPass       time.Time
@@ -332,6 +335,10 @@ func (ag *Agent) Run(ctx context.Context) error {
 	if !o.NoLinkEvents {
 		if err := kernel.WatchLinks(ctx, ag.onLink); err != nil {
 			ag.log.Warn("no link events: devices that appear are converged at the next interval", "error", err)
+		} else {
+			ag.mu.Lock()
+			ag.linkEvents = true
+			ag.mu.Unlock()
 		}
 	}
 	ag.started = time.Now()

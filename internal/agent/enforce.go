@@ -56,6 +56,12 @@ func (ag *Agent) pass(why string) {
 	defer ag.mu.Unlock()
 	ag.passes++
 	ag.lastPass = start
+	if !ag.linkEvents {
+		// Without link events a renamed device, or one moved to another
+		// namespace, goes unnoticed by a held file (it follows the
+		// object, not the path): open every file afresh each pass.
+		ag.files.Release()
+	}
 	if ag.m != nil {
 		ag.m.Passes.Inc()
 	}
@@ -238,6 +244,11 @@ func (ag *Agent) enforce(why string) error {
 				continue
 			}
 			ag.established[k] = true
+			if e.Kind == setting.KindDevThreaded {
+				// Turning threaded NAPI on creates the NAPI threads a plan
+				// places: read the host again next pass, not in minutes.
+				ag.needResolve = true
+			}
 			if d, ok := drift[k]; ok {
 				r := Repair{Time: now, Setting: string(e.Kind), Target: e.Target, Device: e.Device,
 					Old: e.Value, Drifted: d.Old, Restored: e.Value, Culprit: culpritFor(e, culprit), Journal: jid}
@@ -289,7 +300,7 @@ func (ag *Agent) pruneRepairs() {
 		superseded := true
 		for _, k := range r.keys {
 			w := ag.firstWriter[k]
-			superseded = superseded && w != "" && w != r.id && slices.Contains(ag.journals, w)
+			superseded = superseded && w != "" && w != r.id && slices.Contains(ag.journals, w) && ag.stillApplied(w)
 		}
 		if !superseded {
 			continue
@@ -304,6 +315,14 @@ func (ag *Agent) pruneRepairs() {
 	if removed > 0 {
 		ag.log.Info("journal retention: removed superseded drift-repair journals", "count", removed, "kept", ag.o.KeepJournals)
 	}
+}
+
+// stillApplied: journal id is on disk and applied — not reverted from
+// outside (`irqpilot revert` while the agent runs), in which case a later
+// repair journal may be the only record of a setting's original value.
+func (ag *Agent) stillApplied(id string) bool {
+	j, err := apply.LoadJournal(ag.o.StateDir, id)
+	return err == nil && j.State == apply.StateApplied
 }
 
 func indexOf(cs []setting.Change, key string) int {

@@ -45,6 +45,13 @@ func RemoveJournal(stateDir, id string) error {
 	if !journalID.MatchString(id) {
 		return fmt.Errorf("%q is not a journal ID", id)
 	}
+	// Under the state directory's lock, so no apply or revert reads the
+	// journal list while it changes.
+	lk, err := AcquireLock(stateDir)
+	if err != nil {
+		return err
+	}
+	defer lk.Release()
 	j, err := LoadJournal(stateDir, id)
 	if err != nil {
 		return err

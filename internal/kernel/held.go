@@ -24,7 +24,10 @@ const DefaultMaxHeld = 4096
 // device is removed, even if one with the same name came back; procfs: EIO
 // once the IRQ's directory is removed): the file is then opened again by its
 // path, once, so a re-created device or re-requested IRQ is read where it is
-// now. Below a directory tree (a snapshot, a test tree) a file rewritten in
+// now. A device renamed or moved to another network namespace is not
+// removed: its held files keep reading the same device, now under another
+// name, until Release (the agent releases on link events, and on every pass
+// when it has none). Below a directory tree (a snapshot, a test tree) a file rewritten in
 // place is read fresh, but one replaced by another file (rename) is read as
 // it was until Release.
 type heldFiles struct {

@@ -67,12 +67,15 @@ func (f *FS) Processes() ([]Process, error) {
 }
 
 // Daemon is the lowest-PID process named name that is the system's
-// daemon, not a look-alike: on the live machine its /proc/PID directory is
-// owned by root (its effective user) and its executable's file name is
-// name too (comm is whatever a process sets with prctl, and any user can
-// run a program called "irqbalance"; irqpilot stops and signals what this
-// returns). Below another root (a snapshot) the comm alone decides. false
-// when none runs.
+// daemon, not a look-alike: on the live machine its real and effective
+// user are root (the Uid: line of /proc/PID/status — the owner of
+// /proc/PID is root for any process that made itself non-dumpable) and
+// its executable is a file called name that root owns and no one else may
+// write (comm is whatever a process sets with prctl, any user can run a
+// program called "irqbalance", and irqpilot stops and signals what this
+// returns). Every process with that comm is checked, so a look-alike with
+// a lower PID hides nothing. Below another root (a snapshot) the comm
+// alone decides. false when none runs.
 func (f *FS) Daemon(name string) (Process, bool) {
 	procs, err := f.Processes()
 	if err != nil {
@@ -90,12 +93,24 @@ func (f *FS) Daemon(name string) (Process, bool) {
 	return Process{}, false
 }
 
-// isRootDaemon: /proc/PID is owned by uid 0 and /proc/PID/exe names a file
-// called name (" (deleted)" allowed: the package was upgraded under it).
+// isRootDaemon: /proc/PID/status says uid 0 (real and effective) and
+// /proc/PID/exe is a root-owned file called name, not writable by group
+// or others (" (deleted)" allowed: the package was upgraded under it).
 func (f *FS) isRootDaemon(pid int, name string) bool {
 	dir := f.Path("proc/" + strconv.Itoa(pid))
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil || st.Uid != 0 {
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return false
+	}
+	root := false
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			ids := strings.Fields(v) // real, effective, saved, filesystem
+			root = len(ids) >= 2 && ids[0] == "0" && ids[1] == "0"
+			break
+		}
+	}
+	if !root {
 		return false
 	}
 	exe, err := os.Readlink(dir + "/exe")
@@ -103,7 +118,16 @@ func (f *FS) isRootDaemon(pid int, name string) bool {
 		return false
 	}
 	exe = strings.TrimSuffix(exe, " (deleted)")
-	return exe[strings.LastIndexByte(exe, '/')+1:] == name
+	if exe[strings.LastIndexByte(exe, '/')+1:] != name {
+		return false
+	}
+	// The file itself, through the process (it may have been replaced on
+	// disk since): stat follows the magic link to the executable mapped.
+	var st unix.Stat_t
+	if err := unix.Stat(dir+"/exe", &st); err != nil {
+		return false
+	}
+	return st.Uid == 0 && st.Mode&0o022 == 0
 }
 
 // ParseStatStartTime returns field 22 (starttime) of a /proc/PID/stat or

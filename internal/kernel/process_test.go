@@ -227,8 +227,20 @@ func TestDaemonNotALookAlike(t *testing.T) {
 	if err := os.WriteFile(fake, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	start := func(uid uint32) int {
-		cmd := exec.Command(fake, "60")
+	// A copy anyone may write (so anyone could have put any program there).
+	wdir := filepath.Join(dir, "w")
+	if err := os.Mkdir(wdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writable := filepath.Join(wdir, "irqbalance")
+	if err := os.WriteFile(writable, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(writable, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	startAs := func(prog string, uid uint32) int {
+		cmd := exec.Command(prog, "60")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -236,7 +248,15 @@ func TestDaemonNotALookAlike(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd.Process.Pid
 	}
+	start := func(uid uint32) int { return startAs(fake, uid) }
 	f := New("/")
+	// Root running a world-writable copy, started first (the lower PID):
+	// not the daemon, and it hides nothing started after it.
+	rootWritable := startAs(writable, 0)
+	waitComm(t, rootWritable, "irqbalance")
+	if p, ok := f.Daemon("irqbalance"); ok && p.PID == rootWritable {
+		t.Errorf("Daemon took root's world-writable copy (pid %d) for irqbalance", rootWritable)
+	}
 	nobody := start(65534)
 	waitComm(t, nobody, "irqbalance")
 	if p, ok := f.Daemon("irqbalance"); ok && p.PID == nobody {
@@ -245,7 +265,7 @@ func TestDaemonNotALookAlike(t *testing.T) {
 	root := start(0)
 	waitComm(t, root, "irqbalance")
 	p, ok := f.Daemon("irqbalance")
-	if !ok || p.PID == nobody {
+	if !ok || p.PID == nobody || p.PID == rootWritable {
 		t.Errorf("Daemon = %+v, %v; want root's irqbalance (pid %d, or a real daemon's lower PID)", p, ok, root)
 	}
 	// Below another root the comm alone decides (nothing is signalled there).

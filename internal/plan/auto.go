@@ -175,11 +175,12 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 		findings += fmt.Sprintf(" [application %s: %s]", o.App, strings.Join(use, ", "))
 	}
 	need := MinGain
-	if separate {
-		// Only reached with a CPU saturated mostly by interrupt work and
-		// no idle CPU anywhere — harm beyond doubt; a change that takes
-		// MinGain/2 points of interrupt work off application CPUs is
-		// worth making.
+	if separate && !saturatedCPUs(l).IsEmpty() {
+		// A CPU saturated mostly by interrupt work and no idle CPU
+		// anywhere — harm beyond doubt; a change that takes MinGain/2
+		// points of interrupt work off application CPUs is worth making.
+		// (Other harm on a busy machine — drops, a remote node — needs
+		// the full margin.)
 		need = MinGain / 2
 	}
 	if len(cands) == 0 || baseScore-cands[0].s < need {
@@ -348,16 +349,21 @@ func selectedPIDs(o Options) []int {
 
 // appEntry is the application entry for o.App (its selector, so a plan
 // kept by the agent still finds the application after a restart), when
-// the measurement saw its threads busy.
+// the measurement saw its threads busy, together within one CPU.
 func appEntry(o Options, m *model) (AppEntry, bool) {
 	if o.App == "" {
 		return AppEntry{}, false
 	}
-	busy := false
+	total := 0.0
 	for _, pid := range m.selected {
-		busy = busy || len(m.tasks[pid]) > 0
+		for _, v := range m.tasks[pid] {
+			total += v
+		}
 	}
-	if !busy {
+	// Nothing measured, or more than one CPU's worth: the candidate moves
+	// the whole application onto one CPU, so it must fit there (a comm:
+	// or unit: selector may stand for many busy workers).
+	if total == 0 || total > Overload {
 		return AppEntry{}, false
 	}
 	e, err := ParseAppSelector(o.App)

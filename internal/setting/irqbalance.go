@@ -244,9 +244,18 @@ func (irqbalanceBan) Restore(env *Env, c *Change) error {
 	// A file that cannot be read as a plain file (a symlink planted since)
 	// is replaced by the journaled one below, never followed.
 	if cur, err := env.FS.ConfigFile(c.Path); err == nil && cur.Data != nil && withoutBan(*cur.Data) != withoutBan(old) {
+		// The old file's own ban variable only: were its ban the older
+		// IRQBALANCE_BANNED_CPUS mask, writing it back as a CPULIST would
+		// add a line that never existed and overrides the mask.
 		oldBan := ""
-		if c.OldFile != nil {
-			set, _, err := host.BannedInConfig([]byte(old))
+		var banLines []string
+		for _, l := range strings.Split(old, "\n") {
+			if setsBanVar(l) {
+				banLines = append(banLines, l)
+			}
+		}
+		if len(banLines) > 0 {
+			set, _, err := host.BannedInConfig([]byte(strings.Join(banLines, "\n")))
 			if err != nil {
 				return fmt.Errorf("%s: journaled old file: %w", c.Path, err)
 			}
