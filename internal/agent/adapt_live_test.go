@@ -159,7 +159,9 @@ func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
 	})
 	sd := mkState(t)
 	w := startWindow(t)
-	p := startAgent(t, tb.ServerNS, sd, "--plan", writePlan(t, "version: 1\n"), "--interval", "300ms", "--listen", "", "--adapt",
+	// --device: auto may steer the veth (without it the namespace has no
+	// device auto plans for, and "changes nothing" would hold trivially).
+	p := startAgent(t, tb.ServerNS, sd, "--plan", writePlan(t, "version: 1\n"), "--device", tb.ServerDev, "--interval", "300ms", "--listen", "", "--adapt",
 		"--adapt-persist", "3", "--adapt-window", "4", "--adapt-dwell", "1s", "--revert-on-exit")
 	<-loaded
 	st := p.status(t)
