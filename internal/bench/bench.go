@@ -46,5 +46,14 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 	rep.Scope = &sc
 	rep.Dropped = r.Dropped
 	rep.MachineWide = r.MachineWide
+	for c, s := range r.Setups {
+		if s == nil || (len(s.Notes) == 0 && len(s.Changes) == 0) {
+			continue
+		}
+		if rep.Decisions == nil {
+			rep.Decisions = map[string]Decision{}
+		}
+		rep.Decisions[c] = Decision{Notes: s.Notes, Changes: len(s.Changes)}
+	}
 	return rep, err
 }

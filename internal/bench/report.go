@@ -58,6 +58,17 @@ type Report struct {
 	// changed for its runs (kept by Scope.Restrict because a device under
 	// test needs them: RFS's net.core.rps_sock_flow_entries).
 	MachineWide map[string][]string `json:"machine_wide,omitempty"`
+	// Decisions is, per configuration that decided something (a policy:
+	// its plan's why; auto: the evidence and the candidates it compared),
+	// what its first measured run set up, in words; Changes counts the
+	// kernel writes it made for its runs.
+	Decisions map[string]Decision `json:"decisions,omitempty"`
+}
+
+// Decision is what a configuration set up for its runs.
+type Decision struct {
+	Notes   []string `json:"notes,omitempty"`
+	Changes int      `json:"changes"`
 }
 
 // MinRuns is the fewest successful runs per configuration from which bench

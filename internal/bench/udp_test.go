@@ -74,6 +74,10 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 		t.Fatal("auto was not set up")
 	}
 	t.Logf("auto: %s", strings.Join(auto.Notes, "; "))
+	// The report says what auto decided, not only how fast it was.
+	if d, ok := rep.Decisions["auto"]; !ok || len(d.Notes) == 0 || !strings.HasPrefix(d.Notes[0], "auto") || d.Changes != len(auto.Changes) {
+		t.Errorf("report's decision for auto: %+v (setup has %d changes)", d, len(auto.Changes))
+	}
 	// auto decides from the default run's load (the traffic's window). It
 	// must steer when that shows CPU 0 saturated mostly by interrupt work;
 	// a machine where the flood did not saturate CPU 0 is not seed 004's
