@@ -347,6 +347,11 @@ func selectedPIDs(o Options) []int {
 	return o.AppPIDs
 }
 
+// oneCPU is the most measured CPU use (percent) that counts as one CPU's
+// worth of application work (per-task times and the interval are sampled
+// a little apart, so a saturated thread can read slightly above 100).
+const oneCPU = 105.0
+
 // appEntry is the application entry for o.App (its selector, so a plan
 // kept by the agent still finds the application after a restart), when
 // the measurement saw its threads busy, together within one CPU.
@@ -362,8 +367,10 @@ func appEntry(o Options, m *model) (AppEntry, bool) {
 	}
 	// Nothing measured, or more than one CPU's worth: the candidate moves
 	// the whole application onto one CPU, so it must fit there (a comm:
-	// or unit: selector may stand for many busy workers).
-	if total == 0 || total > Overload {
+	// or unit: selector may stand for many busy workers). One thread that
+	// fills its CPU — a consumer reading as fast as data arrives, 96–100 %
+	// busy — is one CPU's worth, not more: the margin is for sampling skew.
+	if total == 0 || total > oneCPU {
 		return AppEntry{}, false
 	}
 	e, err := ParseAppSelector(o.App)

@@ -190,6 +190,28 @@ func TestAutoAppSelector(t *testing.T) {
 	if len(p.Apps) != 1 || p.Apps[0].Comm != "udp-sink" || p.Apps[0].PID != 0 || p.Apps[0].CPUs.String() != "0" {
 		t.Fatalf("consumer placement %+v, want comm udp-sink on CPU 0\n%s", p.Apps, p.Why)
 	}
+	// A consumer that fills its CPU (96 %, as under a race-built sink) is
+	// still one CPU's worth: it may move; two such workers are not.
+	sink.Busy = 96
+	l = synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 66}}, nil, []load.TaskLoad{sink})
+	p, err = Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242}, Devices: []string{"vs1"}, MachineWide: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Apps) != 1 || p.Apps[0].CPUs.String() != "0" {
+		t.Errorf("a consumer filling CPU 1: placement %+v, want CPU 0\n%s", p.Apps, p.Why)
+	}
+	second := load.TaskLoad{PID: 4243, TID: 4243, Comm: "udp-sink", CPU: 0, Busy: 90}
+	l = synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 66}}, nil, []load.TaskLoad{sink, second})
+	p, err = Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242, 4243}, Devices: []string{"vs1"}, MachineWide: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range p.Apps {
+		if a.CPUs.Len() == 1 {
+			t.Errorf("two busy workers (186 %%) pinned onto one CPU: %+v\n%s", p.Apps, p.Why)
+		}
+	}
 	// Not resolved (not running): no placement candidate, and no panic.
 	p, err = Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", Devices: []string{"vs1"}, MachineWide: true})
 	if err != nil {
