@@ -19,9 +19,15 @@ type window struct {
 	from *load.Sample
 }
 
-func startWindow(t *testing.T) *window {
+func startWindow(t *testing.T) *window { t.Helper(); return startWindowTasks(t) }
+
+// startWindowTasks is startWindow that also samples the threads of pids.
+func startWindowTasks(t *testing.T, pids ...int) *window {
 	t.Helper()
 	s := load.NewSampler(kernel.New("/"))
+	if len(pids) > 0 {
+		s.TaskPIDs = func() []int { return pids }
+	}
 	from, err := s.Sample()
 	if err != nil {
 		t.Fatal(err)
