@@ -244,7 +244,8 @@ func (o *planOptions) checkApp(fs *kernel.FS) error {
 	if err != nil {
 		return nil // options() reports a bad selector
 	}
-	sel := &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup, All: o.all}
+	e.All = o.all
+	sel := e.Processes()
 	pids, err := setting.SelectProcesses(fs, sel)
 	if err != nil {
 		return fmt.Errorf("--app %s: %w", o.app, err)

@@ -39,7 +39,8 @@ func appResolver(fs *kernel.FS, app string) (func() ([]int, error), error) {
 	if err != nil {
 		return nil, err
 	}
-	sel := &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup, All: true}
+	e.All = true // each process the selector names is the application
+	sel := e.Processes()
 	return func() ([]int, error) { return setting.SelectProcesses(fs, sel) }, nil
 }
 

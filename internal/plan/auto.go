@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -338,11 +337,8 @@ func rpsPlan(b *builder, t *target, cpus cpuset.Set, why string) *Plan {
 // selectedPIDs are the processes o.App stands for: N of "pid:N", else
 // what the caller resolved (Options.AppPIDs).
 func selectedPIDs(o Options) []int {
-	if v, ok := strings.CutPrefix(o.App, "pid:"); ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return []int{n}
-		}
-		return nil
+	if e, err := ParseAppSelector(o.App); err == nil && e.PID != 0 {
+		return []int{e.PID}
 	}
 	return o.AppPIDs
 }

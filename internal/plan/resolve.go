@@ -175,7 +175,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		f := fmt.Sprintf("apps[%d]", i)
 		v.check(l, e.Line, f+".cpus", e.CPUs)
 		out = append(out, setting.Change{Kind: setting.KindApp, Target: e.Selector(), Value: e.CPUs.String(), Reason: e.Reason,
-			Line: e.Line, App: &setting.AppSelector{PID: e.PID, Comm: e.Comm, Unit: e.Unit, Cgroup: e.Cgroup, All: e.All}})
+			Line: e.Line, App: e.Processes()})
 	}
 
 	if e := p.Irqbalance; e != nil {
@@ -406,4 +406,10 @@ func planName(p *Plan) string {
 		return p.File
 	}
 	return "(generated)"
+}
+
+// Processes is the entry's process selector as the setting registry takes
+// it (apply resolves it to threads; live callers to PIDs).
+func (a AppEntry) Processes() *setting.AppSelector {
+	return &setting.AppSelector{PID: a.PID, Comm: a.Comm, Unit: a.Unit, Cgroup: a.Cgroup, All: a.All}
 }
