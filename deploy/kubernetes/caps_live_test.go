@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -10,12 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // The DaemonSet's capability list, checked on the live kernel: the agent
@@ -52,12 +52,7 @@ func TestCapabilitiesLive(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "irqpilot")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/irqpilot")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build irqpilot: %v\n%s", err, out)
-	}
+	bin := livetest.Irqpilot(t) // static (cgo off), in a directory others may reach
 
 	var rb [3]byte
 	rand.Read(rb[:])
@@ -152,14 +147,12 @@ apps:
 
 func run(t *testing.T, name string, args ...string) {
 	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
+	livetest.Run(t, name, args...)
 }
 
 type agentLog struct {
 	cmd *exec.Cmd
-	buf *syncBuffer
+	buf *livetest.Buffer
 }
 
 func (l *agentLog) String() string { return l.buf.String() }
@@ -174,7 +167,7 @@ func startAgent(t *testing.T, bin, ns, plan, state string, caps []string) *agent
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns, "setpriv", "--inh-caps="+set, "--ambient-caps="+set, "--bounding-set="+set,
 		bin, "agent", "--plan="+plan, "--state-dir="+state, "--listen=", "--interval=200ms")
-	l := &agentLog{cmd: cmd, buf: &syncBuffer{}}
+	l := &agentLog{cmd: cmd, buf: &livetest.Buffer{}}
 	cmd.Stdout, cmd.Stderr = l.buf, l.buf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -243,21 +236,9 @@ func platformIRQs() []string {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for the agent's output copier and
-// the test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// TestMain removes the binary the live test built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	livetest.RemoveBuilt()
+	os.Exit(code)
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,12 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 func needRoot(t *testing.T) {
@@ -29,41 +28,14 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// binary builds cmd/irqpilot once per test binary: the live tests run the
-// agent as its own process (signals, SIGKILL, exit codes, a network
+// irqpilot is cmd/irqpilot built once per test binary: the live tests run
+// the agent as its own process (signals, SIGKILL, exit codes, a network
 // namespace of its own).
-var binaryBuilt bool
-
-var binary = sync.OnceValues(func() (string, error) {
-	binaryBuilt = true
-	dir, err := os.MkdirTemp("", "irqpilot-agent-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "irqpilot")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/irqpilot").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build irqpilot: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-func irqpilot(t *testing.T) string {
-	t.Helper()
-	bin, err := binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
+func irqpilot(t *testing.T) string { return livetest.Irqpilot(t) }
 
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return livetest.Run(t, name, args...)
 }
 
 // bed is a network namespace this test created with a veth pair va0/vb0.
@@ -108,27 +80,9 @@ func (b *bed) curl(t *testing.T, url string) string {
 	return run(t, "ip", "netns", "exec", b.ns, "curl", "-sf", "--max-time", "5", url)
 }
 
-// lockedBuffer collects a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type agentProc struct {
 	cmd      *exec.Cmd
-	log      *lockedBuffer
+	log      *livetest.Buffer
 	stateDir string
 	done     chan struct{}
 	err      error
@@ -159,7 +113,7 @@ func startAgentNoWait(t *testing.T, ns, stateDir string, args ...string) *agentP
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
-	p := &agentProc{cmd: exec.Command(argv[0], argv[1:]...), log: &lockedBuffer{}, stateDir: stateDir, done: make(chan struct{})}
+	p := &agentProc{cmd: exec.Command(argv[0], argv[1:]...), log: &livetest.Buffer{}, stateDir: stateDir, done: make(chan struct{})}
 	p.cmd.Stderr = p.log
 	p.cmd.Stdout = p.log
 	if err := p.cmd.Start(); err != nil {
@@ -320,7 +274,7 @@ scrape_configs:
 	addr := "127.0.0.1:19090"
 	cmd := exec.Command("ip", "netns", "exec", b.ns, prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	logb := &lockedBuffer{}
+	logb := &livetest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logb, logb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -2,8 +2,9 @@ package agent
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // TestMain removes the binary and the generated host the tests built.
@@ -14,10 +15,6 @@ func TestMain(m *testing.M) {
 			os.RemoveAll(dir)
 		}
 	}
-	if binaryBuilt {
-		if bin, _ := binary(); bin != "" {
-			os.RemoveAll(filepath.Dir(bin))
-		}
-	}
+	livetest.RemoveBuilt()
 	os.Exit(code)
 }

@@ -25,35 +25,14 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/report"
 	"github.com/irqpilot/irqpilot/internal/report/promsource"
 )
 
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return livetest.Run(t, name, args...)
 }
 
 // start runs argv in the background; the cleanup stops it by PID
@@ -61,7 +40,7 @@ func (l *lockedBuffer) String() string {
 func start(t *testing.T, what string, argv ...string) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
-	logb := &lockedBuffer{}
+	logb := &livetest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logb, logb
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -205,10 +184,7 @@ func TestLiveThreeAgentsPrometheusReport(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "irqpilot")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/irqpilot").CombinedOutput(); err != nil {
-		t.Fatalf("build irqpilot: %v\n%s", err, out)
-	}
+	bin := livetest.Irqpilot(t)
 	diskActivity(t)
 	plan := filepath.Join(dir, "plan.yaml")
 	if err := os.WriteFile(plan, []byte("version: 1\n"), 0o644); err != nil {
@@ -388,4 +364,11 @@ type recording struct {
 	Range     string                     `json:"range"`
 	Step      string                     `json:"step"`
 	Responses map[string]json.RawMessage `json:"responses"`
+}
+
+// TestMain removes the binary the live test built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	livetest.RemoveBuilt()
+	os.Exit(code)
 }
