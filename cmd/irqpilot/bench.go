@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,11 +165,13 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 func splitConfigs(s string) []string {
 	var out []string
 	cur := ""
-	// spec:…,… contains commas: a new configuration starts at a comma
-	// followed by a known configuration name or "spec:".
+	// spec:…,… contains commas: a part continues a spec only when it is
+	// one of its KEY=VALUE fields; anything else ("latency/busypoll=50",
+	// "spec:…", "default") starts the next configuration.
 	parts := strings.Split(s, ",")
 	for _, p := range parts {
-		if cur != "" && strings.HasPrefix(cur, "spec:") && strings.Contains(p, "=") && !strings.HasPrefix(p, "spec:") {
+		key, _, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if cur != "" && strings.HasPrefix(cur, "spec:") && slices.Contains(bench.SpecFields, key) {
 			cur += "," + p
 			continue
 		}

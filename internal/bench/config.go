@@ -182,6 +182,10 @@ type Spec struct {
 	IRQs              map[int]cpuset.Set
 }
 
+// SpecFields are the KEY=VALUE fields of a spec: configuration, as
+// ParseSpec reads them.
+var SpecFields = []string{"app", "client", "rps", "napi", "flows", "irq"}
+
 // ParseSpec reads "spec:app=1,client=0,rps=0-1,napi=0,flows=4096,irq=36:1".
 func ParseSpec(config string) (*Spec, error) {
 	body, ok := strings.CutPrefix(config, "spec:")

@@ -50,6 +50,9 @@ type Finding struct {
 	// appMove is app-on-irq-cpu's command that moves the threads (reconcile
 	// folds it into an interrupt-bound finding for the same CPU).
 	appMove string
+	// appThreads are app-on-irq-cpu's per-thread evidence (reconcile
+	// carries them into the interrupt-bound finding it merges into).
+	appThreads []Evidence
 }
 
 // Evidence is one number behind a finding.
@@ -597,6 +600,7 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	if c.Idle <= BoundIdlePct {
 		sev = Warning
 	}
+	threads := evs
 	evs = append([]Evidence{
 		ev(fmt.Sprintf("CPU%d %%irq+%%soft", c.ID), c.IRQTime(), "%"),
 		ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
@@ -609,8 +613,8 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	}
 	move := strings.Join(moves, ", ")
 	return []Finding{{
-		appMove: move,
-		ID:      IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
+		appMove: move, appThreads: threads,
+		ID: IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
 		Summary: fmt.Sprintf("Busy application threads run on CPU%d, the CPU with the most interrupt work (%.1f%%): %s",
 			c.ID, c.IRQTime(), strings.Join(names, ", ")),
 		Evidence: evs,

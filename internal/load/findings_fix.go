@@ -125,9 +125,7 @@ func reconcile(fs []Finding) []Finding {
 		if f.ID == IDInterruptBound && len(f.CPUs) == 1 {
 			if a, ok := apps[f.CPUs[0]]; ok {
 				f.Summary += "; busy application threads run there too (" + appNames(a) + ")"
-				if len(a.Evidence) > 2 {
-					f.Evidence = append(f.Evidence, a.Evidence[2:]...)
-				}
+				f.Evidence = append(f.Evidence, a.appThreads...)
 				f.Fix += fmt.Sprintf(" Then keep the application off CPU%d: %s.", f.CPUs[0], a.appMove)
 				merged[f.CPUs[0]] = true
 			}

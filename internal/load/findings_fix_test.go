@@ -41,6 +41,20 @@ func TestInterruptBoundFixNamesDeviceAndReconciles(t *testing.T) {
 	if strings.Contains(fix, "<") || strings.Contains(fix, "dedicated-core") {
 		t.Errorf("fix has a placeholder or contradicts itself: %q", fix)
 	}
+	// The merged finding carries the application's thread evidence once,
+	// and none of the CPU's own evidence twice.
+	seen := map[string]bool{}
+	thread := false
+	for _, e := range fs[0].Evidence {
+		if seen[e.Name] {
+			t.Errorf("evidence %q listed twice: %+v", e.Name, fs[0].Evidence)
+		}
+		seen[e.Name] = true
+		thread = thread || strings.Contains(e.Name, "nginx")
+	}
+	if !thread {
+		t.Errorf("merged finding lacks the application's thread evidence: %+v", fs[0].Evidence)
+	}
 	if !strings.Contains(fs[0].Summary, "nginx[100]") {
 		t.Errorf("summary does not name the application: %q", fs[0].Summary)
 	}

@@ -239,8 +239,10 @@ func describeHarm(fs []load.Finding) string {
 // CriticalIRQPct in interrupts.
 func saturatedCPUs(l *load.Load) cpuset.Set {
 	var s cpuset.Set
-	for _, c := range l.CPUs {
-		if !c.NoTicks && c.Idle <= load.BoundIdlePct && c.IRQTime() >= load.CriticalIRQPct {
+	for i := range l.CPUs {
+		// Interrupt time as load's own interrupt-bound rule judges it
+		// (measured with the eBPF collector, else from /proc/stat).
+		if c := &l.CPUs[i]; !c.NoTicks && c.Idle <= load.BoundIdlePct && l.CostPct(c) >= load.CriticalIRQPct {
 			s = s.Add(c.ID)
 		}
 	}
