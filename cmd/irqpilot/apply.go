@@ -196,7 +196,7 @@ func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 		if note == "" {
 			note = e.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st, e.Target, e.Name(), orDash(displayValue(e.Kind, e.Old)), orDash(displayValue(e.Kind, e.Value)), note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st, e.Target, e.Name(), orDash(setting.Display(e.Kind, e.Old)), orDash(setting.Display(e.Kind, e.Value)), note)
 	}
 	tw.Flush()
 }
@@ -223,7 +223,7 @@ func printLeftovers(w io.Writer, left []setting.Change, replace, dry bool) {
 		if note == "" {
 			note = e.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Target, e.Name(), orDash(displayValue(e.Kind, e.Old)), orDash(displayValue(e.Kind, e.Value)), note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Target, e.Name(), orDash(setting.Display(e.Kind, e.Old)), orDash(setting.Display(e.Kind, e.Value)), note)
 	}
 	tw.Flush()
 }

@@ -122,11 +122,11 @@ func writePlanChanges(w io.Writer, d planDiff, source, prefix string) {
 				fmt.Fprintf(tw, "%s\n%s%s\n", strings.TrimSpace(prefix), prefix, title)
 				first = false
 			}
-			from := displayValue(s.Kind, s.Old)
+			from := setting.Display(s.Kind, s.Old)
 			if s.Old == "" {
 				from = "?"
 			}
-			to := displayValue(s.Kind, s.Value)
+			to := setting.Display(s.Kind, s.Value)
 			why := s.Reason
 			if s.Status == setting.StatusSkipped {
 				to, why = "(skipped)", s.Note

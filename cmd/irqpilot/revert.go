@@ -169,7 +169,7 @@ func printRestored(w io.Writer, entries []setting.Change) {
 		if e.Status != setting.StatusRestored {
 			from, to = "", ""
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Status, e.Target, e.Name(), orDash(displayValue(e.Kind, from)), orDash(displayValue(e.Kind, to)), e.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Status, e.Target, e.Name(), orDash(setting.Display(e.Kind, from)), orDash(setting.Display(e.Kind, to)), e.Note)
 	}
 	tw.Flush()
 }

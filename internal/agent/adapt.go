@@ -25,12 +25,6 @@ import (
 // persists. It is pure: the host as it is and the load just measured.
 type Planner func(h *host.Host, l *load.Load) (*plan.Plan, error)
 
-// AutoPlanner is the default Planner: the auto policy with the whole
-// measurement (auto decides from it; without it auto plans nothing).
-func AutoPlanner(h *host.Host, l *load.Load) (*plan.Plan, error) {
-	return plan.Make("auto", h, plan.Options{Load: Measured(l)})
-}
-
 // appResolver returns what the selector app (a plan selector: comm:,
 // pid:, unit:, cgroup:) names now on fs — the application may have
 // restarted since the last interval.
@@ -44,14 +38,15 @@ func appResolver(fs *kernel.FS, app string) (func() ([]int, error), error) {
 	return func() ([]int, error) { return setting.SelectProcesses(fs, sel) }, nil
 }
 
-// autoPlanner is AutoPlanner told the devices it may steer (--device;
+// autoPlanner is the default Planner: the auto policy with the whole
+// measurement, told the devices it may steer (--device;
 // default every physical NIC) and the application (--app, resolved each
 // time it plans; nil resolve: none): auto may then place the application
 // beside where RPS frees a CPU. An application not running plans as
 // without one.
 func autoPlanner(devices []string, app string, resolve func() ([]int, error)) Planner {
 	return func(h *host.Host, l *load.Load) (*plan.Plan, error) {
-		o := plan.Options{Load: Measured(l), Devices: devices}
+		o := plan.Options{Load: plan.Measured(l), Devices: devices}
 		if resolve != nil {
 			pids, err := resolve()
 			if err != nil {
@@ -62,10 +57,6 @@ func autoPlanner(devices []string, app string, resolve func() ([]int, error)) Pl
 		return plan.Make("auto", h, o)
 	}
 }
-
-// Measured is what the policies know of l: each CPU's share of time in
-// hardirq and softirq context, and the measurement itself.
-func Measured(l *load.Load) *plan.MeasuredLoad { return plan.Measured(l) }
 
 // The adaptation trigger is the planner's own evidence of harm (plan.Harm):
 // the findings auto acts on, and a CPU saturated mostly by interrupt work
@@ -328,7 +319,7 @@ func (ag *Agent) adaptStep() {
 	if ag.lastLoad == nil {
 		return
 	}
-	ob := observation(ag.lastLoad, plan.Harm(ag.hostModel.Load(), ag.lastLoad))
+	ob := observation(ag.lastLoad, plan.HarmFrom(ag.findings, ag.lastLoad)) // observe diagnosed lastLoad this pass
 	if m, err := ag.userMetric(); err == nil {
 		ob.Metric = &m
 	} else if err != errNoMetric {

@@ -140,14 +140,6 @@ func TestPromValue(t *testing.T) {
 	}
 }
 
-func TestMeasured(t *testing.T) {
-	l := &load.Load{CPUs: []load.CPULoad{{ID: 0, IRQ: 2, SoftIRQ: 50}, {ID: 3, SoftIRQ: 1}}}
-	m := Measured(l)
-	if m.IRQShare[0] != 0.52 || m.IRQShare[3] != 0.01 {
-		t.Errorf("IRQShare = %v", m.IRQShare)
-	}
-}
-
 func TestUserMetricCommand(t *testing.T) {
 	ag := &Agent{o: Options{Interval: time.Second}, adapt: newAdaptState(AdaptOptions{MetricCommand: "echo 42.5"})}
 	if v, err := ag.userMetric(); err != nil || v != 42.5 {

@@ -67,8 +67,8 @@ type Options struct {
 	// Devices restricts --policy's plan and --adapt's plans to these
 	// network interfaces (--device; default every physical NIC).
 	Devices []string
-	// Planner computes adaptations (default AutoPlanner, or with App the
-	// auto policy told the application).
+	// Planner computes adaptations (default: the auto policy with Devices
+	// and App).
 	Planner      Planner
 	RevertOnExit bool
 	// PingPongLimit repairs of one setting within PingPongWindow freeze it

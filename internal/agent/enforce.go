@@ -212,7 +212,7 @@ func (ag *Agent) enforce(why string) error {
 			}
 			drift[k] = *e
 		}
-		write = append(write, ag.changes[indexOf(ag.changes, k)])
+		write = append(write, active[i]) // DiffWith keeps the order of its input
 	}
 	if len(write) == 0 {
 		return nil
@@ -323,15 +323,6 @@ func (ag *Agent) pruneRepairs() {
 func (ag *Agent) stillApplied(id string) bool {
 	j, err := apply.LoadJournal(ag.o.StateDir, id)
 	return err == nil && j.State == apply.StateApplied
-}
-
-func indexOf(cs []setting.Change, key string) int {
-	for i := range cs {
-		if setting.Key(&cs[i]) == key {
-			return i
-		}
-	}
-	return -1
 }
 
 func appendRecent[T any](s []T, v T) []T {
@@ -482,5 +473,3 @@ func sameIRQs(a, b *load.Sample) bool {
 // findingIDs are doctor's finding ids: one gauge each, always present.
 var findingIDs = []string{load.IDInterruptBound, load.IDNICOneCPU, load.IDFewQueuesNoRPS, load.IDRPSIPIOverhead,
 	load.IDIRQRemoteNUMA, load.IDAppOnIRQCPU, load.IDIrqbalanceManual, load.IDManagedIRQs, load.IDSoftnetDrops, load.IDSoftnetSqueeze}
-
-func settingKey(c *setting.Change) string { return setting.Key(c) }

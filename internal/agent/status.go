@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/irqpilot/irqpilot/internal/setting"
+
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
@@ -58,7 +60,7 @@ func (ag *Agent) Status() Status {
 		Journals: nonNil(ag.journals)}
 	for i := range ag.changes {
 		c := &ag.changes[i]
-		if f := ag.frozen[settingKey(c)]; f != nil {
+		if f := ag.frozen[setting.Key(c)]; f != nil {
 			continue
 		}
 		st.Enforced = append(st.Enforced, Enforced{Setting: string(c.Kind), Target: c.Target, Device: c.Device, Value: c.Value})

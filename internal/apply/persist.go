@@ -50,8 +50,8 @@ var agentUnitTmpl = template.Must(template.New("agent").Parse(`{{if .Packaged}}#
 {{else}}# Installed by 'irqpilot persist --agent'; remove with 'irqpilot persist --remove'.
 {{end}}[Unit]
 Description=irqpilot agent: keep the interrupt plan {{.Plan}} in force
-Documentation=man:irqpilot(8)
-After=systemd-udev-settle.service network-pre.target irqbalance.service
+{{if .Man}}Documentation={{.Man}}
+{{end}}After=systemd-udev-settle.service network-pre.target irqbalance.service
 Wants=network-pre.target
 ConditionPathExists={{.Plan}}
 

@@ -109,6 +109,13 @@ func TestPersistUnitManReferenceOnlyWhenInstalled(t *testing.T) {
 	if unit := string(files[PersistUnitPath]); strings.Contains(unit, "man:") {
 		t.Errorf("unit refers to a manual page that is not installed:\n%s", unit)
 	}
+	// persist --agent's unit too.
+	agent := &Persistence{Root: root, Binary: "/usr/local/sbin/irqpilot", Agent: true}
+	if files, err := agent.Files(); err != nil {
+		t.Fatal(err)
+	} else if unit := string(files[PersistAgentUnitPath]); unit == "" || strings.Contains(unit, "man:") {
+		t.Errorf("agent unit missing or refers to a manual page that is not installed:\n%s", unit)
+	}
 	dir := filepath.Join(root, "usr/local/share/man/man8")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

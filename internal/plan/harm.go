@@ -23,7 +23,16 @@ func Harm(h *host.Host, l *load.Load) []load.Finding {
 	if l == nil {
 		return nil
 	}
-	harm := harmful(load.Diagnose(h, l))
+	return HarmFrom(load.Diagnose(h, l), l)
+}
+
+// HarmFrom is Harm for a caller that has diagnosed l already (the agent
+// does every pass): findings are load.Diagnose's for l.
+func HarmFrom(findings []load.Finding, l *load.Load) []load.Finding {
+	if l == nil {
+		return nil
+	}
+	harm := harmful(findings)
 	saturated := saturatedCPUs(l)
 	measured := 0
 	for _, c := range l.CPUs {

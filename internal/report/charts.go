@@ -219,7 +219,7 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	return p, nil
 }
 
-// cpuPoint is what OverTimeChart reads from one CPU in one interval.
+// cpuPoint is what overTime reads from one CPU in one interval.
 type cpuPoint struct {
 	User, Nice, System, IOWait, IRQ, SoftIRQ, Steal, Idle float64
 }
@@ -242,16 +242,11 @@ func (g *grid) Max() float64            { return 100 }
 func (g *grid) cols() int               { return len(g.xs) }
 func (g *grid) set(r, c int, v float64) { g.z[r][c] = v }
 
-// OverTimeChart is a heat map of one per-CPU percentage over time: a row per
+// overTime is a heat map of one per-CPU percentage over time: a row per
 // CPU (hosts one after another, first host at the top), a column per
 // interval, colour from blue (0 %) to red (100 %). A heat map stays
 // readable for hundreds of cores where one line per core would not.
-func OverTimeChart(runs []*Run, title string, v func(*cpuPoint) float64) *plot.Plot {
-	p, _ := overTime(runs, title, v)
-	return p
-}
-
-// overTime is OverTimeChart and the top of its colour range.
+// It returns the top of its colour range too.
 func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot, float64) {
 	p := plot.New()
 	sans(p)
