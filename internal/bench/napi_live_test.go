@@ -258,4 +258,13 @@ func TestLiveUDPBusyPollConfigs(t *testing.T) {
 		t.Errorf("default setup busy-polls: %+v", bp)
 	}
 	t.Logf("packets received by busy polling: %v", p.busyPolled)
+	// Blocking reads never busy-poll; the opted-in sink does (the flood
+	// keeps its queue full most of the time, so a handful of packets, but
+	// not none over both configurations).
+	if n := p.busyPolled["default"]; n != 0 {
+		t.Errorf("default (blocking reads) received %d packets by busy polling", n)
+	}
+	if p.busyPolled["default/busypoll=50"]+p.busyPolled["default/epollbusy=50"] == 0 {
+		t.Errorf("the sink opted in to busy polling and no packet was received by it: %v", p.busyPolled)
+	}
 }

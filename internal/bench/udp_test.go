@@ -187,4 +187,21 @@ func TestStorageEngine(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("left %d files", len(ents))
 	}
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("fio not installed (make deps)")
+	}
+	// On the disk (make test's TMPDIR is tmpfs, which has no block device).
+	disk, err := os.MkdirTemp("/var/tmp", "irqpilot-storage-test-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(disk) })
+	w = &StorageWorkload{Dir: disk, SizeMB: 1, Engine: "psync", IODepth: 16}
+	if _, err := w.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if w.IODepth != 1 {
+		t.Errorf("psync with --iodepth 16 runs at depth %d, want 1", w.IODepth)
+	}
 }
