@@ -95,8 +95,9 @@ bench-workloads: deps build
 	./$(BIN) bench --workload udp --queues 1 --client-cpus 0 --app-cpus 1 --configs default,rps-spread,auto,spec:app=0,rps=1 \
 	    --rounds 3 --duration 5s -o $(BENCH_OUT)/seed004.json --chart $(BENCH_OUT)/seed004.png
 
-# auto from evidence vs every policy, with an A/A pair per scenario (root;
-# about 4 minutes per scenario): docs/benchmarks.md.
+# auto from evidence vs every policy, the exhaustive best and tune, with an
+# A/A pair per scenario, plus the NAPI knobs (root, a quiet machine; about
+# 65 minutes): docs/benchmarks.md.
 bench-evidence: deps build
 	OUT=$(BENCH_OUT) ./scripts/bench-evidence.sh
 

@@ -9,8 +9,9 @@
 #      policy, auto (deciding from the latest default run's measured load),
 #      the exhaustive best (#best) and tune's choice (#tune) — so every ratio
 #      the docs state comes from this one run, side by side.
-# Root, a quiet machine (nothing else running); about 45 minutes for all
-# scenarios with the defaults below (the NAPI benches: 10 more). Results in $OUT (JSON and text).
+# Root, a quiet machine (nothing else running); about 55 minutes for all
+# scenarios with the defaults below (the NAPI benches: 10 more). Results in
+# $OUT (JSON and text).
 set -euo pipefail
 BIN=${BIN:-bin/irqpilot}
 OUT=${OUT:-bench-results}

@@ -33,13 +33,13 @@ type workloadFlags struct {
 }
 
 func (f *workloadFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (one-way UDP flood into a sink: RPS/RFS on a single-queue NIC's shape), storage or command (required)")
+	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (a one-way UDP flood into a sink through a single-queue veth, the shape of the RPS/RFS single-queue NIC write-up), storage or command (required)")
 	fs.IntVar(&f.net.Testbed.Queues, "queues", 1, "veth rx/tx queues (memcached, nginx)")
 	fs.BoolVar(&f.net.Testbed.GRO, "gro", false, "GRO on the veth pair (NAPI receive)")
 	fs.BoolVar(&f.net.Testbed.Threaded, "threaded-napi", false, "threaded NAPI on the server veth (implies --gro)")
 	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers / udp sink reading threads")
-	fs.IntVar(&f.net.ClientThreads, "client-threads", 2, "memaslap/wrk threads")
-	fs.IntVar(&f.net.Connections, "connections", 32, "memaslap concurrency / wrk connections")
+	fs.IntVar(&f.net.ClientThreads, "client-threads", 2, "memcaslap/wrk threads")
+	fs.IntVar(&f.net.Connections, "connections", 32, "memcaslap concurrency / wrk connections")
 	fs.IntVar(&f.net.BusyPoll.SocketUsecs, "busy-poll", 0, "udp: the sink busy-polls its socket this many µs (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) in configurations without /busypoll= (0: blocking reads)")
 	fs.IntVar(&f.net.BusyPoll.EpollUsecs, "epoll-busy-poll", 0, "udp: the sink waits in epoll with busy polling for this many µs (what IRQ suspension needs) in configurations without /epollbusy= (0: off)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration (part of the scenario: never tuned)")

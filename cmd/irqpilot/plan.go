@@ -63,6 +63,11 @@ Policies (from the write-ups listed in docs/sources.md):
   auto            measures the load (3 s; --sample, or --after on a capture),
                   and changes only what the measurement shows is hurting:
                   with no evidence of harm the plan is empty and says why
+  efficiency      interrupt deferral on every steered NIC (napi_defer_hard_irqs 2,
+                  gro_flush_timeout 20 µs); placement untouched
+  latency         with --app-cpus: threaded NAPI beside the consumer; without: busy
+                  polling (busy_read/busy_poll, machine-wide) and IRQ suspension
+                  for applications that opt in; placement untouched
 
 Without -o the plan is printed (YAML, or JSON with --json) followed by the
 changes as YAML comments, so the output can be redirected into a plan file.

@@ -37,9 +37,14 @@ several of one host) and draws:
     on one axis (cluster view), stacked irq / softirq / system / user;
   - per-CPU interrupt time (irq+softirq) and busy time over the run, as heat
     maps with a row per host CPU;
-  - the rates of the busiest IRQs over time (--top);
+  - the rates of the busiest IRQs over time (--top), named by device and queue;
+  - NET_RX, NET_TX and BLOCK softirq rates per CPU over time, as heat maps,
+    each with its colour scale;
   - interrupt time per CPU by source (hardirq, NET_RX, BLOCK, …) over time,
     measured with eBPF when the recording has it, else estimated from counts.
+
+With --prometheus URL --range D instead of recordings, the same cluster view
+and heat maps come from the agents' metrics in Prometheus.
 
 The output format follows the -o file name: .png or .svg (all charts in one
 image) or .html (a self-contained page with a summary table and the charts

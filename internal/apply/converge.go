@@ -38,7 +38,8 @@ type Outcome struct {
 }
 
 // Converge is the pipeline from a plan to the machine (apply, apply --dry-run,
-// apply --boot; the agent's passes): with the host read once, resolve the
+// apply --boot; the agent runs its parts itself — Changes once per host read,
+// DiffWith and Apply every pass): with the host read once, resolve the
 // plan against it, expand plan-level settings into concrete changes (threads
 // of selected processes, irqbalance's file), read what is in force, and —
 // unless a dry run — apply the difference with the journal, reading every

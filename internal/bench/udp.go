@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The udp workload is RPS/RFS on a single-queue NIC's shape on one machine: one-way traffic
+// The udp workload is the RPS/RFS single-queue NIC write-up's shape on one machine: one-way traffic
 // into a single-queue device, the sender pinned to one CPU. veth hands
 // every packet to the receiving device with netif_rx on the sending CPU,
 // so that CPU runs the whole receive softirq path — like a single-queue

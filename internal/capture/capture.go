@@ -93,10 +93,11 @@ func (a *archive) refuse(path, reason string) {
 
 // Options change what a capture keeps.
 type Options struct {
-	// RedactCmdline keeps, of /proc/cmdline, only the parameters irqpilot
-	// reads (CPU isolation and IRQ affinity: isolcpus=, nohz_full=,
-	// irqaffinity=, rcu_nocbs=, nr_cpus=, maxcpus=, possible_cpus=, nosmt,
-	// numa=), dropping the rest (root device, console, anything secret).
+	// RedactCmdline keeps, of /proc/cmdline, only the parameters about CPU
+	// isolation and IRQ placement (isolcpus=, nohz_full= — the two the
+	// host model reads — and irqaffinity=, rcu_nocbs=, nr_cpus=, maxcpus=,
+	// possible_cpus=, nosmt, numa=, for a person reading the snapshot),
+	// dropping the rest (root device, console, anything secret).
 	RedactCmdline bool
 }
 
@@ -104,8 +105,8 @@ type Options struct {
 var cmdlineKept = []string{"isolcpus=", "nohz_full=", "irqaffinity=", "rcu_nocbs=", "nr_cpus=", "maxcpus=",
 	"possible_cpus=", "nosmt", "numa=", "managed_irq"}
 
-// RedactCmdline reduces a kernel command line to the parameters irqpilot
-// reads.
+// RedactCmdline reduces a kernel command line to the parameters about CPU
+// isolation and IRQ placement (Options.RedactCmdline).
 func RedactCmdline(cmdline string) string {
 	var kept []string
 	for _, f := range strings.Fields(cmdline) {

@@ -74,10 +74,10 @@ func cpuWord(s cpuset.Set, one, many string) string {
 
 // Resolve checks the plan against the host and turns its selectors into
 // concrete settings, in plan order: IRQs, rx queues, tx queues,
-// rps_sock_flow_entries, apps, irqbalance, coalescing. Unknown IRQs,
-// devices and queues, offline or absent CPUs, and two entries that select the
-// same thing are errors naming the file, line and field. Kernel-managed IRQs
-// come back with Skip set.
+// rps_sock_flow_entries, apps, irqbalance, coalescing, NAPI, busy polling.
+// Unknown IRQs, devices and queues, offline or absent CPUs, and two entries
+// that select the same thing are errors naming the file, line and field.
+// Kernel-managed IRQs come back with status skipped (note ManagedSkip).
 func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 	l := &errList{file: p.File, lines: p.fieldLines}
 	check(p, l)
