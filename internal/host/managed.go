@@ -1,18 +1,14 @@
 package host
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -20,13 +16,6 @@ import (
 // This file finds kernel-managed IRQs without writing anything: from debugfs
 // (/sys/kernel/debug/irq/irqs/N) where it is mounted, from the record apply
 // keeps in its state directory, and from a capture's synthetic file.
-
-// bootIDPath identifies the running boot; a record from another boot is
-// ignored, since IRQ numbers are assigned anew at each boot.
-const bootIDPath = "proc/sys/kernel/random/boot_id"
-
-// maxRecordSize bounds the record read from the state directory.
-const maxRecordSize = 1 << 20
 
 // managedRecord is <state-dir>/managed.json: the same shape as the synthetic
 // ManagedFile, plus the boot it was made in.
@@ -56,9 +45,15 @@ func RecordManaged(stateDir string, managed, movable []int) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("record managed IRQs: %w", err)
 	}
-	boot := currentBootID()
+	root, rel, err := recordFile(stateDir)
+	if err != nil {
+		return fmt.Errorf("record managed IRQs: %w", err)
+	}
+	// A record from another boot is dropped: IRQ numbers are assigned
+	// anew at each boot.
+	boot := root.BootID()
 	state := map[int]Managed{}
-	if old, err := readRecordFile(recordPath(stateDir)); err == nil && (old.BootID == "" || boot == "" || old.BootID == boot) {
+	if old, err := readRecord(root, rel); err == nil && old != nil && (old.BootID == "" || boot == "" || old.BootID == boot) {
 		for _, n := range old.Movable {
 			state[n] = ManagedNo
 		}
@@ -77,10 +72,42 @@ func RecordManaged(stateDir string, managed, movable []int) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(recordPath(stateDir), append(data, '\n'))
+	text := string(data) + "\n"
+	if err := root.WriteConfigFile(rel, kernel.FileState{Data: &text, Mode: 0o600, UID: -1, GID: -1}); err != nil {
+		return fmt.Errorf("record managed IRQs in %s: %w", recordPath(stateDir), err)
+	}
+	return nil
 }
 
 func recordPath(stateDir string) string { return filepath.Join(stateDir, ManagedFile) }
+
+// recordFile is the record's path relative to the machine's root, for
+// kernel.FS's configuration-file calls (no symlink followed, regular files
+// of sensible size only, atomic replacement).
+func recordFile(stateDir string) (*kernel.FS, string, error) {
+	abs, err := filepath.Abs(recordPath(stateDir))
+	if err != nil {
+		return nil, "", err
+	}
+	return kernel.New("/"), strings.TrimPrefix(abs, "/"), nil
+}
+
+// readRecord reads the record at rel below root's root; nil, nil when
+// there is none.
+func readRecord(root *kernel.FS, rel string) (*managedRecord, error) {
+	st, err := root.ConfigFile(rel)
+	if err != nil {
+		return nil, fmt.Errorf("%s (remove it; apply writes it again)", err)
+	}
+	if st.Data == nil {
+		return nil, nil
+	}
+	var rec managedRecord
+	if err := json.Unmarshal([]byte(*st.Data), &rec); err != nil {
+		return nil, fmt.Errorf("/%s: %v (remove it; apply writes it again)", rel, err)
+	}
+	return &rec, nil
+}
 
 // probeOf lists the known states, sorted.
 func probeOf(state map[int]Managed) managedProbe {
@@ -96,82 +123,6 @@ func probeOf(state map[int]Managed) managedProbe {
 	slices.Sort(p.Managed)
 	slices.Sort(p.Movable)
 	return p
-}
-
-func currentBootID() string {
-	b, err := os.ReadFile("/" + bootIDPath)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// writeFileAtomic writes data to path through a new 0600 file in the same
-// directory renamed into place.
-func writeFileAtomic(path string, data []byte) error {
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+hex.EncodeToString(rnd[:]))
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("record managed IRQs: %w", err)
-	}
-	_, err = fh.Write(data)
-	if err == nil {
-		err = fh.Chmod(0o600) // whatever the umask
-	}
-	if err == nil {
-		err = fh.Sync()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("record managed IRQs in %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
-// readRecordFile reads a record without following a symlink, refusing
-// anything but a regular file of sensible size.
-func readRecordFile(path string) (*managedRecord, error) {
-	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			err = fmt.Errorf("%s is a symlink; not followed (remove it)", path)
-		}
-		return nil, err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (remove it)", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(fh, maxRecordSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxRecordSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes (remove it)", path, maxRecordSize)
-	}
-	var rec managedRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %v (remove it; apply writes it again)", path, err)
-	}
-	return &rec, nil
 }
 
 // managedFromDebugfs fills in the managed state of every IRQ whose debugfs
@@ -212,15 +163,19 @@ func managedFromRecord(kfs *kernel.FS, h *Host, stateDir string) (int, error) {
 		return 0, errors.New("no state directory to find apply's record in")
 	}
 	p := recordPath(stateDir)
-	rec, err := readRecordFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("no record %s", p)
-	}
+	root, rel, err := recordFile(stateDir)
 	if err != nil {
 		return 0, err
 	}
+	rec, err := readRecord(root, rel)
+	if err != nil {
+		return 0, err
+	}
+	if rec == nil {
+		return 0, fmt.Errorf("no record %s", p)
+	}
 	if rec.BootID != "" {
-		if boot, err := kfs.ReadString(bootIDPath); err == nil && boot != rec.BootID {
+		if boot := kfs.BootID(); boot != "" && boot != rec.BootID {
 			return 0, fmt.Errorf("%s was recorded before the last boot; ignored (IRQ numbers change across boots)", p)
 		}
 	}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,7 +155,7 @@ func TestRecordManagedSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reading does not follow it.
-	if _, err := readRecordFile(p); err == nil || !strings.Contains(err.Error(), "symlink") {
+	if _, err := readRecordFile(p); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("read through a symlink: %v", err)
 	}
 	h := &Host{IRQs: []IRQ{{Number: 1, Managed: ManagedUnknown}}}
@@ -255,4 +256,23 @@ func TestReadManagedSavedUnavailable(t *testing.T) {
 	if len(h.Unavailable) != 1 || h.Unavailable[0] != u {
 		t.Errorf("unavailable: %+v", h.Unavailable)
 	}
+}
+
+// bootIDPath is where the kernel names the running boot.
+const bootIDPath = "proc/sys/kernel/random/boot_id"
+
+func currentBootID() string { return kernel.New("/").BootID() }
+
+// readRecordFile reads the record at path p the way RecordManaged and the
+// host read do.
+func readRecordFile(p string) (*managedRecord, error) {
+	root, rel, err := recordFile(filepath.Dir(p))
+	if err != nil {
+		return nil, err
+	}
+	rec, err := readRecord(root, rel)
+	if err == nil && rec == nil {
+		err = fs.ErrNotExist
+	}
+	return rec, err
 }

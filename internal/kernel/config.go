@@ -113,5 +113,10 @@ func (f *FS) WriteConfigFile(rel string, st FileState) error {
 		return err
 	}
 	ok = true
+	// The rename itself reaches the disk with the directory.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 	return nil
 }
