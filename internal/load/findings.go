@@ -734,15 +734,14 @@ func softnetSqueeze(h *host.Host, l *Load) []Finding {
 	}}
 }
 
-// cpuIRQTime is CPU c's measured hardirq+softirq percentage (0 if unknown).
+// cpuIRQTime is CPU c's interrupt time in percent (CostPct: measured with
+// the eBPF collector, else /proc/stat's hardirq+softirq), 0 if unknown.
 func cpuIRQTime(l *Load, c int) float64 {
 	if l == nil {
 		return 0
 	}
-	for i := range l.CPUs {
-		if l.CPUs[i].ID == c {
-			return l.CPUs[i].IRQTime()
-		}
+	if cl := l.CPU(c); cl != nil {
+		return l.CostPct(cl)
 	}
 	return 0
 }

@@ -60,15 +60,6 @@ func napiIRQs(h *host.Host, dev string, napis []host.NAPI) []int {
 	return out
 }
 
-func irqRate(l *Load, n int) *IRQRate {
-	for i := range l.IRQs {
-		if l.IRQs[i].IRQ == n {
-			return &l.IRQs[i]
-		}
-	}
-	return nil
-}
-
 func isNAPIThread(t TaskLoad) bool { return t.Kernel && strings.HasPrefix(t.Comm, "napi/") }
 
 // napiBudget: time_squeeze rising on a CPU where NAPI instances are polled
@@ -101,7 +92,7 @@ func napiBudget(h *host.Host, l *Load) []Finding {
 		sort.Strings(names)
 		for _, dev := range names {
 			for _, n := range napiIRQs(h, dev, devs[dev]) {
-				if r := irqRate(l, n); r != nil && r.PerCPU[s.CPU] >= ActiveIRQRate {
+				if r := l.IRQ(n); r != nil && r.PerCPU[s.CPU] >= ActiveIRQRate {
 					evs = append(evs, ev(fmt.Sprintf("%s on CPU%d", irqLabel(h, n), s.CPU), r.PerCPU[s.CPU], "/s"))
 					polled = append(polled, dev)
 					break
@@ -162,7 +153,7 @@ func irqStormDeferral(h *host.Host, l *Load) []Finding {
 		var evs []Evidence
 		var cpus cpuset.Set
 		for _, n := range napiIRQs(h, dev, napis) {
-			r := irqRate(l, n)
+			r := l.IRQ(n)
 			if r == nil || r.Rate < StormIRQRate {
 				continue
 			}
