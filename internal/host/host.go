@@ -269,6 +269,38 @@ func (h *Host) NIC(name string) *NIC {
 	return nil
 }
 
+// CPUNode is the NUMA node of CPU cpu, -1 when unknown.
+func (h *Host) CPUNode(cpu int) int {
+	for i := range h.CPUs {
+		if h.CPUs[i].ID == cpu {
+			return h.CPUs[i].Node
+		}
+	}
+	return -1
+}
+
+// IRQNode is the NUMA node of the device IRQ q serves (a NIC's or a block
+// device's, else the IRQ's own node), -1 when unknown.
+func (h *Host) IRQNode(q *IRQ) int {
+	if q == nil {
+		return -1
+	}
+	if q.Device != "" {
+		if n := h.NIC(q.Device); n != nil && n.Node >= 0 {
+			return n.Node
+		}
+		for _, b := range h.Block {
+			if b.Name == q.Device && b.Node >= 0 {
+				return b.Node
+			}
+		}
+	}
+	if q.Node != nil && *q.Node >= 0 {
+		return *q.Node
+	}
+	return -1
+}
+
 // Read builds the model of the machine behind fs. It fails only when nothing
 // useful can be read; partial failures are recorded in Unavailable.
 func Read(fs *kernel.FS, opts Options) (*Host, error) {

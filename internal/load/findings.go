@@ -472,33 +472,6 @@ func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
 	return []Finding{f}
 }
 
-func cpuNode(h *host.Host, cpu int) int {
-	for _, c := range h.CPUs {
-		if c.ID == cpu {
-			return c.Node
-		}
-	}
-	return -1
-}
-
-// deviceNode is the NUMA node of the device an IRQ serves (-1 unknown).
-func deviceNode(h *host.Host, q *host.IRQ) int {
-	if q.Device != "" {
-		if n := h.NIC(q.Device); n != nil && n.Node >= 0 {
-			return n.Node
-		}
-		for _, b := range h.Block {
-			if b.Name == q.Device && b.Node >= 0 {
-				return b.Node
-			}
-		}
-	}
-	if q.Node != nil && *q.Node >= 0 {
-		return *q.Node
-	}
-	return -1
-}
-
 func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 	if h == nil || len(h.Topology.Nodes) < 2 {
 		return nil
@@ -509,7 +482,7 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 		if !q.Movable() || q.Class == host.ClassTimer {
 			continue
 		}
-		node := deviceNode(h, q)
+		node := h.IRQNode(q)
 		if node < 0 {
 			continue
 		}
@@ -529,7 +502,7 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 		remote := true
 		var nodes []string
 		for _, c := range served.CPUs() {
-			cn := cpuNode(h, c)
+			cn := h.CPUNode(c)
 			if cn == node || cn < 0 {
 				remote = false
 			}

@@ -84,6 +84,9 @@ type model struct {
 	devNet map[string]map[int]float64
 	// tasks by PID: busy percent per CPU.
 	tasks map[int]map[int]float64
+	// node is each CPU's NUMA node (read from the host once: Predict asks
+	// for every moved IRQ of every candidate).
+	node map[int]int
 	// selected are the processes an app entry without a PID (a comm:,
 	// unit: or cgroup: selector) stands for (Options.AppPIDs).
 	selected []int
@@ -91,7 +94,11 @@ type model struct {
 
 func newModel(h *host.Host, l *load.Load, steered []string) *model {
 	m := &model{h: h, l: l, cpus: map[int]cpuUse{}, irqHard: map[int]map[int]float64{},
-		irqNet: map[int]map[int]float64{}, devNet: map[string]map[int]float64{}, tasks: map[int]map[int]float64{}}
+		irqNet: map[int]map[int]float64{}, devNet: map[string]map[int]float64{}, tasks: map[int]map[int]float64{},
+		node: make(map[int]int, len(h.CPUs))}
+	for _, c := range h.CPUs {
+		m.node[c.ID] = c.Node
+	}
 	for _, c := range l.CPUs {
 		if c.NoTicks {
 			continue
@@ -217,12 +224,12 @@ func (m *model) Predict(p *Plan) Prediction {
 		moveScaled(st, from, amount, 1, to, field)
 	}
 	numaScale := func(q *host.IRQ, from int, to cpuset.Set) float64 {
-		dev := irqNode(m.h, q)
+		dev := m.h.IRQNode(q)
 		if dev < 0 || to.IsEmpty() {
 			return 1
 		}
 		f := func(c int) float64 {
-			if n := cpuNodeOf(m.h, c); n >= 0 && n != dev {
+			if n, ok := m.node[c]; ok && n >= 0 && n != dev {
 				return 1 + RemoteNUMACost
 			}
 			return 1
@@ -345,29 +352,4 @@ func moveScaled(st map[int]cpuUse, from int, amount, scale float64, to cpuset.Se
 		*field(&v) += amount * scale / float64(len(live))
 		st[c] = v
 	}
-}
-
-func cpuNodeOf(h *host.Host, cpu int) int {
-	for i := range h.CPUs {
-		if h.CPUs[i].ID == cpu {
-			return h.CPUs[i].Node
-		}
-	}
-	return -1
-}
-
-// irqNode is the NUMA node of the device an IRQ serves (-1 unknown).
-func irqNode(h *host.Host, q *host.IRQ) int {
-	if q == nil {
-		return -1
-	}
-	if q.Device != "" {
-		if n := h.NIC(q.Device); n != nil && n.Node >= 0 {
-			return n.Node
-		}
-	}
-	if q.Node != nil && *q.Node >= 0 {
-		return *q.Node
-	}
-	return -1
 }
