@@ -343,14 +343,14 @@ func (ag *Agent) hostName() string {
 // culprit names a process known to rewrite interrupt placement, read fresh
 // (irqbalance started after the agent counts).
 func (ag *Agent) culprit() string {
-	h, err := host.Read(ag.o.FS, host.Options{StateDir: ag.o.StateDir})
-	if err != nil || !h.Irqbalance.Running {
+	ib := host.ReadIrqbalance(ag.o.FS)
+	if !ib.Running {
 		return ""
 	}
-	if !h.Irqbalance.BannedCPUs.IsEmpty() {
-		return fmt.Sprintf("irqbalance (pid %d, banned CPUs %s) is running", h.Irqbalance.PID, h.Irqbalance.BannedCPUs)
+	if !ib.BannedCPUs.IsEmpty() {
+		return fmt.Sprintf("irqbalance (pid %d, banned CPUs %s) is running", ib.PID, ib.BannedCPUs)
 	}
-	return fmt.Sprintf("irqbalance (pid %d) is running and not banned from any CPU", h.Irqbalance.PID)
+	return fmt.Sprintf("irqbalance (pid %d) is running and not banned from any CPU", ib.PID)
 }
 
 // culpritFor: irqbalance rewrites IRQ affinities only.

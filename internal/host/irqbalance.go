@@ -40,6 +40,15 @@ type irqbalanceProc struct {
 // capture must not archive the machine's process list or the daemon's whole
 // environment. Only the PID and the two ban variables are kept, as a
 // synthetic file.
+// ReadIrqbalance is the irqbalance part of Read alone: whether the daemon
+// runs, its PID and the CPUs it is banned from (the agent asks on drift,
+// where a whole host read would be wasted).
+func ReadIrqbalance(kfs *kernel.FS) Irqbalance {
+	var h Host
+	readIrqbalance(kfs, &h)
+	return h.Irqbalance
+}
+
 func readIrqbalance(kfs *kernel.FS, h *Host) {
 	h.Irqbalance = Irqbalance{BannedCPUs: cpuset.Set{}}
 	var p irqbalanceProc
