@@ -20,6 +20,7 @@ import (
 type workloadFlags struct {
 	workload   string
 	warmup     time.Duration
+	prime      time.Duration
 	net        bench.NetOptions
 	clientCPUs string
 	appCPUs    string
@@ -38,8 +39,8 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.net.Testbed.GRO, "gro", false, "GRO on the veth pair (NAPI receive)")
 	fs.BoolVar(&f.net.Testbed.Threaded, "threaded-napi", false, "threaded NAPI on the server veth (implies --gro)")
 	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers / udp sink reading threads")
-	fs.IntVar(&f.net.ClientThreads, "client-threads", 2, "memcaslap/wrk threads")
-	fs.IntVar(&f.net.Connections, "connections", 32, "memcaslap concurrency / wrk connections")
+	fs.IntVar(&f.net.ClientThreads, "client-threads", 0, "memcaslap/wrk threads (0: memcaslap one more than the online CPUs, wrk 2)")
+	fs.IntVar(&f.net.Connections, "connections", 0, "memcaslap concurrency / wrk connections (0: 16 per client thread)")
 	fs.IntVar(&f.net.BusyPoll.SocketUsecs, "busy-poll", 0, "udp: the sink busy-polls its socket this many µs (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) in configurations without /busypoll= (0: blocking reads)")
 	fs.IntVar(&f.net.BusyPoll.EpollUsecs, "epoll-busy-poll", 0, "udp: the sink waits in epoll with busy polling for this many µs (what IRQ suspension needs) in configurations without /epollbusy= (0: off)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration (part of the scenario: never tuned)")
@@ -52,6 +53,7 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.ioDepth, "iodepth", 16, "storage workload: libaio queue depth (psync is always 1)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "apply journals (default /var/lib/irqpilot/bench)")
 	fs.DurationVar(&f.warmup, "warmup", time.Second, "run the workload this long, unmeasured, before each measurement")
+	fs.DurationVar(&f.prime, "prime", 5*time.Second, "run the workload this long, unmeasured, once before the first round (a fresh server and fresh memory are slower at first; 0: no priming)")
 }
 
 // runner checks the workload flags and builds the runner; progress goes to
@@ -92,7 +94,7 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, er
 	if d < time.Second {
 		return nil, fmt.Errorf("--duration %s: need at least 1s", d)
 	}
-	return &bench.Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: d, Warmup: f.warmup, Configurator: p,
+	return &bench.Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: d, Warmup: f.warmup, Prime: f.prime, Configurator: p,
 		StateDir: f.stateDir, Progress: func(format string, args ...any) {
 			fmt.Fprintf(errOut, format+"\n", args...)
 		}}, nil

@@ -67,7 +67,12 @@ type Runner struct {
 	Rounds   int
 	Duration time.Duration
 	// Warmup runs the workload unmeasured before each measurement.
-	Warmup       time.Duration
+	Warmup time.Duration
+	// Prime runs the workload once, unmeasured, before the first round:
+	// a fresh server, page cache and guest memory are slower for their
+	// first seconds than ever after, which would land on round one's
+	// configurations alone.
+	Prime        time.Duration
 	Configurator Configurator
 	// StateDir keeps the apply journals (DefaultStateDir/bench when empty).
 	StateDir string
@@ -230,6 +235,9 @@ func (r *Runner) progress(format string, args ...any) {
 // All runs every configuration Rounds times, interleaved (A B C A B C …).
 func (r *Runner) All(ctx context.Context) ([]Run, error) {
 	var runs []Run
+	if err := r.prime(ctx); err != nil {
+		return nil, err
+	}
 	for round := 0; round < r.Rounds; round++ {
 		for _, c := range r.Configs {
 			if err := ctx.Err(); err != nil {
@@ -246,16 +254,46 @@ func (r *Runner) All(ctx context.Context) ([]Run, error) {
 	return runs, nil
 }
 
+// currentApp is the application with its process ids read again: thread
+// ids change (nginx may respawn a worker).
+func (r *Runner) currentApp() AppInfo {
+	app := r.app
+	if len(app.PIDs) > 0 {
+		app.PIDs = append([]int{app.PIDs[0]}, testbed.Children(app.PIDs[0])...)
+	}
+	return app
+}
+
+// prime runs the workload for Prime under the default configuration (the
+// scenario's fixed placements applied, then reverted), unmeasured (see
+// Runner.Prime).
+func (r *Runner) prime(ctx context.Context) (err error) {
+	if r.Prime <= 0 {
+		return nil
+	}
+	app := r.currentApp()
+	s, err := r.Setup("default", app)
+	if err != nil {
+		return err
+	}
+	undo, err := r.applySetup("default (priming)", s, app)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, undo()) }()
+	r.progress("priming: %s of unmeasured load", r.Prime)
+	if _, err := r.Workload.Run(ctx, r.Prime, s); err != nil {
+		return fmt.Errorf("priming run: %w", err)
+	}
+	return nil
+}
+
 // Measure applies config, drives the workload for Duration while sampling
 // per-CPU load, and reverts. A workload failure is recorded in the run; a
 // failure to apply or revert is returned.
 func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run, err error) {
 	run = Run{Config: config, Round: round, Start: time.Now().UTC()}
-	// Thread ids change (nginx may respawn a worker): refresh the app.
-	app := r.app
-	if len(app.PIDs) > 0 {
-		app.PIDs = append([]int{app.PIDs[0]}, testbed.Children(app.PIDs[0])...)
-	}
+	app := r.currentApp()
 	app.BaselineLoad = r.baseline
 	s, err := r.Setup(config, app)
 	if err != nil {
@@ -268,17 +306,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		s.Baseline = app.BaselineLoad
 		r.Setups[config] = s
 	}
-	var liveCh, nsCh []setting.Change
-	for _, c := range s.Changes {
-		// The testbed device's queue files and NAPI instances are seen in
-		// its namespace.
-		if inTestbedNS(&c, app.Device) {
-			nsCh = append(nsCh, c)
-		} else {
-			liveCh = append(liveCh, c)
-		}
-	}
-	undo, err := r.apply(config, liveCh, nsCh)
+	undo, err := r.applySetup(config, s, app)
 	if err != nil {
 		return run, err
 	}
@@ -352,6 +380,21 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		}
 	}
 	return run, nil
+}
+
+// applySetup applies a setup's changes, each where it is seen: the testbed
+// device's queue files and NAPI instances in its namespace, the rest on the
+// live machine. The returned function reverts both.
+func (r *Runner) applySetup(config string, s *Setup, app AppInfo) (func() error, error) {
+	var liveCh, nsCh []setting.Change
+	for _, c := range s.Changes {
+		if inTestbedNS(&c, app.Device) {
+			nsCh = append(nsCh, c)
+		} else {
+			liveCh = append(liveCh, c)
+		}
+	}
+	return r.apply(config, liveCh, nsCh)
 }
 
 // apply writes the live and namespace changes; the returned function reverts

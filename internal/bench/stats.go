@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -25,6 +26,39 @@ type Interval struct {
 	Point float64 `json:"point"`
 	Low   float64 `json:"low"`
 	High  float64 `json:"high"`
+}
+
+// MarshalJSON writes a missing value (NaN: a configuration with no
+// successful run) as null; encoding/json refuses NaN, and one failed
+// configuration must not cost the whole report.
+func (i Interval) MarshalJSON() ([]byte, error) {
+	f := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		Point *float64 `json:"point"`
+		Low   *float64 `json:"low"`
+		High  *float64 `json:"high"`
+	}{f(i.Point), f(i.Low), f(i.High)})
+}
+
+// UnmarshalJSON reads null back as NaN.
+func (i *Interval) UnmarshalJSON(b []byte) error {
+	var v struct{ Point, Low, High *float64 }
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	g := func(p *float64) float64 {
+		if p == nil {
+			return math.NaN()
+		}
+		return *p
+	}
+	*i = Interval{Point: g(v.Point), Low: g(v.Low), High: g(v.High)}
+	return nil
 }
 
 // Contains reports whether v lies inside the interval.

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -83,5 +85,28 @@ func TestSuccessiveHalvingFindsBest(t *testing.T) {
 	// Losers of round 0 were measured once; the winner more often.
 	if len(obs[0]) != 1 || len(obs[7]) < 3 {
 		t.Errorf("measurements: loser %d, winner %d", len(obs[0]), len(obs[7]))
+	}
+}
+
+// A configuration whose every run failed has no throughput: its interval
+// is NaN, and the report must still encode (as null) and decode (as NaN).
+func TestIntervalJSONMissing(t *testing.T) {
+	sums := Summarize([]string{"default", "broken"}, []Run{
+		{Config: "default", Result: Result{Throughput: 100, Unit: "ops/s"}},
+		{Config: "broken", Error: "memcaslap: exit status 1"},
+	}, "default")
+	b, err := json.Marshal(sums)
+	if err != nil {
+		t.Fatalf("report with a failed configuration: %v", err)
+	}
+	if !strings.Contains(string(b), `"throughput":{"point":null,"low":null,"high":null}`) {
+		t.Errorf("failed configuration's throughput not null: %s", b)
+	}
+	var back []Summary
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(back[1].Throughput.Point) || back[0].Throughput.Point != 100 {
+		t.Errorf("decoded %+v, %+v", back[0].Throughput, back[1].Throughput)
 	}
 }

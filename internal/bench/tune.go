@@ -164,6 +164,9 @@ type TuneResult struct {
 // rounds times, interleaved. The best is kept only if its ratio to the
 // baseline ("default", candidate 0) is above 1 beyond the noise.
 func Tune(ctx context.Context, r *Runner, cands []string, search string, budget time.Duration, rounds int) (*TuneResult, error) {
+	if err := r.prime(ctx); err != nil { // outside the budget: no candidate measures a cold machine
+		return nil, err
+	}
 	start := time.Now()
 	res := &TuneResult{Search: search, Baseline: cands[0], Candidates: cands, Obs: map[string][]float64{}}
 	per := r.Duration + 700*time.Millisecond

@@ -34,27 +34,63 @@ type NetOptions struct {
 	Testbed testbed.Options
 	// Threads is memcached's threads / nginx's workers (default 2).
 	Threads int
-	// ClientThreads and Connections drive memcaslap/wrk (default 2, 32).
+	// ClientThreads and Connections drive memcaslap/wrk. Zero: the
+	// workload's default (clientDefaults).
 	ClientThreads, Connections int
 	// BusyPoll is how the udp sink waits for datagrams in configurations
 	// that do not say (Setup.BusyPoll); zero: blocking reads.
 	BusyPoll BusyPoll
 }
 
-func (o *NetOptions) defaults() {
+func (o *NetOptions) defaults(kind string, cpus int) {
 	if o.Threads <= 0 {
 		o.Threads = 2
 	}
 	if o.ClientThreads <= 0 {
-		o.ClientThreads = 2
+		o.ClientThreads = clientThreads(kind, cpus)
 	}
 	if o.Connections <= 0 {
-		o.Connections = 32
+		o.Connections = connsPerClientThread * o.ClientThreads
 	}
 	if o.Testbed.Queues <= 0 {
 		o.Testbed.Queues = 1
 	}
 }
+
+// connsPerClientThread is each load generator thread's share of the
+// connections when --connections is not given.
+const connsPerClientThread = 16
+
+// clientThreads is the load generator's default thread count.
+//
+// memcaslap runs one more thread than the machine has CPUs. With as many
+// threads as CPUs (the old default: 2 on 2 CPUs), the scheduler settles the
+// two memcached workers and the two memcaslap threads into one of a few
+// arrangements at the start of a run and keeps it; runs then differ by which
+// arrangement they drew, not by configuration. Measured on this project's
+// 2-vCPU machine, ten 3 s runs each, the same memcached: -T 2 -c 32 gave
+// 70.7–120.0 k ops/s; -T 3 -c 48 76.2–82.8 k and 79.4–82.1 k; -T 5 -c 80
+// 75.6–77.3 k; -T 6 -c 96 73.9–76.7 k (docs/benchmarks.md, "harness
+// precision"). With a thread left over, the load balancer keeps moving
+// threads, and every run averages over the arrangements.
+//
+// wrk keeps 2 threads: nginx's A/A was already within ±2 % with them
+// (eight 3 s runs 43.6–45.1 k req/s).
+func clientThreads(kind string, cpus int) int {
+	if kind == "memcached" && cpus > 0 {
+		return cpus + 1
+	}
+	return 2
+}
+
+// memcaslapWindow is memcaslap's --win_size, the keys each connection
+// cycles through (memcaslap wants a unit: "1k" is 1024). With its default (10 k) one 3 s run wrote more than the
+// server's memory, so the server evicted, and a run's throughput depended on
+// what earlier runs had left in the cache: runs drifted from 90 k to 70 k
+// ops/s and back as the hit rate changed. With a small window and a server
+// that never fills during a bench (see testbed.StartMemcached), every run
+// finds the same cache: all its keys fresh, nothing evicted.
+const memcaslapWindow = "1k"
 
 // NetWorkload is memcached+memcaslap, nginx+wrk or the UDP sink and flood
 // (see udp.go) in a testbed.
@@ -70,7 +106,7 @@ func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
 	if kind != "memcached" && kind != "nginx" && kind != "udp" {
 		return nil, fmt.Errorf("network workload %q: want memcached, nginx or udp", kind)
 	}
-	o.defaults()
+	o.defaults(kind, machineCPUs())
 	if err := o.BusyPoll.check(); err != nil {
 		return nil, err
 	}
@@ -159,7 +195,7 @@ func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s *Setup, 
 		parse = ParseUDP
 	case "memcached":
 		argv = []string{"memcaslap", "-s", testbed.ServerAddr + ":11211", "-T", strconv.Itoa(w.Opts.ClientThreads),
-			"-c", strconv.Itoa(w.Opts.Connections), "-t", secs + "s", "-S", secs + "s"}
+			"-c", strconv.Itoa(w.Opts.Connections), "-t", secs + "s", "-S", secs + "s", "--win_size=" + memcaslapWindow}
 		parse = ParseMemcaslap
 	default:
 		argv = []string{"wrk", "-t", strconv.Itoa(w.Opts.ClientThreads), "-c", strconv.Itoa(w.Opts.Connections),
@@ -380,3 +416,17 @@ func (w *CommandWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (R
 
 // Close implements Workload.
 func (w *CommandWorkload) Close() error { return nil }
+
+// machineCPUs counts the machine's online CPUs (the load generator's
+// default size); 0 when unreadable.
+func machineCPUs() int {
+	v, err := liveFS().ReadString("/sys/devices/system/cpu/online")
+	if err != nil {
+		return 0
+	}
+	s, err := cpuset.Parse(strings.TrimSpace(v))
+	if err != nil {
+		return 0
+	}
+	return s.Len()
+}

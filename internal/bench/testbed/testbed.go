@@ -286,9 +286,18 @@ func (t *Testbed) start(role, comm, ns string, env []string, argv ...string) (Pr
 
 // StartMemcached starts memcached with threads worker threads on
 // ServerAddr:11211 and waits until it accepts connections.
+//
+// Its memory limit (8 GiB, taken only as items arrive) and its hash table
+// (2^23 buckets from the start) are sized so that a bench never makes it
+// evict or grow its table: each 3 s memcaslap run of bench's workload
+// writes about 20 k fresh items, 23 MB (its window is small, see bench's
+// memcaslapWindow), so some 350 runs fit. With 256 MiB the server filled
+// within a few runs, and throughput then wandered with the hit rate
+// earlier runs had left behind; a background table expansion mid-run is the
+// same kind of noise.
 func (t *Testbed) StartMemcached(threads int) (Proc, error) {
 	p, err := t.start("memcached", "memcached", t.ServerNS, nil, "memcached", "-u", "nobody", "-t", strconv.Itoa(threads),
-		"-l", ServerAddr, "-p", "11211", "-U", "0", "-m", "256", "-c", "4096")
+		"-l", ServerAddr, "-p", "11211", "-U", "0", "-m", "8192", "-o", "hashpower=23", "-c", "4096")
 	if err != nil {
 		return p, err
 	}
