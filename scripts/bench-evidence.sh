@@ -4,18 +4,21 @@
 #   1. tune --search exhaustive: every distinct placement, to find the best
 #      one this machine has (ranked by median; EXH_ROUNDS runs each);
 #   2. tune --auto: what the successive-halving search keeps;
-#   3. one bench, interleaved, ROUNDS rounds, each run after a warm-up: an
+#   3. one bench, interleaved, ROUNDS rounds (8: with 5 the A/A intervals
+#      of the bootstrap were twice as wide), after one priming run, each
+#      run after a warm-up: an
 #      A/A pair (default vs default#aa: the noise floor), irqbalance, every
 #      policy, auto (deciding from the latest default run's measured load),
 #      the exhaustive best (#best) and tune's choice (#tune) — so every ratio
 #      the docs state comes from this one run, side by side.
-# Root, a quiet machine (nothing else running); about 55 minutes for all
-# scenarios with the defaults below (the NAPI benches: 10 more). Results in
+# Root, a quiet machine (nothing else running); about 60 minutes for the
+# five scenarios of issue 10 with the defaults below (the NAPI benches: 15
+# more; SCENARIOS="udp memcached nginx storage storage-psync" leaves them out). Results in
 # $OUT (JSON and text).
 set -euo pipefail
 BIN=${BIN:-bin/irqpilot}
 OUT=${OUT:-bench-results}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-8}
 DUR=${DUR:-3s}
 EXH_ROUNDS=${EXH_ROUNDS:-2}
 TUNE_BUDGET=${TUNE_BUDGET:-2m}

@@ -100,7 +100,7 @@ func TestShortBench(t *testing.T) {
 		}
 	}
 	tbDir := t.TempDir()
-	w, err := NewNet("memcached", NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}, Connections: 16})
+	w, err := NewNet("memcached", NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}, ClientThreads: 2, Connections: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestBenchIrqbalanceRestoresMachine(t *testing.T) {
 			t.Skipf("%s not installed", b)
 		}
 	}
-	w, err := NewNet("memcached", NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: t.TempDir()}, Connections: 8})
+	w, err := NewNet("memcached", NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: t.TempDir()}, ClientThreads: 2, Connections: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,3 +57,33 @@ func TestBusyPollOnlyUDP(t *testing.T) {
 		t.Errorf("busypoll=0 (off) refused: %v", err)
 	}
 }
+
+// The load generator's defaults: memcaslap one thread more than the CPUs
+// (so runs do not settle into one arrangement, see clientThreads), wrk 2,
+// 16 connections a thread; given values are kept.
+func TestNetClientDefaults(t *testing.T) {
+	for _, c := range []struct {
+		kind       string
+		cpus       int
+		in         NetOptions
+		thr, conns int
+	}{
+		{"memcached", 2, NetOptions{}, 3, 48},
+		{"memcached", 8, NetOptions{}, 9, 144},
+		{"memcached", 0, NetOptions{}, 2, 32}, // CPUs unknown
+		{"nginx", 2, NetOptions{}, 2, 32},
+		{"udp", 4, NetOptions{}, 2, 32},
+		{"memcached", 2, NetOptions{ClientThreads: 2, Connections: 8}, 2, 8},
+		{"memcached", 2, NetOptions{ClientThreads: 4}, 4, 64},
+	} {
+		o := c.in
+		o.defaults(c.kind, c.cpus)
+		if o.ClientThreads != c.thr || o.Connections != c.conns {
+			t.Errorf("%s on %d CPUs, given %d×%d: got %d threads, %d connections; want %d, %d",
+				c.kind, c.cpus, c.in.ClientThreads, c.in.Connections, o.ClientThreads, o.Connections, c.thr, c.conns)
+		}
+	}
+	if n := machineCPUs(); n < 1 {
+		t.Errorf("machineCPUs() = %d on this machine", n)
+	}
+}
