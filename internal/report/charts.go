@@ -58,18 +58,7 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no recordings")
 	}
-	cl, err := ClusterChart(runs, o)
-	if err != nil {
-		return nil, err
-	}
-	rows := 0
-	for _, r := range runs {
-		rows += len(r.CPUs)
-	}
-	hmH := vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch
-	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
-	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
-	irq, err := IRQChart(runs, o)
+	l, err := newLayout(runs, o)
 	if err != nil {
 		return nil, err
 	}
@@ -81,13 +70,8 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	scaleH := 0.75 * vg.Inch
-	out := []Chart{
-		{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch},
-		{Name: "irq-by-device", Title: dev.Title.Text, Plot: dev, Height: 4.2 * vg.Inch},
-		{Name: "irq-soft-over-time", Title: soft.Title.Text, Plot: soft, Height: hmH},
-		{Name: "irq-soft-over-time-scale", Title: "colour scale", Plot: ScaleChart(softTop, "% of CPU in irq + softirq"), Height: scaleH},
-	}
+	out := []Chart{l.cluster, {Name: "irq-by-device", Title: dev.Title.Text, Plot: dev, Height: 4.2 * vg.Inch}}
+	out = append(out, l.soft...)
 	for _, s := range []struct {
 		name, title string
 		v           func(*load.CPULoad) float64
@@ -97,16 +81,50 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 		{"block-over-time", "BLOCK softirqs per second per CPU (storage completions)", func(c *load.CPULoad) float64 { return c.Block }},
 	} {
 		p, top := RateOverTimeChart(runs, s.title, s.v)
-		out = append(out,
-			Chart{Name: s.name, Title: s.title, Plot: p, Height: hmH},
-			Chart{Name: s.name + "-scale", Title: "colour scale", Plot: ScaleChart(top, "softirqs per second"), Height: scaleH})
+		out = append(out, l.heat(s.name, p, top, "softirqs per second")...)
 	}
-	return append(out,
-		Chart{Name: "busy-over-time", Title: busy.Title.Text, Plot: busy, Height: hmH},
-		Chart{Name: "busy-over-time-scale", Title: "colour scale", Plot: ScaleChart(busyTop, "% of CPU busy"), Height: scaleH},
-		Chart{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch},
-		Chart{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch},
-	), nil
+	out = append(out, l.busy...)
+	return append(out, l.irqRates, Chart{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch}), nil
+}
+
+// layout holds the charts Charts and FleetCharts both draw: the cluster
+// view, the heat maps of interrupt and busy time per CPU over time (each
+// with its colour scale) and the busiest IRQs' rates.
+type layout struct {
+	cluster, irqRates Chart
+	soft, busy        []Chart // heat map, colour scale
+	heatH             vg.Length
+}
+
+func newLayout(runs []*Run, o Options) (*layout, error) {
+	cl, err := ClusterChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
+	rows := 0
+	for _, r := range runs {
+		rows += len(r.CPUs)
+	}
+	l := &layout{heatH: vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch}
+	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
+	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
+	irq, err := IRQChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
+	l.cluster = Chart{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch}
+	l.soft = l.heat("irq-soft-over-time", soft, softTop, "% of CPU in irq + softirq")
+	l.busy = l.heat("busy-over-time", busy, busyTop, "% of CPU busy")
+	l.irqRates = Chart{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch}
+	return l, nil
+}
+
+// heat is a heat map chart and, under it, its colour scale (0 … top in unit).
+func (l *layout) heat(name string, p *plot.Plot, top float64, unit string) []Chart {
+	return []Chart{
+		{Name: name, Title: p.Title.Text, Plot: p, Height: l.heatH},
+		{Name: name + "-scale", Title: "colour scale", Plot: ScaleChart(top, unit), Height: 0.75 * vg.Inch},
+	}
 }
 
 // sans switches a plot's text to the sans-serif face of the embedded
