@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -250,15 +251,12 @@ type grid struct {
 	labels []string
 }
 
-func (g *grid) Dims() (int, int)        { return len(g.xs), g.nrows }
-func (g *grid) Z(c, r int) float64      { return g.z[g.nrows-1-r][c] }
-func (g *grid) X(c int) float64         { return g.xs[c] }
-func (g *grid) Y(r int) float64         { return float64(r) }
-func (g *grid) label(r int) string      { return g.labels[g.nrows-1-r] }
-func (g *grid) Min() float64            { return 0 }
-func (g *grid) Max() float64            { return 100 }
-func (g *grid) cols() int               { return len(g.xs) }
-func (g *grid) set(r, c int, v float64) { g.z[r][c] = v }
+func (g *grid) Dims() (int, int)   { return len(g.xs), g.nrows }
+func (g *grid) Z(c, r int) float64 { return g.z[g.nrows-1-r][c] }
+func (g *grid) X(c int) float64    { return g.xs[c] }
+func (g *grid) Y(r int) float64    { return float64(r) }
+func (g *grid) label(r int) string { return g.labels[g.nrows-1-r] }
+func (g *grid) cols() int          { return len(g.xs) }
 
 // overTime is a heat map of one per-CPU percentage over time: a row per
 // CPU (hosts one after another, first host at the top), a column per
@@ -266,10 +264,7 @@ func (g *grid) set(r, c int, v float64) { g.z[r][c] = v }
 // readable for hundreds of cores where one line per core would not.
 // It returns the top of its colour range too.
 func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot, float64) {
-	p := plot.New()
-	sans(p)
-	p.X.Label.Text = "seconds since the recording started"
-	g := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) {
+	g, peak := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) {
 		if cl.NoTicks {
 			return 0, false
 		}
@@ -278,28 +273,30 @@ func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot,
 	})
 	// Colour range 0 … the highest value rounded up to 10 % (at least
 	// 10 %), so that a few percent of interrupt time is still visible.
-	top := 10.0
-	for _, r := range g.z {
-		for _, z := range r {
-			if !math.IsNaN(z) {
-				top = math.Max(top, math.Ceil(z/10)*10)
-			}
-		}
-	}
+	top := math.Max(10, math.Ceil(peak/10)*10)
+	return heatMap(g, title, top, moreland.SmoothBlueRed().Palette(64)), top
+}
+
+// heatMap draws g coloured from 0 to top, grey where a cell has no value.
+func heatMap(g *grid, title string, top float64, pal palette.Palette) *plot.Plot {
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
 	p.Title.Text = title
-	hm := plotter.NewHeatMap(g, moreland.SmoothBlueRed().Palette(64))
+	hm := plotter.NewHeatMap(g, pal)
 	hm.Min, hm.Max = 0, top
 	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
 	p.Add(hm)
 	yTicks(p, g)
-	return p, top
+	return p
 }
 
 // cpuGrid lays out a heat map: a row per host and CPU, a column per
 // interval of the longest run (other runs are aligned by interval index:
 // all use the same --interval in practice), each cell v of that CPU's load
-// (left NaN where v says there is no value).
-func cpuGrid(runs []*Run, v func(*load.CPULoad) (float64, bool)) *grid {
+// (left NaN where v says there is no value). It returns the highest cell
+// value too (0 when none is above 0).
+func cpuGrid(runs []*Run, v func(*load.CPULoad) (float64, bool)) (*grid, float64) {
 	longest := runs[0]
 	g := &grid{}
 	for _, r := range runs {
@@ -329,12 +326,20 @@ func cpuGrid(runs []*Run, v func(*load.CPULoad) (float64, bool)) *grid {
 			}
 			for i := range l.CPUs {
 				if x, ok := v(&l.CPUs[i]); ok {
-					g.set(rowOf[l.CPUs[i].ID], c, x)
+					g.z[rowOf[l.CPUs[i].ID]][c] = x
 				}
 			}
 		}
 	}
-	return g
+	peak := 0.0
+	for _, r := range g.z {
+		for _, z := range r {
+			if !math.IsNaN(z) {
+				peak = math.Max(peak, z)
+			}
+		}
+	}
+	return g, peak
 }
 
 func nanRow(n int) []float64 {
