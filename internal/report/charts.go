@@ -355,14 +355,8 @@ func nanRow(n int) []float64 {
 // queue and handler.
 func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
-	p := plot.New()
-	sans(p)
-	p.X.Label.Text = "seconds since the recording started"
-	p.Y.Label.Text = "interrupts per second"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.Padding = 1
+	p := linePlot("interrupts per second")
 	p.Y.Tick.Marker = plot.TickerFunc(compactTicks)
-	p.Add(plotter.NewGrid())
 
 	var all []IRQSeries
 	for _, r := range runs {
@@ -379,14 +373,8 @@ func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 		p.Title.Text = fmt.Sprintf("IRQ rates over time — no IRQ fired %.0f times per second or more on average", MinIRQLineRate)
 		return p, nil
 	}
-	var peak float64
-	var args []any
-	for _, s := range all {
-		xys := make(plotter.XYs, len(s.T))
-		for i := range s.T {
-			xys[i] = plotter.XY{X: s.T[i], Y: s.Rate[i]}
-			peak = math.Max(peak, s.Rate[i])
-		}
+	err := addLines(p, n, func(i int) (string, []float64, []float64) {
+		s := all[i]
 		name := s.Label
 		if len(runs) > 1 {
 			name = s.Host + ": " + name
@@ -394,15 +382,49 @@ func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 		if len(name) > 48 {
 			name = name[:47] + "…"
 		}
+		return name, s.T, s.Rate
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// linePlot is an empty chart of lines over time with a grid and the legend
+// top left.
+func linePlot(yLabel string) *plot.Plot {
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
+	p.Y.Label.Text = yLabel
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Padding = 1
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// addLines draws n series, series(i) giving the i-th one's legend name,
+// times and values, and sets the y range from 0 to the highest value with
+// headroom so that the legend (top left, a line per series) does not hide
+// the lines.
+func addLines(p *plot.Plot, n int, series func(i int) (name string, t, y []float64)) error {
+	var peak float64
+	var args []any
+	for k := range n {
+		name, t, y := series(k)
+		xys := make(plotter.XYs, len(t))
+		for i := range t {
+			xys[i] = plotter.XY{X: t[i], Y: y[i]}
+			peak = math.Max(peak, y[i])
+		}
 		args = append(args, name, xys)
 	}
 	if err := plotutil.AddLines(p, args...); err != nil {
-		return nil, err
+		return err
 	}
-	// Headroom so that the legend (top left) does not hide the lines.
 	p.Y.Min = 0
 	p.Y.Max = peak * (1.1 + 0.085*float64(n))
-	return p, nil
+	return nil
 }
 
 // percentTicks label 0, 50 and 100 % with minor ticks every 10 %, leaving
