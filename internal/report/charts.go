@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -58,18 +59,7 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no recordings")
 	}
-	cl, err := ClusterChart(runs, o)
-	if err != nil {
-		return nil, err
-	}
-	rows := 0
-	for _, r := range runs {
-		rows += len(r.CPUs)
-	}
-	hmH := vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch
-	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
-	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
-	irq, err := IRQChart(runs, o)
+	l, err := newLayout(runs, o)
 	if err != nil {
 		return nil, err
 	}
@@ -81,13 +71,8 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	scaleH := 0.75 * vg.Inch
-	out := []Chart{
-		{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch},
-		{Name: "irq-by-device", Title: dev.Title.Text, Plot: dev, Height: 4.2 * vg.Inch},
-		{Name: "irq-soft-over-time", Title: soft.Title.Text, Plot: soft, Height: hmH},
-		{Name: "irq-soft-over-time-scale", Title: "colour scale", Plot: ScaleChart(softTop, "% of CPU in irq + softirq"), Height: scaleH},
-	}
+	out := []Chart{l.cluster, {Name: "irq-by-device", Title: dev.Title.Text, Plot: dev, Height: 4.2 * vg.Inch}}
+	out = append(out, l.soft...)
 	for _, s := range []struct {
 		name, title string
 		v           func(*load.CPULoad) float64
@@ -97,16 +82,50 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 		{"block-over-time", "BLOCK softirqs per second per CPU (storage completions)", func(c *load.CPULoad) float64 { return c.Block }},
 	} {
 		p, top := RateOverTimeChart(runs, s.title, s.v)
-		out = append(out,
-			Chart{Name: s.name, Title: s.title, Plot: p, Height: hmH},
-			Chart{Name: s.name + "-scale", Title: "colour scale", Plot: ScaleChart(top, "softirqs per second"), Height: scaleH})
+		out = append(out, l.heat(s.name, p, top, "softirqs per second")...)
 	}
-	return append(out,
-		Chart{Name: "busy-over-time", Title: busy.Title.Text, Plot: busy, Height: hmH},
-		Chart{Name: "busy-over-time-scale", Title: "colour scale", Plot: ScaleChart(busyTop, "% of CPU busy"), Height: scaleH},
-		Chart{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch},
-		Chart{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch},
-	), nil
+	out = append(out, l.busy...)
+	return append(out, l.irqRates, Chart{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch}), nil
+}
+
+// layout holds the charts Charts and FleetCharts both draw: the cluster
+// view, the heat maps of interrupt and busy time per CPU over time (each
+// with its colour scale) and the busiest IRQs' rates.
+type layout struct {
+	cluster, irqRates Chart
+	soft, busy        []Chart // heat map, colour scale
+	heatH             vg.Length
+}
+
+func newLayout(runs []*Run, o Options) (*layout, error) {
+	cl, err := ClusterChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
+	rows := 0
+	for _, r := range runs {
+		rows += len(r.CPUs)
+	}
+	l := &layout{heatH: vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch}
+	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
+	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
+	irq, err := IRQChart(runs, o)
+	if err != nil {
+		return nil, err
+	}
+	l.cluster = Chart{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch}
+	l.soft = l.heat("irq-soft-over-time", soft, softTop, "% of CPU in irq + softirq")
+	l.busy = l.heat("busy-over-time", busy, busyTop, "% of CPU busy")
+	l.irqRates = Chart{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch}
+	return l, nil
+}
+
+// heat is a heat map chart and, under it, its colour scale (0 … top in unit).
+func (l *layout) heat(name string, p *plot.Plot, top float64, unit string) []Chart {
+	return []Chart{
+		{Name: name, Title: p.Title.Text, Plot: p, Height: l.heatH},
+		{Name: name + "-scale", Title: "colour scale", Plot: ScaleChart(top, unit), Height: 0.75 * vg.Inch},
+	}
 }
 
 // sans switches a plot's text to the sans-serif face of the embedded
@@ -232,15 +251,12 @@ type grid struct {
 	labels []string
 }
 
-func (g *grid) Dims() (int, int)        { return len(g.xs), g.nrows }
-func (g *grid) Z(c, r int) float64      { return g.z[g.nrows-1-r][c] }
-func (g *grid) X(c int) float64         { return g.xs[c] }
-func (g *grid) Y(r int) float64         { return float64(r) }
-func (g *grid) label(r int) string      { return g.labels[g.nrows-1-r] }
-func (g *grid) Min() float64            { return 0 }
-func (g *grid) Max() float64            { return 100 }
-func (g *grid) cols() int               { return len(g.xs) }
-func (g *grid) set(r, c int, v float64) { g.z[r][c] = v }
+func (g *grid) Dims() (int, int)   { return len(g.xs), g.nrows }
+func (g *grid) Z(c, r int) float64 { return g.z[g.nrows-1-r][c] }
+func (g *grid) X(c int) float64    { return g.xs[c] }
+func (g *grid) Y(r int) float64    { return float64(r) }
+func (g *grid) label(r int) string { return g.labels[g.nrows-1-r] }
+func (g *grid) cols() int          { return len(g.xs) }
 
 // overTime is a heat map of one per-CPU percentage over time: a row per
 // CPU (hosts one after another, first host at the top), a column per
@@ -248,10 +264,7 @@ func (g *grid) set(r, c int, v float64) { g.z[r][c] = v }
 // readable for hundreds of cores where one line per core would not.
 // It returns the top of its colour range too.
 func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot, float64) {
-	p := plot.New()
-	sans(p)
-	p.X.Label.Text = "seconds since the recording started"
-	g := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) {
+	g, peak := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) {
 		if cl.NoTicks {
 			return 0, false
 		}
@@ -260,28 +273,30 @@ func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot,
 	})
 	// Colour range 0 … the highest value rounded up to 10 % (at least
 	// 10 %), so that a few percent of interrupt time is still visible.
-	top := 10.0
-	for _, r := range g.z {
-		for _, z := range r {
-			if !math.IsNaN(z) {
-				top = math.Max(top, math.Ceil(z/10)*10)
-			}
-		}
-	}
+	top := math.Max(10, math.Ceil(peak/10)*10)
+	return heatMap(g, title, top, moreland.SmoothBlueRed().Palette(64)), top
+}
+
+// heatMap draws g coloured from 0 to top, grey where a cell has no value.
+func heatMap(g *grid, title string, top float64, pal palette.Palette) *plot.Plot {
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
 	p.Title.Text = title
-	hm := plotter.NewHeatMap(g, moreland.SmoothBlueRed().Palette(64))
+	hm := plotter.NewHeatMap(g, pal)
 	hm.Min, hm.Max = 0, top
 	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
 	p.Add(hm)
 	yTicks(p, g)
-	return p, top
+	return p
 }
 
 // cpuGrid lays out a heat map: a row per host and CPU, a column per
 // interval of the longest run (other runs are aligned by interval index:
 // all use the same --interval in practice), each cell v of that CPU's load
-// (left NaN where v says there is no value).
-func cpuGrid(runs []*Run, v func(*load.CPULoad) (float64, bool)) *grid {
+// (left NaN where v says there is no value). It returns the highest cell
+// value too (0 when none is above 0).
+func cpuGrid(runs []*Run, v func(*load.CPULoad) (float64, bool)) (*grid, float64) {
 	longest := runs[0]
 	g := &grid{}
 	for _, r := range runs {
@@ -311,12 +326,20 @@ func cpuGrid(runs []*Run, v func(*load.CPULoad) (float64, bool)) *grid {
 			}
 			for i := range l.CPUs {
 				if x, ok := v(&l.CPUs[i]); ok {
-					g.set(rowOf[l.CPUs[i].ID], c, x)
+					g.z[rowOf[l.CPUs[i].ID]][c] = x
 				}
 			}
 		}
 	}
-	return g
+	peak := 0.0
+	for _, r := range g.z {
+		for _, z := range r {
+			if !math.IsNaN(z) {
+				peak = math.Max(peak, z)
+			}
+		}
+	}
+	return g, peak
 }
 
 func nanRow(n int) []float64 {
@@ -332,14 +355,8 @@ func nanRow(n int) []float64 {
 // queue and handler.
 func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
-	p := plot.New()
-	sans(p)
-	p.X.Label.Text = "seconds since the recording started"
-	p.Y.Label.Text = "interrupts per second"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.Padding = 1
+	p := linePlot("interrupts per second")
 	p.Y.Tick.Marker = plot.TickerFunc(compactTicks)
-	p.Add(plotter.NewGrid())
 
 	var all []IRQSeries
 	for _, r := range runs {
@@ -356,14 +373,8 @@ func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 		p.Title.Text = fmt.Sprintf("IRQ rates over time — no IRQ fired %.0f times per second or more on average", MinIRQLineRate)
 		return p, nil
 	}
-	var peak float64
-	var args []any
-	for _, s := range all {
-		xys := make(plotter.XYs, len(s.T))
-		for i := range s.T {
-			xys[i] = plotter.XY{X: s.T[i], Y: s.Rate[i]}
-			peak = math.Max(peak, s.Rate[i])
-		}
+	err := addLines(p, n, func(i int) (string, []float64, []float64) {
+		s := all[i]
 		name := s.Label
 		if len(runs) > 1 {
 			name = s.Host + ": " + name
@@ -371,15 +382,49 @@ func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 		if len(name) > 48 {
 			name = name[:47] + "…"
 		}
+		return name, s.T, s.Rate
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// linePlot is an empty chart of lines over time with a grid and the legend
+// top left.
+func linePlot(yLabel string) *plot.Plot {
+	p := plot.New()
+	sans(p)
+	p.X.Label.Text = "seconds since the recording started"
+	p.Y.Label.Text = yLabel
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Padding = 1
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// addLines draws n series, series(i) giving the i-th one's legend name,
+// times and values, and sets the y range from 0 to the highest value with
+// headroom so that the legend (top left, a line per series) does not hide
+// the lines.
+func addLines(p *plot.Plot, n int, series func(i int) (name string, t, y []float64)) error {
+	var peak float64
+	var args []any
+	for k := range n {
+		name, t, y := series(k)
+		xys := make(plotter.XYs, len(t))
+		for i := range t {
+			xys[i] = plotter.XY{X: t[i], Y: y[i]}
+			peak = math.Max(peak, y[i])
+		}
 		args = append(args, name, xys)
 	}
 	if err := plotutil.AddLines(p, args...); err != nil {
-		return nil, err
+		return err
 	}
-	// Headroom so that the legend (top left) does not hide the lines.
 	p.Y.Min = 0
 	p.Y.Max = peak * (1.1 + 0.085*float64(n))
-	return p, nil
+	return nil
 }
 
 // percentTicks label 0, 50 and 100 % with minor ticks every 10 %, leaving

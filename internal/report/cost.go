@@ -7,8 +7,6 @@ import (
 	"strconv"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 
 	"github.com/irqpilot/irqpilot/internal/load"
 )
@@ -88,13 +86,7 @@ func (r *Run) CostSeries() []CostSeries {
 // eBPF or estimated from counts.
 func CostChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
-	p := plot.New()
-	sans(p)
-	p.X.Label.Text = "seconds since the recording started"
-	p.Y.Label.Text = "% of the CPU"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.Padding = 1
-	p.Add(plotter.NewGrid())
+	p := linePlot("% of the CPU")
 
 	var all []CostSeries
 	measured, estimated := 0, 0
@@ -122,24 +114,17 @@ func CostChart(runs []*Run, o Options) (*plot.Plot, error) {
 		p.Title.Text += " — none"
 		return p, nil
 	}
-	var peak float64
-	var args []any
-	for _, s := range all {
-		xys := make(plotter.XYs, len(s.T))
-		for i := range s.T {
-			xys[i] = plotter.XY{X: s.T[i], Y: s.Pct[i]}
-			peak = math.Max(peak, s.Pct[i])
-		}
+	err := addLines(p, n, func(i int) (string, []float64, []float64) {
+		s := all[i]
 		name := "cpu" + strconv.Itoa(s.CPU) + " " + s.Source
 		if len(runs) > 1 {
 			name = s.Host + ": " + name
 		}
-		args = append(args, name, xys)
-	}
-	if err := plotutil.AddLines(p, args...); err != nil {
+		return name, s.T, s.Pct
+	})
+	if err != nil {
 		return nil, err
 	}
-	p.Y.Min = 0
-	p.Y.Max = math.Max(peak*(1.1+0.085*float64(n)), 1)
+	p.Y.Max = math.Max(p.Y.Max, 1)
 	return p, nil
 }

@@ -2,11 +2,7 @@ package report
 
 import (
 	"fmt"
-	"math"
 	"sort"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
@@ -48,31 +44,14 @@ func FleetCharts(runs []*Run, o Options) ([]Chart, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no nodes")
 	}
-	cl, err := ClusterChart(runs, o)
+	l, err := newLayout(runs, o)
 	if err != nil {
 		return nil, err
 	}
-	rows := 0
-	for _, r := range runs {
-		rows += len(r.CPUs)
+	for _, c := range []Chart{l.soft[0], l.busy[0], l.irqRates} {
+		c.Plot.X.Label.Text = "seconds since the start of the range"
 	}
-	hmH := vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch
-	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
-	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
-	irq, err := IRQChart(runs, o)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range []*plot.Plot{soft, busy, irq} {
-		p.X.Label.Text = "seconds since the start of the range"
-	}
-	scaleH := 0.75 * vg.Inch
-	return []Chart{
-		{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch},
-		{Name: "irq-soft-over-time", Title: soft.Title.Text, Plot: soft, Height: hmH},
-		{Name: "irq-soft-over-time-scale", Title: "colour scale", Plot: ScaleChart(softTop, "% of CPU in irq + softirq"), Height: scaleH},
-		{Name: "busy-over-time", Title: busy.Title.Text, Plot: busy, Height: hmH},
-		{Name: "busy-over-time-scale", Title: "colour scale", Plot: ScaleChart(busyTop, "% of CPU busy"), Height: scaleH},
-		{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch},
-	}, nil
+	out := append([]Chart{l.cluster}, l.soft...)
+	out = append(out, l.busy...)
+	return append(out, l.irqRates), nil
 }

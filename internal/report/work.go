@@ -44,35 +44,10 @@ func niceTop(v, min float64) float64 {
 // CPU, a column per interval), coloured from 0 to the highest rate seen, and
 // returns that top for its colour scale.
 func RateOverTimeChart(runs []*Run, title string, v func(*load.CPULoad) float64) (*plot.Plot, float64) {
-	p := plot.New()
-	sans(p)
-	p.X.Label.Text = "seconds since the recording started"
-	g := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) { return math.Max(0, v(cl)), true })
-	peak := 0.0
-	for _, r := range g.z {
-		for _, z := range r {
-			if !math.IsNaN(z) {
-				peak = math.Max(peak, z)
-			}
-		}
-	}
+	g, peak := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) { return math.Max(0, v(cl)), true })
 	top := niceTop(peak, 10)
-	p.Title.Text = title
-	hm := plotter.NewHeatMap(&rateGrid{grid: g, max: top}, heatPalette(top).Palette(64))
-	hm.Min, hm.Max = 0, top
-	hm.NaN = color.RGBA{R: 0xee, G: 0xee, B: 0xee, A: 0xff}
-	p.Add(hm)
-	yTicks(p, g)
-	return p, top
+	return heatMap(g, title, top, heatPalette(top).Palette(64)), top
 }
-
-// rateGrid is a grid whose range is 0…max (grid's is 0…100).
-type rateGrid struct {
-	*grid
-	max float64
-}
-
-func (g *rateGrid) Max() float64 { return g.max }
 
 func yTicks(p *plot.Plot, g *grid) {
 	step := int(math.Ceil(float64(g.nrows) / 40))

@@ -497,6 +497,7 @@ func (b *builder) addQueue(m model.Metric, i int, v float64) {
 // load.Rates does from /proc/stat (of the sum of all modes, so that an
 // idle counter that stalls on a tickless CPU does not break the sum). ok is
 // false when a mode is missing.
+// Not load.Rates: that takes two /proc/stat Samples; these are PromQL rate() values with NaN gaps.
 func cpuLoad(id int, c *cpuAcc) (load.CPULoad, bool) {
 	parts := []float64{c.user, c.nice, c.system, c.idle, c.iowait, c.steal, c.irq, c.soft}
 	total := 0.0
