@@ -116,26 +116,12 @@ func napiThreadedPlans(b *builder, ts []*target, l *load.Load, hot cpuset.Set) [
 // the two), and so is one without NAPI instances or with unplaced threads.
 func (m *model) predictNAPIThreads(p *Plan, st map[int]cpuUse, devNet map[string]map[int]float64, steered map[string]bool) {
 	done := map[string]bool{}
-	net := func(u *cpuUse) *float64 { return &u.netSoft }
 	for _, e := range p.NAPI {
 		if e.ID != nil || e.Threaded == nil || !*e.Threaded || e.CPUs == nil || e.CPUs.IsEmpty() ||
 			done[e.Device] || steered[e.Device] || len(m.h.NAPIsOf(e.Device)) == 0 {
 			continue
 		}
 		done[e.Device] = true
-		for c, v := range devNet[e.Device] {
-			moved := v * NAPIThreadMoved
-			// Work whose thread stays on its CPU does not move.
-			if e.CPUs.Contains(c) {
-				moved = moved * float64(e.CPUs.Len()-1) / float64(e.CPUs.Len())
-			}
-			if moved <= 0 {
-				continue
-			}
-			moveScaled(st, c, moved, 1, e.CPUs.Difference(cpuset.Of(c)), net)
-			u := st[c]
-			u.netSoft += moved * NAPIThreadWakeCost
-			st[c] = u
-		}
+		moveNetSoft(st, devNet[e.Device], NAPIThreadMoved, *e.CPUs, NAPIThreadWakeCost)
 	}
 }

@@ -277,20 +277,7 @@ func (m *model) Predict(p *Plan) Prediction {
 		if nic := m.h.NIC(e.Device); nic != nil && nic.Virtual {
 			frac = RPSMovedVirtual
 		}
-		for c, v := range devNet[e.Device] {
-			moved := v * frac
-			// Work RPS leaves on its own CPU does not move.
-			if e.RPSCPUs.Contains(c) {
-				moved = moved * float64(e.RPSCPUs.Len()-1) / float64(e.RPSCPUs.Len())
-			}
-			if moved <= 0 {
-				continue
-			}
-			moveTo(c, moved, e.RPSCPUs.Difference(cpuset.Of(c)), net)
-			u := st[c]
-			u.netSoft += moved * RPSIPICost
-			st[c] = u
-		}
+		moveNetSoft(st, devNet[e.Device], frac, *e.RPSCPUs, RPSIPICost)
 	}
 	m.predictNAPIThreads(p, st, devNet, steered) // auto_napi.go
 	for _, a := range p.Apps {
@@ -330,6 +317,27 @@ func sortedCPUs(m map[int]float64) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// moveNetSoft moves frac of a device's network softirq (per CPU in per)
+// onto the CPUs to, as RPS and threaded NAPI hand it off: the share a CPU
+// of to keeps for itself does not move, and the CPU handing work off pays
+// cost per unit moved.
+func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset.Set, cost float64) {
+	net := func(u *cpuUse) *float64 { return &u.netSoft }
+	for c, v := range per {
+		moved := v * frac
+		if to.Contains(c) {
+			moved = moved * float64(to.Len()-1) / float64(to.Len())
+		}
+		if moved <= 0 {
+			continue
+		}
+		moveScaled(st, c, moved, 1, to.Difference(cpuset.Of(c)), net)
+		u := st[c]
+		u.netSoft += moved * cost
+		st[c] = u
+	}
 }
 
 // moveScaled moves amount of one kind of work off CPU from and spreads it,

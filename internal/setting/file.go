@@ -78,20 +78,28 @@ func (k fileKind) CheckRecorded(c *Change) error {
 	if err := k.check(c); err != nil {
 		return fmt.Errorf("%s (%s): %w", c.Target, k.kind, err)
 	}
-	for _, v := range []struct{ name, v string }{{"value", c.Value}, {"old value", c.Old}} {
-		if v.v == "" && v.name == "old value" {
-			continue
-		}
-		if _, err := k.same(v.v, v.v); err != nil {
-			return fmt.Errorf("%s (%s): %s %q: %w", c.Target, k.kind, v.name, short(v.v), err)
+	return recordedValues(c, func(name, v string) error {
+		if _, err := k.same(v, v); err != nil {
+			return fmt.Errorf("%s (%s): %s %q: %w", c.Target, k.kind, name, short(v), err)
 		}
 		if k.limit != nil {
-			if err := k.limit(v.v, true); err != nil {
-				return fmt.Errorf("%s (%s): %s: %w", c.Target, k.kind, v.name, err)
+			if err := k.limit(v, true); err != nil {
+				return fmt.Errorf("%s (%s): %s: %w", c.Target, k.kind, name, err)
 			}
 		}
+		return nil
+	})
+}
+
+// recordedValues runs check on a journal entry's value and, when one was
+// recorded, its old value, with "value" or "old value" as the name for the
+// error; it returns the first error.
+func recordedValues(c *Change, check func(name, v string) error) error {
+	err := check("value", c.Value)
+	if err == nil && c.Old != "" {
+		err = check("old value", c.Old)
 	}
-	return nil
+	return err
 }
 
 // short cuts a value for an error message.

@@ -151,15 +151,12 @@ func (k napiKind) CheckRecorded(c *Change) error {
 	if err := k.checkObject(c); err != nil {
 		return err
 	}
-	for _, v := range []struct{ name, v string }{{"value", c.Value}, {"old value", c.Old}} {
-		if v.v == "" && v.name == "old value" {
-			continue
+	return recordedValues(c, func(name, v string) error {
+		if err := checkUintRange(v, k.kernelMax, k.attr); err != nil {
+			return fmt.Errorf("%s (%s): %s: %w", c.Target, k.kind, name, err)
 		}
-		if err := checkUintRange(v.v, k.kernelMax, k.attr); err != nil {
-			return fmt.Errorf("%s (%s): %s: %w", c.Target, k.kind, v.name, err)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // instance reads c's NAPI instance and checks it still belongs to c.Device.

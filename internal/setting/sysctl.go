@@ -79,15 +79,12 @@ func (s sysctl) CheckRecorded(c *Change) error {
 		return err
 	}
 	l := sysctlLimits[c.Path]
-	for _, v := range []struct{ name, v string }{{"value", c.Value}, {"old value", c.Old}} {
-		if v.v == "" && v.name == "old value" {
-			continue
+	return recordedValues(c, func(name, v string) error {
+		if err := checkIntRange(v, l.kernelMax, l.name); err != nil {
+			return fmt.Errorf("%s (%s): %s: %w", c.Target, s.kind, name, err)
 		}
-		if err := checkIntRange(v.v, l.kernelMax, l.name); err != nil {
-			return fmt.Errorf("%s (%s): %s: %w", c.Target, s.kind, v.name, err)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (s sysctl) Expected(c *Change) string {
