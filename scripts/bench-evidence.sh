@@ -33,12 +33,18 @@ field() {
 scenario() { # name, then workload flags
 	local name=$1
 	shift
-	echo "== $name: exhaustive search"
-	"$BIN" tune --search exhaustive --rounds "$EXH_ROUNDS" --duration "$DUR" "$@" -o "$OUT/$name-exhaustive.json" >"$OUT/$name-exhaustive.txt"
+	# REUSE=1 keeps a search already in $OUT (a bench rerun after a harness
+	# change that does not touch the search).
+	if [ "${REUSE:-0}" = 1 ] && [ -s "$OUT/$name-exhaustive.json" ] && [ -s "$OUT/$name-tune.json" ]; then
+		echo "== $name: searches kept from $OUT"
+	else
+		echo "== $name: exhaustive search"
+		"$BIN" tune --search exhaustive --rounds "$EXH_ROUNDS" --duration "$DUR" "$@" -o "$OUT/$name-exhaustive.json" >"$OUT/$name-exhaustive.txt"
+		echo "== $name: tune --auto"
+		"$BIN" tune --auto --budget "$TUNE_BUDGET" --duration "$DUR" "$@" -o "$OUT/$name-tune.json" >"$OUT/$name-tune.txt"
+	fi
 	local best
 	best=$(field "$OUT/$name-exhaustive.json" ranked)
-	echo "== $name: tune --auto"
-	"$BIN" tune --auto --budget "$TUNE_BUDGET" --duration "$DUR" "$@" -o "$OUT/$name-tune.json" >"$OUT/$name-tune.txt"
 	local tuned
 	tuned=$(field "$OUT/$name-tune.json" best)
 	echo "== $name: bench (exhaustive best: $best; tune kept: $tuned)"

@@ -110,6 +110,7 @@ type benchOptions struct {
 	output   string
 	chart    string
 	baseline string
+	from     string
 }
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
@@ -142,10 +143,22 @@ without an application that opts in.`,
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the JSON report to this file")
 	cmd.Flags().StringVar(&o.chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
 	cmd.Flags().StringVar(&o.baseline, "baseline", "", "configuration the others are compared with (default: the first)")
+	cmd.Flags().StringVar(&o.from, "from", "", "measure nothing: read a saved JSON report (-o) and print it again, summarised with this version's statistics")
 	return cmd
 }
 
 func (o *benchOptions) run(out, errOut io.Writer) error {
+	if o.from != "" {
+		b, err := os.ReadFile(o.from)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		rep, err := bench.ReadReport(b)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("%s: %w", o.from, err)}
+		}
+		return o.writeReport(out, rep)
+	}
 	r, err := o.wf.runner(splitConfigs(o.configs), o.rounds, o.duration, errOut)
 	if err != nil {
 		return &exitError{code: 2, err: err}

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -41,7 +43,7 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 	rep.Host, rep.Kernel, rep.CPUs = h.Hostname, h.Kernel, len(h.CPUs)
 	runs, err := r.All(ctx)
 	rep.Runs = runs
-	rep.Summary = Summarize(r.Configs, runs, baseline)
+	rep.Summary = Summarize(r.Configs, runs, baseline, true)
 	sc := r.Scope()
 	rep.Scope = &sc
 	rep.Dropped = r.Dropped
@@ -56,4 +58,34 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 		rep.Decisions[c] = Decision{Notes: s.Notes, Changes: len(s.Changes)}
 	}
 	return rep, err
+}
+
+// ReadReport reads a bench JSON report (bench -o) and summarises its runs
+// again with this version's statistics (Summarize, paired by round): a
+// report saved by an older version reads the same as a new one.
+func ReadReport(b []byte) (*Report, error) {
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("not a bench report: %w", err)
+	}
+	if len(rep.Runs) == 0 {
+		return nil, fmt.Errorf("bench report has no runs")
+	}
+	var configs []string
+	for _, s := range rep.Summary {
+		configs = append(configs, s.Config)
+	}
+	for _, r := range rep.Runs { // a report cut short may lack summaries
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	if rep.Baseline == "" {
+		rep.Baseline = configs[0]
+	}
+	if !slices.Contains(configs, rep.Baseline) {
+		return nil, fmt.Errorf("bench report: baseline %q has no runs", rep.Baseline)
+	}
+	rep.Summary = Summarize(configs, rep.Runs, rep.Baseline, true)
+	return &rep, nil
 }

@@ -27,7 +27,7 @@ func TestSummarizeFixedRuns(t *testing.T) {
 	runs = append(runs, mk("better", 120, 121, 119, 122, 120)...)
 	runs = append(runs, mk("same", 100, 103, 98, 101, 99)...)
 	runs = append(runs, Run{Config: "same", Error: "wrk could not connect"})
-	s := Summarize([]string{"default", "better", "same"}, runs, "")
+	s := Summarize([]string{"default", "better", "same"}, runs, "", false)
 	if len(s) != 3 {
 		t.Fatalf("%d summaries", len(s))
 	}
@@ -44,7 +44,7 @@ func TestSummarizeFixedRuns(t *testing.T) {
 	if c := s[0].CPUs[0]; c.SoftIRQ != 50 || c.Idle != 2 {
 		t.Errorf("cpu 0 %+v", c)
 	}
-	one := Summarize([]string{"a", "b"}, append(mk("a", 10), mk("b", 20)...), "a")
+	one := Summarize([]string{"a", "b"}, append(mk("a", 10), mk("b", 20)...), "a", true)
 	if one[1].Verdict != "too few runs" || one[1].Ratio.Point != 2 {
 		t.Errorf("single runs: %+v", one[1])
 	}

@@ -26,6 +26,9 @@ type Summary struct {
 	PerCPUSecond *Interval `json:"per_cpu_second,omitempty"`
 	// Ratio to the baseline (nil for the baseline itself or without one).
 	Ratio *Interval `json:"ratio,omitempty"`
+	// Paired is how many rounds the ratio was paired over (the median of
+	// per-round ratios, see Summarize); 0: the ratio of the medians.
+	Paired int `json:"paired_rounds,omitempty"`
 	// Verdict: "baseline", "better", "worse" or "within noise".
 	Verdict    string    `json:"verdict"`
 	LatencyP50 float64   `json:"latency_p50_us,omitempty"`
@@ -77,7 +80,14 @@ const MinRuns = 3
 
 // Summarize computes medians, 95 % bootstrap intervals and ratios to
 // baseline (the first configuration when baseline is "").
-func Summarize(configs []string, runs []Run, baseline string) []Summary {
+//
+// With paired, runs carry true interleaved rounds (Runner.All: every
+// configuration once per round, in order), and a configuration's ratio is
+// the median of its per-round ratios to the baseline's run of the same
+// round (BootstrapPairedRatio), from at least MinRuns such rounds; without,
+// or with fewer, it is the ratio of the two medians with both groups
+// resampled independently (BootstrapRatio).
+func Summarize(configs []string, runs []Run, baseline string, paired bool) []Summary {
 	if baseline == "" && len(configs) > 0 {
 		baseline = configs[0]
 	}
@@ -162,6 +172,12 @@ func Summarize(configs []string, runs []Run, baseline string) []Summary {
 			s.Ratio = &ratio
 		default:
 			ratio := BootstrapRatio(base, xs, 0.95, uint64(1000+i))
+			if paired {
+				if pa, pb := roundPairs(by[baseline], by[c]); len(pa) >= MinRuns {
+					ratio = BootstrapPairedRatio(pa, pb, 0.95, uint64(1000+i))
+					s.Paired = len(pa)
+				}
+			}
 			s.Ratio = &ratio
 			switch {
 			case !ratio.Significant():
@@ -177,6 +193,23 @@ func Summarize(configs []string, runs []Run, baseline string) []Summary {
 	return out
 }
 
+// roundPairs returns the throughputs of the rounds in which both the
+// baseline's and the configuration's run succeeded, in round order.
+func roundPairs(base, cfg []Run) (a, b []float64) {
+	at := map[int]float64{}
+	for _, r := range base {
+		if r.Error == "" {
+			at[r.Round] = r.Throughput
+		}
+	}
+	for _, r := range cfg {
+		if v, ok := at[r.Round]; ok && r.Error == "" {
+			a, b = append(a, v), append(b, r.Throughput)
+		}
+	}
+	return a, b
+}
+
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 // WriteTable prints the summary for people.
@@ -188,6 +221,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	how := "95 % bootstrap intervals"
+	for _, s := range r.Summary {
+		if s.Paired > 0 {
+			how += "; ratios paired by round (the median of each round's ratio to " + r.Baseline + "'s run of that round)"
+			break
+		}
+	}
 	if !enough {
 		how = fmt.Sprintf("too few runs for intervals or verdicts (fewer than %d per configuration: use --rounds %d or more)", MinRuns, MinRuns)
 	}

@@ -25,7 +25,7 @@ func goldenReport(rounds int) *Report {
 	return &Report{
 		Workload: "memcached", Host: "vm", Kernel: "6.1.0", CPUs: 2, Rounds: rounds, Duration: 5 * time.Second,
 		Baseline: "default", Restored: true,
-		Summary:     Summarize(configs, runs, "default"),
+		Summary:     Summarize(configs, runs, "default", true),
 		Scope:       &Scope{NetDevice: "vs4104", IRQs: nil},
 		MachineWide: map[string][]string{"rps-spread": {"net.core.rps_sock_flow_entries = 32768"}},
 		Dropped:     map[string][]string{"rps-spread": {"eth0 rx-0 (rps_cpus → 0-1): not a queue of the device under test"}},

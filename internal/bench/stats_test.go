@@ -94,7 +94,7 @@ func TestIntervalJSONMissing(t *testing.T) {
 	sums := Summarize([]string{"default", "broken"}, []Run{
 		{Config: "default", Result: Result{Throughput: 100, Unit: "ops/s"}},
 		{Config: "broken", Error: "memcaslap: exit status 1"},
-	}, "default")
+	}, "default", true)
 	b, err := json.Marshal(sums)
 	if err != nil {
 		t.Fatalf("report with a failed configuration: %v", err)
@@ -108,5 +108,48 @@ func TestIntervalJSONMissing(t *testing.T) {
 	}
 	if !math.IsNaN(back[1].Throughput.Point) || back[0].Throughput.Point != 100 {
 		t.Errorf("decoded %+v, %+v", back[0].Throughput, back[1].Throughput)
+	}
+}
+
+// Rounds of an interleaved bench drift together (this VM: one round's every
+// configuration 35 % below the next). Paired by round, the A/A twin's
+// ratio is 1 with a narrow interval and a 5 % better configuration is
+// "better"; resampled as two independent groups, both drown in the drift.
+func TestSummarizePairedRounds(t *testing.T) {
+	level := []float64{1329, 1040, 1018, 1218, 693, 1060, 683, 1009} // udp default, k dgram/s, session 4
+	var runs []Run
+	for r, l := range level {
+		wobble := 1 + 0.004*float64(r%3-1)
+		runs = append(runs,
+			Run{Config: "default", Round: r, Result: Result{Throughput: l}},
+			Run{Config: "default#aa", Round: r, Result: Result{Throughput: l * wobble}},
+			Run{Config: "better", Round: r, Result: Result{Throughput: l * 1.05 * wobble}})
+	}
+	runs = append(runs, Run{Config: "better", Round: 8, Error: "no baseline in this round"})
+	configs := []string{"default", "default#aa", "better"}
+	paired := Summarize(configs, runs, "default", true)
+	if aa := paired[1]; aa.Paired != 8 || aa.Ratio.Low < 0.99 || aa.Ratio.High > 1.01 || aa.Verdict != "within noise" {
+		t.Errorf("paired A/A: %d rounds, %+v, %s", aa.Paired, *aa.Ratio, aa.Verdict)
+	}
+	if b := paired[2]; b.Paired != 8 || b.Verdict != "better" || math.Abs(b.Ratio.Point-1.05) > 0.005 {
+		t.Errorf("paired better: %d rounds, %+v, %s", b.Paired, *b.Ratio, b.Verdict)
+	}
+	unpaired := Summarize(configs, runs, "default", false)
+	if b := unpaired[2]; b.Paired != 0 || b.Verdict != "within noise" || b.Ratio.High-b.Ratio.Low < 0.2 {
+		t.Errorf("unpaired: %+v, %s (want the drift's wide interval)", *b.Ratio, b.Verdict)
+	}
+}
+
+// Each configuration takes every position of a round in turn.
+func TestRoundOrder(t *testing.T) {
+	cs := []string{"default", "default#aa", "auto"}
+	want := [][]string{{"default", "default#aa", "auto"}, {"default#aa", "auto", "default"}, {"auto", "default", "default#aa"}, {"default", "default#aa", "auto"}}
+	for r, w := range want {
+		if got := RoundOrder(cs, r); strings.Join(got, " ") != strings.Join(w, " ") {
+			t.Errorf("round %d: %v, want %v", r, got, w)
+		}
+	}
+	if cs[0] != "default" || RoundOrder(nil, 3) != nil {
+		t.Error("RoundOrder changed its input or invented configurations")
 	}
 }

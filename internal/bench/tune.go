@@ -257,7 +257,7 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	if len(res.Obs[res.Baseline]) > 0 && (len(measured) == 0 || measured[0] != res.Baseline) {
 		measured = append([]string{res.Baseline}, removeStr(measured, res.Baseline)...)
 	}
-	res.Summary = Summarize(measured, res.Runs, res.Baseline)
+	res.Summary = Summarize(measured, res.Runs, res.Baseline, false)
 	if firstErr != nil {
 		return res, firstErr
 	}
