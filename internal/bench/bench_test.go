@@ -109,7 +109,7 @@ func TestShortBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{Workload: w, Configs: []string{"default", "spec:app=1,client=0,rps=0+1,flows=2048"}, Rounds: 2,
-		Duration: 2 * time.Second, StateDir: t.TempDir()}
+		Duration: 2 * time.Second, Prime: time.Second, StateDir: t.TempDir()} // primed: the priming run applies and reverts too
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {
 		t.Fatal(err)
@@ -124,9 +124,9 @@ func TestShortBench(t *testing.T) {
 	if len(rep.Runs) != 4 {
 		t.Fatalf("%d runs, want 4", len(rep.Runs))
 	}
-	// Interleaved A B A B.
+	// Interleaved, each round rotated: A B, B A.
 	for i, run := range rep.Runs {
-		if run.Config != r.Configs[i%2] || run.Round != i/2 {
+		if run.Config != RoundOrder(r.Configs, i/2)[i%2] || run.Round != i/2 {
 			t.Errorf("run %d is %s round %d", i, run.Config, run.Round)
 		}
 		if run.Error != "" || run.Throughput <= 0 || run.Unit != "ops/s" {
