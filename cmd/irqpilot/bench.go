@@ -119,10 +119,12 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 		Use:   "bench",
 		Short: "A/B-measure configurations on a real workload, interleaved, with bootstrap intervals",
 		Long: `bench applies each configuration through the normal apply/revert path, runs the
-workload, records throughput, latency and per-CPU load, and reverts. Rounds are
-interleaved (A B C … A B C …). It reports the median and a 95 % bootstrap
-interval per configuration, the ratio to the baseline, and whether the
-difference is outside the noise. The machine is restored exactly at the end
+workload, records throughput, latency and per-CPU load, and reverts. After one
+unmeasured priming run (--prime), rounds are interleaved, each in the order of
+the one before rotated by one (A B C, B C A, …). It reports the median and a
+95 % bootstrap interval per configuration, the ratio to the baseline (the
+median of each round's ratio to the baseline's run in that round), and whether
+the difference is outside the noise. --from FILE re-reads a saved report. The machine is restored exactly at the end
 (checked: every IRQ affinity and queue steering value).
 
 Configurations: default, irqbalance, dedicated-core, per-queue, colocate,
