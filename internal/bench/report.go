@@ -171,12 +171,16 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			ratio := Interval{Point: pt, Low: pt, High: pt}
 			s.Ratio = &ratio
 		default:
-			ratio := BootstrapRatio(base, xs, 0.95, uint64(1000+i))
+			var pa, pb []float64
 			if paired {
-				if pa, pb := roundPairs(by[baseline], by[c]); len(pa) >= MinRuns {
-					ratio = BootstrapPairedRatio(pa, pb, 0.95, uint64(1000+i))
-					s.Paired = len(pa)
-				}
+				pa, pb = roundPairs(by[baseline], by[c])
+			}
+			var ratio Interval
+			if len(pa) >= MinRuns {
+				ratio = BootstrapPairedRatio(pa, pb, 0.95, uint64(1000+i))
+				s.Paired = len(pa)
+			} else {
+				ratio = BootstrapRatio(base, xs, 0.95, uint64(1000+i))
 			}
 			s.Ratio = &ratio
 			switch {

@@ -153,3 +153,32 @@ func TestRoundOrder(t *testing.T) {
 		t.Error("RoundOrder changed its input or invented configurations")
 	}
 }
+
+// A saved report is summarised again, paired, whatever its file said;
+// garbage and empty reports are refused by name.
+func TestReadReportResummarises(t *testing.T) {
+	var runs []Run
+	for r, l := range []float64{100, 60, 100, 60} {
+		runs = append(runs,
+			Run{Config: "default", Round: r, Result: Result{Throughput: l, Unit: "ops/s"}},
+			Run{Config: "b", Round: r, Result: Result{Throughput: l * 1.1, Unit: "ops/s"}})
+	}
+	saved := Report{Workload: "memcached", Rounds: 4, Baseline: "default", Runs: runs,
+		Summary: []Summary{{Config: "default"}, {Config: "b", Verdict: "within noise"}}} // as an older version wrote it
+	b, err := json.Marshal(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ReadReport(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Summary[1]; s.Config != "b" || s.Paired != 4 || s.Verdict != "better" || math.Abs(s.Ratio.Point-1.1) > 1e-9 {
+		t.Errorf("re-summarised b: %+v ratio %+v", s, s.Ratio)
+	}
+	for _, bad := range []string{"{", `{"runs":[]}`, `{"baseline":"x","runs":[{"config":"default","throughput":1}]}`} {
+		if _, err := ReadReport([]byte(bad)); err == nil {
+			t.Errorf("ReadReport(%s) accepted", bad)
+		}
+	}
+}
