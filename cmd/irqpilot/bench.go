@@ -120,11 +120,15 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 		Short: "A/B-measure configurations on a real workload, interleaved, with bootstrap intervals",
 		Long: `bench applies each configuration through the normal apply/revert path, runs the
 workload, records throughput, latency and per-CPU load, and reverts. After one
-unmeasured priming run (--prime), rounds are interleaved, each in the order of
-the one before rotated by one (A B C, B C A, …). It reports the median and a
+unmeasured priming run (--prime), rounds are interleaved in a balanced order (a
+Williams design: each configuration runs in every position and after every
+other configuration equally often, so what one leaves behind does not bias
+the same neighbour every round). It reports the median and a
 95 % bootstrap interval per configuration, the ratio to the baseline (the
 median of each round's ratio to the baseline's run in that round), and whether
-the difference is outside the noise. --from FILE re-reads a saved report. The machine is restored exactly at the end
+the difference is outside the noise. --from FILE re-reads a saved report
+(with --baseline, against another of its configurations; "#TAG" names the
+configuration with that tag). The machine is restored exactly at the end
 (checked: every IRQ affinity and queue steering value).
 
 Configurations: default, irqbalance, dedicated-core, per-queue, colocate,
@@ -155,7 +159,7 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		rep, err := bench.ReadReport(b)
+		rep, err := bench.ReadReport(b, o.baseline)
 		if err != nil {
 			return &exitError{code: 2, err: fmt.Errorf("%s: %w", o.from, err)}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -63,7 +64,10 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 // ReadReport reads a bench JSON report (bench -o) and summarises its runs
 // again with this version's statistics (Summarize, paired by round): a
 // report saved by an older version reads the same as a new one.
-func ReadReport(b []byte) (*Report, error) {
+//
+// A non-empty baseline replaces the report's own: a configuration's full
+// name, or "#TAG" for the one configuration labelled TAG ("#best").
+func ReadReport(b []byte, baseline string) (*Report, error) {
 	var rep Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return nil, fmt.Errorf("not a bench report: %w", err)
@@ -80,6 +84,13 @@ func ReadReport(b []byte) (*Report, error) {
 			configs = append(configs, r.Config)
 		}
 	}
+	if baseline != "" {
+		name, err := findConfig(configs, baseline)
+		if err != nil {
+			return nil, err
+		}
+		rep.Baseline = name
+	}
 	if rep.Baseline == "" {
 		rep.Baseline = configs[0]
 	}
@@ -88,4 +99,28 @@ func ReadReport(b []byte) (*Report, error) {
 	}
 	rep.Summary = Summarize(configs, rep.Runs, rep.Baseline, true)
 	return &rep, nil
+}
+
+// findConfig resolves a baseline named on the command line against a
+// report's configurations: the exact name, or "#TAG" for the single
+// configuration whose name ends in that tag.
+func findConfig(configs []string, want string) (string, error) {
+	if slices.Contains(configs, want) {
+		return want, nil
+	}
+	if strings.HasPrefix(want, "#") {
+		var hits []string
+		for _, c := range configs {
+			if strings.HasSuffix(c, want) {
+				hits = append(hits, c)
+			}
+		}
+		if len(hits) == 1 {
+			return hits[0], nil
+		}
+		if len(hits) > 1 {
+			return "", fmt.Errorf("baseline %q names %d configurations: %s", want, len(hits), strings.Join(hits, ", "))
+		}
+	}
+	return "", fmt.Errorf("baseline %q is not one of the report's configurations (%s)", want, strings.Join(configs, ", "))
 }

@@ -124,7 +124,7 @@ func TestShortBench(t *testing.T) {
 	if len(rep.Runs) != 4 {
 		t.Fatalf("%d runs, want 4", len(rep.Runs))
 	}
-	// Interleaved, each round rotated: A B, B A.
+	// Interleaved in the balanced order: A B, B A.
 	for i, run := range rep.Runs {
 		if run.Config != RoundOrder(r.Configs, i/2)[i%2] || run.Round != i/2 {
 			t.Errorf("run %d is %s round %d", i, run.Config, run.Round)

@@ -233,14 +233,15 @@ func (r *Runner) progress(format string, args ...any) {
 }
 
 // All runs every configuration Rounds times, interleaved, each round in
-// the order of the one before rotated by one (A B C, B C A, C A B, …).
+// its RoundOrder (a Williams design: positions and predecessors balanced).
 //
 // In a fixed order every configuration always followed the same other one:
 // the first of a round always ran after the last configuration's revert,
 // and with ratios paired by round (Summarize) the udp A/A twin, always
 // second, measured 1.019 (1.005–1.060) of its baseline, a verdict of
-// "better" for two identical runs. Rotated, each configuration takes every
-// position in turn.
+// "better" for two identical runs. Rotating the order (session 4) moved
+// every configuration through every position but still kept each one's
+// predecessor; the Williams order varies both.
 func (r *Runner) All(ctx context.Context) ([]Run, error) {
 	var runs []Run
 	if err := r.prime(ctx); err != nil {
@@ -296,14 +297,46 @@ func (r *Runner) prime(ctx context.Context) (err error) {
 	return nil
 }
 
-// RoundOrder is the order of configs in round (from 0): configs rotated
-// left by round (see Runner.All).
+// RoundOrder is the order of configs in round (from 0): row round of a
+// Williams design. Every configuration takes every position once in n
+// rounds (n configurations), like the rotation used before, and, unlike a
+// rotation, every configuration follows every other one equally often: n
+// rounds for even n, 2n for odd n (the rows, then the same rows reversed).
+// A rotation keeps each configuration's predecessor fixed, so whatever one
+// configuration leaves behind (threads where it pinned them, warm or cold
+// caches) would bias the same neighbour in every round; balanced, that
+// carry-over averages out of the ratios. Row 0 for n = 4 is 0 1 3 2; row i
+// adds i mod n.
 func RoundOrder(configs []string, round int) []string {
-	if len(configs) == 0 {
+	n := len(configs)
+	if n == 0 {
 		return nil
 	}
-	k := round % len(configs)
-	return append(append([]string(nil), configs[k:]...), configs[:k]...)
+	// The first row interleaves from both ends: 0, 1, n-1, 2, n-2, …
+	first := make([]int, n)
+	lo, hi := 1, n-1
+	for j := 1; j < n; j++ {
+		if j%2 == 1 {
+			first[j] = lo
+			lo++
+		} else {
+			first[j] = hi
+			hi--
+		}
+	}
+	period := n
+	if n%2 == 1 {
+		period = 2 * n
+	}
+	k := round % period
+	out := make([]string, n)
+	for j := range first {
+		out[j] = configs[(first[j]+k)%n]
+	}
+	if k >= n {
+		slices.Reverse(out)
+	}
+	return out
 }
 
 // Measure applies config, drives the workload for Duration while sampling

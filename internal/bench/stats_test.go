@@ -2,7 +2,9 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -142,15 +144,63 @@ func TestSummarizePairedRounds(t *testing.T) {
 
 // Each configuration takes every position of a round in turn.
 func TestRoundOrder(t *testing.T) {
-	cs := []string{"default", "default#aa", "auto"}
-	want := [][]string{{"default", "default#aa", "auto"}, {"default#aa", "auto", "default"}, {"auto", "default", "default#aa"}, {"default", "default#aa", "auto"}}
-	for r, w := range want {
-		if got := RoundOrder(cs, r); strings.Join(got, " ") != strings.Join(w, " ") {
-			t.Errorf("round %d: %v, want %v", r, got, w)
+	// Row 0 interleaves from both ends; the next row adds one.
+	cs := []string{"a", "b", "c", "d"}
+	for r, w := range []string{"a b d c", "b c a d", "c d b a", "d a c b", "a b d c"} {
+		if got := strings.Join(RoundOrder(cs, r), " "); got != w {
+			t.Errorf("round %d: %s, want %s", r, got, w)
 		}
 	}
-	if cs[0] != "default" || RoundOrder(nil, 3) != nil {
-		t.Error("RoundOrder changed its input or invented configurations")
+	// Balanced over a full period, for even and odd counts (odd ones take
+	// the rows and then the rows reversed): every configuration once per
+	// round, equally often in every position, and after every other
+	// configuration equally often — the carry-over a rotation left fixed.
+	for n := 1; n <= 11; n++ {
+		var configs []string
+		for i := range n {
+			configs = append(configs, fmt.Sprintf("c%d", i))
+		}
+		period := n
+		if n%2 == 1 {
+			period = 2 * n
+		}
+		pos := map[string]map[int]int{}
+		after := map[[2]string]int{}
+		for r := range period {
+			order := RoundOrder(configs, r)
+			seen := map[string]bool{}
+			for j, c := range order {
+				if seen[c] || !slices.Contains(configs, c) {
+					t.Fatalf("n=%d round %d: %v is not a permutation", n, r, order)
+				}
+				seen[c] = true
+				if pos[c] == nil {
+					pos[c] = map[int]int{}
+				}
+				pos[c][j]++
+				if j > 0 {
+					after[[2]string{order[j-1], c}]++
+				}
+			}
+			if n > 0 && len(seen) != n {
+				t.Fatalf("n=%d round %d: %v", n, r, order)
+			}
+		}
+		for _, c := range configs {
+			for j := range n {
+				if pos[c][j] != period/n {
+					t.Errorf("n=%d: %s in position %d %d times, want %d", n, c, j, pos[c][j], period/n)
+				}
+			}
+			for _, d := range configs {
+				if c != d && after[[2]string{c, d}] != period/n {
+					t.Errorf("n=%d: %s after %s %d times, want %d", n, d, c, after[[2]string{c, d}], period/n)
+				}
+			}
+		}
+	}
+	if RoundOrder(nil, 3) != nil {
+		t.Error("RoundOrder invented configurations")
 	}
 }
 
@@ -169,7 +219,7 @@ func TestReadReportResummarises(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ReadReport(b)
+	rep, err := ReadReport(b, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +227,34 @@ func TestReadReportResummarises(t *testing.T) {
 		t.Errorf("re-summarised b: %+v ratio %+v", s, s.Ratio)
 	}
 	for _, bad := range []string{"{", `{"runs":[]}`, `{"baseline":"x","runs":[{"config":"default","throughput":1}]}`} {
-		if _, err := ReadReport([]byte(bad)); err == nil {
+		if _, err := ReadReport([]byte(bad), ""); err == nil {
 			t.Errorf("ReadReport(%s) accepted", bad)
 		}
+	}
+	// Against another configuration: b is the baseline, default 1/1.1 of it.
+	if rep, err = ReadReport(b, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Summary[0]; rep.Baseline != "b" || s.Config != "default" || s.Verdict != "worse" || math.Abs(s.Ratio.Point-1/1.1) > 1e-9 {
+		t.Errorf("against b: baseline %q, %+v ratio %+v", rep.Baseline, s, s.Ratio)
+	}
+	for base, want := range map[string]string{"nope": `baseline "nope" is not one of`, "#x": `baseline "#x" is not one of`} {
+		if _, err := ReadReport(b, base); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadReport(--baseline %s): %v, want %q", base, err, want)
+		}
+	}
+}
+
+// "#TAG" finds the one configuration with that tag, and refuses two.
+func TestFindConfig(t *testing.T) {
+	cs := []string{"default", "default#aa", "spec:app=0,rps=1#best", "auto#tune"}
+	if got, err := findConfig(cs, "#best"); err != nil || got != "spec:app=0,rps=1#best" {
+		t.Errorf("#best: %q %v", got, err)
+	}
+	if got, err := findConfig(cs, "default"); err != nil || got != "default" {
+		t.Errorf("default: %q %v", got, err)
+	}
+	if _, err := findConfig(append(cs, "x#best"), "#best"); err == nil || !strings.Contains(err.Error(), "names 2 configurations") {
+		t.Errorf("two #best: %v", err)
 	}
 }
