@@ -55,8 +55,11 @@ scenario() { # name, then workload flags
 	fi
 	local best
 	best=$(field "$OUT/$name-exhaustive.json" ranked)
-	local tuned
+	local tuned # what tune keeps: its best only when that beat the baseline beyond the noise
 	tuned=$(field "$OUT/$name-tune.json" best)
+	if [ "$(field "$OUT/$name-tune.json" kept)" != True ]; then
+		tuned=$(field "$OUT/$name-tune.json" baseline)
+	fi
 	echo "== $name: bench (exhaustive best: $best; tune kept: $tuned)"
 	"$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup 1s --configs "$CONFIGS,$best#best,$tuned#tune" "$@" \
 		-o "$OUT/$name.json" --chart "$OUT/$name.png" >"$OUT/$name.txt"

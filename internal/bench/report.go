@@ -271,6 +271,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if latency {
 		fmt.Fprintf(w, "latency: %s\n", LatencyResolution(r.Workload))
 	}
+	if line := r.noiseFloorLine(); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if r.Scope != nil {
 		fmt.Fprintln(w, r.Scope.Describe())
 	}
@@ -289,6 +292,31 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "WARNING: %d values differ from before the bench:\n  %s\n", len(r.Diff), strings.Join(r.Diff, "\n  "))
 	}
 	return nil
+}
+
+// noiseFloorLine states the run's own noise when it measured the baseline
+// twice (an A/A twin, "default#aa" beside "default"): the widest distance
+// from 1 of a twin's ratio interval. The bootstrap interval of one
+// configuration can be narrower than that — in session 5's udp campaign the
+// twin measured 0.980 (0.963–0.993), "worse" than itself — so a difference
+// inside the A/A width is not one this run resolves, whatever its verdict.
+func (r *Report) noiseFloorLine() string {
+	var twin *Summary
+	width := 0.0
+	for i, s := range r.Summary {
+		if s.Config == r.Baseline || BaseConfig(s.Config) != BaseConfig(r.Baseline) || s.Ratio == nil ||
+			s.Verdict == "too few runs" || math.IsNaN(s.Ratio.Low) || math.IsNaN(s.Ratio.High) {
+			continue
+		}
+		if w := math.Max(1-s.Ratio.Low, s.Ratio.High-1); twin == nil || w > width {
+			twin, width = &r.Summary[i], w
+		}
+	}
+	if twin == nil {
+		return ""
+	}
+	return fmt.Sprintf("noise floor: %s, the same configuration as %s, measured %.3f (%.3f–%.3f): ratios within ±%.1f %% of 1 are not resolved by this run, whatever their verdict",
+		twin.Config, r.Baseline, twin.Ratio.Point, twin.Ratio.Low, twin.Ratio.High, 100*width)
 }
 
 // machineWideLine says what the configurations changed outside the devices

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +59,29 @@ func TestGoldenBenchTable(t *testing.T) {
 		if !bytes.Equal(want, b.Bytes()) {
 			t.Errorf("%s differs (-update-golden to accept):\n--- want\n%s\n--- got\n%s", file, want, b.Bytes())
 		}
+	}
+}
+
+// A twin of the baseline states the run's noise floor, the widest twin
+// winning; without a twin, or with too few runs, nothing is claimed.
+func TestNoiseFloorLine(t *testing.T) {
+	iv := func(p, lo, hi float64) *Interval { return &Interval{Point: p, Low: lo, High: hi} }
+	r := &Report{Baseline: "default", Summary: []Summary{
+		{Config: "default"},
+		{Config: "default#aa", Ratio: iv(0.980, 0.963, 0.993), Verdict: "worse"},
+		{Config: "default#best", Ratio: iv(1.01, 0.99, 1.052), Verdict: "within noise"},
+		{Config: "auto", Ratio: iv(1.3, 1.2, 1.4), Verdict: "better"},
+	}}
+	want := "noise floor: default#best, the same configuration as default, measured 1.010 (0.990–1.052): ratios within ±5.2 % of 1"
+	if got := r.noiseFloorLine(); !strings.HasPrefix(got, want) {
+		t.Errorf("got %q\nwant prefix %q", got, want)
+	}
+	r.Summary[2].Verdict = "too few runs"
+	if got := r.noiseFloorLine(); !strings.Contains(got, "default#aa") || !strings.Contains(got, "±3.7 %") {
+		t.Errorf("without #best: %q", got)
+	}
+	r.Summary = r.Summary[2:]
+	if got := r.noiseFloorLine(); got != "" {
+		t.Errorf("no usable twin, yet %q", got)
 	}
 }
