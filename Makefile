@@ -97,7 +97,7 @@ bench-workloads: deps build
 
 # auto from evidence vs every policy, the exhaustive best and tune, with an
 # A/A pair per scenario, plus the NAPI knobs (root, a quiet machine; about
-# 65 minutes): docs/benchmarks.md.
+# 80 minutes, 65 without the NAPI benches): docs/benchmarks.md.
 bench-evidence: deps build
 	OUT=$(BENCH_OUT) ./scripts/bench-evidence.sh
 

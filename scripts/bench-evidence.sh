@@ -13,7 +13,7 @@
 #      policy, auto (deciding from the latest default run's measured load),
 #      the exhaustive best (#best) and tune's choice (#tune) — so every ratio
 #      the docs state comes from this one run, side by side.
-# Root, a quiet machine (nothing else running); about 75 minutes for the
+# Root, a quiet machine (nothing else running); about 65 minutes for the
 # five scenarios of issue 10 with the defaults below (the NAPI benches: 15
 # more; SCENARIOS="udp memcached nginx storage storage-psync" leaves them out). Results in
 # $OUT (JSON and text).

@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The campaign of record (docs/benchmarks.md, session 5) is kept as the
+// reports bench wrote. Re-read with this version's statistics, they must
+// still give the ratios the docs state, so a change to the statistics
+// cannot silently leave the published numbers behind: update the docs and
+// this table together.
+func TestCampaignOfRecord(t *testing.T) {
+	dir := filepath.Join("..", "..", "docs", "evidence", "session-5")
+	cases := []struct {
+		scenario               string
+		aa, autoDefault        string // paired ratio to default, interval
+		autoBest, keptBest     string // paired ratio to #best
+		keptName, best, tuneTo string // tune's kept plan ("" = default), #best, the #tune row
+	}{
+		{"udp", "0.980 (0.963–0.993)", "1.212 (1.175–1.259)", "1.000 (0.941–1.012)", "1.017 (0.957–1.038)", "spec:app=0,rps=1#tune", "spec:app=0,rps=1#best", ""},
+		{"memcached", "0.981 (0.942–1.016)", "1.003 (0.959–1.033)", "1.010 (0.967–1.035)", "1.011 (0.985–1.049)", "default", "default#best", "efficiency#tune"},
+		{"nginx", "0.999 (0.974–1.036)", "0.984 (0.942–1.009)", "0.982 (0.962–1.004)", "1.012 (0.950–1.040)", "default", "spec:app=0-1,rps=off#best", "latency#tune"},
+		{"storage-libaio-qd16", "1.017 (0.936–1.055)", "0.996 (0.929–1.032)", "0.982 (0.933–1.007)", "0.981 (0.941–1.032)", "default", "default#best", "efficiency#tune"},
+		{"storage-psync-qd1", "0.982 (0.963–1.002)", "0.981 (0.898–1.010)", "0.984 (0.946–1.001)", "0.985 (0.975–1.072)", "default", "default#best", "latency#tune"},
+	}
+	ratio := func(rep *Report, config string) string {
+		for _, s := range rep.Summary {
+			if s.Config == config && s.Ratio != nil {
+				if s.Paired != rep.Rounds {
+					t.Errorf("%s: %s paired over %d rounds, want %d", rep.Workload, config, s.Paired, rep.Rounds)
+				}
+				return fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
+			}
+		}
+		return "no ratio for " + config
+	}
+	for _, c := range cases {
+		t.Run(c.scenario, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dir, c.scenario+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := ReadReport(b, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Restored || rep.Rounds != 10 {
+				t.Errorf("restored %v, %d rounds", rep.Restored, rep.Rounds)
+			}
+			if got := ratio(rep, "default#aa"); got != c.aa {
+				t.Errorf("A/A %s, docs say %s", got, c.aa)
+			}
+			if got := ratio(rep, "auto"); got != c.autoDefault {
+				t.Errorf("auto/default %s, docs say %s", got, c.autoDefault)
+			}
+			if rep, err = ReadReport(b, "#best"); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Baseline != c.best {
+				t.Errorf("#best is %q, docs say %q", rep.Baseline, c.best)
+			}
+			if got := ratio(rep, "auto"); got != c.autoBest {
+				t.Errorf("auto/best %s, docs say %s", got, c.autoBest)
+			}
+			if got := ratio(rep, c.keptName); got != c.keptBest {
+				t.Errorf("%s/best %s, docs say %s", c.keptName, got, c.keptBest)
+			}
+			if c.tuneTo != "" && ratio(rep, c.tuneTo) == "no ratio for "+c.tuneTo {
+				t.Errorf("no %s row", c.tuneTo)
+			}
+		})
+	}
+}
