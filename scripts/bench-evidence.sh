@@ -5,7 +5,7 @@
 #      one this machine has (ranked by median; EXH_ROUNDS runs each);
 #   2. tune --auto: what the successive-halving search keeps;
 #   3. one bench, interleaved, ROUNDS rounds (10: with the ten
-#      configurations below, one full Williams square, so every
+#      configurations of the five scenarios, one full Williams square, so every
 #      configuration runs once in every position and once after every
 #      other; with 5 rounds the A/A intervals were twice as wide), after
 #      one priming run, each run after a warm-up: an
@@ -78,8 +78,8 @@ napi() { # name, then bench flags
 for s in ${SCENARIOS:-udp memcached nginx storage storage-psync napi-udp napi-threaded napi-memcached}; do
 	case $s in
 	udp) scenario udp --workload udp --queues 1 --client-cpus 0 --app-cpus 1 ;;
-	memcached) scenario memcached --workload memcached --queues 2 "${NETCLIENT[@]}" ;;
-	nginx) scenario nginx --workload nginx --queues 2 "${NETCLIENT[@]}" ;;
+	memcached) scenario memcached --workload memcached --queues 2 ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
+	nginx) scenario nginx --workload nginx --queues 2 ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
 	storage) scenario storage-libaio-qd16 --workload storage --ioengine libaio --iodepth 16 ;;
 	storage-psync) scenario storage-psync-qd1 --workload storage --ioengine psync ;;
 	napi-udp) napi napi-udp --workload udp --queues 1 --gro --client-cpus 0 --app-cpus 1 \

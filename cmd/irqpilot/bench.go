@@ -121,7 +121,8 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 		Long: `bench applies each configuration through the normal apply/revert path, runs the
 workload, records throughput, latency and per-CPU load, and reverts. After one
 unmeasured priming run (--prime), rounds are interleaved in a balanced order (a
-Williams design: each configuration runs in every position and after every
+Williams design: over every n rounds for n configurations, 2n when n is odd,
+each configuration runs in every position and, inside the rounds, after every
 other configuration equally often, so what one leaves behind does not bias
 the same neighbour every round). It reports the median and a
 95 % bootstrap interval per configuration, the ratio to the baseline (the
@@ -165,7 +166,15 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 		}
 		return o.writeReport(out, rep)
 	}
-	r, err := o.wf.runner(splitConfigs(o.configs), o.rounds, o.duration, errOut)
+	configs := splitConfigs(o.configs)
+	if o.baseline != "" { // before anything starts: a typo would measure every run and compare none
+		b, err := bench.FindConfig(configs, o.baseline)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
+		}
+		o.baseline = b
+	}
+	r, err := o.wf.runner(configs, o.rounds, o.duration, errOut)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -85,7 +85,7 @@ func ReadReport(b []byte, baseline string) (*Report, error) {
 		}
 	}
 	if baseline != "" {
-		name, err := findConfig(configs, baseline)
+		name, err := FindConfig(configs, baseline)
 		if err != nil {
 			return nil, err
 		}
@@ -101,10 +101,10 @@ func ReadReport(b []byte, baseline string) (*Report, error) {
 	return &rep, nil
 }
 
-// findConfig resolves a baseline named on the command line against a
-// report's configurations: the exact name, or "#TAG" for the single
+// FindConfig resolves a baseline named on the command line against a
+// bench's or a report's configurations: the exact name, or "#TAG" for the single
 // configuration whose name ends in that tag.
-func findConfig(configs []string, want string) (string, error) {
+func FindConfig(configs []string, want string) (string, error) {
 	if slices.Contains(configs, want) {
 		return want, nil
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,13 +19,15 @@ func TestCampaignOfRecord(t *testing.T) {
 		scenario               string
 		aa, autoDefault        string // paired ratio to default, interval
 		autoBest, keptBest     string // paired ratio to #best
-		keptName, best, tuneTo string // tune's kept plan ("" = default), #best, the #tune row
+		keptName, best, tuneTo string // tune's kept plan, #best, the #tune row when tune kept another
+		bestDefault            string // #best's paired ratio to default
+		medians                string // auto's median / #best's median
 	}{
-		{"udp", "0.980 (0.963–0.993)", "1.212 (1.175–1.259)", "1.000 (0.941–1.012)", "1.017 (0.957–1.038)", "spec:app=0,rps=1#tune", "spec:app=0,rps=1#best", ""},
-		{"memcached", "0.981 (0.942–1.016)", "1.003 (0.959–1.033)", "1.010 (0.967–1.035)", "1.011 (0.985–1.049)", "default", "default#best", "efficiency#tune"},
-		{"nginx", "0.999 (0.974–1.036)", "0.984 (0.942–1.009)", "0.982 (0.962–1.004)", "1.012 (0.950–1.040)", "default", "spec:app=0-1,rps=off#best", "latency#tune"},
-		{"storage-libaio-qd16", "1.017 (0.936–1.055)", "0.996 (0.929–1.032)", "0.982 (0.933–1.007)", "0.981 (0.941–1.032)", "default", "default#best", "efficiency#tune"},
-		{"storage-psync-qd1", "0.982 (0.963–1.002)", "0.981 (0.898–1.010)", "0.984 (0.946–1.001)", "0.985 (0.975–1.072)", "default", "default#best", "latency#tune"},
+		{"udp", "0.980 (0.963–0.993)", "1.212 (1.175–1.259)", "1.000 (0.941–1.012)", "1.017 (0.957–1.038)", "spec:app=0,rps=1#tune", "spec:app=0,rps=1#best", "", "1.244 (1.213–1.268)", "0.990"},
+		{"memcached", "0.981 (0.942–1.016)", "1.003 (0.959–1.033)", "1.010 (0.967–1.035)", "1.011 (0.985–1.049)", "default", "default#best", "efficiency#tune", "0.989 (0.953–1.016)", "0.997"},
+		{"nginx", "0.999 (0.974–1.036)", "0.984 (0.942–1.009)", "0.982 (0.962–1.004)", "1.012 (0.950–1.040)", "default", "spec:app=0-1,rps=off#best", "latency#tune", "0.989 (0.962–1.052)", "0.987"},
+		{"storage-libaio-qd16", "1.017 (0.936–1.055)", "0.996 (0.929–1.032)", "0.982 (0.933–1.007)", "0.981 (0.941–1.032)", "default", "default#best", "efficiency#tune", "1.019 (0.969–1.063)", "0.988"},
+		{"storage-psync-qd1", "0.982 (0.963–1.002)", "0.981 (0.898–1.010)", "0.984 (0.946–1.001)", "0.985 (0.975–1.072)", "default", "default#best", "latency#tune", "1.015 (0.933–1.026)", "0.997"},
 	}
 	ratio := func(rep *Report, config string) string {
 		for _, s := range rep.Summary {
@@ -55,6 +58,28 @@ func TestCampaignOfRecord(t *testing.T) {
 			}
 			if got := ratio(rep, "auto"); got != c.autoDefault {
 				t.Errorf("auto/default %s, docs say %s", got, c.autoDefault)
+			}
+			if got := ratio(rep, c.best); got != c.bestDefault {
+				t.Errorf("#best/default %s, docs say %s", got, c.bestDefault)
+			}
+			median := map[string]float64{}
+			for _, s := range rep.Summary {
+				median[s.Config] = s.Throughput.Point
+			}
+			if got := fmt.Sprintf("%.3f", median["auto"]/median[c.best]); got != c.medians {
+				t.Errorf("auto/best medians %s, docs say %s", got, c.medians)
+			}
+			// The .txt beside each report is what bench --from prints.
+			var table bytes.Buffer
+			if err := rep.WriteTable(&table); err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(dir, c.scenario+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(table.Bytes(), want) {
+				t.Errorf("%s.txt is not what bench --from prints now:\n%s", c.scenario, table.Bytes())
 			}
 			if rep, err = ReadReport(b, "#best"); err != nil {
 				t.Fatal(err)

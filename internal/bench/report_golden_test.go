@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,15 @@ func TestNoiseFloorLine(t *testing.T) {
 	r.Summary[2].Verdict = "too few runs"
 	if got := r.noiseFloorLine(); !strings.Contains(got, "default#aa") || !strings.Contains(got, "±3.7 %") {
 		t.Errorf("without #best: %q", got)
+	}
+	// Against a tagged baseline its untagged twin counts; NaN ends do not.
+	tagged := &Report{Baseline: "default#best", Summary: []Summary{
+		{Config: "default", Ratio: iv(0.99, 0.97, 1.02), Verdict: "within noise"},
+		{Config: "default#aa", Ratio: iv(1, math.NaN(), 1.2), Verdict: "within noise"},
+		{Config: "default#best"},
+	}}
+	if got := tagged.noiseFloorLine(); !strings.HasPrefix(got, "noise floor: default, the same configuration as default#best") || !strings.Contains(got, "±3.0 %") {
+		t.Errorf("tagged baseline: %q", got)
 	}
 	r.Summary = r.Summary[2:]
 	if got := r.noiseFloorLine(); got != "" {

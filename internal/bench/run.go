@@ -300,8 +300,9 @@ func (r *Runner) prime(ctx context.Context) (err error) {
 // RoundOrder is the order of configs in round (from 0): row round of a
 // Williams design. Every configuration takes every position once in n
 // rounds (n configurations), like the rotation used before, and, unlike a
-// rotation, every configuration follows every other one equally often: n
-// rounds for even n, 2n for odd n (the rows, then the same rows reversed).
+// rotation, every configuration follows every other one equally often
+// inside the rounds: n rounds for even n, 2n for odd n (the rows, then the
+// same rows reversed); --rounds a multiple of that balances a bench.
 // A rotation keeps each configuration's predecessor fixed, so whatever one
 // configuration leaves behind (threads where it pinned them, warm or cold
 // caches) would bias the same neighbour in every round; balanced, that

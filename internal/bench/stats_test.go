@@ -153,8 +153,10 @@ func TestRoundOrder(t *testing.T) {
 	}
 	// Balanced over a full period, for even and odd counts (odd ones take
 	// the rows and then the rows reversed): every configuration once per
-	// round, equally often in every position, and after every other
-	// configuration equally often — the carry-over a rotation left fixed.
+	// round, equally often in every position, and, inside the rounds,
+	// after every other configuration equally often (the carry-over a
+	// rotation left fixed). The pair that spans two rounds (the last run
+	// of one, the first of the next) is not balanced.
 	for n := 1; n <= 11; n++ {
 		var configs []string
 		for i := range n {
@@ -248,13 +250,13 @@ func TestReadReportResummarises(t *testing.T) {
 // "#TAG" finds the one configuration with that tag, and refuses two.
 func TestFindConfig(t *testing.T) {
 	cs := []string{"default", "default#aa", "spec:app=0,rps=1#best", "auto#tune"}
-	if got, err := findConfig(cs, "#best"); err != nil || got != "spec:app=0,rps=1#best" {
+	if got, err := FindConfig(cs, "#best"); err != nil || got != "spec:app=0,rps=1#best" {
 		t.Errorf("#best: %q %v", got, err)
 	}
-	if got, err := findConfig(cs, "default"); err != nil || got != "default" {
+	if got, err := FindConfig(cs, "default"); err != nil || got != "default" {
 		t.Errorf("default: %q %v", got, err)
 	}
-	if _, err := findConfig(append(cs, "x#best"), "#best"); err == nil || !strings.Contains(err.Error(), "names 2 configurations") {
+	if _, err := FindConfig(append(cs, "x#best"), "#best"); err == nil || !strings.Contains(err.Error(), "names 2 configurations") {
 		t.Errorf("two #best: %v", err)
 	}
 }
