@@ -122,5 +122,5 @@ func FindConfig(configs []string, want string) (string, error) {
 			return "", fmt.Errorf("baseline %q names %d configurations: %s", want, len(hits), strings.Join(hits, ", "))
 		}
 	}
-	return "", fmt.Errorf("baseline %q is not one of the report's configurations (%s)", want, strings.Join(configs, ", "))
+	return "", fmt.Errorf("baseline %q is not one of the configurations (%s)", want, strings.Join(configs, ", "))
 }

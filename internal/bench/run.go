@@ -241,7 +241,9 @@ func (r *Runner) progress(format string, args ...any) {
 // second, measured 1.019 (1.005–1.060) of its baseline, a verdict of
 // "better" for two identical runs. Rotating the order (session 4) moved
 // every configuration through every position but still kept each one's
-// predecessor; the Williams order varies both.
+// predecessor, so whatever one left behind (threads where it pinned them,
+// warm or cold caches) biased the same neighbour in every round; the
+// Williams order varies both, and that carry-over averages out.
 func (r *Runner) All(ctx context.Context) ([]Run, error) {
 	var runs []Run
 	if err := r.prime(ctx); err != nil {
@@ -298,16 +300,11 @@ func (r *Runner) prime(ctx context.Context) (err error) {
 }
 
 // RoundOrder is the order of configs in round (from 0): row round of a
-// Williams design. Every configuration takes every position once in n
-// rounds (n configurations), like the rotation used before, and, unlike a
-// rotation, every configuration follows every other one equally often
-// inside the rounds: n rounds for even n, 2n for odd n (the rows, then the
-// same rows reversed); --rounds a multiple of that balances a bench.
-// A rotation keeps each configuration's predecessor fixed, so whatever one
-// configuration leaves behind (threads where it pinned them, warm or cold
-// caches) would bias the same neighbour in every round; balanced, that
-// carry-over averages out of the ratios. Row 0 for n = 4 is 0 1 3 2; row i
-// adds i mod n.
+// Williams design (see All for why). Over n rounds for n configurations,
+// 2n when n is odd (the rows, then the same rows reversed), every
+// configuration takes every position equally often and, inside the rounds,
+// follows every other one equally often; --rounds a multiple of that
+// balances a bench. Row 0 for n = 4 is 0 1 3 2; row i adds i mod n.
 func RoundOrder(configs []string, round int) []string {
 	n := len(configs)
 	if n == 0 {
