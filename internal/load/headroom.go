@@ -1,0 +1,83 @@
+package load
+
+import (
+	"fmt"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+)
+
+// Headroom is the one notion of spare CPU time that every judge uses
+// (doctor's fixes, auto's candidates, the agent's adaptations, bench's
+// warnings): work may be moved onto a CPU only when the measurement shows
+// the CPU has the time for it, and the prediction says so.
+//
+// The rule, in two thresholds:
+//
+//   - A CPU whose measured busy time (100 − idle − iowait) is above
+//     HeadroomBusyMaxPct has no headroom: nothing is moved onto it.
+//   - Work of w percent of a CPU fits on a CPU only when its busy time
+//     after the move, busy + w, is at most HeadroomBusyMaxPct.
+//
+// HeadroomBusyMaxPct leaves a fifth of the CPU free after a move: the
+// measurement is a few seconds of a load that varies, and a decision that
+// fills a CPU to the brim flips with the next sample (the ±10 % a robust
+// decision must survive, see Marginal).
+const HeadroomBusyMaxPct = 80.0
+
+// MarginalNoise is the relative disturbance of a measured input that a
+// decision must survive to be acted on: a decision that would change
+// when any input it rests on moves by this fraction is "marginal".
+const MarginalNoise = 0.10
+
+// Headroom is one CPU's measured spare time.
+type Headroom struct {
+	CPU int `json:"cpu"`
+	// Measured is false when the CPU's counters did not advance (or the CPU
+	// was not in both samples): nothing is known, so nothing fits.
+	Measured bool `json:"measured"`
+	// Busy is the measured busy percent (100 − idle − iowait).
+	Busy float64 `json:"busy_pct"`
+	// Spare is how much work, in percent of the CPU, may be moved onto it:
+	// HeadroomBusyMaxPct − Busy, at least 0.
+	Spare float64 `json:"spare_pct"`
+}
+
+// Headroom returns cpu's measured spare time.
+func (l *Load) Headroom(cpu int) Headroom {
+	h := Headroom{CPU: cpu}
+	c := l.CPU(cpu)
+	if c == nil || c.NoTicks {
+		return h
+	}
+	h.Measured = true
+	h.Busy = c.Busy()
+	h.Spare = max(0, HeadroomBusyMaxPct-h.Busy)
+	return h
+}
+
+// Fits reports whether work of pct percent of a CPU fits on the CPU, and
+// the CPU's predicted busy percent after the move.
+func (h Headroom) Fits(pct float64) (after float64, ok bool) {
+	after = h.Busy + pct
+	return after, h.Measured && after <= HeadroomBusyMaxPct
+}
+
+// String is "CPU 1 42% busy, 38% spare" (or "CPU 1 not measured").
+func (h Headroom) String() string {
+	if !h.Measured {
+		return fmt.Sprintf("CPU %d not measured", h.CPU)
+	}
+	return fmt.Sprintf("CPU %d %.0f%% busy, %.0f%% spare", h.CPU, h.Busy, h.Spare)
+}
+
+// WithHeadroom returns the CPUs of set that were measured with at least
+// minSpare percent of spare time.
+func (l *Load) WithHeadroom(set cpuset.Set, minSpare float64) cpuset.Set {
+	var out cpuset.Set
+	for _, c := range set.CPUs() {
+		if h := l.Headroom(c); h.Measured && h.Spare > 0 && h.Spare >= minSpare {
+			out = out.Add(c)
+		}
+	}
+	return out
+}
