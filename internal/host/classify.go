@@ -47,7 +47,23 @@ var (
 	// "eth0-txrx-1" (tg3), "eth0-rxtx-0" (vmxnet3), "eth0-fp-0" (bnx2x, qede).
 	// Intel drivers also name non-queue vectors this way with the PCI
 	// address instead of the netdev: "i40e-0000:31:00.0:fdir-TxRx-0", "ice-…:ctrl-TxRx-0".
-	reNetQueue = regexp.MustCompile(`^(.+?)-(TxRx|Tx-Rx|txrx|rxtx|fp|rx|tx|Rx|Tx)-(\d+)$`)
+	// Some drivers separate the netdev with a colon: "enp0s8f0:rx-0".
+	reNetQueue = regexp.MustCompile(`^(.+?)[-:](TxRx|Tx-Rx|txrx|rxtx|fp|rx|tx|Rx|Tx)-(\d+)$`)
+	// ravb (Renesas): "eth0:ch0:rx_be", "eth0:ch1:rx_nc", "eth0:ch18:tx_be",
+	// "eth0:ch19:tx_nc" — queue 0 is the best-effort ring, queue 1 the
+	// network-control ring (RAVB_BE, RAVB_NC); "eth0:ch22:multi",
+	// "eth0:ch24:emac" serve no queue.
+	reRAVB = regexp.MustCompile(`^(.+?):ch\d+:(?:(rx|tx)_(be|nc)|[a-z_]+)$`)
+	// cxgb4: "enp5s0f4d1 (queue 11)", an rx queue's vector.
+	reQueueParen = regexp.MustCompile(`^(\S+) \(queue (\d+)\)$`)
+	// iwlwifi rx queues: "iwlwifi:queue_1" (newer), "iwlwifi: queue 1" (older).
+	reIwlQueue = regexp.MustCompile(`^iwlwifi: ?queue[ _](\d+)$`)
+	// A single-vector NIC names its only IRQ after the netdev: "eth0"
+	// (stmmac, macb), "em1", "enp2s0" (r8169), "enp0s31f6" (e1000e with
+	// MSI). Names follow the kernel's ethN/wlanN or systemd's predictable
+	// scheme (en/wl/ww/ib + o, s, p…s, x<MAC>, P<domain>…), so that a
+	// dump read alone still tells which IRQs are NICs'.
+	reNetdevName = regexp.MustCompile(`^(?:(?:eth|em|wlan)\d+|p\d+p\d+|(?:en|wl|ww|ib)(?:o\d+|(?:P\d+)?(?:p\d+)?s\d+|x[0-9a-fA-F]{12}|[abciv]\d+)(?:f\d+)?(?:d\d+)?(?:np\d+)?(?:v\d+)?)$`)
 	// Intel non-queue vectors: "i40e-0000:31:00.0:misc", "ice-0000:4b:00.0:ll_ts".
 	reIntelMisc = regexp.MustCompile(`^(i40e|ice|iavf)-(` + pciRe + `)(?::.*)?$`)
 	// irdma (RDMA on ice/i40e ports): "irdma-0000:4b:00.0-CEQ-0", "irdma-0000:4b:00.0-AEQ".
@@ -55,7 +71,8 @@ var (
 	// ahci: "ahci[0000:00:17.0]" (newer kernels), "ahci0", "ahci".
 	reBracketPCI = regexp.MustCompile(`^([\w-]+)\[(` + pciRe + `)\]`)
 	// SCSI/SAS HBAs: "megasas0-msix5", "mpt3sas0-msix0", "mpt2sas1-msix3", "hpsa0-msix2", "mpi3mr0-msix0".
-	reHBA = regexp.MustCompile(`^((?:megasas|mpt[23]sas|hpsa|mpi3mr|aacraid)\d+)(?:-msix\d+)?$`)
+	// The -msixN vectors are reply queues: N serves blk-mq hardware queue N.
+	reHBA = regexp.MustCompile(`^((?:megasas|mpt[23]sas|hpsa|mpi3mr|aacraid)\d+)(?:-msix(\d+))?$`)
 	// The PCI address in an MSI chip name: "IR-PCI-MSIX-0000:3b:00.0", "PCI-MSI-0000:00:1f.2".
 	reChipPCI = regexp.MustCompile(`PCI-MSI(?:X)?-(` + pciRe + `)$`)
 	rePCI     = regexp.MustCompile(pciRe)
@@ -158,6 +175,23 @@ func parseAction(a string) actionInfo {
 		ai.class, ai.driver, ai.pci = ClassNetwork, "irdma", m[1]
 		return ai
 	}
+	if m := reIwlQueue.FindStringSubmatch(a); m != nil {
+		ai.class, ai.driver, ai.kind = ClassNetwork, "iwlwifi", "rx"
+		ai.queue, _ = strconv.Atoi(m[1])
+		return ai
+	}
+	if m := reRAVB.FindStringSubmatch(a); m != nil {
+		ai.class, ai.netdev, ai.driver = ClassNetwork, m[1], "ravb"
+		if m[2] != "" {
+			ai.queue, ai.kind = map[string]int{"be": 0, "nc": 1}[m[3]], m[2]
+		}
+		return ai
+	}
+	if m := reQueueParen.FindStringSubmatch(a); m != nil {
+		ai.class, ai.netdev, ai.kind = ClassNetwork, m[1], "rx"
+		ai.queue, _ = strconv.Atoi(m[2])
+		return ai
+	}
 	if m := reNetQueue.FindStringSubmatch(a); m != nil {
 		ai.class = ClassNetwork
 		prefix := m[1]
@@ -199,6 +233,13 @@ func parseAction(a string) actionInfo {
 	}
 	if m := reHBA.FindStringSubmatch(a); m != nil {
 		ai.class, ai.ctrl = ClassStorage, m[1]
+		if m[2] != "" {
+			ai.queue, _ = strconv.Atoi(m[2])
+		}
+		return ai
+	}
+	if reNetdevName.MatchString(a) {
+		ai.class, ai.netdev = ClassNetwork, a
 		return ai
 	}
 	switch {

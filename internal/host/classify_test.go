@@ -129,8 +129,8 @@ func TestClassifyWorkerSnapshot(t *testing.T) {
 	checkIRQs(t, h, []wantIRQ{
 		{0, ClassTimer, "", -1, ""},
 		{24, ClassOther, "", -1, ""},            // dmar5
-		{69, ClassStorage, "megasas1", -1, ""},  // megasas1-msix0
-		{149, ClassStorage, "megasas1", -1, ""}, // megasas1-msix80
+		{69, ClassStorage, "megasas1", 0, ""},   // megasas1-msix0: reply queue 0
+		{149, ClassStorage, "megasas1", 80, ""}, // megasas1-msix80
 		{150, ClassNetwork, "eno3", -1, ""},     // ixgbe link vector named after the netdev
 		{151, ClassNetwork, "eno3", 0, "rxtx"},  // eno3-TxRx-0
 		{161, ClassStorage, "nvme0", -1, ""},    // nvme0q0
@@ -138,8 +138,8 @@ func TestClassifyWorkerSnapshot(t *testing.T) {
 		{332, ClassNetwork, "eno1", 79, "rxtx"}, // i40e-eno1-TxRx-79
 		{333, ClassNetwork, "eno1", -1, ""},     // i40e-0000:19:00.0:fdir-TxRx-0
 	})
-	if n := irqCount(h, ClassStorage, "megasas1", "-"); n != 81 {
-		t.Errorf("megasas1: %d IRQs, want 81", n)
+	if n := irqCount(h, ClassStorage, "megasas1", ""); n != 81 {
+		t.Errorf("megasas1: %d reply-queue IRQs, want 81", n)
 	}
 	if n := irqCount(h, ClassNetwork, "eno3", "rxtx"); n != 8 {
 		t.Errorf("eno3: %d TxRx IRQs, want 8", n)
@@ -197,6 +197,56 @@ func TestClassifyProcfsAndNodeExporterFixtures(t *testing.T) {
 	} {
 		t.Run(tc.dir+"/"+tc.file, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(devFixtures, tc.dir, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := hostFromInterrupts(t, b)
+			classifyIRQs(h)
+			checkIRQs(t, h, tc.want)
+		})
+	}
+}
+
+// TestClassifyIRQNameDumps: published /proc/interrupts excerpts read alone
+// (no sysfs), each from a driver whose names the conventions above missed
+// (testdata/irqnames/PROVENANCE.md).
+func TestClassifyIRQNameDumps(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want []wantIRQ
+	}{
+		{"ipq806x-stmmac.interrupts", []wantIRQ{
+			{30, ClassNetwork, "eth0", -1, ""},
+			{31, ClassNetwork, "eth1", -1, ""},
+			{46, ClassNetwork, "", -1, ""}, // ath10k_pci
+			{39, ClassOther, "", -1, ""},   // msm_serial0
+			{34, ClassStorage, "", -1, ""}, // mmci-pl18x (cmd): an MMC host
+		}},
+		{"zynq-macb.interrupts", []wantIRQ{
+			{29, ClassNetwork, "eth0", -1, ""},
+			{30, ClassStorage, "", -1, ""}, // mmc0
+			{25, ClassOther, "", -1, ""},   // xuartps
+		}},
+		{"iwlwifi-passthrough.interrupts", []wantIRQ{
+			{5, ClassNetwork, "", -1, ""},
+			{6, ClassNetwork, "", 1, "rx"},
+			{7, ClassNetwork, "", 2, "rx"},
+			{8, ClassNetwork, "", -1, ""},
+			{9, ClassNetwork, "enp0s8f0", 0, "rx"},
+			{10, ClassNetwork, "enp0s8f0", 0, "tx"},
+			{20, ClassNetwork, "enp0s8f0", 5, "tx"},
+			{1, ClassOther, "", -1, ""}, // ttyS0
+		}},
+		{"cxgb4-queues.interrupts", []wantIRQ{
+			{75, ClassNetwork, "enp5s0f4d1", 11, "rx"},
+			{78, ClassNetwork, "enp5s0f4d1", 14, "rx"},
+		}},
+		{"single-vector-enp.interrupts", []wantIRQ{
+			{123, ClassNetwork, "enp2s0", -1, ""},
+		}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata/irqnames", tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +340,37 @@ func TestParseActionConventions(t *testing.T) {
 		{"virtio0-request", ClassStorage, "", "", -1, ""},
 		{"nvme10q0", ClassStorage, "", "", -1, ""},
 		{"nvme10q17", ClassStorage, "", "", 16, ""},
-		{"mpt3sas0-msix3", ClassStorage, "", "", -1, ""},
+		{"mpt3sas0-msix3", ClassStorage, "", "", 3, ""},
+		{"megasas0-msix17", ClassStorage, "", "", 17, ""},
+		{"megasas0", ClassStorage, "", "", -1, ""},
+		// ravb: "%s:%s" of the netdev and the channel's name.
+		{"eth0:ch0:rx_be", ClassNetwork, "eth0", "", 0, "rx"},
+		{"eth0:ch1:rx_nc", ClassNetwork, "eth0", "", 1, "rx"},
+		{"eth0:ch18:tx_be", ClassNetwork, "eth0", "", 0, "tx"},
+		{"eth0:ch19:tx_nc", ClassNetwork, "eth0", "", 1, "tx"},
+		{"eth0:ch22:multi", ClassNetwork, "eth0", "", -1, ""},
+		{"eth0:ch24:emac", ClassNetwork, "eth0", "", -1, ""},
+		{"iwlwifi:queue_3", ClassNetwork, "", "", 3, "rx"},
+		{"iwlwifi: queue 1", ClassNetwork, "", "", 1, "rx"},
+		{"iwlwifi:exception_mask", ClassNetwork, "", "", -1, ""},
+		{"brcmf_pcie_intr", ClassNetwork, "", "", -1, ""},
+		{"enp5s0f4d1 (queue 11)", ClassNetwork, "enp5s0f4d1", "", 11, "rx"},
+		{"enp0s8f0:rx-2", ClassNetwork, "enp0s8f0", "", 2, "rx"},
+		// Single-vector NICs: the IRQ is named after the netdev.
+		{"enp4s0", ClassNetwork, "enp4s0", "", -1, ""},
+		{"enp0s31f6", ClassNetwork, "enp0s31f6", "", -1, ""},
+		{"em1", ClassNetwork, "em1", "", -1, ""},
+		{"eth0", ClassNetwork, "eth0", "", -1, ""},
+		{"eno1", ClassNetwork, "eno1", "", -1, ""},
+		{"ens5f1np1", ClassNetwork, "ens5f1np1", "", -1, ""},
+		{"enP1s15", ClassNetwork, "enP1s15", "", -1, ""},
+		{"wlp3s0", ClassNetwork, "wlp3s0", "", -1, ""},
+		{"enx001122aabbcc", ClassNetwork, "enx001122aabbcc", "", -1, ""},
+		// Look-alikes that are not netdevs.
+		{"enable", "", "", "", -1, ""},
+		{"eth", "", "", "", -1, ""},
+		{"ehci_hcd:usb1", "", "", "", -1, ""},
+		{"mmc0", ClassStorage, "", "", -1, ""},
 		{"ata_piix", ClassStorage, "", "", -1, ""},
 		{"hpet2", ClassTimer, "", "", -1, ""},
 		{"arch_timer", ClassTimer, "", "", -1, ""},
