@@ -45,7 +45,7 @@ measurement; the winner is written to --output (its changes and the report).`,
 	cmd.Flags().StringVar(&o.search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
 	cmd.Flags().DurationVar(&o.budget, "budget", 10*time.Minute, "time budget of the auto search")
 	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "length of one measurement")
-	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, "measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than 3 gives no verdict")
+	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than %d gives no verdict at %.0f %% confidence", bench.MinRuns, 100*bench.Confidence))
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
 	return cmd
 }
