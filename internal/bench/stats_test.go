@@ -454,3 +454,46 @@ func TestFindConfig(t *testing.T) {
 		t.Errorf("two #best: %v", err)
 	}
 }
+
+// --aa's twin: a copy of the baseline right after it, once.
+func TestWithTwin(t *testing.T) {
+	for _, c := range []struct {
+		configs  []string
+		baseline string
+		want     string
+	}{
+		{[]string{"default", "auto"}, "", "default default#aa auto"},
+		{[]string{"auto", "default"}, "default", "auto default default#aa"},
+		{[]string{"default", "default#aa", "auto"}, "", "default default#aa auto"},
+		{[]string{"default", "spec:app=0,rps=1#best"}, "spec:app=0,rps=1#best", "default spec:app=0,rps=1#best spec:app=0,rps=1#aa"},
+	} {
+		if got := strings.Join(WithTwin(c.configs, c.baseline), " "); got != c.want {
+			t.Errorf("WithTwin(%v, %q) = %s, want %s", c.configs, c.baseline, got, c.want)
+		}
+	}
+}
+
+// Warnings: saturated only on the server's measured CPUs, shared only
+// where the load generator's CPUs meet the server's.
+func TestWarnings(t *testing.T) {
+	cpus := []CPUStat{{ID: 0, User: 60, SoftIRQ: 38, Idle: 2}, {ID: 1, User: 50, Idle: 4.9}, {ID: 2}}
+	run := func(app, client string) []Run { return []Run{{Config: "x", AppCPUs: app, ClientCPUs: client}} }
+	for _, c := range []struct {
+		runs []Run
+		want string
+	}{
+		{run("1", "0"), "saturated CPU 1"},
+		{run("0-2", "0"), "saturated CPU 0,1; shared CPU 0"},
+		{run("0-1", "0-1"), "saturated CPU 0,1; shared CPU 0-1"},
+		{run("2", "0-1"), ""},              // CPU 2 not measured (no ticks): no claim
+		{run("", ""), "saturated CPU 0,1"}, // not recorded: every measured CPU
+		{run("0", ""), "saturated CPU 0"},  // storage: no load generator
+	} {
+		if got := strings.Join(Warnings(c.runs, cpus), "; "); got != c.want {
+			t.Errorf("app %q client %q: %q, want %q", c.runs[0].AppCPUs, c.runs[0].ClientCPUs, got, c.want)
+		}
+	}
+	if got := Warnings(run("0-1", "0-1"), []CPUStat{{ID: 0, User: 50, Idle: 5}, {ID: 1, User: 50, Idle: 50}}); strings.Join(got, ";") != "shared CPU 0-1" {
+		t.Errorf("5 %% idle counts as saturated: %v", got)
+	}
+}

@@ -28,9 +28,9 @@ const (
 // Warnings says what one configuration's runs cannot carry:
 //
 //   - "saturated CPU 0,1": a CPU the server ran on (the runs' AppCPUs, or
-//     every measured CPU when the runs do not record them) had a median
-//     %idle under SaturatedIdlePct (cpus: the configuration's per-CPU
-//     medians);
+//     every CPU when the runs do not record them) was measured with a
+//     median %idle under SaturatedIdlePct (cpus: the configuration's
+//     per-CPU medians);
 //   - "shared CPU 0-1": the load generator ran on CPUs the server also ran
 //     on, so the configuration's ratio includes what it did to the load
 //     generator's share of those CPUs.
@@ -56,7 +56,10 @@ func Warnings(runs []Run, cpus []CPUStat) []string {
 	var out []string
 	var hot []string
 	for _, c := range cpus {
-		if (!recorded || app.Contains(c.ID)) && c.Idle < SaturatedIdlePct {
+		// A CPU whose counters did not advance (a run shorter than a
+		// tick) reads all zeros: not measured, so not saturated either.
+		measured := c.User+c.System+c.IRQ+c.SoftIRQ+c.Idle > 0
+		if measured && (!recorded || app.Contains(c.ID)) && c.Idle < SaturatedIdlePct {
 			hot = append(hot, fmt.Sprint(c.ID))
 		}
 	}
