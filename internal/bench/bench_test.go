@@ -142,6 +142,30 @@ func TestShortBench(t *testing.T) {
 	if rep.Summary[1].Ratio == nil || rep.Summary[0].Verdict != "baseline" {
 		t.Errorf("summary %+v", rep.Summary)
 	}
+	// Two rounds give a direction, no verdict.
+	if v := rep.Summary[1].Verdict; v != VerdictIndicative {
+		t.Errorf("2 rounds judged %q", v)
+	}
+	// Each run records where memcached and memcaslap could run: default
+	// leaves both free (every online CPU: shared), the spec separates them.
+	for _, run := range rep.Runs {
+		switch run.Config {
+		case "default":
+			if run.AppCPUs == "" || run.ClientCPUs != run.AppCPUs {
+				t.Errorf("default run: app %q client %q, want both on the online CPUs", run.AppCPUs, run.ClientCPUs)
+			}
+		default:
+			if run.AppCPUs != "1" || run.ClientCPUs != "0" {
+				t.Errorf("%s run: app %q client %q", run.Config, run.AppCPUs, run.ClientCPUs)
+			}
+		}
+	}
+	if w := strings.Join(rep.Summary[0].Warnings, ";"); !strings.Contains(w, "shared CPU") {
+		t.Errorf("default's warnings %q: the load generator shared the server's CPUs", w)
+	}
+	if w := strings.Join(rep.Summary[1].Warnings, ";"); strings.Contains(w, "shared") {
+		t.Errorf("separated client and server, yet %q", w)
+	}
 	if left, _ := testbed.List(tbDir); len(left) > 0 {
 		t.Errorf("testbed state left: %+v", left)
 	}
