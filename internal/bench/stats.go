@@ -135,7 +135,8 @@ func MedianInterval(xs []float64, confidence float64) Interval {
 // SampleMedian is the median of xs with benchmath's distribution-free
 // interval (benchmath.AssumeNothing: order statistics, coverage at least
 // the confidence), for one configuration's throughput; no verdict rests
-// on it. Below MinRounds(confidence) observations the ends are infinite.
+// on it. Below MinRounds(confidence) observations at least one end is
+// infinite.
 func SampleMedian(xs []float64, confidence float64) Interval {
 	if len(xs) == 0 {
 		return Interval{Point: math.NaN(), Low: math.NaN(), High: math.NaN()}
