@@ -111,26 +111,33 @@ type benchOptions struct {
 	chart    string
 	baseline string
 	from     string
+	aa       bool
 }
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	o := &benchOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "A/B-measure configurations on a real workload, interleaved, with bootstrap intervals",
-		Long: `bench applies each configuration through the normal apply/revert path, runs the
+		Short: "A/B-measure configurations on a real workload, interleaved, with distribution-free intervals and tests",
+		Long: fmt.Sprintf(`bench applies each configuration through the normal apply/revert path, runs the
 workload, records throughput, latency and per-CPU load, and reverts. After one
 unmeasured priming run (--prime), rounds are interleaved in a balanced order (a
 Williams design: over every n rounds for n configurations, 2n when n is odd,
 each configuration runs in every position and, inside the rounds, after every
 other configuration equally often, so what one leaves behind does not bias
-the same neighbour every round). It reports the median and a
-95 % bootstrap interval per configuration, the ratio to the baseline (the
-median of each round's ratio to the baseline's run in that round), and whether
-the difference is outside the noise. --from FILE re-reads a saved report
-(with --baseline, against another of its configurations; "#TAG" names the
-configuration with that tag). The machine is restored exactly at the end
-(checked: every IRQ affinity and queue steering value).
+the same neighbour every round). It reports the median and its %.0f %%
+distribution-free interval (order statistics) per configuration, the ratio to
+the baseline (the median of each round's ratio to the baseline's run in that
+round, with the order-statistic interval of those ratios) and a verdict from a
+sign test of the per-round ratios at %.0f %%. A verdict needs %d rounds or more:
+with fewer, even rounds that all agree are not evidence at %.0f %% (3 of 3 is
+p = 0.25), and the ratio is marked "indicative". Warnings name configurations
+measured on a saturated CPU (under %.0f %% idle) or with the load generator on
+the server's CPUs, and a run without an A/A twin (--aa adds one). --from
+FILE re-reads a saved report (with --baseline, against another of its
+configurations; "#TAG" names the configuration with that tag). The machine is
+restored exactly at the end (checked: every IRQ affinity and queue steering
+value).
 
 Configurations: default, irqbalance, dedicated-core, per-queue, colocate,
 rps-spread, auto, and spec:app=CPUS,client=CPUS,rps=CPUS|off,napi=CPUS,flows=N,irq=N:CPUS.
@@ -139,23 +146,27 @@ A/A run, the noise floor every other ratio is read against.
 NAME/busypoll=US and NAME/epollbusy=US (udp workload) measure NAME with the
 sink busy polling its socket or its epoll instance: --configs
 default,latency,latency/epollbusy=50 compares the NAPI settings with and
-without an application that opts in.`,
+without an application that opts in.`, 100*bench.Confidence, 100*(1-bench.Confidence), bench.MinRuns, 100*bench.Confidence, bench.SaturatedIdlePct),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
 	o.wf.add(cmd.Flags())
 	cmd.Flags().StringVar(&o.configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs)")
-	cmd.Flags().IntVar(&o.rounds, "rounds", 5, "measurements per configuration")
+	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, fmt.Sprintf("measurements per configuration (fewer than %d: no verdict at %.0f %% confidence)", bench.MinRuns, 100*bench.Confidence))
 	cmd.Flags().DurationVar(&o.duration, "duration", 10*time.Second, "length of one measurement")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the JSON report to this file")
 	cmd.Flags().StringVar(&o.chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
 	cmd.Flags().StringVar(&o.baseline, "baseline", "", "configuration the others are compared with (default: the first)")
+	cmd.Flags().BoolVar(&o.aa, "aa", false, "also measure an A/A twin: a second copy of the baseline (NAME#aa), whose ratio to the baseline is this run's noise floor")
 	cmd.Flags().StringVar(&o.from, "from", "", "measure nothing: read a saved JSON report (-o) and print it again, summarised with this version's statistics")
 	return cmd
 }
 
 func (o *benchOptions) run(out, errOut io.Writer) error {
 	if o.from != "" {
+		if o.aa {
+			return &exitError{code: 2, err: fmt.Errorf("--aa measures a twin; --from measures nothing")}
+		}
 		b, err := os.ReadFile(o.from)
 		if err != nil {
 			return &exitError{code: 2, err: err}
@@ -173,6 +184,9 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 			return &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
 		}
 		o.baseline = b
+	}
+	if o.aa {
+		configs = bench.WithTwin(configs, o.baseline)
 	}
 	r, err := o.wf.runner(configs, o.rounds, o.duration, errOut)
 	if err != nil {

@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/bench"
 )
 
 // A spec's KEY=VALUE fields stay with it; a configuration with options
@@ -37,5 +43,75 @@ func TestBenchBaselineChecked(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "round 1") {
 		t.Errorf("measured before refusing:\n%s", out.String())
+	}
+	// --aa measures; --from only reads.
+	root = newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"bench", "--from", "x.json", "--aa"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "--aa") {
+		t.Errorf("bench --from --aa: %v", err)
+	}
+}
+
+// --aa measures a second copy of the baseline beside it: a real (short)
+// bench of a command workload whose figure is drawn afresh every run (the
+// clock's nanoseconds), so the twin and its baseline come from one
+// distribution. The twin is measured every round, judged with a test (6
+// rounds: enough for one at 95 %), the table states the noise floor and no
+// "no A/A twin" warning, and each run records where the command ran.
+// Nothing on the machine is changed by the default configuration.
+func TestBenchAATwinLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test (-short)")
+	}
+	if _, err := exec.LookPath("date"); err != nil {
+		t.Skip("no date command")
+	}
+	dir := t.TempDir()
+	report := filepath.Join(dir, "aa.json")
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"bench", "--workload", "command", "--command", "date +%N", "--pattern", `^0*(\d+)`, "--unit", "ns",
+		"--configs", "default", "--aa", "--rounds", "6", "--duration", "1s", "--warmup", "0", "--prime", "0",
+		"--state-dir", filepath.Join(dir, "state"), "-o", report})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("bench --aa: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	table := out.String()
+	for _, want := range []string{"default#aa", "noise floor: default#aa, the same configuration as default", "machine restored"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "no A/A twin") {
+		t.Errorf("twin measured over 6 rounds, yet:\n%s", table)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	twin := 0
+	for _, r := range rep.Runs {
+		if r.Config == "default#aa" && r.Error == "" {
+			twin++
+		}
+		if r.AppCPUs == "" || r.ClientCPUs != "" {
+			t.Errorf("run %s round %d: app %q client %q, want the online CPUs and no load generator", r.Config, r.Round, r.AppCPUs, r.ClientCPUs)
+		}
+	}
+	if twin != 6 {
+		t.Errorf("twin measured %d times, want 6", twin)
+	}
+	for _, s := range rep.Summary {
+		if s.Config == "default#aa" && (s.Verdict == bench.VerdictIndicative || s.Test != bench.TestSign || s.Paired != 6 || s.Ratio == nil) {
+			t.Errorf("twin: %+v", s)
+		}
 	}
 }

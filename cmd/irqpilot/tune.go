@@ -30,13 +30,15 @@ func newTuneCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tune --auto --workload W",
 		Short: "Closed loop: measure the baseline and candidate plans, keep the best only if it beats the baseline beyond the noise",
-		Long: `tune measures the baseline (default) and candidate configurations — irqbalance,
+		Long: fmt.Sprintf(`tune measures the baseline (default) and candidate configurations — irqbalance,
 every policy and explicit placements of the application, RPS and NAPI threads —
 with successive halving within --budget (--search auto), or every distinct
 placement on a small machine (--search exhaustive, ≤ 4 CPUs). The best is kept
-only if its ratio to the baseline is above 1 with 95 % confidence; otherwise
-the baseline stays and tune says so. Every change is reverted after each
-measurement; the winner is written to --output (its changes and the report).`,
+only if a Mann-Whitney U test of its runs against the baseline's says it is
+faster at %.0f %% (from at least %d runs of each; fewer give a direction only);
+otherwise the baseline stays and tune says so. Every change is reverted after
+each measurement; the winner is written to --output (its changes and the
+report).`, 100*(1-bench.Confidence), bench.MinRuns),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
@@ -45,7 +47,7 @@ measurement; the winner is written to --output (its changes and the report).`,
 	cmd.Flags().StringVar(&o.search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
 	cmd.Flags().DurationVar(&o.budget, "budget", 10*time.Minute, "time budget of the auto search")
 	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "length of one measurement")
-	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, "measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than 3 gives no verdict")
+	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than %d gives no verdict at %.0f %% confidence", bench.MinRuns, 100*bench.Confidence))
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
 	return cmd
 }

@@ -101,6 +101,29 @@ func ReadReport(b []byte, baseline string) (*Report, error) {
 	return &rep, nil
 }
 
+// WithTwin returns configs with an A/A twin of baseline (the first
+// configuration when ""): "NAME#aa", the same configuration measured again
+// under its own label, placed right after the baseline. Every ratio of the
+// run is then read against the twin's (the noise floor). configs is
+// returned as it is when it already has that twin.
+func WithTwin(configs []string, baseline string) []string {
+	if len(configs) == 0 {
+		return configs
+	}
+	if baseline == "" {
+		baseline = configs[0]
+	}
+	twin := BaseConfig(baseline) + "#aa"
+	if slices.Contains(configs, twin) {
+		return configs
+	}
+	i := slices.Index(configs, baseline)
+	if i < 0 {
+		return append(slices.Clone(configs), twin)
+	}
+	return slices.Insert(slices.Clone(configs), i+1, twin)
+}
+
 // FindConfig resolves a baseline named on the command line against a
 // bench's or a report's configurations: the exact name, or "#TAG" for the single
 // configuration whose name ends in that tag.

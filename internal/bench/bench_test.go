@@ -23,9 +23,9 @@ func TestSummarizeFixedRuns(t *testing.T) {
 		return out
 	}
 	var runs []Run
-	runs = append(runs, mk("default", 100, 101, 99, 100, 102)...)
-	runs = append(runs, mk("better", 120, 121, 119, 122, 120)...)
-	runs = append(runs, mk("same", 100, 103, 98, 101, 99)...)
+	runs = append(runs, mk("default", 100, 101, 99, 100, 102, 98)...)
+	runs = append(runs, mk("better", 120, 121, 119, 122, 120, 118)...)
+	runs = append(runs, mk("same", 100, 103, 98, 101, 99, 100)...)
 	runs = append(runs, Run{Config: "same", Error: "wrk could not connect"})
 	s := Summarize([]string{"default", "better", "same"}, runs, "", false)
 	if len(s) != 3 {
@@ -37,15 +37,15 @@ func TestSummarizeFixedRuns(t *testing.T) {
 	if s[1].Verdict != "better" || math.Abs(s[1].Ratio.Point-1.2) > 1e-9 || s[1].Ratio.Low <= 1 {
 		t.Errorf("better %+v ratio %+v", s[1], s[1].Ratio)
 	}
-	if s[2].Verdict != "within noise" || s[2].Failed != 1 || s[2].N != 6 || s[2].Throughput.Point != 100 {
+	if s[2].Verdict != "within noise" || s[2].Failed != 1 || s[2].N != 7 || s[2].Throughput.Point != 100 {
 		t.Errorf("same %+v", s[2])
 	}
-	// Per-CPU medians: CPU 0 idle 0,1,2,3,4 → 2; soft 50.
-	if c := s[0].CPUs[0]; c.SoftIRQ != 50 || c.Idle != 2 {
+	// Per-CPU medians: CPU 0 idle 0,1,2,3,4,5 → 2.5; soft 50.
+	if c := s[0].CPUs[0]; c.SoftIRQ != 50 || c.Idle != 2.5 {
 		t.Errorf("cpu 0 %+v", c)
 	}
 	one := Summarize([]string{"a", "b"}, append(mk("a", 10), mk("b", 20)...), "a", true)
-	if one[1].Verdict != "too few runs" || one[1].Ratio.Point != 2 {
+	if one[1].Verdict != VerdictIndicative || one[1].Ratio.Point != 2 {
 		t.Errorf("single runs: %+v", one[1])
 	}
 }
@@ -91,6 +91,9 @@ func TestMachineStateDiff(t *testing.T) {
 // memcached in a testbed; the machine must be restored exactly, and the
 // testbed gone.
 func TestShortBench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test (-short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
@@ -139,6 +142,30 @@ func TestShortBench(t *testing.T) {
 	if rep.Summary[1].Ratio == nil || rep.Summary[0].Verdict != "baseline" {
 		t.Errorf("summary %+v", rep.Summary)
 	}
+	// Two rounds give a direction, no verdict.
+	if v := rep.Summary[1].Verdict; v != VerdictIndicative {
+		t.Errorf("2 rounds judged %q", v)
+	}
+	// Each run records where memcached and memcaslap could run: default
+	// leaves both free (every online CPU: shared), the spec separates them.
+	for _, run := range rep.Runs {
+		switch run.Config {
+		case "default":
+			if run.AppCPUs == "" || run.ClientCPUs != run.AppCPUs {
+				t.Errorf("default run: app %q client %q, want both on the online CPUs", run.AppCPUs, run.ClientCPUs)
+			}
+		default:
+			if run.AppCPUs != "1" || run.ClientCPUs != "0" {
+				t.Errorf("%s run: app %q client %q", run.Config, run.AppCPUs, run.ClientCPUs)
+			}
+		}
+	}
+	if w := strings.Join(rep.Summary[0].Warnings, ";"); !strings.Contains(w, "shared CPU") {
+		t.Errorf("default's warnings %q: the load generator shared the server's CPUs", w)
+	}
+	if w := strings.Join(rep.Summary[1].Warnings, ";"); strings.Contains(w, "shared") {
+		t.Errorf("separated client and server, yet %q", w)
+	}
 	if left, _ := testbed.List(tbDir); len(left) > 0 {
 		t.Errorf("testbed state left: %+v", left)
 	}
@@ -163,6 +190,9 @@ func TestShortBench(t *testing.T) {
 // has no IRQs, so here irqbalance has nothing to place and this checks the
 // bans; the write-back of moved IRQs runs only where it moves one.)
 func TestBenchIrqbalanceRestoresMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test (-short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}

@@ -128,6 +128,9 @@ func napiValues(n netdev.NAPI) (defer_ uint32, flush, suspend uint64) {
 // the host namespace's NAPI instances and every file of the machine as they
 // were.
 func TestLiveBenchNAPIInTestbedNamespace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test (-short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
@@ -229,6 +232,9 @@ const (
 // run fails) and back to blocking reads — on the GRO veth, one short round
 // each; the labels keep their options and the machine is restored.
 func TestLiveUDPBusyPollConfigs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test (-short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}

@@ -29,11 +29,20 @@ type Summary struct {
 	// Paired is how many rounds the ratio was paired over (the median of
 	// per-round ratios, see Summarize); 0: the ratio of the medians.
 	Paired int `json:"paired_rounds,omitempty"`
-	// Verdict: "baseline", "better", "worse" or "within noise".
+	// P is the p-value of the test behind the verdict, Test its name
+	// (TestSign when paired, TestU when not); absent for "indicative".
+	P    float64 `json:"p_value,omitempty"`
+	Test string  `json:"test,omitempty"`
+	// Verdict: "baseline", "better", "worse", "within noise", "indicative"
+	// (fewer rounds than the confidence needs: a direction, no verdict) or
+	// "no data".
 	Verdict    string    `json:"verdict"`
 	LatencyP50 float64   `json:"latency_p50_us,omitempty"`
 	LatencyP99 float64   `json:"latency_p99_us,omitempty"`
 	CPUs       []CPUStat `json:"cpus"` // per-CPU medians over the runs
+	// Warnings say what the measurement of this configuration cannot
+	// carry (see Warnings): "saturated", "shared", "placement unknown".
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Report is a whole bench.
@@ -74,19 +83,34 @@ type Decision struct {
 	Changes int      `json:"changes"`
 }
 
-// MinRuns is the fewest successful runs per configuration from which bench
-// and tune report a 95 % interval or a verdict ("too few runs" below it).
-const MinRuns = 3
+// MinRuns is the fewest successful runs (rounds, when paired) per
+// configuration from which bench and tune report an interval and a
+// verdict at Confidence: MinRounds(Confidence), 6 for 95 %. Below it a
+// ratio is "indicative": its direction, no verdict.
+var MinRuns = MinRounds(Confidence)
 
-// Summarize computes medians, 95 % bootstrap intervals and ratios to
-// baseline (the first configuration when baseline is "").
+// Verdicts.
+const (
+	VerdictBaseline   = "baseline"
+	VerdictBetter     = "better"
+	VerdictWorse      = "worse"
+	VerdictNoise      = "within noise"
+	VerdictIndicative = "indicative"
+	VerdictNoData     = "no data"
+)
+
+// Summarize computes medians with their distribution-free intervals at
+// Confidence and ratios to baseline (the first configuration when baseline
+// is "").
 //
 // With paired, runs carry true interleaved rounds (Runner.All: every
 // configuration once per round, in order), and a configuration's ratio is
 // the median of its per-round ratios to the baseline's run of the same
-// round (BootstrapPairedRatio), from at least MinRuns such rounds; without,
-// or with fewer, it is the ratio of the two medians with both groups
-// resampled independently (BootstrapRatio).
+// round, its interval the order statistics of those ratios and its verdict
+// a sign test against 1 (PairedRatio), from at least MinRuns such rounds;
+// without, or with fewer, it is the ratio of the two medians judged by the
+// Mann-Whitney U test (UnpairedRatio), from at least MinRuns runs of each.
+// Below that the ratio is a point and the verdict "indicative".
 func Summarize(configs []string, runs []Run, baseline string, paired bool) []Summary {
 	if baseline == "" && len(configs) > 0 {
 		baseline = configs[0]
@@ -106,7 +130,7 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 	}
 	base := tp(baseline)
 	var out []Summary
-	for i, c := range configs {
+	for _, c := range configs {
 		xs := tp(c)
 		s := Summary{Config: c, N: len(by[c]), Failed: len(by[c]) - len(xs)}
 		var eff []float64
@@ -116,14 +140,10 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			}
 		}
 		if len(eff) > 0 {
-			e := BootstrapMedian(eff, 0.95, uint64(500+i))
+			e := SampleMedian(eff, Confidence)
 			s.PerCPUSecond = &e
 		}
-		if len(xs) > 0 {
-			s.Throughput = BootstrapMedian(xs, 0.95, uint64(i+1))
-		} else {
-			s.Throughput = Interval{Point: math.NaN(), Low: math.NaN(), High: math.NaN()}
-		}
+		s.Throughput = SampleMedian(xs, Confidence)
 		var p50, p99 []float64
 		cpuCols := map[int][][5]float64{}
 		for _, r := range by[c] {
@@ -158,38 +178,43 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			}
 			s.CPUs = append(s.CPUs, CPUStat{ID: id, User: col(0), System: col(1), IRQ: col(2), SoftIRQ: col(3), Idle: col(4)})
 		}
+		s.Warnings = Warnings(by[c], s.CPUs)
+		var pa, pb []float64
+		if paired {
+			pa, pb = roundPairs(by[baseline], by[c])
+		}
 		switch {
 		case c == baseline:
-			s.Verdict = "baseline"
+			s.Verdict = VerdictBaseline
 		case len(xs) == 0 || len(base) == 0:
-			s.Verdict = "no data"
-		case len(xs) < MinRuns || len(base) < MinRuns:
-			// No interval and no verdict from fewer than MinRuns runs: the
-			// ratio is a point only (Low = High = Point in JSON).
-			s.Verdict = "too few runs"
+			s.Verdict = VerdictNoData
+		case len(pa) < MinRuns && (len(xs) < MinRuns || len(base) < MinRuns):
+			// No interval and no verdict from fewer rounds than the
+			// confidence needs: the ratio is a point (paired when it can
+			// be; Low = High = Point in JSON) and its direction only.
+			s.Verdict = VerdictIndicative
 			pt := Median(xs) / Median(base)
+			if len(pa) > 0 {
+				pt = PairedRatio(pa, pb, Confidence).Ratio.Point
+				s.Paired = len(pa)
+			}
 			ratio := Interval{Point: pt, Low: pt, High: pt}
 			s.Ratio = &ratio
 		default:
-			var pa, pb []float64
-			if paired {
-				pa, pb = roundPairs(by[baseline], by[c])
-			}
-			var ratio Interval
+			var cmp Comparison
 			if len(pa) >= MinRuns {
-				ratio = BootstrapPairedRatio(pa, pb, 0.95, uint64(1000+i))
-				s.Paired = len(pa)
+				cmp = PairedRatio(pa, pb, Confidence)
 			} else {
-				ratio = BootstrapRatio(base, xs, 0.95, uint64(1000+i))
+				cmp = UnpairedRatio(base, xs, Confidence)
 			}
-			s.Ratio = &ratio
+			s.Ratio, s.Paired, s.P, s.Test = &cmp.Ratio, cmp.Paired, cmp.P, cmp.Test
 			switch {
-			case !ratio.Significant():
-				s.Verdict = "within noise"
-			case ratio.Low > 1:
-				s.Verdict = "better"
+			case !cmp.Significant(Confidence):
+				s.Verdict = VerdictNoise
+			case cmp.Ratio.Point > 1:
+				s.Verdict = VerdictBetter
 			default:
-				s.Verdict = "worse"
+				s.Verdict = VerdictWorse
 			}
 		}
 		out = append(out, s)
@@ -216,40 +241,48 @@ func roundPairs(base, cfg []Run) (a, b []float64) {
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
+// Method says, in words, how the table's intervals and verdicts are made.
+func (r *Report) Method() string {
+	paired, sign, u := false, false, false
+	for _, s := range r.Summary {
+		paired = paired || s.Paired > 0
+		sign = sign || s.Test == TestSign
+		u = u || s.Test == TestU
+	}
+	how := fmt.Sprintf("medians with %.0f %% distribution-free intervals (order statistics)", 100*Confidence)
+	if paired {
+		how += "; ratios paired by round (the median of each round's ratio to " + r.Baseline + "'s run of that round, its interval the order statistics of those ratios)"
+	}
+	if sign {
+		how += fmt.Sprintf("; verdicts by a sign test of the per-round ratios at %.0f %%", 100*(1-Confidence))
+	}
+	if u {
+		how += fmt.Sprintf("; unpaired ratios (of the medians) judged by a Mann-Whitney U test at %.0f %%", 100*(1-Confidence))
+	}
+	return how + fmt.Sprintf("; a verdict needs %d rounds or more (fewer: \"indicative\", a direction only)", MinRuns)
+}
+
 // WriteTable prints the summary for people.
 func (r *Report) WriteTable(w io.Writer) error {
-	enough := false
-	for _, s := range r.Summary {
-		if s.N-s.Failed >= MinRuns {
-			enough = true
-		}
-	}
-	how := "95 % bootstrap intervals"
-	for _, s := range r.Summary {
-		if s.Paired > 0 {
-			how += "; ratios paired by round (the median of each round's ratio to " + r.Baseline + "'s run of that round)"
-			break
-		}
-	}
-	if !enough {
-		how = fmt.Sprintf("too few runs for intervals or verdicts (fewer than %d per configuration: use --rounds %d or more)", MinRuns, MinRuns)
-	}
 	fmt.Fprintf(w, "workload %s on %s (%s, %d CPUs): %d rounds × %s, interleaved; %s\n",
-		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration, how)
+		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration, r.Method())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "config\tthroughput (median)\t95% interval\tratio to "+r.Baseline+"\tverdict\tp50 µs\tp99 µs\t%soft per CPU\t%idle per CPU\t")
+	fmt.Fprintf(tw, "config\tthroughput (median)\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", 100*Confidence, r.Baseline)
 	latency := false
 	for _, s := range r.Summary {
-		ratio := "—"
+		ratio, p := "—", "—"
 		if s.Ratio != nil {
 			ratio = fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
-			if s.Verdict == "too few runs" {
+			if s.Verdict == VerdictIndicative || !s.Ratio.Finite() {
 				ratio = fmt.Sprintf("%.3f", s.Ratio.Point)
 			}
 		}
+		if s.Test != "" {
+			p = fmt.Sprintf("%.3f", s.P)
+		}
 		interval := fmt.Sprintf("%.0f–%.0f", s.Throughput.Low, s.Throughput.High)
-		if s.N-s.Failed < MinRuns {
-			interval = "too few runs"
+		if !s.Throughput.Finite() {
+			interval = fmt.Sprintf("needs %d runs", MinRuns)
 		}
 		var soft, idle []string
 		for _, c := range s.CPUs {
@@ -260,10 +293,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if s.Failed > 0 {
 			failed = fmt.Sprintf(" (%d failed)", s.Failed)
 		}
+		warn := "—"
+		if len(s.Warnings) > 0 {
+			warn = strings.Join(s.Warnings, "; ")
+		}
 		latency = latency || s.LatencyP50 > 0
-		fmt.Fprintf(tw, "%s\t%.0f %s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, s.Throughput.Point, s.Unit, failed,
-			interval, ratio, s.Verdict, num(s.LatencyP50), num(s.LatencyP99),
-			strings.Join(soft, " "), strings.Join(idle, " "))
+		fmt.Fprintf(tw, "%s\t%.0f %s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, s.Throughput.Point, s.Unit, failed,
+			interval, ratio, p, s.Verdict, num(s.LatencyP50), num(s.LatencyP99),
+			strings.Join(soft, " "), strings.Join(idle, " "), warn)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -272,6 +309,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "latency: %s\n", LatencyResolution(r.Workload))
 	}
 	if line := r.noiseFloorLine(); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	for _, line := range r.warningLines() {
 		fmt.Fprintln(w, line)
 	}
 	if r.Scope != nil {
@@ -296,16 +336,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 // noiseFloorLine states the run's own noise when it measured the baseline
 // twice (an A/A twin, "default#aa" beside "default"): the widest distance
-// from 1 of a twin's ratio interval. The bootstrap interval of one
-// configuration can be narrower than that — in session 5's udp campaign the
-// twin measured 0.980 (0.963–0.993), "worse" than itself — so a difference
-// inside the A/A width is not one this run resolves, whatever its verdict.
+// from 1 of a twin's ratio interval. One configuration's interval can be
+// narrower than that — in the campaign of record's udp bench a bootstrap
+// interval put the twin at 0.980 (0.963–0.993), "worse" than itself — so a
+// difference inside the A/A width is not one this run resolves, whatever
+// its verdict.
 func (r *Report) noiseFloorLine() string {
 	var twin *Summary
 	width := 0.0
 	for i, s := range r.Summary {
 		if s.Config == r.Baseline || BaseConfig(s.Config) != BaseConfig(r.Baseline) || s.Ratio == nil ||
-			s.Verdict == "too few runs" || math.IsNaN(s.Ratio.Low) || math.IsNaN(s.Ratio.High) {
+			s.Verdict == VerdictIndicative || !s.Ratio.Finite() {
 			continue
 		}
 		if w := math.Max(1-s.Ratio.Low, s.Ratio.High-1); twin == nil || w > width {
@@ -362,7 +403,7 @@ func num(v float64) string {
 // before/after). The format follows the file's extension (.png, .svg, .pdf).
 func (r *Report) Chart(path string) error {
 	p1 := plot.New()
-	p1.Title.Text = fmt.Sprintf("%s: throughput (median, 95%% interval)", r.Workload)
+	p1.Title.Text = fmt.Sprintf("%s: throughput (median, %.0f%% interval)", r.Workload, 100*Confidence)
 	unit := ""
 	var vals plotter.Values
 	var errs plotter.YErrors
@@ -374,7 +415,7 @@ func (r *Report) Chart(path string) error {
 		}
 		vals = append(vals, v)
 		lo, hi := v-s.Throughput.Low, s.Throughput.High-v
-		if math.IsNaN(lo) {
+		if !s.Throughput.Finite() { // too few runs for an interval: no error bar
 			lo, hi = 0, 0
 		}
 		errs = append(errs, struct{ Low, High float64 }{lo, hi})

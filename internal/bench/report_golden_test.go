@@ -13,37 +13,60 @@ import (
 
 var updateTable = flag.Bool("update-golden", false, "rewrite testdata/golden/*.txt from the current bench tables")
 
-func goldenReport(rounds int) *Report {
+// goldenReport is a bench of default and rps-spread; twin adds an A/A
+// twin (default#aa), placed records where the server (CPU 1, rps-spread:
+// 0-1) and the load generator (CPU 0) ran, as this version's runs do.
+func goldenReport(rounds int, twin, placed bool) *Report {
 	configs := []string{"default", "rps-spread"}
+	if twin {
+		configs = WithTwin(configs, "default")
+	}
 	var runs []Run
 	for r := 0; r < rounds; r++ {
-		for i, c := range configs {
+		for _, c := range configs {
+			i := 0
+			if c == "rps-spread" {
+				i = 1
+			}
 			soft0 := 72.4 - float64(i)*70
-			runs = append(runs, Run{Config: c, Round: r,
+			run := Run{Config: c, Round: r,
 				Result: Result{Throughput: 100000*(1+0.3*float64(i)) + float64(r*997%1500), Unit: "ops/s", LatencyP50: 63 + float64(r), LatencyP99: 127 + float64(2*r)},
-				CPUs:   []CPUStat{{ID: 0, SoftIRQ: soft0, Idle: 3.8}, {ID: 1, SoftIRQ: 1 + float64(i)*30, Idle: 40}}})
+				CPUs:   []CPUStat{{ID: 0, SoftIRQ: soft0, Idle: 3.8}, {ID: 1, SoftIRQ: 1 + float64(i)*30, Idle: 40}}}
+			if c == "default#aa" {
+				run.Throughput *= 1 + 0.01*float64(r%3-1)
+			}
+			if placed {
+				run.AppCPUs, run.ClientCPUs = "1", "0"
+				if i == 1 {
+					run.AppCPUs = "0-1"
+				}
+			}
+			runs = append(runs, run)
 		}
 	}
 	return &Report{
 		Workload: "memcached", Host: "vm", Kernel: "6.1.0", CPUs: 2, Rounds: rounds, Duration: 5 * time.Second,
 		Baseline: "default", Restored: true,
-		Summary:     Summarize(configs, runs, "default", true),
+		Summary: Summarize(configs, runs, "default", true), Runs: runs,
 		Scope:       &Scope{NetDevice: "vs4104", IRQs: nil},
 		MachineWide: map[string][]string{"rps-spread": {"net.core.rps_sock_flow_entries = 32768"}},
 		Dropped:     map[string][]string{"rps-spread": {"eth0 rx-0 (rps_cpus → 0-1): not a queue of the device under test"}},
 	}
 }
 
-// The bench table people read: intervals and verdicts only from 3 runs or
-// more ("too few runs" below), latency resolution said, scope in words,
-// machine-wide changes named.
+// The bench table people read: intervals and verdicts only from 6 rounds
+// or more ("indicative" below), the test and its p-value, warnings
+// (saturated CPU 0 only where the server ran on it, the load generator
+// sharing rps-spread's CPUs, no twin, no record of placement), latency
+// resolution said, scope in words, machine-wide changes named.
 func TestGoldenBenchTable(t *testing.T) {
 	for _, c := range []struct {
-		rounds int
-		file   string
-	}{{3, "bench-table.txt"}, {2, "bench-table-too-few.txt"}} {
+		rounds       int
+		twin, placed bool
+		file         string
+	}{{6, true, true, "bench-table.txt"}, {3, false, false, "bench-table-too-few.txt"}} {
 		var b bytes.Buffer
-		if err := goldenReport(c.rounds).WriteTable(&b); err != nil {
+		if err := goldenReport(c.rounds, c.twin, c.placed).WriteTable(&b); err != nil {
 			t.Fatal(err)
 		}
 		file := filepath.Join("testdata", "golden", c.file)
@@ -77,7 +100,7 @@ func TestNoiseFloorLine(t *testing.T) {
 	if got := r.noiseFloorLine(); !strings.HasPrefix(got, want) {
 		t.Errorf("got %q\nwant prefix %q", got, want)
 	}
-	r.Summary[2].Verdict = "too few runs"
+	r.Summary[2].Verdict = VerdictIndicative
 	if got := r.noiseFloorLine(); !strings.Contains(got, "default#aa") || !strings.Contains(got, "±3.7 %") {
 		t.Errorf("without #best: %q", got)
 	}

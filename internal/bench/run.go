@@ -51,7 +51,13 @@ type Run struct {
 	// CPU is better even at equal throughput.
 	BusyCPUs     float64 `json:"busy_cpus,omitempty"`
 	PerCPUSecond float64 `json:"per_cpu_second,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	// AppCPUs are the CPUs the server (the application) could run on during
+	// the run, ClientCPUs those of the load generator ("" when the workload
+	// has none apart from the application: storage, command); a free one
+	// counts as every online CPU. Warnings reads them.
+	AppCPUs    string `json:"app_cpus,omitempty"`
+	ClientCPUs string `json:"client_cpus,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // BaseConfig is the configuration a label names: "default#aa" → "default".
@@ -355,6 +361,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		s.Baseline = app.BaselineLoad
 		r.Setups[config] = s
 	}
+	run.AppCPUs, run.ClientCPUs = r.placement(s)
 	undo, err := r.applySetup(config, s, app)
 	if err != nil {
 		return run, err
@@ -429,6 +436,27 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		}
 	}
 	return run, nil
+}
+
+// placement is where a setup lets the application and the load generator
+// run, a free one on every online CPU; no load generator for a workload
+// that is its own load (storage's fio, a command).
+func (r *Runner) placement(s *Setup) (app, client string) {
+	var online cpuset.Set
+	if r.h != nil {
+		online = r.h.Topology.Online
+	}
+	pick := func(set cpuset.Set) string {
+		if set.IsEmpty() {
+			set = online
+		}
+		return set.String()
+	}
+	app = pick(s.AppCPUs)
+	if _, ok := r.Workload.(*NetWorkload); ok {
+		client = pick(s.ClientCPUs)
+	}
+	return app, client
 }
 
 // applySetup applies a setup's changes, each where it is seen: the testbed

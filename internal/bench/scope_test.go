@@ -96,6 +96,9 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 // the one under test) or an IRQ that is not the tested device's. Nothing
 // is applied.
 func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live test (-short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}

@@ -3,8 +3,10 @@ package bench
 import (
 	"encoding/json"
 	"math"
-	"math/rand/v2"
 	"sort"
+
+	"github.com/aclements/go-moremath/stats"
+	"golang.org/x/perf/benchmath"
 )
 
 // Median of xs (mean of the middle two for an even count); NaN when empty.
@@ -64,62 +66,147 @@ func (i *Interval) UnmarshalJSON(b []byte) error {
 // Contains reports whether v lies inside the interval.
 func (i Interval) Contains(v float64) bool { return v >= i.Low && v <= i.High }
 
-// bootstrapIters is the number of resamples; 2000 keeps the 2.5 % and
-// 97.5 % quantiles stable to well under the run-to-run noise.
-const bootstrapIters = 2000
+// Finite reports whether the interval has two finite ends: a sample too
+// small for the confidence has none (see MinRounds).
+func (i Interval) Finite() bool {
+	return !math.IsNaN(i.Low) && !math.IsNaN(i.High) && !math.IsInf(i.Low, 0) && !math.IsInf(i.High, 0)
+}
 
-// BootstrapMedian is the median of xs with a percentile-bootstrap interval
-// at the given confidence (0.95). seed makes it reproducible.
-func BootstrapMedian(xs []float64, confidence float64, seed uint64) Interval {
-	iv := Interval{Point: Median(xs)}
-	if len(xs) < 2 {
-		iv.Low, iv.High = iv.Point, iv.Point
-		return iv
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x1bd11bda))
-	meds := make([]float64, bootstrapIters)
-	buf := make([]float64, len(xs))
-	for i := range meds {
-		for j := range buf {
-			buf[j] = xs[rng.IntN(len(xs))]
+// Confidence is the confidence of every interval bench and tune report,
+// and 1 − Confidence the level of every test behind a verdict.
+const Confidence = 0.95
+
+// MinRounds is the fewest observations from which a distribution-free
+// (order-statistic) interval of the median at the given confidence has two
+// finite ends, and from which a sign test can reach the matching level at
+// all: the smallest n with 2·(1/2)^n ≤ 1 − confidence. With n observations
+// the widest interval, from the smallest to the largest, misses the median
+// only when all n fall on one side of it, which happens with probability
+// 2·(1/2)^n; for 95 % that needs 6 (3 rounds cover the median only 75 % of
+// the time: "all three agreed" is a sign test at p = 0.25).
+func MinRounds(confidence float64) int {
+	for n := 1; ; n++ {
+		if medianOrder(n, confidence) >= 1 {
+			return n
 		}
-		meds[i] = Median(buf)
 	}
-	iv.Low, iv.High = quantiles(meds, confidence)
+}
+
+// medianOrder is k, 1-based, such that [x(k), x(n+1−k)] of n sorted
+// observations is the narrowest equal-tailed interval that covers the
+// median with at least the given confidence: the largest k with
+// P(Binomial(n, ½) ≤ k−1) ≤ (1 − confidence)/2. 0 when n is too small.
+func medianOrder(n int, confidence float64) int {
+	tail := (1 - confidence) / 2
+	d := stats.BinomialDist{N: n, P: 0.5}
+	k := 0
+	// A little slack for the rounding of the CDF's sums (2·(1/2)^6 is
+	// exactly 0.03125, but a CDF may land an ulp above a tail it equals).
+	for k < n/2 && d.CDF(float64(k)) <= tail+1e-12 {
+		k++
+	}
+	return k
+}
+
+// MedianInterval is the median of xs with its distribution-free interval:
+// the order statistics [x(k), x(n+1−k)] (medianOrder), which cover the
+// population median with at least the given confidence whatever the
+// distribution. Below MinRounds(confidence) observations the ends are
+// −Inf and +Inf.
+//
+// Why not benchmath.AssumeNothing.Summary, which bench uses for the
+// throughput of one configuration: its interval grows from the mode with
+// a left bias, so for some n it is not equal-tailed (n = 8: [x(1), x(7)],
+// n = 5: (−∞, x(5)]). For a ratio, whether the interval excludes 1 is the
+// verdict, and only the equal-tailed interval is exactly the two-sided
+// sign test inverted (SignTest): "outside the interval" and "p < 1 −
+// confidence" then always agree. Where benchmath's interval is
+// equal-tailed the two are the same order statistics (tested).
+func MedianInterval(xs []float64, confidence float64) Interval {
+	iv := Interval{Point: Median(xs), Low: math.Inf(-1), High: math.Inf(1)}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if k := medianOrder(len(s), confidence); k >= 1 {
+		iv.Low, iv.High = s[k-1], s[len(s)-k]
+	}
 	return iv
 }
 
-// BootstrapRatio is median(b)/median(a) with a percentile-bootstrap interval,
-// resampling both groups independently: "configuration b is 1.12x (1.05–1.19)
-// of baseline a".
-func BootstrapRatio(a, b []float64, confidence float64, seed uint64) Interval {
-	iv := Interval{Point: Median(b) / Median(a)}
-	if len(a) < 2 || len(b) < 2 {
-		iv.Low, iv.High = iv.Point, iv.Point
-		return iv
+// SampleMedian is the median of xs with benchmath's distribution-free
+// interval (benchmath.AssumeNothing: order statistics, coverage at least
+// the confidence), for one configuration's throughput; no verdict rests
+// on it. Below MinRounds(confidence) observations at least one end is
+// infinite.
+func SampleMedian(xs []float64, confidence float64) Interval {
+	if len(xs) == 0 {
+		return Interval{Point: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x2545f491))
-	ratios := make([]float64, bootstrapIters)
-	ba, bb := make([]float64, len(a)), make([]float64, len(b))
-	for i := range ratios {
-		for j := range ba {
-			ba[j] = a[rng.IntN(len(a))]
-		}
-		for j := range bb {
-			bb[j] = b[rng.IntN(len(b))]
-		}
-		ratios[i] = Median(bb) / Median(ba)
-	}
-	iv.Low, iv.High = quantiles(ratios, confidence)
-	return iv
+	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(append([]float64(nil), xs...), &benchmath.DefaultThresholds), confidence)
+	return Interval{Point: s.Center, Low: s.Lo, High: s.Hi}
 }
 
-// BootstrapPairedRatio is the median of per-pair ratios b[i]/a[i] with a
-// percentile-bootstrap interval over the pairs. Each pair is one round of
-// an interleaved bench: configuration b measured next to baseline a, so a
+// SignTest is the exact two-sided sign test of ratios against 1: the
+// probability, were each ratio as likely above 1 as below, of a split at
+// least as lopsided as the one seen. Ratios of exactly 1 are left out; n
+// is how many are left.
+//
+// Why a sign test for ratios paired by round (and why not benchmath, which
+// has no paired test; its Compare is the unpaired Mann-Whitney U test):
+// pairing by round removes the drift of whole rounds, which an unpaired
+// test would count as noise (see Summarize). Of the paired tests, the
+// sign test assumes nothing about the ratios' distribution beyond
+// independent rounds — Wilcoxon's signed-rank test also assumes the
+// ratios are symmetric about their median, which one slow round per ten
+// (seen on this harness) breaks — and its inversion is exactly the
+// order-statistic interval of the median ratio printed beside it
+// (MedianInterval), so a verdict and its interval never disagree.
+func SignTest(ratios []float64) (p float64, n int) {
+	below := 0
+	for _, r := range ratios {
+		switch {
+		case r < 1:
+			below++
+			n++
+		case r > 1:
+			n++
+		}
+	}
+	if n == 0 {
+		return 1, 0
+	}
+	k := min(below, n-below)
+	return min(1, 2*stats.BinomialDist{N: n, P: 0.5}.CDF(float64(k))), n
+}
+
+// Comparison is a ratio to a baseline with its interval and the test
+// behind its verdict.
+type Comparison struct {
+	Ratio Interval
+	// P is the test's p-value; Test names it.
+	P    float64
+	Test string
+	// Paired is how many rounds the ratio was paired over (0: unpaired).
+	Paired int
+}
+
+// Test names, as reports print them.
+const (
+	TestSign = "sign test"
+	TestU    = "Mann-Whitney U"
+)
+
+// Significant reports whether the comparison's difference is outside the
+// noise at the given confidence: the test rejects "no difference" at
+// 1 − confidence.
+func (c Comparison) Significant(confidence float64) bool { return c.P < 1-confidence }
+
+// PairedRatio compares b with a round by round: the median of the ratios
+// b[i]/a[i] with its order-statistic interval (MedianInterval) and the
+// sign test of the ratios against 1. Each pair is one round of an
+// interleaved bench: configuration b measured next to baseline a, so a
 // slow minute of the machine (seen on this VM: every configuration of one
 // round 35 % below the next) divides out instead of widening both groups.
-func BootstrapPairedRatio(a, b []float64, confidence float64, seed uint64) Interval {
+func PairedRatio(a, b []float64, confidence float64) Comparison {
 	n := min(len(a), len(b))
 	rs := make([]float64, 0, n)
 	for i := 0; i < n; i++ {
@@ -127,20 +214,50 @@ func BootstrapPairedRatio(a, b []float64, confidence float64, seed uint64) Inter
 			rs = append(rs, b[i]/a[i])
 		}
 	}
-	return BootstrapMedian(rs, confidence, seed)
+	p, _ := SignTest(rs)
+	return Comparison{Ratio: MedianInterval(rs, confidence), P: p, Test: TestSign, Paired: len(rs)}
 }
 
-func quantiles(xs []float64, confidence float64) (float64, float64) {
-	sort.Float64s(xs)
-	alpha := (1 - confidence) / 2
-	lo := int(math.Floor(alpha * float64(len(xs)-1)))
-	hi := int(math.Ceil((1 - alpha) * float64(len(xs)-1)))
-	return xs[lo], xs[hi]
+// UnpairedRatio compares two independent groups: the ratio of their
+// medians, the Mann-Whitney U test of benchmath.AssumeNothing for the
+// verdict, and as the interval the ratios θ for which the U test would
+// not tell b from θ·a: the order statistics [D(c), D(mn+1−c)] of the m·n
+// ratios b[j]/a[i] (Bauer's distribution-free interval for a shift, here
+// of the logarithms), c the largest with P(U ≤ c−1) ≤ (1 − confidence)/2.
+// benchmath has the test but no interval for a ratio; this is the test
+// inverted, so without ties the interval excludes 1 exactly when the test
+// rejects.
+func UnpairedRatio(a, b []float64, confidence float64) Comparison {
+	c := Comparison{Ratio: Interval{Point: Median(b) / Median(a), Low: math.Inf(-1), High: math.Inf(1)}, P: 1, Test: TestU}
+	if len(a) == 0 || len(b) == 0 {
+		return c
+	}
+	th := benchmath.Thresholds{CompareAlpha: 1 - confidence}
+	cmp := benchmath.AssumeNothing.Compare(benchmath.NewSample(append([]float64(nil), a...), &th), benchmath.NewSample(append([]float64(nil), b...), &th))
+	c.P = cmp.P
+	var ds []float64
+	for _, x := range a {
+		for _, y := range b {
+			if x > 0 {
+				ds = append(ds, y/x)
+			}
+		}
+	}
+	if len(ds) != len(a)*len(b) {
+		return c
+	}
+	sort.Float64s(ds)
+	u := stats.UDist{N1: len(a), N2: len(b)}
+	tail := (1 - confidence) / 2
+	k := 0
+	for k < len(ds)/2 && u.CDF(float64(k)) <= tail+1e-12 {
+		k++
+	}
+	if k >= 1 {
+		c.Ratio.Low, c.Ratio.High = ds[k-1], ds[len(ds)-k]
+	}
+	return c
 }
-
-// Significant reports whether a ratio interval excludes 1: the difference
-// is outside the noise.
-func (i Interval) Significant() bool { return i.Low > 1 || i.High < 1 }
 
 // SuccessiveHalving runs a budgeted tournament: every candidate is measured
 // in round 0, the better half (by median score, higher is better) goes on to

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -27,39 +28,232 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-func TestBootstrapMedianKnownAnswers(t *testing.T) {
-	// All equal: the interval collapses to the value.
-	iv := BootstrapMedian([]float64{5, 5, 5, 5, 5}, 0.95, 1)
-	if iv != (Interval{5, 5, 5}) {
-		t.Errorf("constant sample: %+v", iv)
+// The rounds a verdict needs follow from the confidence: with n rounds
+// the widest interval [x(1), x(n)] misses the median with probability
+// 2·(1/2)^n, so 95 % needs 6 (2/64 = 3.1 %; 5 rounds: 6.3 %), 90 % needs 5
+// and 99 % needs 8 (2/256 = 0.8 %; 7 rounds: 1.6 %). benchmath's own
+// order-statistic interval agrees: finite from that count, not before.
+func TestMinRounds(t *testing.T) {
+	for conf, want := range map[float64]int{0.95: 6, 0.90: 5, 0.99: 8, 0.5: 2} {
+		if got := MinRounds(conf); got != want {
+			t.Errorf("MinRounds(%v) = %d, want %d", conf, got, want)
+		}
 	}
-	// 1..11: the median is 6. A resampled median is ≤ k with probability
-	// P(Binomial(11, k/11) ≥ 6): 0.72 % for k=2, 5.1 % for k=3, 94.9 % for
-	// k=8 and 99.3 % for k=9, so the exact 95 % percentile interval is
-	// [3, 9], far enough from the 2.5 %/97.5 % edges that 2000 resamples
-	// always find it.
-	iv = BootstrapMedian([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.95, 42)
-	if iv.Point != 6 || iv.Low != 3 || iv.High != 9 {
-		t.Errorf("1..11: %+v, want 6 [3, 9]", iv)
+	if MinRuns != 6 {
+		t.Errorf("MinRuns = %d at %v, want 6", MinRuns, Confidence)
 	}
-	// Same seed, same answer.
-	if again := BootstrapMedian([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.95, 42); again != iv {
-		t.Errorf("not reproducible: %+v vs %+v", again, iv)
+	xs := []float64{3, 1, 4, 1.5, 9, 2.6, 5, 3.5}
+	for _, conf := range []float64{0.9, 0.95, 0.99} {
+		n := MinRounds(conf)
+		if iv := SampleMedian(xs[:n], conf); !iv.Finite() {
+			t.Errorf("benchmath at %v: %d values give %+v", conf, n, iv)
+		}
+		if iv := SampleMedian(xs[:n-1], conf); iv.Finite() {
+			t.Errorf("benchmath at %v: %d values give a finite %+v", conf, n-1, iv)
+		}
 	}
 }
 
-func TestBootstrapRatio(t *testing.T) {
+// Intervals against order statistics computed by hand (B = Binomial(n, ½),
+// the interval [x(k), x(n+1−k)] with the largest k whose tail
+// P(B ≤ k−1) ≤ 2.5 %).
+func TestMedianIntervalOrderStatistics(t *testing.T) {
+	seq := func(n int) []float64 { // n values 10, 20, …, shuffled
+		var xs []float64
+		for i := 1; i <= n; i++ {
+			xs = append(xs, float64(10*i))
+		}
+		rand.New(rand.NewPCG(uint64(n), 1)).Shuffle(n, func(i, j int) { xs[i], xs[j] = xs[j], xs[i] })
+		return xs
+	}
+	for _, c := range []struct {
+		n, k int
+		why  string
+	}{
+		{6, 1, "P(B≤0) = 1/64 = 1.6 %; P(B≤1) = 7/64 = 10.9 %"},
+		{7, 1, "P(B≤0) = 1/128; P(B≤1) = 8/128 = 6.3 %"},
+		{8, 1, "P(B≤1) = 9/256 = 3.5 % > 2.5 %"},
+		{9, 2, "P(B≤1) = 10/512 = 2.0 %; P(B≤2) = 46/512 = 9.0 %"},
+		{10, 2, "P(B≤1) = 11/1024 = 1.1 %; P(B≤2) = 56/1024 = 5.5 %"},
+		{17, 5, "P(B≤4) = 3214/131072 = 2.45 %; P(B≤5) = 9402/131072 = 7.2 %"},
+	} {
+		iv := MedianInterval(seq(c.n), 0.95)
+		lo, hi := float64(10*c.k), float64(10*(c.n+1-c.k))
+		if iv.Low != lo || iv.High != hi {
+			t.Errorf("n=%d: %+v, want [x(%d), x(%d)] = [%v, %v] (%s)", c.n, iv, c.k, c.n+1-c.k, lo, hi, c.why)
+		}
+		// Where benchmath's interval is equal-tailed it is the same one.
+		if c.n != 8 {
+			if b := SampleMedian(seq(c.n), 0.95); b.Low != lo || b.High != hi {
+				t.Errorf("n=%d: benchmath %+v, want [%v, %v]", c.n, b, lo, hi)
+			}
+		}
+	}
+	// 5 values: the median lies outside [x(1), x(5)] with probability
+	// 2/32 = 6.25 %, so no 95 % interval exists.
+	if iv := MedianInterval(seq(5), 0.95); iv.Finite() || iv.Point != 30 {
+		t.Errorf("n=5: %+v, want median 30 and no finite interval", iv)
+	}
+	if iv := MedianInterval([]float64{5, 5, 5, 5, 5, 5}, 0.95); iv != (Interval{5, 5, 5}) {
+		t.Errorf("constant sample: %+v", iv)
+	}
+}
+
+// The sign test's exact p-values: "all three rounds agreed" is p = 0.25.
+func TestSignTest(t *testing.T) {
+	for _, c := range []struct {
+		rs []float64
+		p  float64
+		n  int
+	}{
+		{[]float64{0.95, 0.96, 0.97}, 0.25, 3},
+		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02}, 2.0 / 64, 6},
+		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02, 1.1, 1.2, 1.05, 0.99}, 2 * 11.0 / 1024, 10},
+		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02, 1.1, 1.2, 0.98, 0.99}, 2 * 56.0 / 1024, 10},
+		{[]float64{1, 1, 1.1, 0.9}, 1, 2}, // ratios of exactly 1 drop out
+	} {
+		p, n := SignTest(c.rs)
+		if math.Abs(p-c.p) > 1e-12 || n != c.n {
+			t.Errorf("SignTest(%v) = %v, %d; want %v, %d", c.rs, p, n, c.p, c.n)
+		}
+	}
+}
+
+// A verdict and its interval never disagree: the paired interval excludes
+// 1 exactly when the sign test rejects at 5 %, for every split of 6–16
+// rounds.
+func TestPairedIntervalMatchesSignTest(t *testing.T) {
+	for n := MinRuns; n <= 16; n++ {
+		for below := 0; below <= n; below++ {
+			a := make([]float64, n)
+			b := make([]float64, n)
+			for i := range a {
+				a[i] = 100
+				b[i] = 100 * (1.01 + 0.001*float64(i))
+				if i < below {
+					b[i] = 100 * (0.99 - 0.001*float64(i))
+				}
+			}
+			c := PairedRatio(a, b, Confidence)
+			if excl := !c.Ratio.Contains(1); excl != c.Significant(Confidence) {
+				t.Errorf("n=%d, %d below: interval %+v, p = %v", n, below, c.Ratio, c.P)
+			}
+		}
+	}
+}
+
+// Unpaired: a clear shift of 6 runs against 6 is p = 2/C(12,6) = 2/924
+// (U = 0) with an interval above 1; two equal groups are not told apart.
+func TestUnpairedRatio(t *testing.T) {
 	base := []float64{100, 101, 99, 100, 102, 98}
 	faster := []float64{120, 121, 119, 120, 122, 118}
-	iv := BootstrapRatio(base, faster, 0.95, 7)
-	if iv.Point != 1.2 || !iv.Significant() || iv.Low < 1.15 || iv.High > 1.25 {
-		t.Errorf("1.2x: %+v", iv)
+	c := UnpairedRatio(base, faster, Confidence)
+	if c.Ratio.Point != 1.2 || !c.Significant(Confidence) || math.Abs(c.P-2.0/924) > 1e-9 || c.Ratio.Low <= 1 || c.Ratio.High > 1.25 {
+		t.Errorf("1.2x: %+v", c)
+	}
+	// Hand-computed interval: U's lower tail for 6+6 (of C(12,6) = 924
+	// equally likely rankings, how many give U ≤ u) is P(U ≤ 5) = 19/924
+	// = 2.1 % and P(U ≤ 6) = 30/924 = 3.2 % > 2.5 %, so c = 6: the 6th
+	// smallest and 6th largest of the 36 pairwise ratios.
+	var ds []float64
+	for _, x := range base {
+		for _, y := range faster {
+			ds = append(ds, y/x)
+		}
+	}
+	slices.Sort(ds)
+	if c.Ratio.Low != ds[5] || c.Ratio.High != ds[30] {
+		t.Errorf("interval %+v, want [%v, %v]", c.Ratio, ds[5], ds[30])
 	}
 	same := []float64{101, 99, 100, 102, 98, 100}
-	iv = BootstrapRatio(base, same, 0.95, 7)
-	if iv.Significant() || !iv.Contains(1) {
-		t.Errorf("equal groups judged different: %+v", iv)
+	if c := UnpairedRatio(base, same, Confidence); c.Significant(Confidence) || !c.Ratio.Contains(1) {
+		t.Errorf("equal groups judged different: %+v", c)
 	}
+}
+
+// 3 rounds: no verdict however clear; 6 rounds with a clear shift: one.
+func TestVerdictNeedsRounds(t *testing.T) {
+	mk := func(rounds int, shift float64) []Run {
+		var runs []Run
+		for r := range rounds {
+			l := 1000 + 37*float64(r%4)
+			runs = append(runs,
+				Run{Config: "default", Round: r, Result: Result{Throughput: l}},
+				Run{Config: "b", Round: r, Result: Result{Throughput: l * shift}})
+		}
+		return runs
+	}
+	for _, c := range []struct {
+		rounds int
+		shift  float64
+		want   string
+	}{
+		{3, 1.3, VerdictIndicative},
+		{3, 0.7, VerdictIndicative},
+		{5, 1.3, VerdictIndicative},
+		{6, 1.3, VerdictBetter},
+		{6, 0.7, VerdictWorse},
+		{10, 1.05, VerdictBetter},
+	} {
+		for _, paired := range []bool{true, false} {
+			s := Summarize([]string{"default", "b"}, mk(c.rounds, c.shift), "default", paired)[1]
+			if paired && c.shift == 1.05 {
+				// paired only: 5 % inside rounds that differ by 11 %
+			} else if !paired && c.shift == 1.05 {
+				continue
+			}
+			if s.Verdict != c.want {
+				t.Errorf("%d rounds × %v (paired %v): %s, want %s (%+v)", c.rounds, c.shift, paired, s.Verdict, c.want, s.Ratio)
+			}
+			if c.want == VerdictIndicative && (s.Ratio.Low != s.Ratio.Point || s.Test != "" || s.P != 0) {
+				t.Errorf("%d rounds: indicative yet an interval or a test: %+v %s %v", c.rounds, *s.Ratio, s.Test, s.P)
+			}
+			if c.want != VerdictIndicative && paired && (s.Test != TestSign || s.Paired != c.rounds) {
+				t.Errorf("%d rounds paired: test %q over %d", c.rounds, s.Test, s.Paired)
+			}
+		}
+	}
+	var b strings.Builder
+	rep := &Report{Workload: "udp", Rounds: 3, Baseline: "default", Runs: mk(3, 1.3)}
+	rep.Summary = Summarize([]string{"default", "b"}, rep.Runs, "default", true)
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "indicative") || strings.Contains(b.String(), "better") {
+		t.Errorf("3-round table:\n%s", b.String())
+	}
+}
+
+// A/A: two copies of one configuration, drawn from the same distribution
+// round after round, get "within noise" — in this seeded draw, and in no
+// more than the 5 % the confidence allows over many (the sign test over
+// 10 rounds rejects a true "no difference" 2.1 % of the time).
+func TestAAWithinNoise(t *testing.T) {
+	draw := func(seed uint64, rounds int) []Run {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		var runs []Run
+		for r := range rounds {
+			level := 1000 * (0.7 + 0.6*rng.Float64()) // whole rounds drift
+			runs = append(runs,
+				Run{Config: "default", Round: r, Result: Result{Throughput: level * (1 + 0.03*rng.NormFloat64())}},
+				Run{Config: "default#aa", Round: r, Result: Result{Throughput: level * (1 + 0.03*rng.NormFloat64())}})
+		}
+		return runs
+	}
+	cs := []string{"default", "default#aa"}
+	if s := Summarize(cs, draw(2, 10), "default", true)[1]; s.Verdict != VerdictNoise || !s.Ratio.Contains(1) {
+		t.Errorf("A/A: %s %+v p=%v", s.Verdict, *s.Ratio, s.P)
+	}
+	false_, trials := 0, 1000
+	for seed := range uint64(trials) {
+		if v := Summarize(cs, draw(seed, 10), "default", true)[1].Verdict; v != VerdictNoise {
+			false_++
+		}
+	}
+	if rate := float64(false_) / float64(trials); rate > 1-Confidence {
+		t.Errorf("A/A judged different in %.1f %% of %d draws, more than %.0f %%", 100*rate, trials, 100*(1-Confidence))
+	}
+	t.Logf("A/A judged different in %d of %d draws", false_, trials)
 }
 
 func TestSuccessiveHalvingFindsBest(t *testing.T) {
@@ -210,12 +404,12 @@ func TestRoundOrder(t *testing.T) {
 // garbage and empty reports are refused by name.
 func TestReadReportResummarises(t *testing.T) {
 	var runs []Run
-	for r, l := range []float64{100, 60, 100, 60} {
+	for r, l := range []float64{100, 60, 100, 60, 100, 60} {
 		runs = append(runs,
 			Run{Config: "default", Round: r, Result: Result{Throughput: l, Unit: "ops/s"}},
 			Run{Config: "b", Round: r, Result: Result{Throughput: l * 1.1, Unit: "ops/s"}})
 	}
-	saved := Report{Workload: "memcached", Rounds: 4, Baseline: "default", Runs: runs,
+	saved := Report{Workload: "memcached", Rounds: 6, Baseline: "default", Runs: runs,
 		Summary: []Summary{{Config: "default"}, {Config: "b", Verdict: "within noise"}}} // as an older version wrote it
 	b, err := json.Marshal(saved)
 	if err != nil {
@@ -225,7 +419,7 @@ func TestReadReportResummarises(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := rep.Summary[1]; s.Config != "b" || s.Paired != 4 || s.Verdict != "better" || math.Abs(s.Ratio.Point-1.1) > 1e-9 {
+	if s := rep.Summary[1]; s.Config != "b" || s.Paired != 6 || s.Verdict != "better" || math.Abs(s.Ratio.Point-1.1) > 1e-9 {
 		t.Errorf("re-summarised b: %+v ratio %+v", s, s.Ratio)
 	}
 	for _, bad := range []string{"{", `{"runs":[]}`, `{"baseline":"x","runs":[{"config":"default","throughput":1}]}`} {
@@ -258,5 +452,48 @@ func TestFindConfig(t *testing.T) {
 	}
 	if _, err := FindConfig(append(cs, "x#best"), "#best"); err == nil || !strings.Contains(err.Error(), "names 2 configurations") {
 		t.Errorf("two #best: %v", err)
+	}
+}
+
+// --aa's twin: a copy of the baseline right after it, once.
+func TestWithTwin(t *testing.T) {
+	for _, c := range []struct {
+		configs  []string
+		baseline string
+		want     string
+	}{
+		{[]string{"default", "auto"}, "", "default default#aa auto"},
+		{[]string{"auto", "default"}, "default", "auto default default#aa"},
+		{[]string{"default", "default#aa", "auto"}, "", "default default#aa auto"},
+		{[]string{"default", "spec:app=0,rps=1#best"}, "spec:app=0,rps=1#best", "default spec:app=0,rps=1#best spec:app=0,rps=1#aa"},
+	} {
+		if got := strings.Join(WithTwin(c.configs, c.baseline), " "); got != c.want {
+			t.Errorf("WithTwin(%v, %q) = %s, want %s", c.configs, c.baseline, got, c.want)
+		}
+	}
+}
+
+// Warnings: saturated only on the server's measured CPUs, shared only
+// where the load generator's CPUs meet the server's.
+func TestWarnings(t *testing.T) {
+	cpus := []CPUStat{{ID: 0, User: 60, SoftIRQ: 38, Idle: 2}, {ID: 1, User: 50, Idle: 4.9}, {ID: 2}}
+	run := func(app, client string) []Run { return []Run{{Config: "x", AppCPUs: app, ClientCPUs: client}} }
+	for _, c := range []struct {
+		runs []Run
+		want string
+	}{
+		{run("1", "0"), "saturated CPU 1"},
+		{run("0-2", "0"), "saturated CPU 0,1; shared CPU 0"},
+		{run("0-1", "0-1"), "saturated CPU 0,1; shared CPU 0-1"},
+		{run("2", "0-1"), ""},              // CPU 2 not measured (no ticks): no claim
+		{run("", ""), "saturated CPU 0,1"}, // not recorded: every measured CPU
+		{run("0", ""), "saturated CPU 0"},  // storage: no load generator
+	} {
+		if got := strings.Join(Warnings(c.runs, cpus), "; "); got != c.want {
+			t.Errorf("app %q client %q: %q, want %q", c.runs[0].AppCPUs, c.runs[0].ClientCPUs, got, c.want)
+		}
+	}
+	if got := Warnings(run("0-1", "0-1"), []CPUStat{{ID: 0, User: 50, Idle: 5}, {ID: 1, User: 50, Idle: 50}}); strings.Join(got, ";") != "shared CPU 0-1" {
+		t.Errorf("5 %% idle counts as saturated: %v", got)
 	}
 }

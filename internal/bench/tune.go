@@ -146,10 +146,13 @@ type TuneResult struct {
 	Obs        map[string][]float64 `json:"observations"`
 	Best       string               `json:"best"`
 	Ratio      Interval             `json:"ratio_to_baseline"`
-	Kept       bool                 `json:"kept"`
-	Why        string               `json:"why"`
-	Setup      *Setup               `json:"setup,omitempty"`
-	Elapsed    time.Duration        `json:"elapsed_ns"`
+	// P is the Mann-Whitney U test's p-value behind Kept (the runs of a
+	// search are not paired by round).
+	P       float64       `json:"p_value,omitempty"`
+	Kept    bool          `json:"kept"`
+	Why     string        `json:"why"`
+	Setup   *Setup        `json:"setup,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
 	// Summary is every measured candidate's medians and per-CPU load (in
 	// Ranked order), Runs every measurement.
 	Summary []Summary `json:"summary"`
@@ -266,20 +269,22 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	}
 	res.Best = res.Ranked[0]
 	base := res.Obs[res.Baseline]
-	res.Ratio = BootstrapRatio(base, res.Obs[res.Best], 0.95, 7)
+	cmp := UnpairedRatio(base, res.Obs[res.Best], Confidence)
+	res.Ratio, res.P = cmp.Ratio, cmp.P
 	switch {
 	case res.Best == res.Baseline:
 		res.Why = "the baseline measured best; nothing to change"
-	// A percentile bootstrap of two values is no interval: with 2 runs each
-	// two identical placements measured 1.12x apart "outside the noise" on
-	// this machine (memcached, docs/benchmarks.md).
+	// Too few runs give no interval and no verdict: with 2 runs each two
+	// identical placements measured 1.12x apart on this machine
+	// (memcached, docs/benchmarks.md), and with 3 the best a test can say
+	// is p = 0.1.
 	case len(base) < MinRuns || len(res.Obs[res.Best]) < MinRuns:
-		res.Why = fmt.Sprintf("%s measured best (%.3fx) but with too few runs to tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point)
-	case res.Ratio.Low > 1:
+		res.Why = fmt.Sprintf("%s measured best (%.3fx, indicative) but with fewer than %d runs each no test at %.0f %% can tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point, MinRuns, 100*Confidence)
+	case cmp.Significant(Confidence) && res.Ratio.Point > 1:
 		res.Kept = true
-		res.Why = fmt.Sprintf("%s beats %s by %.3fx (95 %% interval %.3f–%.3f), outside the noise", res.Best, res.Baseline, res.Ratio.Point, res.Ratio.Low, res.Ratio.High)
+		res.Why = fmt.Sprintf("%s beats %s by %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f), outside the noise", res.Best, res.Baseline, res.Ratio.Point, 100*Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
 	default:
-		res.Why = fmt.Sprintf("%s measured best (%.3fx, 95 %% interval %.3f–%.3f) but the interval includes 1: within the noise; keeping the baseline", res.Best, res.Ratio.Point, res.Ratio.Low, res.Ratio.High)
+		res.Why = fmt.Sprintf("%s measured best (%.3fx, %.0f %% interval %.3f–%.3f, %s p = %.3f) but not outside the noise; keeping the baseline", res.Best, res.Ratio.Point, 100*Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
 	}
 	if res.Kept {
 		s, err := r.Setup(res.Best, r.app)

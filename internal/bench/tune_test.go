@@ -96,10 +96,13 @@ func TestTuneKeepsOnlyRealWins(t *testing.T) {
 		best    string
 		kept    bool
 		exhaust bool
+		rounds  int
 	}{
-		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, false},
-		{map[string]float64{"": 100, "0": 90, "1": 100.5, "0-1": 80}, "", false, false},
-		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, true},
+		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, false, MinRuns},
+		{map[string]float64{"": 100, "0": 90, "1": 100.5, "0-1": 80}, "", false, false, MinRuns},
+		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, true, MinRuns},
+		// 3 runs each: 1.3x every time, yet no verdict (indicative).
+		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", false, true, 3},
 	} {
 		w := &scoreWorkload{score: tc.score}
 		r := &Runner{Workload: w, Duration: time.Millisecond, Configurator: Configs{}, h: h, StateDir: t.TempDir()}
@@ -107,9 +110,12 @@ func TestTuneKeepsOnlyRealWins(t *testing.T) {
 		if tc.exhaust {
 			search = "exhaustive"
 		}
-		res, err := Tune(context.Background(), r, cands, search, 20*time.Second, 3)
+		res, err := Tune(context.Background(), r, cands, search, 20*time.Second, tc.rounds)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tc.rounds < MinRuns && (res.Best != tc.best || !strings.Contains(res.Why, "indicative")) {
+			t.Errorf("%d rounds: best %s, %s", tc.rounds, res.Best, res.Why)
 		}
 		if res.Kept != tc.kept || (tc.kept && res.Best != tc.best) {
 			t.Errorf("%v %s: best %s kept %v (%s)", tc.score, search, res.Best, res.Kept, res.Why)

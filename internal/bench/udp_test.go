@@ -130,6 +130,9 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 // machine was restored. It skips without root or taskset.
 func udpScenario(t *testing.T, rounds int, configs ...string) (*Runner, *Report, string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("live test (-short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
