@@ -150,6 +150,15 @@ type NIC struct {
 	IRQs     []int     `json:"irqs"`
 	Channels *Channels `json:"channels"` // ethtool -l (nil: unsupported or unread)
 	Coalesce *Coalesce `json:"coalesce"` // ethtool -c (nil: unsupported or unread)
+	// DefaultRoute: a default route (IPv4 or IPv6, main table) leaves
+	// through this interface — normally the management link.
+	DefaultRoute bool `json:"default_route"`
+	// Threaded, DeferHardIRQs and GROFlushTimeout (ns) are the device-wide
+	// NAPI files sys/class/net/DEV/{threaded,napi_defer_hard_irqs,
+	// gro_flush_timeout} (nil: absent or unreadable).
+	Threaded        *uint64 `json:"threaded"`
+	DeferHardIRQs   *uint64 `json:"napi_defer_hard_irqs"`
+	GROFlushTimeout *uint64 `json:"gro_flush_timeout"`
 }
 
 // RxQueue is a receive queue and its steering.
@@ -312,6 +321,8 @@ func Read(fs *kernel.FS, opts Options) (*Host, error) {
 		return nil, err
 	}
 	readNICs(fs, h)
+	readDefaultRoute(fs, h)
+	readDevNAPIFiles(fs, h)
 	readNAPI(fs, h)
 	readBlock(fs, h)
 	classifyIRQs(h)

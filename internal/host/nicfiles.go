@@ -1,0 +1,52 @@
+package host
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// readDefaultRoute marks the interfaces that carry a default route. A
+// default route through a VLAN marks the device below it too: moving that
+// device's IRQs moves the VLAN's traffic.
+func readDefaultRoute(kfs *kernel.FS, h *Host) {
+	names, err := kfs.DefaultRouteDevices()
+	if err != nil && len(names) == 0 {
+		h.unavailable("default route", "rtnetlink / /proc/net/route", err)
+		return
+	}
+	for _, name := range names {
+		for n := h.NIC(name); n != nil && !n.DefaultRoute; n = h.NIC(n.Lower) {
+			n.DefaultRoute = true
+		}
+	}
+}
+
+// readDevNAPIFiles reads each interface's device-wide NAPI files the way
+// apply reads them (a trimmed decimal; an empty file, as a capture keeps an
+// unread one, holds no value).
+func readDevNAPIFiles(kfs *kernel.FS, h *Host) {
+	for i := range h.NICs {
+		n := &h.NICs[i]
+		base := "sys/class/net/" + n.Name + "/"
+		n.Threaded = readUintFile(kfs, base+"threaded")
+		n.DeferHardIRQs = readUintFile(kfs, base+"napi_defer_hard_irqs")
+		n.GROFlushTimeout = readUintFile(kfs, base+"gro_flush_timeout")
+	}
+}
+
+func readUintFile(kfs *kernel.FS, p string) *uint64 {
+	if !kfs.Exists(p) {
+		return nil
+	}
+	s, err := kfs.ReadString(p)
+	if err != nil {
+		return nil
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &v
+}
