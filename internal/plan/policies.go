@@ -107,19 +107,19 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 //
 //  1. The pool's IRQ CPUs (IRQCores overrides the count K):
 //     - wide: on a machine with more than one NUMA node with usable CPUs,
-//       the NIC's node known, and at least half of the usable CPUs left
-//       without queue IRQs once the node is given to them, the IRQ CPUs
-//       are the whole node, one CPU per physical core before any SMT
-//       sibling: every queue gets its own CPU (K' = min(Q, N) below). The
-//       application is not NIC-local work and runs on the other nodes, so
-//       the NIC's node serves the queues instead of being rationed.
+//     the NIC's node known, and at least half of the usable CPUs left
+//     without queue IRQs once the node is given to them, the IRQ CPUs
+//     are the whole node, one CPU per physical core before any SMT
+//     sibling: every queue gets its own CPU (K' = min(Q, N) below). The
+//     application is not NIC-local work and runs on the other nodes, so
+//     the NIC's node serves the queues instead of being rationed.
 //     - otherwise K = N/R (AWS Graviton memcached tuning's ratio, at least 1); on a single-node
-//       machine raised to ⌈Q/2⌉ so that no more than two queues share an
-//       IRQ CPU (the most its table shares), but never above N/2 (at
-//       least 1). P is cut into K contiguous blocks;
-//       IRQ CPU j is the first CPU of block j that is no SMT sibling of an
-//       IRQ CPU already chosen, else the first not already an IRQ CPU,
-//       else the first.
+//     machine raised to ⌈Q/2⌉ so that no more than two queues share an
+//     IRQ CPU (the most its table shares), but never above N/2 (at
+//     least 1). P is cut into K contiguous blocks;
+//     IRQ CPU j is the first CPU of block j that is no SMT sibling of an
+//     IRQ CPU already chosen, else the first not already an IRQ CPU,
+//     else the first.
 //     NICs on the same node share these CPUs.
 //  2. A NIC uses K' = min(K, Q) of them (rotating between NICs).
 //  3. Queue i's IRQs go to the NIC's IRQ CPU ⌊i·K'/Q⌋: each queue on its own
