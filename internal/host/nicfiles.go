@@ -1,6 +1,7 @@
 package host
 
 import (
+	"path"
 	"strconv"
 	"strings"
 
@@ -19,6 +20,21 @@ func readDefaultRoute(kfs *kernel.FS, h *Host) {
 	for _, name := range names {
 		for n := h.NIC(name); n != nil && !n.DefaultRoute; n = h.NIC(n.Lower) {
 			n.DefaultRoute = true
+		}
+	}
+	// The ports of a bridge or bond that carries it carry it too.
+	for grew := len(names) > 0; grew; {
+		grew = false
+		for i := range h.NICs {
+			n := &h.NICs[i]
+			if n.DefaultRoute {
+				continue
+			}
+			if m, err := kfs.Readlink("sys/class/net/" + n.Name + "/master"); err == nil {
+				if up := h.NIC(path.Base(m)); up != nil && up.DefaultRoute {
+					n.DefaultRoute, grew = true, true
+				}
+			}
 		}
 	}
 }

@@ -190,7 +190,7 @@ func ScopeDefault(p *Plan, h *host.Host, o Options) {
 	p.Coalesce = slices.DeleteFunc(p.Coalesce, func(e CoalesceEntry) bool { return drop(e.Device) })
 	p.NAPI = slices.DeleteFunc(p.NAPI, func(e NAPIEntry) bool { return drop(e.Device) })
 	for i := range h.NICs {
-		if n := &h.NICs[i]; out[n.Name] && !n.Virtual {
+		if n := &h.NICs[i]; out[n.Name] {
 			removed[n.Name] = true
 		}
 	}
