@@ -14,7 +14,11 @@ import (
 func readDefaultRoute(kfs *kernel.FS, h *Host) {
 	names, err := kfs.DefaultRouteDevices()
 	if err != nil && len(names) == 0 {
-		h.unavailable("default route", "rtnetlink / /proc/net/route", err)
+		where := "rtnetlink"
+		if !kfs.IsLive() {
+			where = "/" + kernel.SyntheticDir + "/" + kernel.DefaultRouteFile
+		}
+		h.unavailable("default route", where, err)
 		return
 	}
 	for _, name := range names {

@@ -41,12 +41,12 @@ func (f *FS) DefaultRouteDevices() ([]string, error) {
 		return names, nil
 	}
 	pfs, err := procfs.NewFS(f.Path("proc"))
-	if err != nil {
-		return nil, err
+	var lines []procfs.NetRouteLine
+	if err == nil {
+		lines, err = pfs.NetRoute()
 	}
-	lines, err := pfs.NetRoute()
 	if err != nil {
-		return nil, f.kernelErr(err)
+		return nil, fmt.Errorf("not in this capture (read with rtnetlink on the live machine; no /proc/net/route either): %w", f.kernelErr(err))
 	}
 	var names []string
 	for _, l := range lines {

@@ -329,6 +329,13 @@ func (b *builder) groupsAround(P, irq cpuset.Set) map[int]cpuset.Set {
 // run out), and the queue's IRQs, its RPS and XPS CPUs and the application
 // worker that consumes it all run there, so data stays in that core's
 // caches. Run one application worker per queue.
+//
+// CPUs outside the NIC's node: none of the NIC's work goes there (queues
+// share CPUs of the node, in the same order, when it has fewer CPUs than
+// the NIC has queues), and the plan gives the application — the workers,
+// which consume the queues — only the queues' CPUs; the rest of the machine
+// is left to other work. On the 32-CPU guest with 4 nodes and an 8-queue NIC
+// on node 2 (CPUs 8-11, siblings 24-27) that is CPUs 8, 9, 10, 11, then 24-27.
 func Colocate(h *host.Host, o Options) (*Plan, error) {
 	b, err := newBuilder(h, o, "colocate")
 	if err != nil {
