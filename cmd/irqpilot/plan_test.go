@@ -132,6 +132,7 @@ func TestPlanBadFlags(t *testing.T) {
 		{func(f *planOptions) { f.app = "exe:foo" }, "--app: application selector"},
 		{func(f *planOptions) { f.irqbalance = "pause" }, `--irqbalance "pause"`},
 		{func(f *planOptions) { f.devices = []string{"eth9"} }, "network interface eth9 not found"},
+		{func(f *planOptions) { f.devices, f.withDefaultRt = []string{"virtio1"}, true }, "--include-default-route is for plans without --device"},
 	} {
 		f := defaultPlanOptions("dedicated-core")
 		c.mod(&f)
