@@ -16,6 +16,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/agent"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // agentOptions are agent's flags.
@@ -27,6 +28,8 @@ type agentOptions struct {
 	interval       time.Duration
 	app            string
 	devices        []string
+	withDefaultRt  bool
+	machineWide    bool
 	listen         string
 	socket         string
 	adapt          bool
@@ -70,7 +73,9 @@ was changed (state directory, --listen address, status socket).`,
 	f.StringVar(&o.listen, "listen", agent.DefaultListen, "serve Prometheus metrics on `ADDR` (/metrics; empty disables)")
 	f.StringVar(&o.socket, "socket", "", "status socket `PATH` (default STATE-DIR/"+agent.SocketName+")")
 	f.BoolVar(&o.adapt, "adapt", false, "adapt the plan when a harmful finding persists (verified, kept or reverted)")
-	f.StringSliceVar(&o.devices, "device", nil, "plan (--policy, --adapt) only for these network interfaces, veth included (default: every physical NIC and the VLANs on them)")
+	f.StringSliceVar(&o.devices, "device", nil, "plan (--policy, --adapt) only for these network interfaces, veth included (default: every physical NIC and the VLANs on them except the one carrying the default route, and only device queue IRQs)")
+	f.BoolVar(&o.withDefaultRt, "include-default-route", false, "without --device, --policy also plans the interface that carries the default route")
+	f.BoolVar(&o.machineWide, "machine-wide", false, "--policy also plans machine-wide settings (with --device) or IRQs that serve no device queue (without)")
 	f.StringVar(&o.app, "app", "", "the application traffic is for (comm:NAME, pid:N, unit:NAME.service or cgroup:PATH): --adapt may place it beside where steering frees a CPU, and --policy pins it")
 	f.BoolVar(&o.revertOnExit, "revert-on-exit", false, "on SIGTERM/SIGINT revert every change this agent made")
 	f.StringVar(&o.logFormat, "log-format", "text", "log as `text` or json")
@@ -122,7 +127,8 @@ func (o *agentOptions) run(errOut io.Writer) error {
 	}
 	ag, err := agent.New(agent.Options{
 		App: o.app, Devices: o.devices,
-		FS: fs, StateDir: o.stateDir, PlanFile: o.planFile, Policy: o.policy, Interval: o.interval,
+		PolicyOptions: plan.Options{IncludeDefaultRoute: o.withDefaultRt, MachineWide: o.machineWide},
+		FS:            fs, StateDir: o.stateDir, PlanFile: o.planFile, Policy: o.policy, Interval: o.interval,
 		Listen: o.listen, Socket: o.socket, Adapt: o.adapt, AdaptOptions: o.adaptOpts, RevertOnExit: o.revertOnExit,
 		PingPongLimit: o.pingPongLimit, PingPongWindow: o.pingPongWindow, KeepJournals: o.keepJournals, Log: log,
 		Ready: func() { daemon.SdNotify(false, daemon.SdNotifyReady) },

@@ -26,6 +26,7 @@ type planOptions struct {
 	app             string
 	devices         []string
 	machineWide     bool
+	withDefaultRt   bool
 	irqCores        int
 	cpusPerIRQCore  int
 	sockFlowEntries int
@@ -69,6 +70,11 @@ Policies (from the write-ups listed in docs/sources.md):
                   polling (busy_read/busy_poll, machine-wide) and IRQ suspension
                   for applications that opt in; placement untouched
 
+Without --device a plan leaves out the interface that carries the default
+route (the link the machine is managed through; --include-default-route
+or --device puts it back) and every IRQ that serves no network or storage
+queue (--machine-wide puts them back), and says so.
+
 Without -o the plan is printed (YAML, or JSON with --json) followed by the
 changes as YAML comments, so the output can be redirected into a plan file.
 With -o FILE the plan is written there (JSON when FILE ends in .json or with
@@ -85,8 +91,9 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.StringVar(&o.appCPUs, "app-cpus", "", "give the application these `CPUS` (cpulist) instead of the policy's choice")
 	f.StringVar(&o.app, "app", "", "pin this application: comm:NAME, pid:N, unit:NAME.service or cgroup:PATH (default: only advise app_cpus)")
 	f.BoolVar(&o.all, "all", false, "with --app comm:NAME, pin every process of that name (without it, a name matching several processes is refused)")
-	f.StringSliceVar(&o.devices, "device", nil, "plan only for these network interfaces: their IRQs, queues and coalescing (default: every physical NIC and the VLANs on them); the plan lists what it left out")
-	f.BoolVar(&o.machineWide, "machine-wide", false, "with --device, also plan machine-wide settings (net.core.rps_sock_flow_entries, irqbalance)")
+	f.StringSliceVar(&o.devices, "device", nil, "plan only for these network interfaces: their IRQs, queues and coalescing (default: every physical NIC and the VLANs on them except the one carrying the default route, and only device queue IRQs); the plan lists what it left out")
+	f.BoolVar(&o.machineWide, "machine-wide", false, "with --device, also plan machine-wide settings (net.core.rps_sock_flow_entries, irqbalance); without --device, also plan IRQs that serve no device queue (serial, ACPI, a NIC's control vector)")
+	f.BoolVar(&o.withDefaultRt, "include-default-route", false, "without --device, also plan the interface that carries the default route (the management link, left out by default)")
 	f.IntVar(&o.irqCores, "irq-cores", 0, "per-queue: number of CPUs per NUMA node that take queue IRQs (default: one per --cpus-per-irq-core usable CPUs)")
 	f.IntVar(&o.cpusPerIRQCore, "cpus-per-irq-core", 8, "per-queue: usable CPUs per IRQ CPU, and the node size from which RPS spreads over a group")
 	f.IntVar(&o.sockFlowEntries, "sock-flow-entries", 0, "RFS table size net.core.rps_sock_flow_entries (default: the policy's; rounded down to a power of two)")
@@ -229,6 +236,10 @@ func (f planOptions) options() (plan.Options, error) {
 	}
 	o.Devices = f.devices
 	o.MachineWide = f.machineWide
+	o.IncludeDefaultRoute = f.withDefaultRt
+	if f.withDefaultRt && len(f.devices) > 0 {
+		return o, fmt.Errorf("--include-default-route is for plans without --device: name the interface with --device instead")
+	}
 	o.IRQCores = f.irqCores
 	o.CPUsPerIRQCore = f.cpusPerIRQCore
 	o.SockFlowEntries = f.sockFlowEntries

@@ -56,6 +56,15 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 	if f.appNote != "" {
 		p.Notes = append(p.Notes, f.appNote)
 	}
+	if !asJSON && f.errOut != nil {
+		// What the default scope left out, where it is seen even when the
+		// plan goes to a file or a pipe.
+		for _, n := range p.Notes {
+			if strings.HasPrefix(n, "left out ") {
+				fmt.Fprintln(f.errOut, n)
+			}
+		}
+	}
 	settings, err := plan.Resolve(p, h)
 	if err != nil {
 		return fmt.Errorf("the %s plan does not fit this host (a bug): %w", f.policy, err)

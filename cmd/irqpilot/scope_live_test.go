@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -217,4 +220,106 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// Live: in a namespace of our own with two veth pairs and a default route
+// through vdr0, a plan without --device leaves vdr0 out and says so (in
+// the plan and on stderr); inventory marks vdr0 alone as carrying the
+// default route; --device vdr0 plans it.
+func TestLivePlanLeavesOutDefaultRoute(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live: creates a network namespace")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace")
+	}
+	name := fmt.Sprintf("irqpilot-dr-%d", os.Getpid())
+	sh := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	sh("ip", "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	for _, l := range []string{"vdr", "vdx"} {
+		sh("ip", "-n", name, "link", "add", l+"0", "numrxqueues", "2", "numtxqueues", "2", "type", "veth", "peer", "name", l+"1")
+		sh("ip", "-n", name, "link", "set", l+"0", "up")
+		sh("ip", "-n", name, "link", "set", l+"1", "up")
+	}
+	sh("ip", "-n", name, "addr", "add", "10.213.7.1/24", "dev", "vdr0")
+	sh("ip", "-n", name, "addr", "add", "10.213.8.1/24", "dev", "vdx0")
+	sh("ip", "-n", name, "route", "add", "default", "via", "10.213.7.2", "dev", "vdr0")
+	ns := &vethNamespace{name: name, exec: []string{"ip", "netns", "exec", name}}
+	bin := buildIrqpilot(t)
+
+	out, errOut, code := runIn(t, ns, bin, "inventory", "--json")
+	if code != 0 {
+		t.Fatalf("inventory: exit %d\n%s", code, errOut)
+	}
+	var inv host.Host
+	if err := json.Unmarshal([]byte(out), &inv); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range inv.NICs {
+		if want := n.Name == "vdr0"; n.DefaultRoute != want {
+			t.Errorf("inventory: %s default_route %v, want %v", n.Name, n.DefaultRoute, want)
+		}
+	}
+
+	_, errOut, code = runIn(t, ns, bin, "plan", "--policy", "rps-spread")
+	if code != 0 || !strings.Contains(errOut, "left out vdr0: it carries the default route") {
+		t.Errorf("plan without --device: exit %d, stderr %q", code, errOut)
+	}
+	type planJSON struct {
+		Notes    []string         `json:"notes"`
+		Settings []setting.Change `json:"settings"`
+		Plan     struct {
+			RxQueues []struct {
+				Device string `json:"device"`
+			} `json:"rx_queues"`
+		} `json:"plan"`
+	}
+	planFor := func(args ...string) planJSON {
+		t.Helper()
+		out, errOut, code := runIn(t, ns, bin, append([]string{"plan", "--policy", "rps-spread", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("plan %v: exit %d\n%s", args, code, errOut)
+		}
+		var p planJSON
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return p
+	}
+	devices := func(p planJSON) string {
+		seen := map[string]bool{}
+		for _, e := range p.Plan.RxQueues {
+			seen[e.Device] = true
+		}
+		for _, s := range p.Settings {
+			if s.Device != "" {
+				seen[s.Device] = true
+			}
+		}
+		var out []string
+		for d := range seen {
+			out = append(out, d)
+		}
+		sort.Strings(out)
+		return strings.Join(out, ",")
+	}
+	p := planFor()
+	if d := devices(p); strings.Contains(d, "vdr0") {
+		t.Errorf("plan without --device touches %s", d)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "left out vdr0: it carries the default route") {
+		t.Errorf("plan notes %q do not say vdr0 was left out", p.Notes)
+	}
+	if d := devices(planFor("--device", "vdr0")); d != "vdr0" {
+		t.Errorf("--device vdr0 plans %q", d)
+	}
+	if d := devices(planFor("--device", "vdx0,vdr0")); d != "vdr0,vdx0" {
+		t.Errorf("--device vdx0,vdr0 plans %q", d)
+	}
 }

@@ -29,6 +29,9 @@ type Host struct {
 	Block   []BlockDev   `json:"block"`
 	// NAPI lists the NAPI instances of the NICs (netdev netlink family).
 	NAPI []NAPI `json:"napi"`
+	// NAPISet says whether the kernel's netdev netlink family offers
+	// napi-set, the per-instance settings (probed; nil: unknown).
+	NAPISet *bool `json:"napi_set,omitempty"`
 	// RPSSockFlowEntries is /proc/sys/net/core/rps_sock_flow_entries (nil: unread).
 	RPSSockFlowEntries *int       `json:"rps_sock_flow_entries"`
 	Irqbalance         Irqbalance `json:"irqbalance"`
@@ -150,6 +153,15 @@ type NIC struct {
 	IRQs     []int     `json:"irqs"`
 	Channels *Channels `json:"channels"` // ethtool -l (nil: unsupported or unread)
 	Coalesce *Coalesce `json:"coalesce"` // ethtool -c (nil: unsupported or unread)
+	// DefaultRoute: a default route (IPv4 or IPv6, main table) leaves
+	// through this interface — normally the management link.
+	DefaultRoute bool `json:"default_route,omitempty"`
+	// Threaded, DeferHardIRQs and GROFlushTimeout (ns) are the device-wide
+	// NAPI files sys/class/net/DEV/{threaded,napi_defer_hard_irqs,
+	// gro_flush_timeout} (nil: absent or unreadable).
+	Threaded        *uint64 `json:"threaded,omitempty"`
+	DeferHardIRQs   *uint64 `json:"napi_defer_hard_irqs,omitempty"`
+	GROFlushTimeout *uint64 `json:"gro_flush_timeout,omitempty"`
 }
 
 // RxQueue is a receive queue and its steering.
@@ -312,6 +324,8 @@ func Read(fs *kernel.FS, opts Options) (*Host, error) {
 		return nil, err
 	}
 	readNICs(fs, h)
+	readDefaultRoute(fs, h)
+	readDevNAPIFiles(fs, h)
 	readNAPI(fs, h)
 	readBlock(fs, h)
 	classifyIRQs(h)

@@ -58,6 +58,8 @@ type NAPIFacts struct {
 	Queues  []netdev.Queue `json:"queues"`
 	CPUs    map[int]string `json:"cpus,omitempty"` // thread pid → cpulist
 	Unsup   bool           `json:"unsupported,omitempty"`
+	// NAPISet: the family offers napi-set (probed; nil in older captures).
+	NAPISet *bool `json:"napi_set,omitempty"`
 }
 
 // NAPIsOf returns the NAPI instances of device dev.
@@ -79,9 +81,16 @@ func QueryNAPI(ifindex map[string]int) NAPIFacts {
 	c, err := netdev.Open()
 	if err != nil {
 		f.Error, f.Unsup = err.Error(), errors.Is(err, kernel.ErrUnsupported)
+		if f.Unsup {
+			no := false
+			f.NAPISet = &no // no family, no napi-set
+		}
 		return f
 	}
 	defer c.Close()
+	if ok, err := c.HasOp(netdev.CmdNAPISet); err == nil {
+		f.NAPISet = &ok
+	}
 	if f.NAPIs, err = c.NAPIs(0); err != nil {
 		f.Error, f.Unsup = err.Error(), errors.Is(err, kernel.ErrUnsupported)
 		return f
@@ -122,7 +131,7 @@ func readNAPI(kfs *kernel.FS, h *Host) {
 		b, err := kfs.ReadSynthetic(napiFile)
 		if err != nil {
 			h.unavailable("napi", "/"+kernel.SyntheticDir+"/"+napiFile,
-				fmt.Errorf("unsupported here: not captured (NAPI instances are read with netlink on the live machine, kernel 6.9 or later): %w", err))
+				fmt.Errorf("unsupported here: not in this capture (NAPI instances are read with netlink on the live machine): %w", err))
 			return
 		}
 		if err := json.Unmarshal(b, &facts); err != nil {
@@ -134,6 +143,7 @@ func readNAPI(kfs *kernel.FS, h *Host) {
 }
 
 func applyNAPI(kfs *kernel.FS, h *Host, f NAPIFacts) {
+	h.NAPISet = f.NAPISet
 	if f.Error != "" {
 		reason := f.Error
 		if f.Unsup {

@@ -206,6 +206,14 @@ func napiUnsupported(h *host.Host, dev string) string {
 	return "unsupported: " + dev + " has no NAPI instance (virtual devices get them with GRO on or an XDP program)"
 }
 
+// withOld sets c.Old from a value the host model read (nil: unknown).
+func withOld(c setting.Change, v *uint64) setting.Change {
+	if v != nil {
+		c.Old = strconv.FormatUint(*v, 10)
+	}
+	return c
+}
+
 // resolveNAPI turns napi and busy_poll entries into changes. A host (or
 // capture) without NAPI facts makes each per-instance setting a skipped
 // change saying so, not an error.
@@ -229,14 +237,16 @@ func resolveNAPI(p *Plan, h *host.Host, v cpuView, l *errList) []setting.Change 
 			v.check(l, e.Line, f+".cpus", *e.CPUs)
 		}
 		if e.ID == nil {
+			// Old is the device-wide file as apply reads it ("" only
+			// when the file is absent or unreadable).
 			if e.Threaded != nil {
-				add(e, setting.DevThreaded(nic.Name, *e.Threaded, e.Reason))
+				add(e, withOld(setting.DevThreaded(nic.Name, *e.Threaded, e.Reason), nic.Threaded))
 			}
 			if e.DeferHardIRQs != nil {
-				add(e, setting.DevDeferHardIRQs(nic.Name, *e.DeferHardIRQs, e.Reason))
+				add(e, withOld(setting.DevDeferHardIRQs(nic.Name, *e.DeferHardIRQs, e.Reason), nic.DeferHardIRQs))
 			}
 			if e.GROFlushTimeout != nil {
-				add(e, setting.DevGROFlushTimeout(nic.Name, *e.GROFlushTimeout, e.Reason))
+				add(e, withOld(setting.DevGROFlushTimeout(nic.Name, *e.GROFlushTimeout, e.Reason), nic.GROFlushTimeout))
 			}
 			if e.CPUs != nil {
 				napis := h.NAPIsOf(nic.Name)

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -56,8 +58,9 @@ func Efficiency(h *host.Host, o Options) (*Plan, error) {
 	for _, t := range ts {
 		why := fmt.Sprintf("after a poll finds work, keep the IRQ masked and poll again up to %d times within a %d µs timer: under load one interrupt serves many packets and GRO builds larger batches; with sparse traffic a packet may wait up to %d µs",
 			efficiencyDefer, efficiencyFlushNs/1000, efficiencyFlushNs/1000)
-		if t.nic.Virtual {
-			why += " (" + t.nic.Name + " is virtual: no hardware IRQ to defer, only softirq rescheduling and GRO batching change)"
+		if !hasIRQ(t, h.NAPIsOf(t.nic.Name)) {
+			why = fmt.Sprintf("%s has no IRQ: after a poll finds work, poll again up to %d times within a %d µs timer instead of waiting to be woken; only softirq rescheduling and GRO batching change, and a packet may wait up to %d µs",
+				t.nic.Name, efficiencyDefer, efficiencyFlushNs/1000, efficiencyFlushNs/1000)
 		}
 		b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, DeferHardIRQs: ptr(uint32(efficiencyDefer)),
 			GROFlushTimeout: ptr(uint64(efficiencyFlushNs)), Reason: why})
@@ -98,18 +101,32 @@ func Latency(h *host.Host, o Options) (*Plan, error) {
 	}
 	b.p.BusyPoll = &BusyPollEntry{BusyRead: ptr(latencyBusyUsecs), BusyPoll: ptr(latencyBusyUsecs),
 		Reason: fmt.Sprintf("sockets busy-poll their device queue for up to %d µs before sleeping: lower wake-up latency, paid in CPU spinning; machine-wide (an application can instead set SO_BUSY_POLL on its own sockets)", latencyBusyUsecs)}
-	var suspended, without []string
+	var suspended []string
+	without := map[string][]string{} // why → what
+	noSet := h.NAPISet != nil && !*h.NAPISet
 	for _, t := range ts {
+		napis := h.NAPIsOf(t.nic.Name)
+		if !hasIRQ(t, napis) {
+			// A device without an interrupt (veth, other virtual
+			// devices): nothing to suspend or defer.
+			b.note("%s has no IRQ: no IRQ suspension or deferral to set; busy polling reaches its NAPI instances, if any, through the sockets", t.nic.Name)
+			continue
+		}
 		b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, DeferHardIRQs: ptr(uint32(latencyDefer)), GROFlushTimeout: ptr(uint64(latencyFlushNs)),
 			Reason: fmt.Sprintf("safety net for IRQ suspension: when the application stops polling, the device is polled on a %d µs timer (%d empty polls) before its IRQ is re-armed", latencyFlushNs/1000, latencyDefer)})
-		napis := h.NAPIsOf(t.nic.Name)
-		if len(napis) == 0 {
-			without = append(without, t.nic.Name)
+		switch {
+		case noSet:
+			without["this kernel's netdev netlink family has no napi-set operation"] = append(without["this kernel's netdev netlink family has no napi-set operation"], t.nic.Name)
+			continue
+		case len(napis) == 0:
+			why := napiUnsupported(h, t.nic.Name)
+			without[why] = append(without[why], t.nic.Name)
 			continue
 		}
 		for _, n := range napis {
 			if n.IRQSuspendTimeout == nil {
-				without = append(without, fmt.Sprintf("%s napi %d", t.nic.Name, n.ID))
+				const why = "the kernel reports no irq-suspend-timeout for these NAPI instances"
+				without[why] = append(without[why], fmt.Sprintf("%s napi %d", t.nic.Name, n.ID))
 				continue
 			}
 			b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, ID: ptr(n.ID), IRQSuspendTimeout: ptr(uint64(latencySuspendNs)),
@@ -117,8 +134,8 @@ func Latency(h *host.Host, o Options) (*Plan, error) {
 			suspended = append(suspended, fmt.Sprintf("%s napi %d", t.nic.Name, n.ID))
 		}
 	}
-	if len(without) > 0 {
-		b.note("no IRQ suspension for %s: the host reports no per-NAPI settings there (netlink napi-set needs kernel 6.13; captures older than this irqpilot have no NAPI facts)", strings.Join(without, ", "))
+	for _, why := range slices.Sorted(maps.Keys(without)) {
+		b.note("no IRQ suspension for %s: %s", strings.Join(without[why], ", "), why)
 	}
 	b.p.Why = "busy polling: applications poll the device instead of waiting for its interrupt"
 	if len(suspended) > 0 {
@@ -127,6 +144,20 @@ func Latency(h *host.Host, o Options) (*Plan, error) {
 	b.p.Why += "; give --app-cpus to place threaded NAPI beside the consumer instead"
 	b.p.Notes = append(b.p.Notes, "leaves IRQ affinity, RPS/XPS and irqbalance alone: combine with a placement policy if needed")
 	return b.p, nil
+}
+
+// hasIRQ reports whether a steered device has an interrupt: a queue IRQ,
+// an IRQ its NAPI instances report, or any IRQ of a physical NIC.
+func hasIRQ(t *target, napis []host.NAPI) bool {
+	if len(t.queues) > 0 || !t.nic.Virtual || len(t.nic.IRQs) > 0 {
+		return true
+	}
+	for _, n := range napis {
+		if n.IRQ != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // latencyThreaded is the threaded-NAPI form of Latency.

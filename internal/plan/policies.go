@@ -37,9 +37,15 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 
 	reason := fmt.Sprintf("every movable hardware IRQ on housekeeping CPU(s) %s (ClustrixDB core-0 write-up)", hk)
 	var managed, timers, idle []int
+	var other []string
+	outside := defaultScopeIRQs(h, o)
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
 		switch {
+		case outside[q.Number] == "other" && q.Movable() && len(q.Actions) > 0 && q.Class != host.ClassTimer:
+			other = append(other, describeIRQ(h, q.Number))
+		case outside[q.Number] != "":
+			// Left out for the default route: ScopeDefault says so.
 		case len(q.Actions) == 0:
 			idle = append(idle, q.Number)
 		case q.Class == host.ClassTimer:
@@ -58,6 +64,9 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 	}
 	if len(idle) > 0 {
 		b.note("%s no handler; left alone", irqWord(idle, "has", "have"))
+	}
+	if len(other) > 0 {
+		b.note("%s", otherIRQsNote(other))
 	}
 
 	rest := b.usable.Difference(hk)
@@ -96,19 +105,36 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 // CPUs in ascending order (N = |P|), Q its queues and R = CPUsPerIRQCore
 // (default 8):
 //
-//  1. The pool's IRQ CPUs: IRQCores, or one per R usable CPUs (N/R, at
-//     least 1). P is cut into that many contiguous blocks; IRQ CPU j is the
-//     first CPU of block j that is no SMT sibling of an IRQ CPU already
-//     chosen (for this or another node), else the first not already an IRQ
-//     CPU, else the first. NICs on the same node share these CPUs.
-//  2. A NIC uses K = min(IRQ CPUs, Q) of them (rotating between NICs).
-//  3. Queue i's IRQs go to the NIC's IRQ CPU ⌊i·K/Q⌋: each queue on its own
-//     core when K = Q, queues shared in order otherwise.
-//  4. RPS: when N ≥ R, P is cut into min(Q, N) contiguous groups and queue i
-//     steers to group i mod min(Q, N), spreading softirq work; when N < R the
-//     IRQ CPU alone is too small a share to give away, so queue i's stack
-//     runs on its IRQ CPU (RPS = that CPU).
-//  5. The application gets P minus the IRQ CPUs.
+//  1. The pool's IRQ CPUs (IRQCores overrides the count K):
+//     - wide: on a machine with more than one NUMA node with usable CPUs,
+//     the NIC's node known, and at least half of the usable CPUs left
+//     without queue IRQs once the node is given to them, the IRQ CPUs
+//     are the whole node, one CPU per physical core before any SMT
+//     sibling: every queue gets its own CPU (K' = min(Q, N) below). The
+//     application is not NIC-local work and runs on the other nodes, so
+//     the NIC's node serves the queues instead of being rationed.
+//     - otherwise K = N/R (AWS Graviton memcached tuning's ratio, at least 1); on a single-node
+//     machine raised to ⌈Q/2⌉ so that no more than two queues share an
+//     IRQ CPU (the most its table shares), but never above N/2 (at
+//     least 1). P is cut into K contiguous blocks;
+//     IRQ CPU j is the first CPU of block j that is no SMT sibling of an
+//     IRQ CPU already chosen, else the first not already an IRQ CPU,
+//     else the first.
+//     NICs on the same node share these CPUs.
+//  2. A NIC uses K' = min(K, Q) of them (rotating between NICs).
+//  3. Queue i's IRQs go to the NIC's IRQ CPU ⌊i·K'/Q⌋: each queue on its own
+//     core when K' = Q, queues shared in order otherwise.
+//  4. RPS: when N ≥ R, queue i's softirq work is spread over a group of P:
+//     single node, P cut into min(Q, N) contiguous groups, queue i on group
+//     i mod min(Q, N); several nodes, each IRQ CPU with its SMT siblings and
+//     an equal share of the CPUs that take no IRQ (so the group holds the
+//     queue's IRQ CPU). When N < R the IRQ CPU alone is too small a share
+//     to give away, so queue i's stack runs on its IRQ CPU (RPS = that CPU).
+//     A device without IRQs (veth) gets the same RPS: its receive work runs
+//     where packets arrive until RPS moves it.
+//  5. The application gets every usable CPU that takes no queue IRQ, on
+//     any node. IRQs and softirq work never leave the NIC's node (unless
+//     the node is unknown).
 //
 // On single-node hosts this gives AWS Graviton memcached tuning's table exactly: 4 CPUs/1 queue →
 // K=1, IRQ 0, RPS 0, app 1-3; 8/2 → K=1, IRQs 0,0, RPS 0-3 and 4-7, app 1-7;
@@ -123,11 +149,14 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 		return nil, err
 	}
 	R := b.o.CPUsPerIRQCore
+	multiNode := b.usableNodes() > 1
+	wideAny := false
 	// IRQ CPUs are chosen once per NUMA pool and shared by the NICs there,
 	// so several NICs on one node share the node's IRQ-CPU budget.
 	type nodeState struct {
 		irq  []int
-		next int // rotating start, so NICs with few queues use different IRQ CPUs
+		next int  // rotating start, so NICs with few queues use different IRQ CPUs
+		wide bool // each queue its own CPU of the node (several nodes)
 	}
 	nodes := map[string]*nodeState{}
 	picked := cpuset.Set{} // candidate IRQ CPUs chosen so far (for SMT avoidance)
@@ -148,16 +177,31 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 		N := len(cpus)
 		ns := nodes[P.String()]
 		if ns == nil {
+			// Wide: the NIC's node serves its queues, provided at least
+			// half of the usable CPUs stay free of queue IRQs for the
+			// application.
+			wide := multiNode && local && 2*b.usable.Difference(picked).Difference(P).Len() >= b.usable.Len()
 			K := o.IRQCores
-			if K <= 0 {
+			switch {
+			case K > 0:
+			case wide:
+				K = N // the whole node in core order; each NIC takes min(Q, N) in turn
+			case multiNode:
 				K = N / R
+			default:
+				K = min(max(N/R, (Q+1)/2), N/2)
 			}
 			K = max(1, min(K, N))
-			ns = &nodeState{irq: make([]int, K)}
-			for j := range K {
-				ns.irq[j] = b.pickCPU(cpus[j*N/K:(j+1)*N/K], picked)
-				picked = picked.Add(ns.irq[j])
+			ns = &nodeState{irq: make([]int, K), wide: wide}
+			if ns.wide {
+				copy(ns.irq, b.coreOrder(P, picked))
+			} else {
+				for j := range K {
+					ns.irq[j] = b.pickCPU(cpus[j*N/K:(j+1)*N/K], picked)
+					picked = picked.Add(ns.irq[j])
+				}
 			}
+			picked = picked.Union(cpuset.Of(ns.irq...))
 			nodes[P.String()] = ns
 		}
 		K := min(len(ns.irq), Q)
@@ -169,16 +213,22 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 			mine = mine.Add(irqCPUOf(pos))
 		}
 		used = used.Union(mine)
+		wideAny = wideAny || ns.wide
 		spread := N >= R
 		G := min(Q, N)
 		group := func(pos int) cpuset.Set {
 			g := pos % G
 			return cpuset.Of(cpus[g*N/G : (g+1)*N/G]...)
 		}
+		if ns.wide {
+			groups := b.groupsAround(P, mine)
+			group = func(pos int) cpuset.Set { return groups[irqCPUOf(pos)] }
+		}
 		where := "NUMA-local"
 		if !local {
 			where = "NIC node unknown, any usable CPU"
 		}
+		irqs := len(t.queues) > 0
 		b.managedNote(t)
 		for pos, qi := range t.queues {
 			c := irqCPUOf(pos)
@@ -191,9 +241,15 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 		rpsOf := func(pos int) (cpuset.Set, string) {
 			if spread {
 				g := group(pos)
+				if !irqs {
+					return g, fmt.Sprintf("%s has no IRQ: its receive work runs where packets arrive; RPS spreads it over group %s (AWS Graviton memcached tuning)", t.nic.Name, g)
+				}
 				return g, fmt.Sprintf("RPS spreads queue softirq work over group %s (AWS Graviton memcached tuning)", g)
 			}
 			c := cpuset.Of(irqCPUOf(pos))
+			if !irqs {
+				return c, fmt.Sprintf("%s has no IRQ: RPS runs this queue's receive work on CPU %s, off the application's CPUs (AWS Graviton memcached tuning)", t.nic.Name, c)
+			}
 			return c, fmt.Sprintf("stack runs on the queue's IRQ CPU %s: %d usable CPUs are too few to spread (AWS Graviton memcached tuning)", c, N)
 		}
 		for _, dev := range append([]*target{t}, vlanOver(ts, t.nic.Name)...) {
@@ -209,14 +265,26 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 			}
 		}
 		pool = pool.Union(P)
-		summary = append(summary, fmt.Sprintf("%s: %d queue(s), IRQ CPU(s) %s", t.nic.Name, Q, mine))
+		if irqs {
+			summary = append(summary, fmt.Sprintf("%s: %d queue(s), IRQ CPU(s) %s", t.nic.Name, Q, mine))
+		} else {
+			summary = append(summary, fmt.Sprintf("%s: %d queue(s), no IRQ, receive work on CPU(s) %s", t.nic.Name, Q, mine))
+		}
 	}
-	b.p.Why = fmt.Sprintf("each queue's IRQ pinned NUMA-local (one IRQ CPU per %d usable CPUs, distinct cores), RPS spreads softirq work per queue, "+
-		"the application runs on the rest (AWS Graviton memcached tuning)", R)
+	ratio := fmt.Sprintf("one IRQ CPU per %d usable CPUs, at most two queues per IRQ CPU", R)
+	if wideAny {
+		ratio = "each queue on its own CPU of the NIC's node, physical cores first"
+	}
+	b.p.Why = fmt.Sprintf("each queue's IRQ pinned NUMA-local (%s), RPS spreads softirq work per queue, "+
+		"the application runs on every other usable CPU (AWS Graviton memcached tuning)", ratio)
 	if len(summary) > 0 {
 		b.p.Why += ": " + strings.Join(summary, "; ")
 	}
-	if err := b.app(pool.Difference(used), "the application runs on the NIC-local CPUs that take no queue IRQ (AWS Graviton memcached tuning)"); err != nil {
+	app := cpuset.Set{}
+	if !pool.IsEmpty() {
+		app = b.usable.Difference(used)
+	}
+	if err := b.app(app, "the application runs on the usable CPUs that take no queue IRQ, on any node: its threads are not NIC-local work (AWS Graviton memcached tuning)"); err != nil {
 		return nil, err
 	}
 	if err := b.irqbalance(len(b.p.IRQs) > 0, used); err != nil {
@@ -225,11 +293,49 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 	return b.p, nil
 }
 
+// usableNodes counts the NUMA nodes with a usable CPU.
+func (b *builder) usableNodes() int {
+	n := 0
+	for _, nd := range b.h.Topology.Nodes {
+		if !nd.CPUs.Intersect(b.usable).IsEmpty() {
+			n++
+		}
+	}
+	return n
+}
+
+// groupsAround splits P among the IRQ CPUs in irq: each gets itself, its
+// SMT siblings in P that take no IRQ, and an equal contiguous share (in
+// ascending order) of the remaining CPUs of P that take no IRQ.
+func (b *builder) groupsAround(P, irq cpuset.Set) map[int]cpuset.Set {
+	out := map[int]cpuset.Set{}
+	owners := irq.CPUs()
+	taken := irq
+	for _, c := range owners {
+		sib := b.siblings(c).Intersect(P).Difference(taken)
+		out[c] = cpuset.Of(c).Union(sib)
+		taken = taken.Union(sib)
+	}
+	rest := P.Difference(taken).CPUs()
+	k := len(owners)
+	for j, o := range owners {
+		out[o] = out[o].Union(cpuset.Of(rest[j*len(rest)/k : (j+1)*len(rest)/k]...))
+	}
+	return out
+}
+
 // Colocate is Intel IRQ+process affinity study's "full affinity": each queue gets its own core
 // (NUMA-local, distinct physical cores first, SMT siblings only when cores
 // run out), and the queue's IRQs, its RPS and XPS CPUs and the application
 // worker that consumes it all run there, so data stays in that core's
 // caches. Run one application worker per queue.
+//
+// CPUs outside the NIC's node: none of the NIC's work goes there (queues
+// share CPUs of the node, in the same order, when it has fewer CPUs than
+// the NIC has queues), and the plan gives the application — the workers,
+// which consume the queues — only the queues' CPUs; the rest of the machine
+// is left to other work. On the 32-CPU guest with 4 nodes and an 8-queue NIC
+// on node 2 (CPUs 8-11, siblings 24-27) that is CPUs 8, 9, 10, 11, then 24-27.
 func Colocate(h *host.Host, o Options) (*Plan, error) {
 	b, err := newBuilder(h, o, "colocate")
 	if err != nil {

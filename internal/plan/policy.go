@@ -29,12 +29,20 @@ type Options struct {
 	AppPIDs []int
 	// Devices restricts the plan to these network interfaces (any kind,
 	// veth included) and their lower devices: only their IRQs, queues and
-	// coalescing are planned (see ScopeToDevices). Default: every physical
-	// NIC and the VLANs on them.
+	// coalescing are planned (see ScopeToDevices). Default (see
+	// ScopeDefault): every physical NIC and the VLANs on them except the
+	// interface that carries the default route, and only the IRQs of
+	// device queues (network and storage).
 	Devices []string
 	// MachineWide keeps machine-wide settings (rps_sock_flow_entries,
-	// irqbalance) in a plan restricted by Devices.
+	// irqbalance) in a plan restricted by Devices; without Devices it keeps
+	// the IRQs that serve no device queue (serial ports, ACPI, a NIC's
+	// control vector…), which the default scope leaves out.
 	MachineWide bool
+	// IncludeDefaultRoute keeps the interface that carries the default
+	// route (and the devices below or above it) in a plan made without
+	// Devices.
+	IncludeDefaultRoute bool
 	// IRQCores is per-queue's number of CPUs that take queue IRQs
 	// (0: one per CPUsPerIRQCore usable CPUs, at least 1, at most one per queue).
 	IRQCores int
@@ -109,6 +117,8 @@ func Make(name string, h *host.Host, o Options) (*Plan, error) {
 	}
 	if len(o.Devices) > 0 {
 		ScopeToDevices(p, h, o.Devices, o.MachineWide)
+	} else {
+		ScopeDefault(p, h, o)
 	}
 	if err := Check(p); err != nil {
 		return nil, fmt.Errorf("policy %s produced an invalid plan (a bug): %w", name, err)
@@ -283,16 +293,17 @@ func (b *builder) targets() ([]*target, error) {
 		}
 	} else {
 		phys := map[string]bool{}
+		out := defaultRouteOut(b.h, b.o)
 		for i := range b.h.NICs {
 			n := &b.h.NICs[i]
-			if !n.Virtual && n.Name != "lo" {
+			if !n.Virtual && n.Name != "lo" && !out[n.Name] {
 				phys[n.Name] = true
 				nics = append(nics, n)
 			}
 		}
 		for i := range b.h.NICs {
 			n := &b.h.NICs[i]
-			if n.Kind == "vlan" && phys[n.Lower] {
+			if n.Kind == "vlan" && phys[n.Lower] && !out[n.Name] {
 				nics = append(nics, n)
 			}
 		}

@@ -149,18 +149,24 @@ func TestPoliciesNUMALocal(t *testing.T) {
 			t.Errorf("rps-spread over %s, want all of node 1", p.RxQueues[0].RPSCPUs)
 		}
 	}
-	// per-queue on 16 node-local CPUs, 4 queues: 2 IRQ CPUs 16 and 24, groups of 4.
+	// per-queue on a two-node machine, 4 queues: node 1 serves them (half
+	// of the CPUs stay free), each queue on its own CPU; each RPS group is
+	// the queue's IRQ CPU and a contiguous quarter of the other 12; the
+	// application gets every other CPU, node 0 included.
 	p, _ := Make("per-queue", h, Options{})
-	if got := irqCPUs(p); got != "16 16 24 24" {
+	if got := irqCPUs(p); got != "16 17 18 19" {
 		t.Errorf("per-queue IRQ CPUs %q", got)
 	}
-	if p.RxQueues[3].RPSCPUs.String() != "28-31" {
+	if p.RxQueues[3].RPSCPUs.String() != "19,29-31" {
 		t.Errorf("per-queue rx-3 RPS %s", p.RxQueues[3].RPSCPUs)
 	}
-	// IRQCores option: each queue on its own core.
-	p, _ = Make("per-queue", h, Options{IRQCores: 4})
-	if got := irqCPUs(p); got != "16 20 24 28" {
-		t.Errorf("per-queue --irq-cores 4: %q", got)
+	if p.AppCPUs == nil || p.AppCPUs.String() != "0-15,20-31" {
+		t.Errorf("per-queue app_cpus %v, want every usable CPU without a queue IRQ", p.AppCPUs)
+	}
+	// IRQCores option: two IRQ CPUs, queues shared in order.
+	p, _ = Make("per-queue", h, Options{IRQCores: 2})
+	if got := irqCPUs(p); got != "16 16 17 17" {
+		t.Errorf("per-queue --irq-cores 2: %q", got)
 	}
 }
 
@@ -170,7 +176,9 @@ func TestDedicatedCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// IRQ 9 (acpi) and eth0's 3 queue IRQs; not the timer, not the managed ones.
+	// eth0's 3 queue IRQs; not the timer, not the managed ones, and by
+	// default not IRQ 9 (acpi), which serves no device queue: the plan
+	// says so, and --machine-wide puts it back.
 	var nums []int
 	for _, e := range p.IRQs {
 		nums = append(nums, *e.IRQ)
@@ -178,8 +186,14 @@ func TestDedicatedCore(t *testing.T) {
 			t.Errorf("irq %d on %s, want 0", *e.IRQ, e.CPUs)
 		}
 	}
-	if cpuset.Of(nums...).String() != "9,100-102" {
+	if cpuset.Of(nums...).String() != "100-102" {
 		t.Errorf("IRQs placed: %v", nums)
+	}
+	if !strings.Contains(strings.Join(p.Notes, "\n"), "left out irq 9 (acpi): it serves no network or storage queue; add --machine-wide") {
+		t.Errorf("notes %q do not say irq 9 was left out", p.Notes)
+	}
+	if mw, err := Make("dedicated-core", h, Options{MachineWide: true}); err != nil || len(mw.IRQs) != 4 || *mw.IRQs[0].IRQ != 9 {
+		t.Errorf("--machine-wide: %v %+v, want irq 9 and eth0's three", err, mw)
 	}
 	if !strings.Contains(strings.Join(p.Notes, "\n"), "IRQs 103-104 are kernel-managed") {
 		t.Errorf("notes %q do not explain the managed IRQs", p.Notes)

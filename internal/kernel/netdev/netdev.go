@@ -380,3 +380,65 @@ func (c *Client) SetNAPI(s NAPISet) error {
 	}
 	return nil
 }
+
+// Generic-netlink controller (include/uapi/linux/genetlink.h): asked for
+// the family's operations, which the library's Family does not carry.
+const (
+	genlCtrlID         = 0x10 // GENL_ID_CTRL
+	ctrlCmdGetFamily   = 3
+	ctrlAttrFamilyName = 2
+	ctrlAttrOps        = 6
+	ctrlAttrOpID       = 1
+)
+
+// HasOp reports whether this kernel's netdev family offers command cmd
+// (CmdNAPISet, …), from the operations the generic-netlink controller
+// lists for it: a feature probe, where a kernel version would only be a
+// guess (backports add operations, configurations remove them).
+func (c *Client) HasOp(cmd uint8) (bool, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(ctrlAttrFamilyName, FamilyName)
+	data, err := ae.Encode()
+	if err != nil {
+		return false, err
+	}
+	req := genetlink.Message{Header: genetlink.Header{Command: ctrlCmdGetFamily, Version: 1}, Data: data}
+	msgs, err := c.conn.Execute(req, genlCtrlID, netlink.Request)
+	if err != nil {
+		return false, fmt.Errorf("generic netlink controller, family %q: %w", FamilyName, mapErr(err))
+	}
+	return familyHasOp(msgs, cmd)
+}
+
+// familyHasOp finds cmd among the CTRL_ATTR_OPS of a controller answer.
+func familyHasOp(msgs []genetlink.Message, cmd uint8) (bool, error) {
+	found := false
+	for _, m := range msgs {
+		ad, err := netlink.NewAttributeDecoder(m.Data)
+		if err != nil {
+			return false, err
+		}
+		for ad.Next() {
+			if ad.Type() != ctrlAttrOps {
+				continue
+			}
+			ad.Nested(func(ops *netlink.AttributeDecoder) error {
+				for ops.Next() {
+					ops.Nested(func(op *netlink.AttributeDecoder) error {
+						for op.Next() {
+							if op.Type() == ctrlAttrOpID && op.Uint32() == uint32(cmd) {
+								found = true
+							}
+						}
+						return nil
+					})
+				}
+				return nil
+			})
+		}
+		if err := ad.Err(); err != nil {
+			return false, err
+		}
+	}
+	return found, nil
+}
