@@ -43,6 +43,11 @@ type Options struct {
 	Timeout time.Duration
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
+	// Host are actions the host takes when the guest asks: a line
+	// "@@HOST:NAME@@" on the guest's console runs Host[NAME] with a monitor
+	// of the running machine (hot-add or remove a device). The guest waits
+	// for the effect itself.
+	Host map[string]func(m *Monitor) error
 }
 
 // Result is what a run returned.
@@ -118,7 +123,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		disks = append(disks, p)
 	}
 
-	ns, taps, cleanup, err := tapNamespace(o.Shape.NICs)
+	nics := append([]NIC(nil), o.Shape.NICs...)
+	for i := 0; i < hotplugSlots; i++ {
+		nics = append(nics, NIC{Model: "hotplug", Queues: 1, Node: -1})
+	}
+	ns, taps, cleanup, err := tapNamespace(nics)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +145,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else {
 		args = append(args, "-serial", "file:"+console)
 	}
-	args = append(args, "-append", cmdline)
+	mon := filepath.Join(dir, "monitor.sock")
+	args = append(args, "-append", cmdline, "-monitor", "unix:"+mon+",server=on,wait=off")
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -152,7 +162,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	fmt.Fprintf(o.Log, "lab: booting %s (%d vCPUs, %d nodes) on %s under TCG\n", o.Shape.Name, o.Shape.CPUs(), o.Shape.Nodes, k.Release)
 	start := time.Now()
-	runErr := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	hostErr := make(chan error, 1)
+	hostCtx, stopHost := context.WithCancel(ctx)
+	if len(o.Host) > 0 && !o.Shell {
+		m := &Monitor{path: mon, taps: taps[len(o.Shape.NICs):]}
+		go func() { hostErr <- serveHost(hostCtx, console, m, o.Host) }()
+	} else {
+		hostErr <- nil
+	}
+	runErr := cmd.Wait()
+	stopHost()
+	cancelHost := <-hostErr
 	res := &Result{Elapsed: time.Since(start), Kernel: k.Release}
 	cb, _ := os.ReadFile(console)
 	cb = bytes.ReplaceAll(cb, []byte("\r\n"), []byte("\n")) // the tty's ONLCR
@@ -163,6 +186,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if runErr != nil {
 		return res, fmt.Errorf("qemu: %v: %s\nconsole:\n%s", runErr, qerr.String(), tail(res.Console, 3000))
+	}
+	if cancelHost != nil {
+		return res, fmt.Errorf("lab %s: host action: %w", o.Shape.Name, cancelHost)
 	}
 	if o.Shell {
 		return res, nil

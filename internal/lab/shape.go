@@ -51,6 +51,10 @@ type Shape struct {
 	Note string
 }
 
+// hotplugSlots are the empty PCIe root ports every machine gets, so that a
+// NIC can be hot-added through QEMU's monitor (q35's root bus takes none).
+const hotplugSlots = 2
+
 // CPUs is the number of vCPUs.
 func (s Shape) CPUs() int { return s.Sockets * s.Cores * s.Threads }
 
@@ -144,6 +148,9 @@ func (s Shape) machineArgs(taps []string, disks []string) []string {
 			d += fmt.Sprintf(",mq=on,vectors=%d", 2*q+2)
 		}
 		a = append(a, "-device", d)
+	}
+	for i := 0; i < hotplugSlots; i++ {
+		a = append(a, "-device", fmt.Sprintf("pcie-root-port,id=hp%d,chassis=%d,bus=pcie.0", i, 90+i))
 	}
 	k := 0
 	if s.NVMe {
