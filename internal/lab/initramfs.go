@@ -30,6 +30,15 @@ while read m; do insmod /lib/modules/$m 2>>/tmp/insmod.err; done < /etc/lab-modu
 i=0; while [ $i -lt 50 ] && [ -z "$(ls /sys/class/net | grep -v '^lo$')" ]; do sleep 0.1; i=$((i+1)); done
 for d in /sys/class/net/*; do ip link set "$(basename $d)" up 2>/dev/null; done
 echo lab-guest > /proc/sys/kernel/hostname
+if grep -q lab.root /proc/cmdline; then
+  # the systemd guest: its root is the disk with serial "labroot"
+  for b in /sys/block/*; do [ "$(cat $b/serial 2>/dev/null)" = labroot ] && root=/dev/$(basename $b); done
+  mkdir -p /newroot && mount -t ext4 "$root" /newroot || { echo "lab: no root disk" > /dev/console; poweroff -f; }
+  umount /sys/kernel/debug /sys/fs/bpf 2>/dev/null
+  mount --move /dev /newroot/dev
+  umount /tmp /run /sys /proc
+  exec switch_root /newroot /sbin/init
+fi
 echo "lab: $(nproc) CPUs up, drivers loaded" > /dev/console
 if grep -q lab.shell /proc/cmdline; then
   echo "irqpilot lab: shell on $(nproc) CPUs; 'poweroff -f' ends the machine"

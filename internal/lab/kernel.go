@@ -129,6 +129,8 @@ func readKernel(pkg, dir string) (*Kernel, error) {
 var guestModules = []string{
 	"crc64_rocksoft_generic", "crct10dif_generic",
 	"virtio_pci", "virtio_net", "virtio_blk", "e1000e", "nvme",
+	// the systemd guest's root file system
+	"crc32c_generic", "ext4",
 }
 
 // moduleOrder returns the module files (relative to k.ModDir) to load, in

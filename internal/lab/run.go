@@ -41,6 +41,14 @@ type Options struct {
 	// Timeout bounds the whole run, boot included (default 10 minutes:
 	// TCG boots a 32-CPU guest in under a minute on a quiet 2-core host).
 	Timeout time.Duration
+	// Systemd boots a Debian root with systemd as PID 1 (built with
+	// mmdebstrap and cached) instead of running the script from the
+	// initramfs; the script runs from a unit once the system is up, and
+	// may reboot the machine by touching /run/lab-reboot (it runs again
+	// after the reboot, with what it wrote on the root kept).
+	Systemd bool
+	// Debs are packages installed into the systemd guest's root.
+	Debs []string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 	// Host are actions the host takes when the guest asks: a line
@@ -111,6 +119,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var rootImg string
+	if o.Systemd {
+		rootfs, err := PrepareRootfs(o.Cache, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		if rootImg, err = systemdImage(dir, rootfs, o.Debs, o.Script, o.Files, o.Log); err != nil {
+			return nil, err
+		}
+	}
 	var disks []string
 	for i := 0; i < o.Shape.disks(); i++ {
 		p := filepath.Join(dir, fmt.Sprintf("disk%d.img", i))
@@ -136,9 +154,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	console := filepath.Join(dir, "console.log")
 	cmdline := "console=ttyS0 panic=-1 loglevel=4 quiet"
 	args := append([]string{"netns", "exec", ns, qemu,
-		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-nodefaults", "-no-user-config", "-display", "none",
 		"-kernel", k.Vmlinuz, "-initrd", initrd},
 		o.Shape.machineArgs(taps, disks)...)
+	if o.Systemd {
+		// A reboot restarts the machine (same kernel, initramfs and disks).
+		args = append(args, "-drive", "file="+rootImg+",if=none,id=root,format=raw",
+			"-device", "virtio-blk-pci,drive=root,serial=labroot,bus=pcie.0")
+		// net.ifnames=0: the same interface names as the busybox guest.
+		cmdline += " lab.root systemd.show_status=false net.ifnames=0"
+	} else {
+		args = append(args, "-no-reboot")
+	}
 	if o.Shell {
 		cmdline += " lab.shell"
 		args = append(args, "-serial", "mon:stdio")
