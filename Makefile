@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke man install-man clean generate measure-cost deb
+.PHONY: all build run test lab test-lab deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke man install-man clean generate measure-cost deb
 
 all: build
 
@@ -16,12 +16,14 @@ all: build
 # a machine that is only being diagnosed. lintian checks `make deb`'s package;
 # ansible (with python3-apt for its apt module) runs deploy/ansible in tests.
 DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool prometheus curl \
-	lintian ansible python3-apt
+	lintian ansible python3-apt qemu-system-x86 busybox-static mmdebstrap e2fsprogs
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
 
+# Static (no cgo), as the .deb's: `irqpilot lab` puts this very binary into
+# its guests, which have no C library.
 build:
-	$(GO) build -o $(BIN) ./cmd/irqpilot
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/irqpilot
 
 # Regenerates the eBPF collector's Go bindings and object file
 # (internal/kernel/bpfcost/cost_bpfel.{go,o}, committed) from its C source
@@ -78,6 +80,20 @@ export TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || 
 test: deps lint
 	$(GO) test -race -p 1 -count=1 -timeout 30m $(PKGS)
 	@$(MAKE) --no-print-directory fuzz-smoke
+
+# The lab: irqpilot on virtual server-shaped machines (QEMU, Debian's
+# kernel; root). `make lab` lists the shapes and boots the server shape
+# once with irqpilot's inventory; `irqpilot lab --help` says more.
+# `make test` boots the small shape three times (about three minutes);
+# test-lab boots every shape in LAB_SHAPES and adds the systemd guest (a
+# Debian root from mmdebstrap, booted twice: about 10 minutes a shape here).
+LAB_SHAPES ?= small server big
+lab: deps build
+	./$(BIN) lab --list
+	./$(BIN) lab --shape server -- irqpilot inventory
+
+test-lab: deps
+	LAB_SYSTEMD=1 LAB_SHAPES="$(LAB_SHAPES)" $(GO) test -count=1 -timeout 60m -v -run '^TestLab' ./internal/lab/
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

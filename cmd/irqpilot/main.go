@@ -54,6 +54,8 @@ whether they help.`,
 		newBenchCmd(g), newTuneCmd(g), newTestbedCmd(g),
 		// coalescing
 		newSimCmd(g), newCoalesceCmd(g),
+		// try on a virtual server
+		newLabCmd(),
 	)
 	root.AddCommand(newManCmd(root))
 	return root

@@ -1,0 +1,217 @@
+package lab
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kernel is Debian's kernel package, unpacked in the cache.
+type Kernel struct {
+	// Package is the Debian package ("linux-image-6.1.0-56-amd64").
+	Package string
+	// Release is the kernel release ("6.1.0-56-amd64").
+	Release string
+	// Vmlinuz is the kernel image; ModDir is lib/modules/RELEASE.
+	Vmlinuz, ModDir string
+}
+
+// DefaultCache is where the kernel package is kept between runs
+// (IRQPILOT_LAB_CACHE overrides it).
+func DefaultCache() string {
+	if d := os.Getenv("IRQPILOT_LAB_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/irqpilot/lab"
+}
+
+var reDepends = regexp.MustCompile(`(?m)^\s*Depends:\s*(linux-image-[0-9][^\s]*-amd64)\s*$`)
+
+// PrepareKernel returns Debian's current amd64 kernel, unpacked below
+// cache; the first call fetches the package with apt (`apt-get download`
+// of what linux-image-amd64 depends on) and unpacks it with dpkg-deb.
+// Nothing is installed on the host. Runs of several processes share the
+// cache under a lock.
+func PrepareKernel(cache string, log io.Writer) (*Kernel, error) {
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(filepath.Join(cache, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		return nil, err
+	}
+	pkg, err := kernelPackage(log)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, pkg)
+	k, err := readKernel(pkg, dir)
+	if err == nil {
+		return k, nil
+	}
+	fmt.Fprintf(log, "lab: fetching %s (Debian's kernel package) into %s\n", pkg, cache)
+	dl := exec.Command("apt-get", "download", pkg)
+	dl.Dir = cache
+	if out, err := dl.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("apt-get download %s: %v\n%s", pkg, err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(cache, pkg+"_*.deb"))
+	if len(debs) == 0 {
+		return nil, fmt.Errorf("apt-get download %s left no .deb in %s", pkg, cache)
+	}
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	if out, err := exec.Command("dpkg-deb", "-x", debs[len(debs)-1], tmp).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("dpkg-deb -x %s: %v\n%s", debs[len(debs)-1], err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, err
+	}
+	for _, d := range debs {
+		_ = os.Remove(d)
+	}
+	return readKernel(pkg, dir)
+}
+
+// kernelPackage asks apt which kernel package linux-image-amd64 stands
+// for today (refreshing the package lists once if apt knows none).
+func kernelPackage(log io.Writer) (string, error) {
+	ask := func() (string, error) {
+		out, err := exec.Command("apt-cache", "depends", "linux-image-amd64").Output()
+		if err != nil {
+			return "", err
+		}
+		m := reDepends.FindSubmatch(out)
+		if m == nil {
+			return "", fmt.Errorf("apt-cache depends linux-image-amd64 names no kernel package")
+		}
+		return string(m[1]), nil
+	}
+	if p, err := ask(); err == nil {
+		return p, nil
+	}
+	fmt.Fprintln(log, "lab: apt knows no linux-image-amd64; running apt-get update")
+	if out, err := exec.Command("apt-get", "update", "-qq").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("apt-get update: %v\n%s", err, out)
+	}
+	return ask()
+}
+
+func readKernel(pkg, dir string) (*Kernel, error) {
+	vm, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinuz-*"))
+	if len(vm) != 1 {
+		return nil, fmt.Errorf("%s: no single boot/vmlinuz-*", dir)
+	}
+	rel := strings.TrimPrefix(filepath.Base(vm[0]), "vmlinuz-")
+	md := filepath.Join(dir, "lib", "modules", rel)
+	if _, err := os.Stat(md); err != nil {
+		return nil, err
+	}
+	return &Kernel{Package: pkg, Release: rel, Vmlinuz: vm[0], ModDir: md}, nil
+}
+
+// guestModules are the drivers the shapes need, with the crypto providers
+// that t10-pi's CRCs look up by name at load time (the guest has no
+// modprobe to answer the kernel's request_module).
+var guestModules = []string{
+	"crc64_rocksoft_generic", "crct10dif_generic",
+	"virtio_pci", "virtio_net", "virtio_blk", "e1000e", "nvme",
+	// the systemd guest's root file system
+	"crc32c_generic", "ext4",
+}
+
+// moduleOrder returns the module files (relative to k.ModDir) to load, in
+// an order where each module follows the modules it depends on. The
+// dependencies are read from each module's .modinfo ("depends="), the
+// field depmod itself reads, so the host needs no kmod.
+func (k *Kernel) moduleOrder(names []string) ([]string, error) {
+	files := map[string]string{} // module name → path
+	err := filepath.WalkDir(k.ModDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".ko") {
+			files[modName(filepath.Base(p))] = p
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var order []string
+	done := map[string]bool{}
+	var visit func(n string, depth int) error
+	visit = func(n string, depth int) error {
+		n = modName(n)
+		if done[n] {
+			return nil
+		}
+		if depth > 64 {
+			return fmt.Errorf("module dependencies of %s too deep", n)
+		}
+		p, ok := files[n]
+		if !ok {
+			return fmt.Errorf("module %s is not in %s", n, k.Package)
+		}
+		deps, err := modDepends(p)
+		if err != nil {
+			return err
+		}
+		sort.Strings(deps)
+		for _, d := range deps {
+			if err := visit(d, depth+1); err != nil {
+				return err
+			}
+		}
+		done[n] = true
+		rel, _ := filepath.Rel(k.ModDir, p)
+		order = append(order, rel)
+		return nil
+	}
+	for _, n := range names {
+		if err := visit(n, 0); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+func modName(s string) string {
+	return strings.ReplaceAll(strings.TrimSuffix(s, ".ko"), "-", "_")
+}
+
+// modDepends reads the "depends=" field of a module's .modinfo section.
+func modDepends(path string) ([]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", path, err)
+	}
+	defer f.Close()
+	sec := f.Section(".modinfo")
+	if sec == nil {
+		return nil, nil
+	}
+	b, err := sec.Data()
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("depends=")); ok {
+			if len(v) == 0 {
+				return nil, nil
+			}
+			return strings.Split(string(v), ","), nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,299 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Options say what to boot and what to do in it.
+type Options struct {
+	Shape Shape
+	// Script is run by the guest's shell; its output and exit code come
+	// back in the Result. Ignored with Shell.
+	Script string
+	// Files are put into the guest beside the script (path → content).
+	Files map[string][]byte
+	// Shell gives an interactive shell on the console (stdin/stdout)
+	// instead of running Script.
+	Shell bool
+	// Irqpilot is the binary put into the guest (static, linux/amd64).
+	Irqpilot string
+	// Busybox is a static busybox (default /bin/busybox from Debian's
+	// busybox-static).
+	Busybox string
+	// Cache holds Debian's kernel package (DefaultCache()).
+	Cache string
+	// Timeout bounds the whole run, boot included (default 10 minutes:
+	// TCG boots a 32-CPU guest in under a minute on a quiet 2-core host).
+	Timeout time.Duration
+	// Systemd boots a Debian root with systemd as PID 1 (built with
+	// mmdebstrap and cached) instead of running the script from the
+	// initramfs; the script runs from a unit once the system is up, and
+	// may reboot the machine by touching /run/lab-reboot (it runs again
+	// after the reboot, with what it wrote on the root kept).
+	Systemd bool
+	// Debs are packages installed into the systemd guest's root.
+	Debs []string
+	// Log receives progress lines (nil: discarded).
+	Log io.Writer
+	// Host are actions the host takes when the guest asks: a line
+	// "@@HOST:NAME@@" on the guest's console runs Host[NAME] with a monitor
+	// of the running machine (hot-add or remove a device). The guest waits
+	// for the effect itself.
+	Host map[string]func(m *Monitor) error
+}
+
+// Result is what a run returned.
+type Result struct {
+	// Output is what the script printed (stdout and stderr).
+	Output string
+	// ExitCode is the script's exit status.
+	ExitCode int
+	// Console is the guest kernel's console.
+	Console string
+	// Elapsed is the whole run, boot included.
+	Elapsed time.Duration
+	Kernel  string
+}
+
+var reEnd = regexp.MustCompile(`@@LAB-END rc=(\d+)@@`)
+
+// Run boots the shape, runs the script (or a shell) and powers it off.
+// The guest's NICs are backed by taps in a network namespace created for
+// the run and removed after it.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Busybox == "" {
+		o.Busybox = "/bin/busybox"
+	}
+	if o.Cache == "" {
+		o.Cache = DefaultCache()
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
+	}
+	k, err := PrepareKernel(o.Cache, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "irqpilot-lab-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	extra := []guestFile{{"lab/run.sh", 0o755, []byte(o.Script + "\n")}}
+	for p, b := range o.Files {
+		extra = append(extra, guestFile{filepath.Clean("lab/" + p), 0o644, b})
+	}
+	initrd := filepath.Join(dir, "initrd.cpio")
+	f, err := os.Create(initrd)
+	if err != nil {
+		return nil, err
+	}
+	err = writeInitramfs(f, k, o.Busybox, o.Irqpilot, extra)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rootImg string
+	if o.Systemd {
+		rootfs, err := PrepareRootfs(o.Cache, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		if rootImg, err = systemdImage(dir, rootfs, o.Debs, o.Script, o.Files, o.Log); err != nil {
+			return nil, err
+		}
+	}
+	var disks []string
+	for i := 0; i < o.Shape.disks(); i++ {
+		p := filepath.Join(dir, fmt.Sprintf("disk%d.img", i))
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.Truncate(p, 64<<20); err != nil {
+			return nil, err
+		}
+		disks = append(disks, p)
+	}
+
+	nics := append([]NIC(nil), o.Shape.NICs...)
+	for i := 0; i < hotplugSlots; i++ {
+		nics = append(nics, NIC{Model: "hotplug", Queues: 1, Node: -1})
+	}
+	ns, taps, cleanup, err := tapNamespace(nics)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+
+	console := filepath.Join(dir, "console.log")
+	cmdline := "console=ttyS0 panic=-1 loglevel=4 quiet"
+	args := append([]string{"netns", "exec", ns, qemu,
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-kernel", k.Vmlinuz, "-initrd", initrd},
+		o.Shape.machineArgs(taps, disks)...)
+	if o.Systemd {
+		// A reboot restarts the machine (same kernel, initramfs and disks).
+		args = append(args, "-drive", "file="+rootImg+",if=none,id=root,format=raw",
+			"-device", "virtio-blk-pci,drive=root,serial=labroot,bus=pcie.0")
+		// net.ifnames=0: the same interface names as the busybox guest.
+		cmdline += " lab.root systemd.show_status=false net.ifnames=0"
+	} else {
+		args = append(args, "-no-reboot")
+	}
+	if o.Shell {
+		cmdline += " lab.shell"
+		args = append(args, "-serial", "mon:stdio")
+	} else {
+		args = append(args, "-serial", "file:"+console)
+	}
+	mon := filepath.Join(dir, "monitor.sock")
+	args = append(args, "-append", cmdline, "-monitor", "unix:"+mon+",server=on,wait=off")
+
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	// `ip netns exec` starts QEMU in the lab's namespace with that
+	// namespace's /sys: QEMU opens the taps by name there.
+	cmd := exec.CommandContext(ctx, "ip", args...)
+	cmd.WaitDelay = 5 * time.Second
+	var qerr bytes.Buffer
+	if o.Shell {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	} else {
+		cmd.Stderr = &qerr
+	}
+	fmt.Fprintf(o.Log, "lab: booting %s (%d vCPUs, %d nodes) on %s under TCG\n", o.Shape.Name, o.Shape.CPUs(), o.Shape.Nodes, k.Release)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	hostErr := make(chan error, 1)
+	hostCtx, stopHost := context.WithCancel(ctx)
+	if len(o.Host) > 0 && !o.Shell {
+		m := &Monitor{path: mon, taps: taps[len(o.Shape.NICs):]}
+		go func() { hostErr <- serveHost(hostCtx, console, m, o.Host) }()
+	} else {
+		hostErr <- nil
+	}
+	runErr := cmd.Wait()
+	stopHost()
+	cancelHost := <-hostErr
+	res := &Result{Elapsed: time.Since(start), Kernel: k.Release}
+	cb, _ := os.ReadFile(console)
+	cb = bytes.ReplaceAll(cb, []byte("\r\n"), []byte("\n")) // the tty's ONLCR
+	res.Console = string(cb)
+	ob := cb
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("lab %s: no result within %s (console:\n%s)", o.Shape.Name, o.Timeout, tail(res.Console, 3000))
+	}
+	if runErr != nil {
+		return res, fmt.Errorf("qemu: %v: %s\nconsole:\n%s", runErr, qerr.String(), tail(res.Console, 3000))
+	}
+	if cancelHost != nil {
+		return res, fmt.Errorf("lab %s: host action: %w", o.Shape.Name, cancelHost)
+	}
+	if o.Shell {
+		return res, nil
+	}
+	begin := bytes.Index(ob, []byte("@@LAB-BEGIN@@\n"))
+	m := reEnd.FindSubmatchIndex(ob)
+	if begin < 0 || m == nil {
+		return res, fmt.Errorf("lab %s: the guest did not finish its script (console:\n%s)", o.Shape.Name, tail(res.Console, 3000))
+	}
+	res.Output = string(ob[begin+len("@@LAB-BEGIN@@\n") : m[0]])
+	res.ExitCode, _ = strconv.Atoi(string(ob[m[2]:m[3]]))
+	return res, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// tapNamespace creates a network namespace with a tap per NIC (multi-queue
+// where the NIC has several queues: QEMU refuses a multi-queue tap for a
+// single-queue backend), for QEMU's NIC backends; cleanup deletes it (and
+// so the taps).
+func tapNamespace(nics []NIC) (name string, taps []string, cleanup func(), err error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, nil, err
+	}
+	name = "irqplab-" + hex.EncodeToString(b[:])
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	defer orig.Close()
+	ns, err := netns.NewNamed(name) // creates the namespace and enters it
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("lab namespace %s: %w", name, err)
+	}
+	cleanup = func() { _ = netns.DeleteNamed(name) }
+	defer ns.Close()
+	// The taps are created from this thread, inside the namespace.
+	err = func() error {
+		defer func() { _ = netns.Set(orig) }()
+		for i, nic := range nics {
+			flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
+			if nic.Queues > 1 {
+				flags |= netlink.TUNTAP_MULTI_QUEUE
+			}
+			t := &netlink.Tuntap{
+				LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("tap%d", i)},
+				Mode:      netlink.TUNTAP_MODE_TAP,
+				Flags:     flags,
+			}
+			if err := netlink.LinkAdd(t); err != nil {
+				return fmt.Errorf("tap %s in %s: %w", t.Name, name, err)
+			}
+			if err := netlink.LinkSetUp(t); err != nil {
+				return err
+			}
+			taps = append(taps, t.Name)
+		}
+		return nil
+	}()
+	if err != nil {
+		cleanup()
+		return "", nil, nil, err
+	}
+	if cur, e := netns.Get(); e == nil {
+		same := cur.Equal(orig)
+		cur.Close()
+		if !same {
+			cleanup()
+			return "", nil, nil, errors.New("could not return to the host's network namespace")
+		}
+	}
+	return name, taps, cleanup, nil
+}

@@ -1,0 +1,149 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The systemd guest: a Debian root file system built from Debian's
+// packages with mmdebstrap (cached), put on an ext4 image with mke2fs -d
+// (no loop mount), with the .deb under test installed by dpkg in a chroot.
+// The busybox initramfs loads the drivers and hands over to systemd on that
+// image, so units, the watchdog, udev rules and reboots are the real ones.
+
+// rootfsPackages are what the guest has besides the minimal base.
+var rootfsPackages = []string{"systemd", "systemd-sysv", "udev", "kmod", "iproute2", "procps", "ethtool"}
+
+// rootfsSuite is the Debian release the guest runs: the host's own.
+const rootfsSuite = "bookworm"
+
+// PrepareRootfs returns the cached Debian root file system, building it
+// with mmdebstrap the first time (about two minutes).
+func PrepareRootfs(cache string, log io.Writer) (string, error) {
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	lf, err := os.OpenFile(filepath.Join(cache, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "rootfs-"+rootfsSuite)
+	stamp := filepath.Join(dir, ".irqpilot-lab-packages")
+	want := strings.Join(rootfsPackages, ",")
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == want {
+		return dir, nil
+	}
+	if _, err := exec.LookPath("mmdebstrap"); err != nil {
+		return "", fmt.Errorf("the systemd guest needs mmdebstrap (Debian's package): %w", err)
+	}
+	fmt.Fprintf(log, "lab: building the guest's Debian %s root with mmdebstrap into %s\n", rootfsSuite, dir)
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	cmd := exec.Command("mmdebstrap", "--mode=root", "--variant=minbase", "--include="+want, rootfsSuite, tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mmdebstrap: %v\n%s", err, tail(string(out), 3000))
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".irqpilot-lab-packages"), []byte(want), 0o644); err != nil {
+		return "", err
+	}
+	_ = os.RemoveAll(dir)
+	return dir, os.Rename(tmp, dir)
+}
+
+// The unit that runs the lab's script once the system is up, and what it
+// runs: output on the console between markers; a script that touches
+// /run/lab-reboot asks for a reboot and is run again after it (its state on
+// the image survives), otherwise the machine powers off.
+const (
+	labUnit = `[Unit]
+Description=irqpilot lab script
+After=multi-user.target
+[Service]
+Type=oneshot
+ExecStart=/bin/sh /lab/wrap.sh
+StandardOutput=file:/dev/ttyS0
+StandardError=file:/dev/ttyS0
+[Install]
+WantedBy=multi-user.target
+`
+	labWrap = `[ -e /var/lib/lab-begun ] || { echo "@@LAB-BEGIN@@"; touch /var/lib/lab-begun; }
+sh /lab/run.sh 2>&1; rc=$?
+if [ -e /run/lab-reboot ]; then echo "lab: rebooting"; systemctl reboot; exit 0; fi
+echo "@@LAB-END rc=$rc@@"
+systemctl poweroff --no-block
+`
+)
+
+// systemdImage builds the guest's root image in dir: the cached root, the
+// .debs installed, the lab's unit and script, as ext4 from mke2fs -d.
+func systemdImage(dir, rootfs string, debs []string, script string, files map[string][]byte, log io.Writer) (string, error) {
+	root := filepath.Join(dir, "root")
+	if out, err := exec.Command("cp", "-a", rootfs, root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copying the guest's root: %v\n%s", err, out)
+	}
+	for _, d := range debs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			return "", err
+		}
+		in := filepath.Join("/tmp", filepath.Base(d))
+		if err := os.WriteFile(filepath.Join(root, in), b, 0o644); err != nil {
+			return "", err
+		}
+		out, err := exec.Command("chroot", root, "dpkg", "-i", in).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("installing %s in the guest: %v\n%s", filepath.Base(d), err, out)
+		}
+		fmt.Fprintf(log, "lab: installed %s in the guest\n", filepath.Base(d))
+		_ = os.Remove(filepath.Join(root, in))
+	}
+	put := map[string][]byte{
+		"lab/run.sh":                         []byte(script + "\n"),
+		"lab/wrap.sh":                        []byte(labWrap),
+		"etc/systemd/system/lab-run.service": []byte(labUnit),
+		"etc/hostname":                       []byte("lab-guest\n"),
+	}
+	for p, b := range files {
+		put[filepath.Join("lab", filepath.Clean("/"+p))] = b
+	}
+	for p, b := range put {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(full, b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	links := map[string]string{
+		"etc/systemd/system/multi-user.target.wants/lab-run.service": "/etc/systemd/system/lab-run.service",
+		// The console carries the lab's output: no login prompt there.
+		"etc/systemd/system/serial-getty@ttyS0.service": "/dev/null",
+		"etc/systemd/system/getty@tty1.service":         "/dev/null",
+	}
+	for p, target := range links {
+		full := filepath.Join(root, p)
+		_ = os.MkdirAll(filepath.Dir(full), 0o755)
+		_ = os.Remove(full)
+		if err := os.Symlink(target, full); err != nil {
+			return "", err
+		}
+	}
+	img := filepath.Join(dir, "root.img")
+	out, err := exec.Command("mke2fs", "-q", "-t", "ext4", "-L", "irqpilot-root", "-d", root, img, "2G").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("mke2fs -d: %v\n%s", err, out)
+	}
+	_ = os.RemoveAll(root)
+	return img, nil
+}
