@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // The lab's tests boot Debian's kernel in QEMU under TCG and assert what
@@ -532,4 +534,120 @@ func buildDeb(t *testing.T) string {
 		t.Fatalf("build-deb.sh made %v", debs)
 	}
 	return debs[0]
+}
+
+// policiesScript prints each placement policy's plan for the multi-queue
+// NIC as JSON, applies per-queue and reads back what the kernel shows for
+// every queue IRQ right after the write: the mask, and the CPU the IRQ is
+// delivered to (x86 moves an MSI IRQ at its next interrupt, so an idle
+// queue's effective CPU may still be the old one).
+const policiesScript = `
+for p in per-queue colocate; do
+  echo "@@PLAN $p"
+  irqpilot plan --policy $p --device eth0 --json 2>/dev/null
+done
+echo "@@APPLY"
+irqpilot plan --policy per-queue --device eth0 -o /tmp/pq.yaml >/dev/null 2>&1
+irqpilot apply /tmp/pq.yaml > /tmp/apply.out 2>&1; echo "APPLY-RC $?"
+for i in $(awk '/-input\.[0-9]+$/ {sub(":","",$1); print $1}' /proc/interrupts); do
+  echo "IRQ $i $(cat /proc/irq/$i/smp_affinity_list) $(cat /proc/irq/$i/effective_affinity_list)"
+done
+echo "@@APPLY-OUT"; cat /tmp/apply.out
+`
+
+// TestLabPolicies: on the shape's real topology (the kernel's own view of
+// packages, SMT siblings and nodes, the NIC behind its node's bridge)
+// per-queue gives each queue IRQ its own physical core on the NIC's node,
+// SMT siblings only after every core has one, and leaves the application
+// more than half of the CPUs; colocate keeps the NIC's work on its node;
+// the kernel takes every mask.
+func TestLabPolicies(t *testing.T) {
+	needLab(t)
+	for _, s := range labShapes(t) {
+		t.Run(s.Name, func(t *testing.T) {
+			r, err := Run(context.Background(), Options{Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: policiesScript})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s ran in %s:\n%s", s.Name, r.Elapsed.Round(100e6), r.Output)
+			nic := s.NICs[0]
+			first, last := s.NodeCPUs(nic.Node)
+			node := map[int]bool{}
+			for c := first; c <= last; c++ {
+				node[c] = true
+			}
+			// QEMU numbers threads within a core consecutively.
+			core := func(c int) int { return c / s.Threads }
+			plans := map[string]*plan.Plan{}
+			for _, p := range []string{"per-queue", "colocate"} {
+				js := section(r.Output, "@@PLAN "+p)
+				var wrap struct {
+					Plan plan.Plan `json:"plan"`
+				}
+				if err := json.Unmarshal([]byte(js), &wrap); err != nil {
+					t.Fatalf("%s plan: %v\n%s", p, err, js)
+				}
+				pl := &wrap.Plan
+				plans[p] = pl
+				cpus := map[int]bool{}
+				cores := map[int]bool{}
+				for _, e := range pl.IRQs {
+					for _, c := range e.CPUs.CPUs() {
+						if !node[c] {
+							t.Errorf("%s: IRQ %v on CPU %d, off the NIC's node %d (%d-%d)", p, e.IRQ, c, nic.Node, first, last)
+						}
+						cpus[c] = true
+						cores[core(c)] = true
+					}
+				}
+				if len(cpus) == 0 {
+					t.Fatalf("%s placed no queue IRQ", p)
+				}
+				// SMT siblings only once every physical core of the node has an IRQ.
+				physical := (last - first + 1) / s.Threads
+				if len(cores) < min(physical, len(cpus)) {
+					t.Errorf("%s: queue IRQs on CPUs %v use %d cores of the node's %d", p, keys(cpus), len(cores), physical)
+				}
+				t.Logf("%s: queue IRQ CPUs %v, app_cpus %v", p, keys(cpus), pl.AppCPUs)
+			}
+			if a := plans["per-queue"].AppCPUs; a == nil || 2*len(a.CPUs()) < s.CPUs() {
+				t.Errorf("per-queue leaves the application %v of %d CPUs", a, s.CPUs())
+			}
+			if got := field(r.Output, "APPLY-RC"); got != "0" {
+				t.Errorf("apply per-queue: rc %s\n%s", got, section(r.Output, "@@APPLY-OUT"))
+			}
+			pending := 0
+			for _, l := range strings.Split(r.Output, "\n") {
+				f := strings.Fields(l)
+				if len(f) == 4 && f[0] == "IRQ" {
+					if f[2] != f[3] && !strings.Contains(","+f[2]+",", ","+f[3]+",") {
+						pending++
+					}
+				}
+			}
+			t.Logf("queue IRQs whose delivery CPU was not yet in the new mask right after the write: %d", pending)
+		})
+	}
+}
+
+func keys(m map[int]bool) []int {
+	var k []int
+	for c := range m {
+		k = append(k, c)
+	}
+	sort.Ints(k)
+	return k
+}
+
+// section returns the output between a marker line and the next "@@" line.
+func section(out, marker string) string {
+	i := strings.Index(out, marker+"\n")
+	if i < 0 {
+		return ""
+	}
+	rest := out[i+len(marker)+1:]
+	if j := strings.Index(rest, "@@"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
 }
