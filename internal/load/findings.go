@@ -46,6 +46,9 @@ type Finding struct {
 	Why string `json:"why"`
 	// Fix is the policy or command that addresses it.
 	Fix string `json:"fix"`
+	// Moves are the moves of work onto CPUs the fix proposes, each with
+	// its prediction; every target had the headroom for it when measured.
+	Moves []Move `json:"moves,omitempty"`
 
 	// appThreads are app-on-irq-cpu's per-thread evidence (reconcile
 	// carries them into the interrupt-bound finding it merges into).
@@ -248,7 +251,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 			}
 			names = append(names, fmt.Sprint(x.irq))
 		}
-		f.Fix = interruptBoundFix(h, l, c, names)
+		f.Fix, f.Moves = interruptBoundFix(h, l, c, names)
 		out = append(out, f)
 	}
 	return out
@@ -324,13 +327,13 @@ func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
 			continue
 		}
 		evs = append(evs, ev(fmt.Sprintf("CPU%d %%irq+%%soft", cpu), busy, "%"))
-		fix := queueSpreadFix(h, l, n, cpu, busy)
+		fix, moves := queueSpreadFix(h, l, n, cpu, busy)
 		f := Finding{
 			ID: IDNICOneCPU, Severity: Warning, CPUs: []int{cpu},
 			Summary:  fmt.Sprintf("All %d queue IRQs of %s landed on CPU%d (%.0f interrupts/s)", len(irqs), n.Name, cpu, total),
 			Evidence: append(evs, ev(n.Name+" queue IRQs", float64(len(irqs)), "irqs")),
 			Why:      "The NIC spreads packets over several queues so that several CPUs can take them; with every queue's IRQ on one CPU that CPU does all the work.",
-			Fix:      fix,
+			Fix:      fix, Moves: moves,
 		}
 		if rpsOn(n) {
 			f.Severity = Info
@@ -399,22 +402,23 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				ev("busiest queue-IRQ CPU %irq+%soft", busy, "%"),
 			},
 			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (RPS/RFS on a single-queue NIC: one queue, CPU0 52.8% softirq).",
-			Fix: rpsFix(h, l, n, cpus, ncpu),
 		})
+		out[len(out)-1].Fix, out[len(out)-1].Moves = rpsFix(h, l, n, cpus, ncpu)
 	}
 	return out
 }
 
 // queueSpreadFix spreads n's queue IRQs, all on cpu (cost percent of
 // interrupt time), over cpu and the CPUs with room for a queue's share.
-func queueSpreadFix(h *host.Host, l *Load, n *host.NIC, cpu int, cost float64) string {
+func queueSpreadFix(h *host.Host, l *Load, n *host.NIC, cpu int, cost float64) (string, []Move) {
 	irqs := nicIRQsOn(h, l, n, cpu)
 	others := otherCPUs(h, l, cpu)
 	b := newBudget(l)
 	set, ps := b.spreadAtMost(others, cost, true, len(irqs)-1)
 	if set.IsEmpty() {
-		return b.noRoom(others, fmt.Sprintf("a share of CPU%d's interrupt work", cpu), cost/2) + " What would help instead: more CPUs, or fewer interrupts (coalescing, interrupt deferral)."
+		return b.noRoom(others, fmt.Sprintf("a share of CPU%d's interrupt work", cpu), cost/2) + " What would help instead: more CPUs, or fewer interrupts (coalescing, interrupt deferral).", nil
 	}
+	b.record(n.Name+" queue IRQs", 0, cpu, ps)
 	targets := append([]int{cpu}, set.CPUs()...)
 	var cmds []string
 	for k, q := range irqs {
@@ -424,12 +428,12 @@ func queueSpreadFix(h *host.Host, l *Load, n *host.NIC, cpu int, cost float64) s
 	if set.Equal(others) {
 		fix += fmt.Sprintf(" (or plan it, NUMA-local: %s)", planApply("per-queue", n.Name))
 	}
-	return fix + "."
+	return fix + ".", b.moves
 }
 
 // rpsFix turns RPS on for n, whose queue IRQs land on cpus, over those CPUs
 // and the others with room for a share of their receive work.
-func rpsFix(h *host.Host, l *Load, n *host.NIC, cpus cpuset.Set, ncpu int) string {
+func rpsFix(h *host.Host, l *Load, n *host.NIC, cpus cpuset.Set, ncpu int) (string, []Move) {
 	all := h.Topology.Online
 	if all.IsEmpty() {
 		all = cpuset.Range(0, ncpu-1)
@@ -444,14 +448,19 @@ func rpsFix(h *host.Host, l *Load, n *host.NIC, cpus cpuset.Set, ncpu int) strin
 	others := all.Difference(cpus)
 	set, ps := b.spread(others, soft, true)
 	if set.IsEmpty() {
-		return b.noRoom(others, n.Name+"'s receive work", soft) + " RPS would only add inter-processor interrupts. What would help instead: more queues (`ethtool -L " + n.Name + " combined N`) or more CPUs."
+		return b.noRoom(others, n.Name+"'s receive work", soft) + " RPS would only add inter-processor interrupts. What would help instead: more queues (`ethtool -L " + n.Name + " combined N`) or more CPUs.", nil
 	}
+	from := -1
+	if !cpus.IsEmpty() {
+		from = cpus.Min()
+	}
+	b.record(n.Name+" receive work (RPS)", 0, from, ps)
 	mask := cpus.Union(set)
 	fix := fmt.Sprintf("Enable RPS/RFS on %s's rx queues over CPUs %s, which have the time (%s): `echo %s > /sys/class/net/%s/queues/rx-N/rps_cpus` for each queue", n.Name, mask, predictions(ps), mask.Mask(0), n.Name)
 	if set.Equal(others) {
 		fix += fmt.Sprintf(" (or plan it: %s)", planApply("rps-spread", n.Name))
 	}
-	return fix + "."
+	return fix + ".", b.moves
 }
 
 // spareCPUs names the CPUs that could take receive work: "onto CPUs with
@@ -577,6 +586,7 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 				local = nd.CPUs
 			}
 		}
+		var moves []Move
 		fix := fmt.Sprintf("Move it to node %d's CPUs (%s) that have spare time; doctor measures that on the live machine (`irqpilot doctor`).", node, local)
 		if l != nil {
 			// Its interrupt time moves whole: the share of each serving
@@ -591,6 +601,8 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 			}
 			b := newBudget(l)
 			if set, ps := b.eachFits(local.Difference(served), share); !set.IsEmpty() {
+				b.record(irqLabel(h, q.Number), 0, served.Min(), ps)
+				moves = b.moves
 				fix = fmt.Sprintf("`echo %s > /proc/irq/%d/smp_affinity_list` (%s)", set, q.Number, predictions(ps))
 				if set.Equal(local) {
 					fix += ", or `irqpilot plan --policy per-queue` (NUMA-local placement)"
@@ -608,7 +620,7 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 				ev(irqLabel(h, q.Number)+" rate", rate, "/s"),
 			},
 			Why: "The device writes packets and completions into memory on its own node; handling them on another node adds cross-node memory traffic to every interrupt (" + strings.Join(nodes, ", ") + ").",
-			Fix: fix,
+			Fix: fix, Moves: moves,
 		})
 	}
 	return out
@@ -665,7 +677,8 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 			evs = append(evs, ev(fmt.Sprintf("CPU%d spare time (up to %.0f%% busy)", o, HeadroomBusyMaxPct), hr.Spare, "%"))
 		}
 	}
-	sentences, commands := appMoves(h, l, newBudget(l), c.ID, pids)
+	b := newBudget(l)
+	sentences, commands := appMoves(h, l, b, c.ID, pids)
 	fix := strings.Join(sentences, " ")
 	if len(commands) > 0 {
 		fix += " Unless one worker per queue shares its queue's core on purpose (`--policy colocate`)."
@@ -678,7 +691,7 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 			c.ID, c.IRQTime(), strings.Join(names, ", ")),
 		Evidence: evs,
 		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (Intel IRQ+process affinity study, one worker per queue), both lose.",
-		Fix:      fix,
+		Fix:      fix, Moves: b.moves,
 	}}
 }
 

@@ -67,7 +67,7 @@ func planApply(policy, dev string) string {
 // onto the other CPUs that have the headroom for it, with the prediction;
 // then the application on that CPU, when it is the traffic's consumer and
 // there is room left for it.
-func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) string {
+func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) (string, []Move) {
 	b := newBudget(l)
 	others := otherCPUs(h, l, c.ID)
 	var nic string
@@ -95,6 +95,7 @@ func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) string 
 				fix = b.noRoom(others, fmt.Sprintf("CPU%d's interrupt work", c.ID), cost) + help
 				break
 			}
+			b.record(nic+" queue IRQs", 0, c.ID, ps)
 			targets := append([]int{c.ID}, set.CPUs()...)
 			var cmds []string
 			for k, q := range queueIRQs {
@@ -114,6 +115,7 @@ func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) string 
 				fix = b.noRoom(others, fmt.Sprintf("CPU%d's receive work", c.ID), c.SoftIRQ) + help
 				break
 			}
+			b.record(nic+" receive work (RPS)", 0, c.ID, ps)
 			fix = fmt.Sprintf("Spread %s's receive work with RPS/RFS onto CPUs %s, which have the time (%s): `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`",
 				nic, set, predictions(ps), set.Mask(0), nic)
 			if set.Equal(others) {
@@ -127,6 +129,7 @@ func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) string 
 			fix = b.noRoom(others, fmt.Sprintf("CPU%d's receive work", c.ID), c.SoftIRQ) + help
 			break
 		}
+		b.record("receive work (RPS)", 0, c.ID, ps)
 		fix = fmt.Sprintf("Spread receive processing onto CPUs %s, which have the time (%s): enable RPS/RFS on the receiving NIC's rx queues with `echo %s > /sys/class/net/NIC/queues/rx-N/rps_cpus` (`irqpilot inventory` lists the NICs).", set, predictions(ps), set.Mask(0))
 	default:
 		// The busiest IRQ moves whole: its share of the interrupt time
@@ -148,6 +151,11 @@ func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) string 
 			fix = b.noRoom(others, what, share) + " What would help instead: more CPUs, or fewer interrupts (coalescing, interrupt deferral)."
 			break
 		}
+		what := fmt.Sprintf("CPU%d's busiest IRQ", c.ID)
+		if len(irqs) > 0 {
+			what = "irq " + irqs[0]
+		}
+		b.record(what, 0, c.ID, ps)
 		fix = fmt.Sprintf("Move some of the IRQs off CPU%d onto CPUs %s, which have the time (%s)", c.ID, set, predictions(ps))
 		if len(irqs) > 0 {
 			fix += fmt.Sprintf(": `echo %s > /proc/irq/%s/smp_affinity_list`", set, irqs[0])
@@ -163,7 +171,7 @@ func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) string 
 		sentences, _ := appMoves(h, l, b, c.ID, pids)
 		fix += " Then the application on CPU" + fmt.Sprint(c.ID) + ": " + strings.Join(sentences, " ")
 	}
-	return fix
+	return fix, b.moves
 }
 
 // nicIRQsOn are n's queue IRQs that fired on cpu, busiest first.

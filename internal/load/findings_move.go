@@ -19,17 +19,30 @@ import (
 // listening socket): a busy thread beside the interrupts may just as well
 // be the load generator.
 
-// prediction is one CPU's busy time before and after the work a fix moves.
-type prediction struct {
-	cpu           int
-	before, after float64
+// Prediction is one CPU's measured busy time and its predicted busy time
+// after the work a fix moves onto it.
+type Prediction struct {
+	CPU   int     `json:"cpu"`
+	Busy  float64 `json:"busy_pct"`
+	After float64 `json:"after_pct"`
 }
 
-func (p prediction) String() string {
-	return fmt.Sprintf("CPU %d %.0f%% busy → %.0f%% after", p.cpu, p.before, p.after)
+func (p Prediction) String() string {
+	return fmt.Sprintf("CPU %d %.0f%% busy → %.0f%% after", p.CPU, p.Busy, p.After)
 }
 
-func predictions(ps []prediction) string {
+// Move is one move of work onto CPUs that a fix proposes (doctor --json):
+// what moves, from which CPU, and the prediction for each CPU it goes to.
+type Move struct {
+	// What moves: "memcached (pid 123)", "irq 40", "eth1 receive work (RPS)".
+	What string `json:"what"`
+	// PID is the process moved (application moves only).
+	PID  int          `json:"pid,omitempty"`
+	From int          `json:"from_cpu"`
+	To   []Prediction `json:"to"`
+}
+
+func predictions(ps []Prediction) string {
 	s := make([]string, len(ps))
 	for i, p := range ps {
 		s[i] = p.String()
@@ -42,6 +55,12 @@ func predictions(ps []prediction) string {
 type budget struct {
 	l     *Load
 	added map[int]float64
+	moves []Move
+}
+
+// record notes a move the fix proposes.
+func (b *budget) record(what string, pid, from int, ps []Prediction) {
+	b.moves = append(b.moves, Move{What: what, PID: pid, From: from, To: ps})
 }
 
 func newBudget(l *Load) *budget { return &budget{l: l, added: map[int]float64{}} }
@@ -73,12 +92,12 @@ func (b *budget) roomy(set cpuset.Set) []Headroom {
 // one share too (queue IRQs spread over it and the targets). It drops the
 // CPU with the least room until every share fits, and commits the shares to
 // the budget. No CPUs when none can take a share.
-func (b *budget) spread(targets cpuset.Set, total float64, keep bool) (cpuset.Set, []prediction) {
+func (b *budget) spread(targets cpuset.Set, total float64, keep bool) (cpuset.Set, []Prediction) {
 	return b.spreadAtMost(targets, total, keep, targets.Len())
 }
 
 // spreadAtMost is spread over at most n CPUs (n queues to spread).
-func (b *budget) spreadAtMost(targets cpuset.Set, total float64, keep bool, n int) (cpuset.Set, []prediction) {
+func (b *budget) spreadAtMost(targets cpuset.Set, total float64, keep bool, n int) (cpuset.Set, []Prediction) {
 	cand := b.roomy(targets)
 	if len(cand) > n {
 		cand = cand[:n]
@@ -100,14 +119,14 @@ func (b *budget) spreadAtMost(targets cpuset.Set, total float64, keep bool, n in
 			continue
 		}
 		var set cpuset.Set
-		var ps []prediction
+		var ps []Prediction
 		for _, h := range cand[:k] {
 			after, _ := h.Fits(share)
 			set = set.Add(h.CPU)
-			ps = append(ps, prediction{h.CPU, h.Busy, after})
+			ps = append(ps, Prediction{h.CPU, h.Busy, after})
 			b.added[h.CPU] += share
 		}
-		sort.Slice(ps, func(i, j int) bool { return ps[i].cpu < ps[j].cpu })
+		sort.Slice(ps, func(i, j int) bool { return ps[i].CPU < ps[j].CPU })
 		return set, ps
 	}
 	return cpuset.Set{}, nil
@@ -116,7 +135,7 @@ func (b *budget) spreadAtMost(targets cpuset.Set, total float64, keep bool, n in
 // place packs threads (percent of a CPU each; a thread runs on one CPU at
 // a time) onto targets, busiest first onto the CPU with the most room left.
 // ok is false, and nothing is committed, when one does not fit anywhere.
-func (b *budget) place(targets cpuset.Set, threads []float64) (cpuset.Set, []prediction, bool) {
+func (b *budget) place(targets cpuset.Set, threads []float64) (cpuset.Set, []Prediction, bool) {
 	ths := slices.Clone(threads)
 	sort.Sort(sort.Reverse(sort.Float64Slice(ths)))
 	trial := map[int]float64{}
@@ -139,13 +158,13 @@ func (b *budget) place(targets cpuset.Set, threads []float64) (cpuset.Set, []pre
 		trial[best] += w
 	}
 	var set cpuset.Set
-	var ps []prediction
+	var ps []Prediction
 	for c, w := range trial {
 		set = set.Add(c)
-		ps = append(ps, prediction{c, before[c], before[c] + w})
+		ps = append(ps, Prediction{c, before[c], before[c] + w})
 		b.added[c] += w
 	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].cpu < ps[j].cpu })
+	sort.Slice(ps, func(i, j int) bool { return ps[i].CPU < ps[j].CPU })
 	return set, ps, true
 }
 
@@ -153,19 +172,19 @@ func (b *budget) place(targets cpuset.Set, threads []float64) (cpuset.Set, []pre
 // (one IRQ: the kernel delivers it to one CPU of its affinity list), with
 // their predictions. The work is committed to each, to stay on the safe
 // side for moves planned after it.
-func (b *budget) eachFits(targets cpuset.Set, work float64) (cpuset.Set, []prediction) {
+func (b *budget) eachFits(targets cpuset.Set, work float64) (cpuset.Set, []Prediction) {
 	var set cpuset.Set
-	var ps []prediction
+	var ps []Prediction
 	for _, h := range b.roomy(targets) {
 		if after, ok := h.Fits(work); ok {
 			set = set.Add(h.CPU)
-			ps = append(ps, prediction{h.CPU, h.Busy, after})
+			ps = append(ps, Prediction{h.CPU, h.Busy, after})
 		}
 	}
 	for _, p := range ps {
-		b.added[p.cpu] += work
+		b.added[p.CPU] += work
 	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].cpu < ps[j].cpu })
+	sort.Slice(ps, func(i, j int) bool { return ps[i].CPU < ps[j].CPU })
 	return set, ps
 }
 
@@ -236,6 +255,8 @@ func consumerWhy(o *kernel.SocketOwner) string {
 func appMoves(h *host.Host, l *Load, b *budget, cpu int, pids []int) (sentences, commands []string) {
 	others := otherCPUs(h, l, cpu)
 	for _, pid := range pids {
+		// The process's name: its main thread's (threads may rename
+		// themselves), else its busiest thread's (Tasks is busiest first).
 		comm := ""
 		var threads []float64
 		var total float64
@@ -243,7 +264,9 @@ func appMoves(h *host.Host, l *Load, b *budget, cpu int, pids []int) (sentences,
 			if t.PID != pid || t.Kernel {
 				continue
 			}
-			comm = t.Comm
+			if comm == "" || t.TID == pid {
+				comm = t.Comm
+			}
 			// taskset -a moves every thread of the process onto the
 			// targets: the work moved is the busy time of those not
 			// already running on one of the other CPUs.
@@ -267,6 +290,7 @@ func appMoves(h *host.Host, l *Load, b *budget, cpu int, pids []int) (sentences,
 				consumerWhy(o), b.noRoom(others, comm+"'s threads", total)))
 			continue
 		}
+		b.record(fmt.Sprintf("%s (pid %d)", comm, pid), pid, cpu, ps)
 		cmd := fmt.Sprintf("`taskset -apc %s %d`", set, pid)
 		commands = append(commands, cmd)
 		sentences = append(sentences, fmt.Sprintf("%s. Move it off CPU%d: %s (%s).", consumerWhy(o), cpu, cmd, predictions(ps)))

@@ -226,15 +226,15 @@ func napiThreadShared(h *host.Host, l *Load) []Finding {
 			Summary:  fmt.Sprintf("A NAPI thread and the application share saturated CPU%d (%.0f%% idle): %s", cpu, c.Idle, strings.Join(names, ", ")),
 			Evidence: evs,
 			Why:      "The NAPI thread produces the packets the application consumes; on one saturated CPU each waits for the other's time slice, so receive latency grows with the application's load.",
-			Fix:      napiMoveFix(h, l, cpu, napi),
 		})
+		out[len(out)-1].Fix, out[len(out)-1].Moves = napiMoveFix(h, l, cpu, napi)
 	}
 	return out
 }
 
 // napiMoveFix places the NAPI threads beside the consumer, onto CPUs with
 // room for them.
-func napiMoveFix(h *host.Host, l *Load, cpu int, napi []TaskLoad) string {
+func napiMoveFix(h *host.Host, l *Load, cpu int, napi []TaskLoad) (string, []Move) {
 	var works []float64
 	var total float64
 	for _, t := range napi {
@@ -245,11 +245,12 @@ func napiMoveFix(h *host.Host, l *Load, cpu int, napi []TaskLoad) string {
 	b := newBudget(l)
 	set, ps, ok := b.place(others, works)
 	if !ok {
-		return b.noRoom(others, "the NAPI threads", total) + " What would help instead: more CPUs, or less receive work per packet (interrupt deferral, GRO)."
+		return b.noRoom(others, "the NAPI threads", total) + " What would help instead: more CPUs, or less receive work per packet (interrupt deferral, GRO).", nil
 	}
+	b.record("NAPI threads", 0, cpu, ps)
 	fix := fmt.Sprintf("Place the NAPI threads beside the consumer, not on it, onto CPUs %s, which have the time (%s): a plan `napi:` entry with `cpus: %s`", set, predictions(ps), set)
 	if set.Equal(others) {
 		fix += fmt.Sprintf(", or `irqpilot plan --policy latency --app-cpus %d` (NAPI threads on its SMT sibling or L3 neighbours)", cpu)
 	}
-	return fix + "."
+	return fix + ".", b.moves
 }
