@@ -92,7 +92,7 @@ func TestFixesOnSaturatedCaptureMoveNothing(t *testing.T) {
 		t.Fatalf("app-on-irq-cpu: %+v", fs)
 	}
 	for _, want := range []string{
-		"memcached (pid 25237) reads the traffic of hjv1: it owns the listening socket on tcp 10.214.7.2:11211 (32 connections), but it stays: No other CPU has the spare time",
+		"memcached (pid 25237) reads the traffic of hjv1: it owns the listening socket on tcp 10.214.7.2:11211 (32 connections). It stays: no other CPU has the spare time for memcached's threads",
 		"CPU 1 100% busy, 0% spare",
 		"memcaslap (pid 25560) stays: it serves no listening socket",
 	} {

@@ -202,6 +202,13 @@ func (b *budget) noRoom(targets cpuset.Set, what string, pct float64) string {
 		what, pct, strings.Join(hs, ", "), HeadroomBusyMaxPct)
 }
 
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
 // SetConsumers records which processes consume network traffic: of the
 // socket owners (kernel.FS.SocketOwners, read on the live machine), those
 // that serve connections or a UDP service port. Without it (captured
@@ -284,10 +291,11 @@ func appMoves(h *host.Host, l *Load, b *budget, cpu int, pids []int) (sentences,
 			sentences = append(sentences, fmt.Sprintf("%s (pid %d) stays: it serves no listening socket, so it is not the consumer of the traffic here (a client or load generator), and moving it would not separate the traffic from its reader.", comm, pid))
 			continue
 		}
+		comm = o.Comm
 		set, ps, ok := b.place(others, threads)
 		if !ok {
-			sentences = append(sentences, fmt.Sprintf("%s, but it stays: %s What would help instead: more CPUs, fewer of its threads, or the interrupt work spread over more queues.",
-				consumerWhy(o), b.noRoom(others, comm+"'s threads", total)))
+			sentences = append(sentences, fmt.Sprintf("%s. It stays: %s What would help instead: more CPUs, fewer of its threads, or the interrupt work spread over more queues.",
+				consumerWhy(o), lowerFirst(b.noRoom(others, comm+"'s threads", total))))
 			continue
 		}
 		b.record(fmt.Sprintf("%s (pid %d)", comm, pid), pid, cpu, ps)
