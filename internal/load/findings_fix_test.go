@@ -67,6 +67,20 @@ func TestInterruptBoundFixNamesDeviceAndReconciles(t *testing.T) {
 	if !strings.Contains(fs[0].Summary, "nginx[100]") {
 		t.Errorf("summary does not name the application: %q", fs[0].Summary)
 	}
+	// A server of another device's traffic is not this traffic's
+	// consumer: it stays, and the fix says why.
+	l.SetConsumers([]kernel.SocketOwner{
+		{PID: 100, Comm: "nginx", Listening: []kernel.ListenSocket{{Proto: "tcp", Addr: netip.MustParseAddrPort("10.9.0.1:80"), Accepted: 3}}, Devices: []string{"eth9"}},
+	})
+	fs = find(Diagnose(h, l), IDInterruptBound)
+	if len(fs) != 1 || strings.Contains(fs[0].Fix, "taskset") || !strings.Contains(fs[0].Fix, "nginx (pid 100) stays: it serves the traffic of eth9, not of eth1, whose interrupts land on CPU0.") {
+		t.Errorf("server of another device moved or unexplained: %+v", fs)
+	}
+	for _, m := range fs[0].Moves {
+		if m.PID != 0 {
+			t.Errorf("move of a process: %+v", m)
+		}
+	}
 }
 
 // A thread uses at most one CPU: skewed tick reads over a short interval

@@ -202,6 +202,17 @@ func (b *budget) noRoom(targets cpuset.Set, what string, pct float64) string {
 		what, pct, strings.Join(hs, ", "), HeadroomBusyMaxPct)
 }
 
+// cpuNICs are the network devices whose IRQs fired on cpu, busiest first.
+func cpuNICs(h *host.Host, l *Load, cpu int) []string {
+	var out []string
+	for _, d := range cpuDevices(h, l, cpu) {
+		if isNIC(h, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func lowerFirst(s string) string {
 	if s == "" {
 		return s
@@ -292,6 +303,11 @@ func appMoves(h *host.Host, l *Load, b *budget, cpu int, pids []int) (sentences,
 			continue
 		}
 		comm = o.Comm
+		if nics := cpuNICs(h, l, cpu); len(nics) > 0 && len(o.Devices) > 0 && !slices.ContainsFunc(o.Devices, func(d string) bool { return slices.Contains(nics, d) }) {
+			sentences = append(sentences, fmt.Sprintf("%s (pid %d) stays: it serves the traffic of %s, not of %s, whose interrupts land on CPU%d.",
+				comm, pid, strings.Join(o.Devices, ", "), strings.Join(nics, ", "), cpu))
+			continue
+		}
 		set, ps, ok := b.place(others, threads)
 		if !ok {
 			sentences = append(sentences, fmt.Sprintf("%s. It stays: %s What would help instead: more CPUs, fewer of its threads, or the interrupt work spread over more queues.",
