@@ -106,7 +106,14 @@ func interruptBoundFix(h *host.Host, l *Load, c *CPULoad, irqs []string) (string
 			if set.Equal(others) {
 				fix += fmt.Sprintf(" (or plan it: %s)", planApply("per-queue", nic))
 			}
-			fix += fmt.Sprintf("; or keep the IRQs and spread the protocol work with RPS onto CPUs %s: `echo %s > /sys/class/net/%s/queues/rx-N/rps_cpus` for each queue.", set, set.Mask(0), nic)
+			// The alternative, judged on its own: RPS moves the protocol
+			// part (softirq) off this CPU entirely.
+			alt := newBudget(l)
+			if rs, rps := alt.spread(others, c.SoftIRQ, false); !rs.IsEmpty() {
+				b.record(nic+" receive work (RPS, instead of the IRQ moves)", 0, c.ID, rps)
+				fix += fmt.Sprintf("; or keep the IRQs and spread the protocol work with RPS onto CPUs %s (%s): `echo %s > /sys/class/net/%s/queues/rx-N/rps_cpus` for each queue", rs, predictions(rps), rs.Mask(0), nic)
+			}
+			fix += "."
 		} else {
 			// RPS moves the protocol part (softirq) to the targets; the
 			// queue's interrupt and poll stay here.

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -189,5 +190,29 @@ func TestSpreadFixesRespectHeadroom(t *testing.T) {
 	}
 	if cpus, _ := fixTargets(t, one[0].Fix); !cpus.IsEmpty() {
 		t.Errorf("saturated fix targets %v: %q", cpus, one[0].Fix)
+	}
+}
+
+// An interrupt-bound CPU with a 2-queue NIC: the IRQ spread and the RPS
+// alternative are judged each on its own. CPU1 (50 % busy) can take one
+// queue's half of CPU0's 60 % (→ 80 %), but not all of its 50 % softirq,
+// so the fix moves a queue IRQ and offers no RPS.
+func TestInterruptBoundAlternativesJudgedApart(t *testing.T) {
+	c := craft(2).cpu(0, 20, 15, 10, 50, 5).cpu(1, 30, 20, 0, 0, 50)
+	c.softirq("NET_RX", 0, 40000).irq(40, 9000, 0).irq(41, 8000, 0)
+	h := nicHost(2, 2, "")
+	l := c.load(t)
+	fs := Diagnose(h, l)
+	checkHeadroom(t, l, fs)
+	ib := find(fs, IDInterruptBound)
+	if len(ib) != 1 {
+		t.Fatalf("interrupt-bound: %+v", fs)
+	}
+	f := ib[0]
+	if !strings.Contains(f.Fix, "`echo 0 > /proc/irq/40/smp_affinity_list`, `echo 1 > /proc/irq/41/smp_affinity_list`") || strings.Contains(f.Fix, "rps_cpus") {
+		t.Errorf("fix %q", f.Fix)
+	}
+	if len(f.Moves) != 1 || f.Moves[0].To[0].CPU != 1 || math.Abs(f.Moves[0].To[0].After-HeadroomBusyMaxPct) > 1e-6 {
+		t.Errorf("moves %+v", f.Moves)
 	}
 }

@@ -136,6 +136,9 @@ func (b *budget) spreadAtMost(targets cpuset.Set, total float64, keep bool, n in
 // a time) onto targets, busiest first onto the CPU with the most room left.
 // ok is false, and nothing is committed, when one does not fit anywhere.
 func (b *budget) place(targets cpuset.Set, threads []float64) (cpuset.Set, []Prediction, bool) {
+	if len(threads) == 0 {
+		return cpuset.Set{}, nil, false
+	}
 	ths := slices.Clone(threads)
 	sort.Sort(sort.Reverse(sort.Float64Slice(ths)))
 	trial := map[int]float64{}
