@@ -527,7 +527,7 @@ func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
 			ev("function-call IPIs (CAL) all CPUs", cal, "/s"),
 		},
 		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (ClustrixDB core-0 write-up: on bare metal RPS only tied irqbalance).",
-		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`); measure with `irqpilot bench`.",
+		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`) " + spareCPUs(h, l) + "; measure with `irqpilot bench`.",
 	}
 	for _, s := range l.Softnet {
 		if s.ReceivedRPS > 0 {
@@ -681,7 +681,7 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	sentences, commands := appMoves(h, l, b, c.ID, pids)
 	fix := strings.Join(sentences, " ")
 	if len(commands) > 0 {
-		fix += " Unless one worker per queue shares its queue's core on purpose (`--policy colocate`)."
+		fix += " Leave it where it is if one worker per queue shares its queue's core on purpose (`--policy colocate`)."
 	}
 	fix += fmt.Sprintf(" Threads used %.0f%% of CPU%d.", busy, c.ID)
 	return []Finding{{

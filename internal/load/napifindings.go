@@ -111,7 +111,7 @@ func napiBudget(h *host.Host, l *Load) []Finding {
 		}
 		fix := "Give NAPI more room per run (`sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000`), or spread it (more queues, RPS) " + spareCPUs(h, l) + "."
 		if !threaded {
-			fix = "Run NAPI in its own threads (plan `napi: [{device: DEV, threaded: true, cpus: …}]`, or `irqpilot plan --policy latency --app-cpus …`): a NAPI thread is scheduled like any thread instead of giving up after netdev_budget; or raise net.core.netdev_budget(_usecs)."
+			fix = "Run NAPI in its own threads (plan `napi: [{device: DEV, threaded: true, cpus: …}]`, or `irqpilot plan --policy latency --app-cpus …`), " + spareCPUs(h, l) + ": a NAPI thread is scheduled like any thread instead of giving up after netdev_budget; or raise net.core.netdev_budget(_usecs)."
 		}
 		out = append(out, Finding{
 			ID: IDNAPIBudget, Severity: Warning, CPUs: []int{s.CPU},
