@@ -40,6 +40,13 @@ apart, and explains what it finds: each finding with an id, a severity
 (info, warning, critical), the CPUs involved, the evidence numbers, why it
 matters and the policy or command that fixes it.
 
+A fix moves work (threads, IRQs, RPS) only onto CPUs with measured spare
+time (the %spare column: what a CPU can take before it is 80% busy) and
+prints the prediction; where no CPU has it, the fix says what would help
+instead. It moves a process only when that process serves the traffic (it
+owns a listening socket the traffic arrives on, in any network namespace),
+never a load generator beside it.
+
 On captured state, doctor needs two samples: --root DIR (or --snapshot FILE)
 is the first and --after DIR|FILE.tar.gz the second; the interval is the
 difference of the two captures' /proc/uptime. The host model is read from
