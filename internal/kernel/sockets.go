@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,11 +65,17 @@ func (o *SocketOwner) Serves() bool {
 
 // SocketOwners lists the processes that own listening sockets, in every
 // network namespace a process of the machine lives in, by ascending PID.
-// Only on the live machine (a snapshot holds no sockets); namespaces that
-// cannot be entered (not root) are left out.
+// Only on the live machine (a snapshot holds no sockets) and as root (other
+// users' descriptors are unreadable); namespaces that cannot be entered are
+// left out.
 func (f *FS) SocketOwners() ([]SocketOwner, error) {
 	if !f.IsLive() {
 		return nil, errors.New("sockets: only on the live machine")
+	}
+	if os.Geteuid() != 0 {
+		// Other users' /proc/PID/fd cannot be read: a server would look
+		// like a process with no socket.
+		return nil, errors.New("sockets: the owners of other users' sockets are known only to root")
 	}
 	pfs, err := procfs.NewFS(f.Path("proc"))
 	if err != nil {
