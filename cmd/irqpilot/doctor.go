@@ -23,6 +23,11 @@ type doctorOptions struct {
 	probeManaged bool
 	cost         string
 	costNote     string // what interrupt cost was used, set by samples
+	// owners are the socket owners read with the second live sample
+	// (ownersRead), to tell the traffic's consumer from a load generator.
+	owners     []kernel.SocketOwner
+	ownersRead bool
+	ownersErr  error
 }
 
 func newDoctorCmd(g *globalFlags) *cobra.Command {
@@ -34,6 +39,13 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 apart, and explains what it finds: each finding with an id, a severity
 (info, warning, critical), the CPUs involved, the evidence numbers, why it
 matters and the policy or command that fixes it.
+
+A fix moves work (threads, IRQs, RPS) only onto CPUs with measured spare
+time (the %spare column: what a CPU can take before it is 80% busy) and
+prints the prediction; where no CPU has it, the fix says what would help
+instead. It moves a process only when that process serves the traffic (it
+owns a listening socket the traffic arrives on, in any network namespace),
+never a load generator beside it.
 
 On captured state, doctor needs two samples: --root DIR (or --snapshot FILE)
 is the first and --after DIR|FILE.tar.gz the second; the interval is the
@@ -67,6 +79,12 @@ type doctorReport struct {
 	Notes    []string       `json:"notes,omitempty"`
 	// CostSource: "bpf" (interrupt time measured) or "counts" (estimated).
 	CostSource string `json:"cost_source"`
+	// Headroom is each CPU's measured spare time: the measurement every
+	// fix that moves work onto a CPU rests on.
+	Headroom []load.Headroom `json:"headroom"`
+	// Consumers are the processes serving network traffic (live only);
+	// only they are ever moved by a fix.
+	Consumers []kernel.SocketOwner `json:"consumers,omitempty"`
 }
 
 func (o *doctorOptions) run(out io.Writer) error {
@@ -127,6 +145,10 @@ func (o *doctorOptions) samples(first *kernel.FS) (prev, cur *load.Sample, last 
 		if cur, err = s.Sample(); err != nil {
 			return nil, nil, nil, nil, err
 		}
+		// Who reads the traffic: processes serving listening sockets, in
+		// every network namespace (read-only netlink dumps).
+		o.owners, o.ownersErr = first.SocketOwners()
+		o.ownersRead = o.ownersErr == nil
 		return prev, cur, first, closeLast, nil
 	}
 	if o.after == "" {
@@ -162,10 +184,30 @@ func (o *doctorOptions) diagnose(prev, cur *load.Sample, last *kernel.FS) (*doct
 	if err != nil {
 		return nil, err
 	}
-	rep := &doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: nonNil(load.Diagnose(h, l)), CPUs: l.CPUs, Resets: l.Resets}
+	var notes []string
+	if o.ownersRead {
+		l.SetConsumers(o.owners)
+	}
+	rep := &doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: nonNil(load.Diagnose(h, l)), CPUs: l.CPUs, Resets: l.Resets, Consumers: l.Consumers}
+	for _, f := range rep.Findings {
+		if f.ID != load.IDAppOnIRQCPU && f.ID != load.IDInterruptBound {
+			continue
+		}
+		switch {
+		case o.ownersErr != nil:
+			notes = append(notes, fmt.Sprintf("which processes consume the traffic is unknown (%v): no fix moves an application", o.ownersErr))
+		case !o.ownersRead:
+			notes = append(notes, "which processes consume the traffic is read only on the live machine: no fix moves an application")
+		}
+		break
+	}
+	for _, c := range l.CPUs {
+		rep.Headroom = append(rep.Headroom, l.Headroom(c.ID))
+	}
 	for _, u := range append(prev.Unavailable, cur.Unavailable...) {
 		rep.Notes = append(rep.Notes, "unavailable: "+u)
 	}
+	rep.Notes = append(rep.Notes, notes...)
 	if len(l.Absent) > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("CPUs %v were online in only one sample; they are left out", l.Absent))
 	}
@@ -199,11 +241,16 @@ func printDoctor(w io.Writer, r *doctorReport) {
 		name = "this host"
 	}
 	fmt.Fprintf(w, "irqpilot doctor: %s, %d CPUs sampled over %.1f s\n\n", name, len(r.CPUs), r.Interval)
-	fmt.Fprintf(w, "  CPU    %%usr   %%sys   %%irq  %%soft  %%idle   NET_RX/s  IRQs/s\n")
-	for _, c := range r.CPUs {
-		fmt.Fprintf(w, "  %-4d %6.1f %6.1f %6.1f %6.1f %6.1f %10.0f %7.0f\n",
-			c.ID, c.User+c.Nice, c.System, c.IRQ, c.SoftIRQ, c.Idle, c.NetRx, c.Interrupts)
+	fmt.Fprintf(w, "  CPU    %%usr   %%sys   %%irq  %%soft  %%idle   NET_RX/s  IRQs/s  %%spare\n")
+	for i, c := range r.CPUs {
+		spare := "     -"
+		if i < len(r.Headroom) && r.Headroom[i].Measured {
+			spare = fmt.Sprintf("%6.1f", r.Headroom[i].Spare)
+		}
+		fmt.Fprintf(w, "  %-4d %6.1f %6.1f %6.1f %6.1f %6.1f %10.0f %7.0f  %s\n",
+			c.ID, c.User+c.Nice, c.System, c.IRQ, c.SoftIRQ, c.Idle, c.NetRx, c.Interrupts, spare)
 	}
+	fmt.Fprintf(w, "  (%%spare: time a CPU can take before it is %.0f%% busy; fixes move work only onto CPUs with enough of it)\n", load.HeadroomBusyMaxPct)
 	fmt.Fprintln(w)
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(w, "No findings: interrupt handling does not hold this machine back in this interval.")

@@ -46,10 +46,10 @@ type Finding struct {
 	Why string `json:"why"`
 	// Fix is the policy or command that addresses it.
 	Fix string `json:"fix"`
+	// Moves are the moves of work onto CPUs the fix proposes, each with
+	// its prediction; every target had the headroom for it when measured.
+	Moves []Move `json:"moves,omitempty"`
 
-	// appMove is app-on-irq-cpu's command that moves the threads (reconcile
-	// folds it into an interrupt-bound finding for the same CPU).
-	appMove string
 	// appThreads are app-on-irq-cpu's per-thread evidence (reconcile
 	// carries them into the interrupt-bound finding it merges into).
 	appThreads []Evidence
@@ -251,7 +251,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 			}
 			names = append(names, fmt.Sprint(x.irq))
 		}
-		f.Fix = interruptBoundFix(h, l, c, names)
+		f.Fix, f.Moves = interruptBoundFix(h, l, c, names)
 		out = append(out, f)
 	}
 	return out
@@ -327,17 +327,18 @@ func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
 			continue
 		}
 		evs = append(evs, ev(fmt.Sprintf("CPU%d %%irq+%%soft", cpu), busy, "%"))
+		fix, moves := queueSpreadFix(h, l, n, cpu, busy)
 		f := Finding{
 			ID: IDNICOneCPU, Severity: Warning, CPUs: []int{cpu},
 			Summary:  fmt.Sprintf("All %d queue IRQs of %s landed on CPU%d (%.0f interrupts/s)", len(irqs), n.Name, cpu, total),
 			Evidence: append(evs, ev(n.Name+" queue IRQs", float64(len(irqs)), "irqs")),
 			Why:      "The NIC spreads packets over several queues so that several CPUs can take them; with every queue's IRQ on one CPU that CPU does all the work.",
-			Fix:      fmt.Sprintf("Give each queue's IRQ its own core, NUMA-local to %s: %s.", n.Name, planApply("per-queue", n.Name)),
+			Fix:      fix, Moves: moves,
 		}
 		if rpsOn(n) {
 			f.Severity = Info
 			f.Summary += "; RPS is on, as in the dedicated-core layout (ClustrixDB core-0 write-up)"
-			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise " + planApply("per-queue", n.Name) + "."
+			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise: " + fix
 		}
 		out = append(out, f)
 	}
@@ -401,18 +402,82 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				ev("busiest queue-IRQ CPU %irq+%soft", busy, "%"),
 			},
 			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (RPS/RFS on a single-queue NIC: one queue, CPU0 52.8% softirq).",
-			Fix: fmt.Sprintf("Enable RPS/RFS on %s's rx queues: %s (or `echo %s > /sys/class/net/%s/queues/rx-0/rps_cpus`).", n.Name, planApply("rps-spread", n.Name), allMask(h, ncpu), n.Name),
 		})
+		out[len(out)-1].Fix, out[len(out)-1].Moves = rpsFix(h, l, n, cpus, ncpu)
 	}
 	return out
 }
 
-func allMask(h *host.Host, ncpu int) string {
-	s := h.Topology.Online
-	if s.IsEmpty() {
-		s = cpuset.Range(0, ncpu-1)
+// queueSpreadFix spreads n's queue IRQs, all on cpu (cost percent of
+// interrupt time), over cpu and the CPUs with room for a queue's share.
+func queueSpreadFix(h *host.Host, l *Load, n *host.NIC, cpu int, cost float64) (string, []Move) {
+	irqs := nicIRQsOn(h, l, n, cpu)
+	others := otherCPUs(h, l, cpu)
+	b := newBudget(l)
+	set, ps := b.spreadAtMost(others, cost, true, len(irqs)-1)
+	if set.IsEmpty() {
+		return b.noRoom(others, fmt.Sprintf("a share of CPU%d's interrupt work", cpu), cost/2) + " What would help instead: more CPUs, or fewer interrupts (coalescing, interrupt deferral).", nil
 	}
-	return s.Mask(0)
+	b.record(n.Name+" queue IRQs", 0, cpu, ps)
+	targets := append([]int{cpu}, set.CPUs()...)
+	var cmds []string
+	for k, q := range irqs {
+		cmds = append(cmds, fmt.Sprintf("`echo %d > /proc/irq/%d/smp_affinity_list`", targets[k%len(targets)], q))
+	}
+	fix := fmt.Sprintf("Spread %s's queue IRQs over CPU%d and CPUs %s, which have the time (%s): %s", n.Name, cpu, set, predictions(ps), strings.Join(cmds, ", "))
+	if set.Equal(others) {
+		fix += fmt.Sprintf(" (or plan it, NUMA-local: %s)", planApply("per-queue", n.Name))
+	}
+	return fix + ".", b.moves
+}
+
+// rpsFix turns RPS on for n, whose queue IRQs land on cpus, over those CPUs
+// and the others with room for a share of their receive work.
+func rpsFix(h *host.Host, l *Load, n *host.NIC, cpus cpuset.Set, ncpu int) (string, []Move) {
+	all := h.Topology.Online
+	if all.IsEmpty() {
+		all = cpuset.Range(0, ncpu-1)
+	}
+	var soft float64
+	for _, c := range cpus.CPUs() {
+		if cl := l.CPU(c); cl != nil {
+			soft += cl.SoftIRQ
+		}
+	}
+	b := newBudget(l)
+	others := all.Difference(cpus)
+	set, ps := b.spread(others, soft, true)
+	if set.IsEmpty() {
+		return b.noRoom(others, n.Name+"'s receive work", soft) + " RPS would only add inter-processor interrupts. What would help instead: more queues (`ethtool -L " + n.Name + " combined N`) or more CPUs.", nil
+	}
+	from := -1
+	if !cpus.IsEmpty() {
+		from = cpus.Min()
+	}
+	b.record(n.Name+" receive work (RPS)", 0, from, ps)
+	mask := cpus.Union(set)
+	fix := fmt.Sprintf("Enable RPS/RFS on %s's rx queues over CPUs %s, which have the time (%s): `echo %s > /sys/class/net/%s/queues/rx-N/rps_cpus` for each queue", n.Name, mask, predictions(ps), mask.Mask(0), n.Name)
+	if set.Equal(others) {
+		fix += fmt.Sprintf(" (or plan it: %s)", planApply("rps-spread", n.Name))
+	}
+	return fix + ".", b.moves
+}
+
+// spareCPUs names the CPUs that could take receive work: "onto CPUs with
+// spare time (now 1-3)", or that none could.
+func spareCPUs(h *host.Host, l *Load) string {
+	var all cpuset.Set
+	if h != nil && !h.Topology.Online.IsEmpty() {
+		all = h.Topology.Online
+	} else {
+		for _, c := range l.CPUs {
+			all = all.Add(c.ID)
+		}
+	}
+	if s := l.WithHeadroom(all, 0); !s.IsEmpty() {
+		return fmt.Sprintf("onto CPUs with spare time only (now %s)", s)
+	}
+	return fmt.Sprintf("but no CPU has spare time now (all above %.0f%% busy): more CPUs or less load help, moving work does not", HeadroomBusyMaxPct)
 }
 
 func nilIfEmpty(s []int) []int {
@@ -462,7 +527,7 @@ func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
 			ev("function-call IPIs (CAL) all CPUs", cal, "/s"),
 		},
 		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (ClustrixDB core-0 write-up: on bare metal RPS only tied irqbalance).",
-		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`); measure with `irqpilot bench`.",
+		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`) " + spareCPUs(h, l) + "; measure with `irqpilot bench`.",
 	}
 	for _, s := range l.Softnet {
 		if s.ReceivedRPS > 0 {
@@ -521,6 +586,32 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 				local = nd.CPUs
 			}
 		}
+		var moves []Move
+		fix := fmt.Sprintf("Move it to node %d's CPUs (%s) that have spare time; doctor measures that on the live machine (`irqpilot doctor`).", node, local)
+		if l != nil {
+			// Its interrupt time moves whole: the share of each serving
+			// CPU's interrupt time that its interrupts make up.
+			var share float64
+			if r := l.IRQ(q.Number); r != nil {
+				for _, c := range served.CPUs() {
+					if cl := l.CPU(c); cl != nil && cl.Interrupts > 0 {
+						share += l.CostPct(cl) * min(1, r.PerCPU[c]/cl.Interrupts)
+					}
+				}
+			}
+			b := newBudget(l)
+			if set, ps := b.eachFits(local.Difference(served), share); !set.IsEmpty() {
+				b.record(irqLabel(h, q.Number), 0, served.Min(), ps)
+				moves = b.moves
+				fix = fmt.Sprintf("`echo %s > /proc/irq/%d/smp_affinity_list` (%s)", set, q.Number, predictions(ps))
+				if set.Equal(local) {
+					fix += ", or `irqpilot plan --policy per-queue` (NUMA-local placement)"
+				}
+				fix += "."
+			} else {
+				fix = b.noRoom(local.Difference(served), fmt.Sprintf("%s on node %d", irqLabel(h, q.Number), node), share) + " It stays remote: cross-node traffic costs less than a saturated CPU."
+			}
+		}
 		out = append(out, Finding{
 			ID: IDIRQRemoteNUMA, Severity: sev, CPUs: served.CPUs(),
 			Summary: fmt.Sprintf("%s is served on CPU(s) %s of another NUMA node than its device (node %d)", irqLabel(h, q.Number), served, node),
@@ -529,10 +620,29 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 				ev(irqLabel(h, q.Number)+" rate", rate, "/s"),
 			},
 			Why: "The device writes packets and completions into memory on its own node; handling them on another node adds cross-node memory traffic to every interrupt (" + strings.Join(nodes, ", ") + ").",
-			Fix: fmt.Sprintf("`echo %s > /proc/irq/%d/smp_affinity_list`, or `irqpilot plan --policy per-queue` (NUMA-local placement).", local, q.Number),
+			Fix: fix, Moves: moves,
 		})
 	}
 	return out
+}
+
+// busyApps are the application threads at least AppBusyPct busy on cpu:
+// their processes (first seen first), evidence, names and total use.
+func busyApps(l *Load, cpu int) (pids []int, evs []Evidence, names []string, busy float64) {
+	for _, t := range l.Tasks {
+		if t.Kernel || t.CPU != cpu || t.Busy < AppBusyPct {
+			continue
+		}
+		if !slices.Contains(pids, t.PID) {
+			pids = append(pids, t.PID)
+		}
+		busy += t.Busy
+		evs = append(evs, ev(fmt.Sprintf("thread %d (%s, pid %d) CPU use", t.TID, t.Comm, t.PID), t.Busy, "%"))
+		if len(names) < 5 {
+			names = append(names, fmt.Sprintf("%s[%d]", t.Comm, t.TID))
+		}
+	}
+	return pids, evs, names, busy
 }
 
 func appOnIRQCPU(h *host.Host, l *Load) []Finding {
@@ -549,50 +659,39 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 		return nil
 	}
 	c := &l.CPUs[hot]
-	var evs []Evidence
-	var busy float64
-	var names []string
-	var pids []int
-	for _, t := range l.Tasks {
-		if t.Kernel || t.CPU != c.ID || t.Busy < AppBusyPct {
-			continue
-		}
-		if !slices.Contains(pids, t.PID) {
-			pids = append(pids, t.PID)
-		}
-		busy += t.Busy
-		evs = append(evs, ev(fmt.Sprintf("thread %d (%s, pid %d) CPU use", t.TID, t.Comm, t.PID), t.Busy, "%"))
-		if len(names) < 5 {
-			names = append(names, fmt.Sprintf("%s[%d]", t.Comm, t.TID))
-		}
-	}
-	if len(evs) == 0 {
+	pids, threads, names, busy := busyApps(l, c.ID)
+	if len(threads) == 0 {
 		return nil
 	}
 	sev := Info
 	if c.Idle <= BoundIdlePct {
 		sev = Warning
 	}
-	threads := evs
-	evs = append([]Evidence{
+	evs := append([]Evidence{
 		ev(fmt.Sprintf("CPU%d %%irq+%%soft", c.ID), c.IRQTime(), "%"),
 		ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
 		ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, CostDescription(l.CostSource)), l.CostPct(c), "%"),
-	}, evs...)
-	others := otherCPUs(h, l, c.ID)
-	var moves []string
-	for _, pid := range pids {
-		moves = append(moves, fmt.Sprintf("`taskset -apc %s %d`", others, pid))
+	}, threads...)
+	for _, o := range otherCPUs(h, l, c.ID).CPUs() {
+		if hr := l.Headroom(o); hr.Measured {
+			evs = append(evs, ev(fmt.Sprintf("CPU%d spare time (up to %.0f%% busy)", o, HeadroomBusyMaxPct), hr.Spare, "%"))
+		}
 	}
-	move := strings.Join(moves, ", ")
+	b := newBudget(l)
+	sentences, commands := appMoves(h, l, b, c.ID, pids)
+	fix := strings.Join(sentences, " ")
+	if len(commands) > 0 {
+		fix += " Leave it where it is if one worker per queue shares its queue's core on purpose (`--policy colocate`)."
+	}
+	fix += fmt.Sprintf(" Threads used %.0f%% of CPU%d.", busy, c.ID)
 	return []Finding{{
-		appMove: move, appThreads: threads,
-		ID: IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
+		appThreads: threads,
+		ID:         IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
 		Summary: fmt.Sprintf("Busy application threads run on CPU%d, the CPU with the most interrupt work (%.1f%%): %s",
 			c.ID, c.IRQTime(), strings.Join(names, ", ")),
 		Evidence: evs,
 		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (Intel IRQ+process affinity study, one worker per queue), both lose.",
-		Fix:      fmt.Sprintf("Move the application off CPU%d, the interrupt CPU: %s (or plan it: `irqpilot plan --app pid:%d --app-cpus %s`); unless one worker per queue shares its queue's core on purpose (`--policy colocate`). Threads used %.0f%% of CPU%d.", c.ID, move, pids[0], others, busy, c.ID),
+		Fix:      fix, Moves: b.moves,
 	}}
 }
 
@@ -674,7 +773,7 @@ func softnetDrops(h *host.Host, l *Load) []Finding {
 		Summary:  fmt.Sprintf("The kernel dropped %.0f packets/s because per-CPU backlogs were full", total),
 		Evidence: evs,
 		Why:      "Packets handed to a CPU's backlog (RPS, veth, loopback, non-NAPI drivers) are dropped when the backlog holds net.core.netdev_max_backlog packets; the sender sees loss.",
-		Fix:      "Raise the backlog: `sysctl -w net.core.netdev_max_backlog=4096` (default 1000), and spread the receive work (RPS) so no single backlog overflows.",
+		Fix:      "Raise the backlog: `sysctl -w net.core.netdev_max_backlog=4096` (default 1000), and spread the receive work (RPS) so no single backlog overflows, " + spareCPUs(h, l) + ".",
 	}}
 }
 
@@ -703,7 +802,7 @@ func softnetSqueeze(h *host.Host, l *Load) []Finding {
 		Summary:  fmt.Sprintf("Receive processing on CPU(s) %s ran out of budget with packets still waiting", cpuset.Of(cpus...)),
 		Evidence: evs,
 		Why:      "net_rx_action stops after net.core.netdev_budget packets or netdev_budget_usecs; the rest waits for ksoftirqd, adding latency and risking ring overflows.",
-		Fix:      "Raise the budget: `sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000` (defaults 300 and 2000), or spread receive work over more CPUs (RPS, more queues).",
+		Fix:      "Raise the budget: `sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000` (defaults 300 and 2000), or spread receive work over more CPUs (RPS, more queues), " + spareCPUs(h, l) + ".",
 	}}
 }
 

@@ -1,10 +1,12 @@
 package load
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // An interrupt-bound CPU's fix names the NIC whose IRQs land there and the
@@ -20,7 +22,11 @@ func TestInterruptBoundFixNamesDeviceAndReconciles(t *testing.T) {
 	h := hostN(4)
 	h.IRQs = []host.IRQ{{Number: 16, Device: "eth1", Queue: intp(0), Managed: host.ManagedNo}}
 	h.NICs = []host.NIC{{Name: "eth1", RxQueues: []host.RxQueue{{Index: 0, IRQ: intp(16)}}, IRQs: []int{16}}}
-	all := Diagnose(h, c.load(t))
+	l := c.load(t)
+	l.SetConsumers([]kernel.SocketOwner{
+		{PID: 100, Comm: "nginx", Listening: []kernel.ListenSocket{{Proto: "tcp", Addr: netip.MustParseAddrPort("0.0.0.0:80"), Accepted: 12}}, Devices: []string{"eth1"}},
+	})
+	all := Diagnose(h, l)
 	if fs := find(all, IDAppOnIRQCPU); len(fs) != 0 {
 		t.Errorf("app-on-irq-cpu reported beside interrupt-bound for the same CPU: %+v", fs)
 	}
@@ -29,10 +35,13 @@ func TestInterruptBoundFixNamesDeviceAndReconciles(t *testing.T) {
 		t.Fatalf("findings %+v", all)
 	}
 	fix := fs[0].Fix
+	// RPS goes to CPUs 2 and 3 (CPU1, 72 % busy, has no room for a share);
+	// nginx, the consumer (it owns the listening socket), then fits only
+	// on CPU3: after RPS CPU2 is at 66 %, and its 40 % fits on CPU3's 38 %.
 	for _, want := range []string{
-		"irqpilot plan --policy rps-spread --device eth1 -o rps-spread-eth1.yaml && irqpilot apply rps-spread-eth1.yaml",
-		"echo 0000000e > /sys/class/net/eth1/queues/rx-0/rps_cpus",
-		"Then keep the application off CPU0: `taskset -apc 1-3 100`",
+		"echo 0000000c > /sys/class/net/eth1/queues/rx-0/rps_cpus",
+		"CPU 2 40% busy → 66% after, CPU 3 12% busy → 38% after",
+		"nginx (pid 100) reads the traffic of eth1: it owns the listening socket on tcp 0.0.0.0:80 (12 connections). Move it off CPU0: `taskset -apc 3 100` (CPU 3 38% busy → 78% after).",
 	} {
 		if !strings.Contains(fix, want) {
 			t.Errorf("fix %q lacks %q", fix, want)
@@ -57,6 +66,20 @@ func TestInterruptBoundFixNamesDeviceAndReconciles(t *testing.T) {
 	}
 	if !strings.Contains(fs[0].Summary, "nginx[100]") {
 		t.Errorf("summary does not name the application: %q", fs[0].Summary)
+	}
+	// A server of another device's traffic is not this traffic's
+	// consumer: it stays, and the fix says why.
+	l.SetConsumers([]kernel.SocketOwner{
+		{PID: 100, Comm: "nginx", Listening: []kernel.ListenSocket{{Proto: "tcp", Addr: netip.MustParseAddrPort("10.9.0.1:80"), Accepted: 3}}, Devices: []string{"eth9"}},
+	})
+	fs = find(Diagnose(h, l), IDInterruptBound)
+	if len(fs) != 1 || strings.Contains(fs[0].Fix, "taskset") || !strings.Contains(fs[0].Fix, "nginx (pid 100) stays: it serves the traffic of eth9, not of eth1, whose interrupts land on CPU0.") {
+		t.Errorf("server of another device moved or unexplained: %+v", fs)
+	}
+	for _, m := range fs[0].Moves {
+		if m.PID != 0 {
+			t.Errorf("move of a process: %+v", m)
+		}
 	}
 }
 

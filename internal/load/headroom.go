@@ -18,10 +18,20 @@ import (
 //   - Work of w percent of a CPU fits on a CPU only when its busy time
 //     after the move, busy + w, is at most HeadroomBusyMaxPct.
 //
+// Busy counts everything the CPU did for anyone: user, system, interrupt
+// and softirq time, and steal (on a VM, time the hypervisor gave to someone
+// else is time this CPU cannot give to moved work either). iowait is idle
+// time: the CPU had nothing to run.
+//
 // HeadroomBusyMaxPct leaves a fifth of the CPU free after a move: the
 // measurement is a few seconds of a load that varies, and a decision that
 // fills a CPU to the brim flips with the next sample (the ±10 % a robust
-// decision must survive, see Marginal).
+// decision must survive, see MarginalNoise). On a saturated machine every
+// CPU is above it, so nothing is moved anywhere: moving work between full
+// CPUs only moves the wait (doctor's fixes say what would help instead).
+//
+// A CPU that was not measured (offline in a sample, or its counters did
+// not advance) takes nothing: no measurement, no move.
 const HeadroomBusyMaxPct = 80.0
 
 // MarginalNoise is the relative disturbance of a measured input that a

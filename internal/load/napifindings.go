@@ -109,9 +109,9 @@ func napiBudget(h *host.Host, l *Load) []Finding {
 		if len(polled) == 0 {
 			continue
 		}
-		fix := "Give NAPI more room per run (`sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000`), or spread it: more queues, RPS."
+		fix := "Give NAPI more room per run (`sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000`), or spread it (more queues, RPS) " + spareCPUs(h, l) + "."
 		if !threaded {
-			fix = "Run NAPI in its own threads (plan `napi: [{device: DEV, threaded: true, cpus: …}]`, or `irqpilot plan --policy latency --app-cpus …`): a NAPI thread is scheduled like any thread instead of giving up after netdev_budget; or raise net.core.netdev_budget(_usecs)."
+			fix = "Run NAPI in its own threads (plan `napi: [{device: DEV, threaded: true, cpus: …}]`, or `irqpilot plan --policy latency --app-cpus …`), " + spareCPUs(h, l) + ": a NAPI thread is scheduled like any thread instead of giving up after netdev_budget; or raise net.core.netdev_budget(_usecs)."
 		}
 		out = append(out, Finding{
 			ID: IDNAPIBudget, Severity: Warning, CPUs: []int{s.CPU},
@@ -226,8 +226,31 @@ func napiThreadShared(h *host.Host, l *Load) []Finding {
 			Summary:  fmt.Sprintf("A NAPI thread and the application share saturated CPU%d (%.0f%% idle): %s", cpu, c.Idle, strings.Join(names, ", ")),
 			Evidence: evs,
 			Why:      "The NAPI thread produces the packets the application consumes; on one saturated CPU each waits for the other's time slice, so receive latency grows with the application's load.",
-			Fix:      fmt.Sprintf("Place the NAPI threads beside the consumer, not on it: `irqpilot plan --policy latency --app-cpus %d` (NAPI threads on its SMT sibling or L3 neighbours), or a plan `napi:` entry with `cpus`.", cpu),
 		})
+		out[len(out)-1].Fix, out[len(out)-1].Moves = napiMoveFix(h, l, cpu, napi)
 	}
 	return out
+}
+
+// napiMoveFix places the NAPI threads beside the consumer, onto CPUs with
+// room for them.
+func napiMoveFix(h *host.Host, l *Load, cpu int, napi []TaskLoad) (string, []Move) {
+	var works []float64
+	var total float64
+	for _, t := range napi {
+		works = append(works, t.Busy)
+		total += t.Busy
+	}
+	others := otherCPUs(h, l, cpu)
+	b := newBudget(l)
+	set, ps, ok := b.place(others, works)
+	if !ok {
+		return b.noRoom(others, "the NAPI threads", total) + " What would help instead: more CPUs, or less receive work per packet (interrupt deferral, GRO).", nil
+	}
+	b.record("NAPI threads", 0, cpu, ps)
+	fix := fmt.Sprintf("Place the NAPI threads beside the consumer, not on it, onto CPUs %s, which have the time (%s): a plan `napi:` entry with `cpus: %s`", set, predictions(ps), set)
+	if set.Equal(others) {
+		fix += fmt.Sprintf(", or `irqpilot plan --policy latency --app-cpus %d` (NAPI threads on its SMT sibling or L3 neighbours)", cpu)
+	}
+	return fix + ".", b.moves
 }

@@ -75,3 +75,34 @@ def drop_col1(t):
     return "\n".join(out)
 edit("cpu-offline/b/proc/interrupts", drop_col1)
 edit("cpu-offline/b/proc/net/softnet_stat", lambda t: "\n".join(t.split("\n")[:1] + t.split("\n")[2:]))
+
+# memcached-one-cpu-idle: memcached-saturated where CPU1 was idle over the
+# interval: in b, CPU1's ticks of the interval are all idle (the total kept)
+# and memcaslap's thread that last ran there used no CPU. CPU0 (memcached's
+# workers, a memcaslap thread and the receive softirqs) is as captured.
+copy("memcached-saturated", "memcached-one-cpu-idle")
+def cpu1_idle(a, b):
+    fa = a.split("\n")
+    out = []
+    for line in b.split("\n"):
+        if line.startswith("cpu1 "):
+            va = [int(x) for x in next(l for l in fa if l.startswith("cpu1 ")).split()[1:]]
+            vb = [int(x) for x in line.split()[1:]]
+            total = sum(vb[:8]) - sum(va[:8])  # user…steal; guest is inside user
+            vb = va[:]
+            vb[3] += total
+            line = "cpu1 " + " ".join(str(x) for x in vb)
+        out.append(line)
+    return "\n".join(out)
+sa = open("memcached-saturated/a/proc/stat").read()
+edit("memcached-one-cpu-idle/b/proc/stat", lambda t: cpu1_idle(sa, t))
+def no_use(a):
+    def fn(t):
+        fa, fb = a.split(), t.split()
+        fb[13], fb[14] = fa[13], fa[14]  # utime, stime (fields 14, 15)
+        return " ".join(fb) + "\n"
+    return fn
+for tid in os.listdir("memcached-saturated/b/proc/25560/task"):
+    st = "proc/25560/task/%s/stat" % tid
+    if open("memcached-saturated/b/" + st).read().split()[38] == "1":
+        edit("memcached-one-cpu-idle/b/" + st, no_use(open("memcached-saturated/a/" + st).read()))
