@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/hostgen"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// hexMaskRE matches a kernel hex mask as a log value ("=00000003",
+// "=0000000000000001,00000000").
+var hexMaskRE = regexp.MustCompile(`=[0-9a-f]{8}(,[0-9a-f]{8})*\b`)
+
+// An IRQ affinity written while the interrupt keeps landing on its old CPU
+// (x86 moves it when it next fires; a tree never moves it) is a move
+// pending, not drift: pass after pass the agent counts no repair, writes
+// nothing more and freezes nothing, even with a ping-pong limit of 1; its
+// status and log say the move is pending. The log shows cpulists for masks
+// and no empty field.
+func TestPendingMoveIsNotDrift(t *testing.T) {
+	// A small generated host (8 CPUs, eth0 with 4 queues): the rule does
+	// not depend on size, and the machine running tests is shared.
+	root := t.TempDir()
+	if err := hostgen.Generate(root, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1}); err != nil {
+		t.Fatal(err)
+	}
+	fs := kernel.New(root)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := h.IRQ(*h.NIC("eth0").RxQueues[0].IRQ)
+	if q.EffectiveAffinity == nil || q.EffectiveAffinity.IsEmpty() {
+		t.Fatalf("irq %d of the generated host has no effective affinity", q.Number)
+	}
+	lands := *q.EffectiveAffinity
+	want := 2
+	for lands.Contains(want) {
+		want++
+	}
+	eff := filepath.Join("proc/irq", itoa(q.Number), "effective_affinity_list")
+	pf := writePlan(t, `version: 1
+irqs:
+  - device: eth0
+    queue: 0
+    cpus: "`+itoa(want)+`"
+    reason: test
+rx_queues:
+  - device: eth0
+    queue: 1
+    rps_cpus: "0-1"
+    reason: test
+`)
+	var log bytes.Buffer
+	sd := stateDir(t)
+	ag, err := New(Options{FS: fs, StateDir: sd, PlanFile: pf, Interval: time.Second, NoLinkEvents: true,
+		Log: slog.New(slog.NewTextHandler(&log, nil)), PingPongLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag.pass("start")
+	aff := filepath.Join("proc/irq", itoa(q.Number), "smp_affinity_list")
+	if got := readTree(t, root, aff); got != itoa(want) {
+		t.Fatalf("irq %d affinity %q after the first pass, want %d", q.Number, got, want)
+	}
+	if got := readTree(t, root, eff); got != lands.String() {
+		t.Fatalf("the tree moved the interrupt (%q): the test needs it pending", got)
+	}
+	for i := 0; i < 10; i++ {
+		ag.pass("test")
+	}
+	st := ag.Status()
+	if len(st.Repairs) != 0 || len(st.Frozen) != 0 {
+		t.Errorf("a pending move counted as drift: repairs %+v, frozen %+v", st.Repairs, st.Frozen)
+	}
+	if len(st.Journals) != 1 {
+		t.Errorf("journals %v after 11 passes: want the first apply only (nothing re-written)", st.Journals)
+	}
+	var irqNote, rpsCPUs string
+	for _, e := range st.Enforced {
+		switch e.Setting {
+		case "irq-affinity":
+			irqNote = e.Note
+		case "rps-cpus":
+			if e.ValueCPUs != nil {
+				rpsCPUs = *e.ValueCPUs
+			}
+		}
+	}
+	if irqNote != host.MovePendingNote {
+		t.Errorf("status note of irq %d = %q, want %q", q.Number, irqNote, host.MovePendingNote)
+	}
+	if rpsCPUs != "0-1" {
+		t.Errorf("status value_cpus of eth0 rx-1 = %q, want 0-1 beside the mask", rpsCPUs)
+	}
+	text := log.String()
+	for _, w := range []string{
+		`msg=applied why=start setting=irq-affinity target=`,
+		`now=` + itoa(want) + ` note="move pending until its next interrupt"`,
+		`setting=rps-cpus target="eth0 rx-1" device=eth0 was=none now=0-1 journal=`,
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("log lacks %q:\n%s", w, text)
+		}
+	}
+
+	// The interrupt fired on its new CPU: nothing pending.
+	if err := os.WriteFile(filepath.Join(root, eff), []byte(itoa(want)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ag.pass("test")
+	for _, e := range ag.Status().Enforced {
+		if e.Setting == "irq-affinity" && e.Note != "" {
+			t.Errorf("note %q once the interrupt lands on CPU %d", e.Note, want)
+		}
+	}
+
+	// Real drift of a mask: repaired, logged as cpulists, no empty field
+	// (no irqbalance runs on the tree: no culprit).
+	rps := "sys/class/net/eth0/queues/rx-1/rps_cpus"
+	if err := os.WriteFile(filepath.Join(root, rps), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ag.pass("test")
+	st = ag.Status()
+	if len(st.Repairs) != 1 {
+		t.Fatalf("repairs %+v, want the rps drift", st.Repairs)
+	}
+	r := st.Repairs[0]
+	if r.DriftedCPUs == nil || *r.DriftedCPUs != "" || r.RestoredCPUs == nil || *r.RestoredCPUs != "0-1" {
+		t.Errorf("repair cpulists drifted %v restored %v, want \"\" and 0-1", r.DriftedCPUs, r.RestoredCPUs)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"drifted":"0","drifted_cpus":"","restored":`)) {
+		t.Errorf("status JSON keeps the kernel's form and adds the cpulist: %s", b)
+	}
+	text = log.String()
+	if w := `msg="drift repaired" setting=rps-cpus target="eth0 rx-1" device=eth0 old=0-1 drifted=none restored=0-1 journal=`; !strings.Contains(text, w) {
+		t.Errorf("log lacks %q:\n%s", w, text)
+	}
+	if strings.Contains(text, `=""`) {
+		t.Errorf("log has an empty field:\n%s", text)
+	}
+	if m := hexMaskRE.FindString(text); m != "" {
+		t.Errorf("log shows a hex mask %q:\n%s", m, text)
+	}
+}
