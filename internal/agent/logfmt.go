@@ -27,12 +27,13 @@ func logAttrs(kv ...any) []any {
 // output does.
 func shown(k setting.Kind, v string) string { return setting.Display(k, v) }
 
-// pendingNote is what the agent says of a written IRQ affinity whose
-// interrupt still lands on its old CPU (the write's note): the setting is
-// in force and the kernel moves the IRQ when it next fires; it is not drift.
+// pendingNote is the write's note of an IRQ affinity whose interrupt still
+// lands on its old CPU ("effective 5: move pending until its next
+// interrupt"), "" otherwise: the setting is in force and the kernel moves
+// the IRQ when it next fires; it is not drift.
 func pendingNote(e *setting.Change) string {
 	if setting.MovePending(e) {
-		return host.MovePendingNote
+		return e.Note
 	}
 	return ""
 }

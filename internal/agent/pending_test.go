@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // hexMaskRE matches a kernel hex mask as a log value ("=00000003",
@@ -106,7 +108,7 @@ rx_queues:
 	text := log.String()
 	for _, w := range []string{
 		`msg=applied why=start setting=irq-affinity target=`,
-		`now=` + itoa(want) + ` note="move pending until its next interrupt"`,
+		`now=` + itoa(want) + ` note="effective ` + lands.String() + `: move pending until its next interrupt"`,
 		`setting=rps-cpus target="eth0 rx-1" device=eth0 was=none now=0-1 journal=`,
 	} {
 		if !strings.Contains(text, w) {
@@ -156,5 +158,69 @@ rx_queues:
 	}
 	if m := hexMaskRE.FindString(text); m != "" {
 		t.Errorf("log shows a hex mask %q:\n%s", m, text)
+	}
+}
+
+// The same on the live machine: the agent enforces a quiet real IRQ (an
+// ACPI line, never eth0's) on a CPU it does not land on; the kernel moves it
+// at its next interrupt, so it stays pending pass after pass. No repair, no
+// second write, nothing frozen; status says the move is pending.
+func TestLivePendingMoveIsNotDrift(t *testing.T) {
+	needRoot(t)
+	fs := kernel.New("/")
+	irq, to := livetest.QuietIRQ(t, fs)
+	count := livetest.IRQCount(t, fs, irq)
+	pf := writePlan(t, fmt.Sprintf(`version: 1
+irqs:
+  - irq: %d
+    cpus: "%s"
+    reason: pending move test
+`, irq, to))
+	var log livetest.Buffer
+	sd := mkState(t)
+	ag, err := New(Options{FS: fs, StateDir: sd, PlanFile: pf, Interval: 100 * time.Millisecond, NoLinkEvents: true,
+		Log: slog.New(slog.NewTextHandler(&log, nil)), PingPongLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ids := ag.Status().Journals
+		for i := len(ids) - 1; i >= 0; i-- {
+			if _, err := ag.ap.Revert(ids[i], false); err != nil {
+				t.Errorf("revert %s: %v", ids[i], err)
+			}
+		}
+	})
+	ag.pass("start")
+	if got, _ := fs.ReadIRQAffinity(irq); !got.Equal(to) {
+		t.Fatalf("irq %d affinity %s after the first pass, want %s (last error %q)", irq, got, to, ag.Status().LastError)
+	}
+	for i := 0; i < 5; i++ {
+		time.Sleep(100 * time.Millisecond)
+		ag.pass("test")
+	}
+	st := ag.Status()
+	eff, err := fs.ReadIRQEffectiveAffinity(irq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired := livetest.IRQCount(t, fs, irq) != count
+	t.Logf("irq %d: enforced on %s, lands on %s, fired during the test: %v", irq, to, eff, fired)
+	if len(st.Repairs) != 0 || len(st.Frozen) != 0 || len(st.Journals) != 1 {
+		t.Errorf("repairs %+v, frozen %+v, journals %v: want one apply and nothing else", st.Repairs, st.Frozen, st.Journals)
+	}
+	if len(st.Enforced) != 1 {
+		t.Fatalf("enforced %+v, want irq %d", st.Enforced, irq)
+	}
+	pending := host.MovePending(to, eff)
+	switch {
+	case pending && st.Enforced[0].Note != host.MovePendingNote:
+		t.Errorf("irq %d lands on %s outside %s; status note %q", irq, eff, to, st.Enforced[0].Note)
+	case pending && !strings.Contains(log.String(), `note="effective `+eff.String()+`: move pending until its next interrupt"`):
+		t.Errorf("log does not say the move is pending:\n%s", log.String())
+	case !pending && st.Enforced[0].Note != "":
+		t.Errorf("note %q while irq %d lands on %s", st.Enforced[0].Note, irq, eff)
+	case !pending && fired:
+		t.Skipf("irq %d fired during the test: the move is done, nothing pending to watch", irq)
 	}
 }

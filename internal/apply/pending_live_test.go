@@ -19,6 +19,9 @@ import (
 // an ACPI line, never eth0's.)
 func TestLiveMovePendingUntilNextInterrupt(t *testing.T) {
 	needRoot(t)
+	if testing.Short() {
+		t.Skip("live test; -short")
+	}
 	fs := kernel.New("/")
 	irq, to := livetest.QuietIRQ(t, fs)
 	before, err := fs.ReadIRQAffinity(irq)
