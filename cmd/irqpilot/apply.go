@@ -113,6 +113,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if res.HostMismatch != "" {
 		fmt.Fprintln(errOut, "note:", res.HostMismatch)
 	}
+	notePendingMoves(h, res.Entries)
 	if o.dryRun {
 		if err != nil {
 			return &exitError{code: 2, err: err}
@@ -202,6 +203,21 @@ func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 	}
 	tw.Flush()
 	printPendingMoves(w, entries)
+}
+
+// notePendingMoves notes, on an IRQ affinity already in force, a move an
+// earlier write left pending (the host as read before the apply: the
+// interrupt lands outside the CPUs in force), as a write's note does.
+func notePendingMoves(h *host.Host, entries []setting.Change) {
+	for i := range entries {
+		e := &entries[i]
+		if e.Kind != setting.KindIRQAffinity || e.Status != setting.StatusUnchanged || e.IRQ == nil || e.Note != "" {
+			continue
+		}
+		if q := h.IRQ(*e.IRQ); q != nil && q.MovePending() {
+			e.Note = "effective " + q.EffectiveAffinity.String() + ": " + host.MovePendingNote
+		}
+	}
 }
 
 // printPendingMoves says what a "done" IRQ affinity whose interrupt still

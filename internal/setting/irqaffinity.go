@@ -74,8 +74,10 @@ func (irqAffinity) AfterWrite(env *Env, c *Change) string {
 	return note
 }
 
-// MovePending reports whether c is an IRQ affinity written whose move
-// waits for the IRQ's next interrupt (its note says so, AfterWrite).
+// MovePending reports whether c is an IRQ affinity in force (written now,
+// or already so) whose move waits for the IRQ's next interrupt: its note
+// says so (AfterWrite, or the caller for one already in force).
 func MovePending(c *Change) bool {
-	return c.Kind == KindIRQAffinity && c.Status == StatusDone && strings.HasSuffix(c.Note, host.MovePendingNote)
+	return c.Kind == KindIRQAffinity && (c.Status == StatusDone || c.Status == StatusUnchanged) &&
+		strings.HasSuffix(c.Note, host.MovePendingNote)
 }
