@@ -104,8 +104,10 @@ func RemoveBuilt() {
 // succeeds), landing on CPUs that leave another online CPU to move it to,
 // and of those the one with the fewest interrupts so far (an ACPI or
 // serial line that rarely fires), so that its next interrupt is unlikely to
-// come during the test. Its affinity is restored in t.Cleanup. Skips when
-// the machine has none.
+// come during the test. It is first allowed on every online CPU (which
+// holds where it lands, so nothing moves), so that writing to is a change
+// even if an earlier run left it there; its affinity is restored in
+// t.Cleanup. Skips when the machine has none.
 func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 	t.Helper()
 	online, err := fs.ReadString("sys/devices/system/cpu/online")
@@ -156,6 +158,9 @@ func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 			t.Errorf("restore irq %d affinity %q: %v", best, bestCur, err)
 		}
 	})
+	if err := fs.WriteFile(p, cpus.String()); err != nil {
+		t.Fatalf("irq %d: allow every online CPU (%s): %v", best, cpus, err)
+	}
 	return best, bestTo
 }
 
