@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -111,6 +113,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if res.HostMismatch != "" {
 		fmt.Fprintln(errOut, "note:", res.HostMismatch)
 	}
+	notePendingMoves(h, res.Entries)
 	if o.dryRun {
 		if err != nil {
 			return &exitError{code: 2, err: err}
@@ -199,6 +202,48 @@ func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st, e.Target, e.Name(), orDash(setting.Display(e.Kind, e.Old)), orDash(setting.Display(e.Kind, e.Value)), note)
 	}
 	tw.Flush()
+	printPendingMoves(w, entries)
+}
+
+// notePendingMoves notes, on an IRQ affinity already in force, a move an
+// earlier write left pending (the host as read before the apply: the
+// interrupt lands outside the CPUs in force), as a write's note does.
+func notePendingMoves(h *host.Host, entries []setting.Change) {
+	for i := range entries {
+		e := &entries[i]
+		if e.Kind != setting.KindIRQAffinity || e.Status != setting.StatusUnchanged || e.IRQ == nil || e.Note != "" {
+			continue
+		}
+		if q := h.IRQ(*e.IRQ); q != nil && q.MovePending() {
+			e.Note = "effective " + q.EffectiveAffinity.String() + ": " + host.MovePendingNote
+		}
+	}
+}
+
+// printPendingMoves says what a "done" IRQ affinity whose interrupt still
+// lands on its old CPU means: written and in force, moved by the kernel
+// when the IRQ next fires.
+func printPendingMoves(w io.Writer, entries []setting.Change) {
+	var targets []string
+	var irqs []int
+	for i := range entries {
+		if e := &entries[i]; setting.MovePending(e) {
+			targets = append(targets, e.Target)
+			if e.IRQ != nil {
+				irqs = append(irqs, *e.IRQ)
+			}
+		}
+	}
+	switch {
+	case len(targets) == 0:
+		return
+	case len(targets) == 1:
+		fmt.Fprintf(w, "%s: %s; the kernel moves it when it next fires (inventory shows where it lands)\n", targets[0], host.MovePendingNote)
+	default:
+		// A cpulist is also the shortest way to list IRQ numbers.
+		fmt.Fprintf(w, "irqs %s: %d moves pending until their next interrupt; the kernel moves each when it next fires (inventory shows where they land)\n",
+			cpuset.Of(irqs...), len(targets))
+	}
 }
 
 // printLeftovers lists what earlier applied journals still hold that the

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -57,8 +58,11 @@ func goldenChanges() []setting.Change {
 }
 
 func TestGoldenApplyTable(t *testing.T) {
+	// An idle IRQ moved off CPU 5: written, delivered there until it fires.
+	idle := setting.IRQAffinity(41, "irq 41 (eth0 rx queue 3)", cpuset.Of(0), "every movable hardware IRQ on housekeeping CPU(s) 0 (ClustrixDB core-0 write-up)")
+	idle.Old, idle.Status, idle.Note = "5", setting.StatusDone, "effective 5: "+host.MovePendingNote
 	var b bytes.Buffer
-	printEntries(&b, goldenChanges(), false)
+	printEntries(&b, append(goldenChanges(), idle), false)
 	left := setting.XPSCPUs("eth0", 0, cpuset.Of(), 4, "not in this plan; set by journal 20261122T103000Z")
 	left.Old, left.Status = "00000001", setting.StatusPending
 	printLeftovers(&b, []setting.Change{left}, false, false)

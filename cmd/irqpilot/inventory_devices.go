@@ -67,7 +67,7 @@ func (t *inventoryText) irqCells(n *int) []string {
 	if q.Managed == host.ManagedYes {
 		num += " (managed)"
 	}
-	return []string{num, t.optSet(q.Affinity), t.optSet(q.EffectiveAffinity), countStr(q)}
+	return []string{num, t.optSet(q.Affinity), t.landsStr(q), countStr(q)}
 }
 
 func (t *inventoryText) writeNICs() {

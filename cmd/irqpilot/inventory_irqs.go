@@ -18,9 +18,19 @@ func (t *inventoryText) irqLine(q *host.IRQ) string {
 	if name == "" {
 		name = "(no handler)"
 	}
-	s := fmt.Sprintf("irq %d %s  allowed %s  lands on %s  count %s", q.Number, name, t.optSet(q.Affinity), t.optSet(q.EffectiveAffinity), countStr(q))
+	s := fmt.Sprintf("irq %d %s  allowed %s  lands on %s  count %s", q.Number, name, t.optSet(q.Affinity), t.landsStr(q), countStr(q))
 	if q.Managed == host.ManagedYes {
 		s += "  managed"
+	}
+	return s
+}
+
+// landsStr is where q is delivered, and when that is outside its allowed
+// CPUs, that the move written there waits for its next interrupt.
+func (t *inventoryText) landsStr(q *host.IRQ) string {
+	s := t.optSet(q.EffectiveAffinity)
+	if q.MovePending() {
+		s += " (" + host.MovePendingNote + ")"
 	}
 	return s
 }
@@ -118,7 +128,7 @@ func (t *inventoryText) groupLine(qs []*host.IRQ) string {
 	}
 	var nums []int
 	var allowed, lands cpuset.Set
-	unknownAllowed, unknownLands, managed := false, false, 0
+	unknownAllowed, unknownLands, managed, pending := false, false, 0, 0
 	var total uint64
 	perCPU := map[int]uint64{}
 	for _, q := range qs {
@@ -135,6 +145,9 @@ func (t *inventoryText) groupLine(qs []*host.IRQ) string {
 		}
 		if q.Managed == host.ManagedYes {
 			managed++
+		}
+		if q.MovePending() {
+			pending++
 		}
 		for c, v := range q.Counts {
 			perCPU[c] += v
@@ -154,6 +167,12 @@ func (t *inventoryText) groupLine(qs []*host.IRQ) string {
 	}
 	if managed > 0 {
 		s += fmt.Sprintf("  %d managed", managed)
+	}
+	switch {
+	case pending == 1:
+		s += "  1 " + host.MovePendingNote
+	case pending > 1:
+		s += fmt.Sprintf("  %d moves pending until their next interrupt", pending)
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/agent"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 type statusOptions struct {
@@ -66,7 +67,12 @@ func printStatus(out io.Writer, st *agent.Status) {
 	fmt.Fprintf(out, "\nenforced (%d):\n", len(st.Enforced))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	for _, e := range st.Enforced {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", e.Setting, e.Target, e.Value)
+		k := setting.Kind(e.Setting)
+		line := fmt.Sprintf("  %s\t%s\t%s", e.Setting, e.Target, orDash(setting.Display(k, e.Value)))
+		if e.Note != "" {
+			line += "\t(" + e.Note + ")"
+		}
+		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
 	for _, f := range st.Frozen {
@@ -81,7 +87,9 @@ func printStatus(out io.Writer, st *agent.Status) {
 	}
 	fmt.Fprintf(out, "\nrecent repairs (%d):\n", len(st.Repairs))
 	for _, r := range st.Repairs {
-		fmt.Fprintf(out, "  %s %s %s: %s → %s → %s", r.Time.Format(time.RFC3339), r.Setting, r.Target, r.Old, r.Drifted, r.Restored)
+		k := setting.Kind(r.Setting)
+		fmt.Fprintf(out, "  %s %s %s: %s → %s → %s", r.Time.Format(time.RFC3339), r.Setting, r.Target,
+			orDash(setting.Display(k, r.Old)), orDash(setting.Display(k, r.Drifted)), orDash(setting.Display(k, r.Restored)))
 		if r.Culprit != "" {
 			fmt.Fprintf(out, " (%s)", r.Culprit)
 		}

@@ -385,7 +385,7 @@ func (ag *Agent) adaptStep() {
 			ag.adaptations = appendRecent(ag.adaptations, a)
 			s.streak = map[string]int{}
 			s.last = now
-			ag.log.Info("adapt: nothing to change", "finding", hit, "policy", p.Policy)
+			ag.log.Info("adapt: nothing to change", logAttrs("finding", hit, "policy", p.Policy)...)
 			return
 		}
 	}
@@ -412,7 +412,7 @@ func (ag *Agent) adaptStep() {
 	if ag.m != nil {
 		ag.m.AdaptationsApplied.Inc()
 	}
-	ag.log.Info("adapt: applying", "finding", hit, "policy", p.Policy, "why", p.Why)
+	ag.log.Info("adapt: applying", logAttrs("finding", hit, "policy", p.Policy, "why", p.Why)...)
 	ag.resolveLocked()
 	if err := ag.enforce("adapt"); err != nil {
 		ag.log.Error("adapt: apply failed", "error", err)

@@ -28,9 +28,14 @@ type Repair struct {
 	Device  string    `json:"device,omitempty"`
 	// Old is what the agent had in force, Drifted what it found, Restored
 	// what it read back after writing.
-	Old      string `json:"old"`
-	Drifted  string `json:"drifted"`
-	Restored string `json:"restored"`
+	// The *CPUs fields are those values as cpulists when the kernel's
+	// form is a hex mask (rps-cpus, xps-cpus); filled in by Status.
+	Old          string  `json:"old"`
+	OldCPUs      *string `json:"old_cpus,omitempty"`
+	Drifted      string  `json:"drifted"`
+	DriftedCPUs  *string `json:"drifted_cpus,omitempty"`
+	Restored     string  `json:"restored"`
+	RestoredCPUs *string `json:"restored_cpus,omitempty"`
 	// Culprit says who changed it, when the agent can tell.
 	Culprit string `json:"culprit,omitempty"`
 	Journal string `json:"journal,omitempty"`
@@ -206,8 +211,8 @@ func (ag *Agent) enforce(why string) error {
 					Reason: fmt.Sprintf("changed back %d times within %s: something else manages it; no longer enforced (fix the other tool, then reload with SIGHUP)",
 						len(times), ag.o.PingPongWindow)}
 				ag.frozen[k] = f
-				ag.log.Warn("ping-pong: setting frozen", "setting", e.Kind, "target", e.Target, "device", e.Device,
-					"value", e.Old, "wanted", e.Value, "repairs", f.Repairs, "culprit", f.Culprit)
+				ag.log.Warn("ping-pong: setting frozen", logAttrs("setting", e.Kind, "target", e.Target, "device", e.Device,
+					"value", shown(e.Kind, e.Old), "wanted", shown(e.Kind, e.Value), "repairs", f.Repairs, "culprit", f.Culprit)...)
 				continue
 			}
 			drift[k] = *e
@@ -256,15 +261,16 @@ func (ag *Agent) enforce(why string) error {
 				if ag.m != nil {
 					ag.m.DriftRepairs.WithLabelValues(string(e.Kind), e.Device).Inc()
 				}
-				ag.log.Warn("drift repaired", "setting", e.Kind, "target", e.Target, "device", e.Device,
-					"old", r.Old, "drifted", r.Drifted, "restored", r.Restored, "culprit", r.Culprit, "journal", jid)
+				ag.log.Warn("drift repaired", logAttrs("setting", e.Kind, "target", e.Target, "device", e.Device,
+					"old", shown(e.Kind, r.Old), "drifted", shown(e.Kind, r.Drifted), "restored", shown(e.Kind, r.Restored),
+					"culprit", r.Culprit, "note", pendingNote(e), "journal", jid)...)
 			} else {
 				repairOnly = false
 				if ag.m != nil {
 					ag.m.Applied.WithLabelValues(string(e.Kind), e.Device).Inc()
 				}
-				ag.log.Info("applied", "why", why, "setting", e.Kind, "target", e.Target, "device", e.Device,
-					"was", e.Old, "now", e.Value, "journal", jid)
+				ag.log.Info("applied", logAttrs("why", why, "setting", e.Kind, "target", e.Target, "device", e.Device,
+					"was", shown(e.Kind, e.Old), "now", shown(e.Kind, e.Value), "note", pendingNote(e), "journal", jid)...)
 			}
 		}
 		if repairOnly && len(done) > 0 {

@@ -70,10 +70,16 @@ rx_queues:
 	}
 	log := p.log.String()
 	for _, w := range []string{`msg="drift repaired" setting=irq-affinity`, fmt.Sprintf("old=%s drifted=%s restored=%s", want, drifted, want),
-		`msg="drift repaired" setting=rps-cpus target="va0 rx-0" device=va0 old=00000001 drifted=0 restored=00000001`} {
+		`msg="drift repaired" setting=rps-cpus target="va0 rx-0" device=va0 old=0 drifted=none restored=0`} {
 		if !strings.Contains(log, w) {
 			t.Errorf("log lacks %q:\n%s", w, log)
 		}
+	}
+	if strings.Contains(log, `=""`) {
+		t.Errorf("log has an empty field:\n%s", log)
+	}
+	if m := hexMaskRE.FindString(log); m != "" {
+		t.Errorf("log shows a hex mask %q, not a cpulist:\n%s", m, log)
 	}
 
 	// The metrics as exported: promtool-clean, with the repair counter.

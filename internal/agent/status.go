@@ -46,7 +46,13 @@ type Enforced struct {
 	Setting string `json:"setting"`
 	Target  string `json:"target"`
 	Device  string `json:"device,omitempty"`
-	Value   string `json:"value"`
+	// Value is in the kernel's form; ValueCPUs is its cpulist when that
+	// form is a hex mask (rps-cpus, xps-cpus).
+	Value     string  `json:"value"`
+	ValueCPUs *string `json:"value_cpus,omitempty"`
+	// Note: "move pending until its next interrupt" for an IRQ affinity in
+	// force whose interrupt still lands on a CPU outside it.
+	Note string `json:"note,omitempty"`
 }
 
 // Status returns the agent's current status.
@@ -56,14 +62,15 @@ func (ag *Agent) Status() Status {
 	st := Status{PID: os.Getpid(), Started: ag.started, Plan: ag.source(), Policy: ag.pl.Policy,
 		Interval: ag.o.Interval.String(), Adapt: ag.o.Adapt, Passes: ag.passes, LastPass: ag.lastPass,
 		LastError: ag.lastErr, Enforced: []Enforced{}, Frozen: []Frozen{}, Waiting: nonNil(ag.waiting),
-		Repairs: nonNil(ag.repairs), Adaptations: nonNil(ag.adaptations), Findings: nonNil(ag.findings),
+		Repairs: withCPUs(nonNil(ag.repairs)), Adaptations: nonNil(ag.adaptations), Findings: nonNil(ag.findings),
 		Journals: nonNil(ag.journals)}
 	for i := range ag.changes {
 		c := &ag.changes[i]
 		if f := ag.frozen[setting.Key(c)]; f != nil {
 			continue
 		}
-		st.Enforced = append(st.Enforced, Enforced{Setting: string(c.Kind), Target: c.Target, Device: c.Device, Value: c.Value})
+		st.Enforced = append(st.Enforced, Enforced{Setting: string(c.Kind), Target: c.Target, Device: c.Device, Value: c.Value,
+			ValueCPUs: maskList(c.Kind, c.Value), Note: ag.movePending(c)})
 	}
 	for _, f := range ag.frozen {
 		st.Frozen = append(st.Frozen, *f)

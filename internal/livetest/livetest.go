@@ -14,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // Run runs name with args and returns its trimmed combined output; a
@@ -93,4 +96,88 @@ func RemoveBuilt() {
 			os.RemoveAll(filepath.Dir(bin))
 		}
 	}
+}
+
+// QuietIRQ is a real IRQ of this machine to watch a pending move on, with
+// what to write to start one: not a network, disk or virtio IRQ (eth0 is
+// never touched), writable (not kernel-managed: writing back its own value
+// succeeds), landing on CPUs that leave another online CPU to move it to,
+// and of those the one with the fewest interrupts so far (an ACPI or
+// serial line that rarely fires), so that its next interrupt is unlikely to
+// come during the test. It is first allowed on every online CPU (which
+// holds where it lands, so nothing moves), so that writing to is a change
+// even if an earlier run left it there; its affinity is restored in
+// t.Cleanup. Skips when the machine has none.
+func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
+	t.Helper()
+	online, err := fs.ReadString("sys/devices/system/cpu/online")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus, err := cpuset.Parse(online)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := fs.ReadFile("proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, fewest := -1, uint64(0)
+	var bestTo cpuset.Set
+	var bestCur string
+	for i := range in.Lines {
+		l := &in.Lines[i]
+		a := strings.Join(l.Actions, ",")
+		if l.IRQ < 0 || a == "" || strings.Contains(a, "virtio") || strings.Contains(a, "eth") || strings.Contains(a, "nvme") {
+			continue
+		}
+		if best >= 0 && l.Total() >= fewest {
+			continue
+		}
+		eff, err := fs.ReadIRQEffectiveAffinity(l.IRQ)
+		if err != nil || eff.IsEmpty() || cpus.Difference(eff).IsEmpty() {
+			continue
+		}
+		p := kernel.IRQAffinityListPath(l.IRQ)
+		cur, err := fs.ReadString(p)
+		if err != nil || fs.WriteFile(p, cur) != nil {
+			continue // managed or per-CPU
+		}
+		best, fewest, bestTo, bestCur = l.IRQ, l.Total(), cpus.Difference(eff), cur
+	}
+	if best < 0 {
+		t.Skip("no writable non-network, non-disk IRQ with another online CPU to move it to")
+	}
+	p := kernel.IRQAffinityListPath(best)
+	t.Cleanup(func() {
+		if err := fs.WriteFile(p, bestCur); err != nil {
+			t.Errorf("restore irq %d affinity %q: %v", best, bestCur, err)
+		}
+	})
+	if err := fs.WriteFile(p, cpus.String()); err != nil {
+		t.Fatalf("irq %d: allow every online CPU (%s): %v", best, cpus, err)
+	}
+	return best, bestTo
+}
+
+// IRQCount is irq's interrupts so far, all CPUs (/proc/interrupts).
+func IRQCount(t testing.TB, fs *kernel.FS, irq int) uint64 {
+	t.Helper()
+	data, err := fs.ReadFile("proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := in.Line(irq); l != nil {
+		return l.Total()
+	}
+	t.Fatalf("irq %d is not in /proc/interrupts", irq)
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -54,10 +55,29 @@ func IRQAffinity(irq int, target string, cpus cpuset.Set, reason string) Change 
 		IRQ: &irq, Value: cpus.String(), Reason: reason}
 }
 
+// AfterWrite notes where the interrupt is delivered now, and when that is
+// outside the CPUs just written, that the move is pending until the IRQ next
+// fires (host.MovePending): the write is in force, the kernel moves the
+// interrupt then.
 func (irqAffinity) AfterWrite(env *Env, c *Change) string {
 	eff := strings.TrimSuffix(c.Path, "smp_affinity_list") + "effective_affinity_list"
-	if v, err := env.FS.ReadString(eff); err == nil {
-		return "effective " + v
+	v, err := env.FS.ReadString(eff)
+	if err != nil {
+		return ""
 	}
-	return ""
+	note := "effective " + v
+	e, eerr := cpuset.Parse(v)
+	a, aerr := cpuset.Parse(strings.TrimSpace(c.Value))
+	if eerr == nil && aerr == nil && host.MovePending(a, e) {
+		note += ": " + host.MovePendingNote
+	}
+	return note
+}
+
+// MovePending reports whether c is an IRQ affinity in force (written now,
+// or already so) whose move waits for the IRQ's next interrupt: its note
+// says so (AfterWrite, or the caller for one already in force).
+func MovePending(c *Change) bool {
+	return c.Kind == KindIRQAffinity && (c.Status == StatusDone || c.Status == StatusUnchanged) &&
+		strings.HasSuffix(c.Note, host.MovePendingNote)
 }

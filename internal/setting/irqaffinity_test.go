@@ -97,8 +97,24 @@ func TestIRQAffinityFile(t *testing.T) {
 	if got := fileContent(t, fs, p); got != "1" {
 		t.Errorf("file holds %q after Write, want exactly the value", got)
 	}
-	if got := irqAffinityKind.AfterWrite(env, &c); got != "effective 2" {
-		t.Errorf("AfterWrite = %q, want the effective affinity", got)
+	// Written 1, delivered to 2: the kernel moves it at its next interrupt.
+	if got := irqAffinityKind.AfterWrite(env, &c); got != "effective 2: move pending until its next interrupt" {
+		t.Errorf("AfterWrite = %q, want the effective affinity and the pending move", got)
+	}
+	c.Status, c.Note = StatusDone, irqAffinityKind.AfterWrite(env, &c)
+	if !MovePending(&c) {
+		t.Errorf("MovePending(%q) = false", c.Note)
+	}
+	// Once it fired on 1 the move is done.
+	if err := fs.WriteFile("proc/irq/38/effective_affinity_list", "1\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := irqAffinityKind.AfterWrite(env, &c); got != "effective 1" {
+		t.Errorf("AfterWrite = %q once delivered inside the new list, want only the effective affinity", got)
+	}
+	c.Note = irqAffinityKind.AfterWrite(env, &c)
+	if MovePending(&c) {
+		t.Errorf("MovePending(%q) = true", c.Note)
 	}
 	if err := irqAffinityKind.Restore(env, &c); err != nil {
 		t.Fatal(err)

@@ -128,7 +128,7 @@ func (c Change) String() string {
 	if c.Kind == KindThreadAffinity {
 		return fmt.Sprintf("%s: thread %d → %s", c.Target, c.TID, c.Value)
 	}
-	return fmt.Sprintf("%s: %s → %s", c.Target, c.Name(), c.Value)
+	return fmt.Sprintf("%s: %s → %s", c.Target, c.Name(), Display(c.Kind, c.Value))
 }
 
 // Name is the knob a change sets, for people: the kernel file's name
