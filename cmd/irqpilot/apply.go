@@ -90,7 +90,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if fs.IsLive() && os.Geteuid() != 0 && !o.dryRun {
 		return fmt.Errorf("apply must run as root to write /proc/irq and /sys/class/net (nothing was changed); use --dry-run to see what would change")
 	}
-	data, err := os.ReadFile(o.planFile)
+	data, err := plan.ReadFile(o.planFile)
 	if err != nil {
 		return err
 	}

@@ -108,13 +108,16 @@ func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outc
 // irqsToChange lists the IRQs whose affinity changes will write: not
 // skipped, not known either way, and not already at the value asked for.
 func irqsToChange(changes []setting.Change, h *host.Host) []int {
+	unknown := map[int]bool{}
+	for i := range h.IRQs {
+		if h.IRQs[i].Managed == host.ManagedUnknown {
+			unknown[h.IRQs[i].Number] = true
+		}
+	}
 	var out []int
 	for i := range changes {
 		c := &changes[i]
-		if c.Kind != setting.KindIRQAffinity || c.IRQ == nil || c.Status == setting.StatusSkipped {
-			continue
-		}
-		if q := h.IRQ(*c.IRQ); q == nil || q.Managed != host.ManagedUnknown {
+		if c.Kind != setting.KindIRQAffinity || c.IRQ == nil || c.Status == setting.StatusSkipped || !unknown[*c.IRQ] {
 			continue
 		}
 		if hd, err := setting.Lookup(c.Kind); err == nil && c.Old != "" {
