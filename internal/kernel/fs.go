@@ -67,6 +67,10 @@ type FS struct {
 
 	// held, when set, keeps files open between reads (Held).
 	held *heldFiles
+
+	// snapWarnings: what unpacking the snapshot left out or changed
+	// (SnapshotWarnings).
+	snapWarnings []string
 }
 
 // Access says how a recorded path was used.
