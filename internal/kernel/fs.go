@@ -331,7 +331,7 @@ func readCapped(p string, limit int64) ([]byte, error) {
 		buf.Grow(int(fi.Size()) + bytes.MinRead) // one allocation, as os.ReadFile
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(fh, limit+1)); err != nil {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		return nil, err // an *fs.PathError from the read, as os.ReadFile's
 	}
 	b := buf.Bytes()
 	if int64(len(b)) > limit {
