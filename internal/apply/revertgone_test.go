@@ -224,3 +224,20 @@ func TestRevertSessionRefusesNewerOutsider(t *testing.T) {
 		t.Errorf("irq 40 = %q after a refused revert", got)
 	}
 }
+
+// The refusal for a journal of a namespace that is gone says so and names
+// --force, instead of "run revert there: ip netns exec NS", which cannot
+// work any more.
+func TestWrongNetNSGoneMessage(t *testing.T) {
+	e := &WrongNetNSError{Journal: "20261122T103000Z", Devices: []string{"vq0"}, Gone: true}
+	e.Want.Name = "gone-ns"
+	msg := e.Error()
+	for _, want := range []string{"vq0", "gone-ns", "no longer exists", "--force", "Nothing was changed"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not say %s", msg, want)
+		}
+	}
+	if strings.Contains(msg, "ip netns exec") {
+		t.Errorf("%q suggests running in a namespace that is gone", msg)
+	}
+}
