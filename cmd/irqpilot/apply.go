@@ -92,7 +92,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if fs.IsLive() && os.Geteuid() != 0 && !o.dryRun {
 		return fmt.Errorf("apply must run as root to write /proc/irq and /sys/class/net (nothing was changed); use --dry-run to see what would change")
 	}
-	data, err := os.ReadFile(o.planFile)
+	data, err := plan.ReadFile(o.planFile)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,10 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h, err := readHostWith(fs, !o.dryRun, o.stateDir)
+	// Read without writing: the managed-IRQ probe (a write of each IRQ's
+	// own affinity) runs only after the plan passed validation against
+	// this host, and only for the IRQs it will change (Converge).
+	h, err := readHostWith(fs, false, o.stateDir)
 	if err != nil {
 		return err
 	}
@@ -108,7 +111,8 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	sum := sha256.Sum256(data)
 	res, err := a.Converge(h, p, apply.ConvergeOptions{
 		DryRun: o.dryRun, Boot: o.boot, Replace: o.replace,
-		Meta: apply.Meta{Host: h.Hostname, PlanFile: o.planFile, PlanHash: hex.EncodeToString(sum[:])},
+		ProbeManaged: !o.dryRun && fs.IsLive() && os.Geteuid() == 0,
+		Meta:         apply.Meta{Host: h.Hostname, PlanFile: o.planFile, PlanHash: hex.EncodeToString(sum[:])},
 	})
 	if res.HostMismatch != "" {
 		fmt.Fprintln(errOut, "note:", res.HostMismatch)

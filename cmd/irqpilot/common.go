@@ -20,12 +20,25 @@ import (
 // cleanup function to call when done.
 func (g *globalFlags) openFS() (*kernel.FS, func(), error) {
 	if g.snapshot != "" {
-		return kernel.OpenSnapshot(g.snapshot)
+		return openSnapshot(g.snapshot)
 	}
 	if _, err := os.Stat(g.root); err != nil {
 		return nil, nil, fmt.Errorf("--root %s: %w", g.root, err)
 	}
 	return kernel.New(g.root), func() {}, nil
+}
+
+// openSnapshot unpacks a snapshot and tells, on stderr, what unpacking it
+// left out or changed (kernel.FS.SnapshotWarnings).
+func openSnapshot(file string) (*kernel.FS, func(), error) {
+	fs, done, err := kernel.OpenSnapshot(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range fs.SnapshotWarnings() {
+		fmt.Fprintf(os.Stderr, "warning: snapshot %s: %s\n", file, w)
+	}
+	return fs, done, nil
 }
 
 // sourceName says which machine the verb read, for text output.

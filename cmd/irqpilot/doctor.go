@@ -223,7 +223,7 @@ func (o *doctorOptions) diagnose(prev, cur *load.Sample, last *kernel.FS) (*doct
 
 func openAfter(arg string) (*kernel.FS, func(), error) {
 	if strings.HasSuffix(arg, ".tar.gz") || strings.HasSuffix(arg, ".tgz") {
-		return kernel.OpenSnapshot(arg)
+		return openSnapshot(arg)
 	}
 	fi, err := os.Stat(arg)
 	if err != nil {

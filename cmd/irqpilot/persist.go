@@ -129,7 +129,7 @@ func (o *persistOptions) run(out io.Writer) error {
 			return err
 		}
 	}
-	data, err := os.ReadFile(o.planFile)
+	data, err := plan.ReadFile(o.planFile)
 	if err != nil {
 		return err
 	}

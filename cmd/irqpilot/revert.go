@@ -19,17 +19,30 @@ type revertOptions struct {
 	stateDir string
 	to       string
 	force    bool
+	all      bool
+	session  string
 }
 
 func newRevertCmd(g *globalFlags) *cobra.Command {
 	o := &revertOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "revert [--to ID]",
+		Use:   "revert [--to ID | --session[=ID] | --all]",
 		Short: "Restore exactly what an apply's journal recorded (the newest by default)",
 		Long: `revert restores exactly what an apply's journal recorded: the newest applied
 journal, or --to ID. Journals are checked before anything is written: a
 journal file that cannot be read, or whose entries name anything but the
 settings irqpilot writes, is refused whole and named.
+
+--session undoes every applied journal of one session in one step: all that
+one process applied (an agent run, a bench), by default the newest
+journal's; --all undoes every applied journal. Each setting is restored once,
+to its value from before the oldest of those journals changed it, so values
+that drifted during the session are not written on the way back.
+
+A setting whose device, queue, IRQ or thread no longer exists is reported
+gone and the journal completes. A journal applied in a network namespace
+that no longer exists completes with --force (its device settings are
+reported gone, never written).
 
 Exit status: 0 reverted (or nothing to revert), 1 a restore failed (the
 message names it), 2 refused before anything was written (not root, lock
@@ -39,7 +52,11 @@ held, unreadable or refused journal, newer journal in the way).`,
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().StringVar(&o.to, "to", "", "journal `ID` to revert (see 'irqpilot history'); default the newest applied")
-	cmd.Flags().BoolVar(&o.force, "force", false, "revert an older journal even though a newer applied one changed some of the same settings")
+	cmd.Flags().BoolVar(&o.force, "force", false, "revert an older journal even though a newer applied one changed some of the same settings; complete a journal whose network namespace is gone")
+	cmd.Flags().BoolVar(&o.all, "all", false, "revert every applied journal, each setting to its value from before the first")
+	cmd.Flags().StringVar(&o.session, "session", "", "revert every applied journal of session `ID` (--session alone: the newest journal's session)")
+	cmd.Flags().Lookup("session").NoOptDefVal = newestSession
+	cmd.MarkFlagsMutuallyExclusive("to", "all", "session")
 	return cmd
 }
 
@@ -52,6 +69,9 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 		return fmt.Errorf("revert must run as root (nothing was changed)")
 	}
 	a := apply.New(fs, o.stateDir)
+	if o.all || o.session != "" {
+		return o.runMany(a, out)
+	}
 	j, err := a.Revert(o.to, o.force)
 	if errors.Is(err, apply.ErrNothingToRevert) {
 		fmt.Fprintln(out, err)
@@ -78,12 +98,63 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 					gone++
 				}
 			}
-			msg := fmt.Sprintf("reverted journal %s: %d settings restored", j.ID, restored)
-			if gone > 0 {
-				msg += fmt.Sprintf(", %d threads gone (exited, or their id now belongs to another thread: left alone)", gone)
-			}
 			printRestored(out, j.Entries)
-			fmt.Fprintln(out, msg)
+			fmt.Fprintln(out, revertedLine(j))
+		}
+	}
+	if err != nil {
+		var ref *apply.RefusedError
+		if errors.As(err, &ref) {
+			return &exitError{code: 2, err: err}
+		}
+		return &exitError{code: 1, err: err}
+	}
+	return nil
+}
+
+// newestSession is --session without a value: the newest journal's.
+const newestSession = "newest"
+
+// revertedLine is revert's closing line for one journal.
+func revertedLine(j *apply.Journal) string {
+	restored, gone := 0, 0
+	for _, e := range j.Entries {
+		switch e.Status {
+		case setting.StatusRestored:
+			restored++
+		case setting.StatusGone:
+			gone++
+		}
+	}
+	msg := fmt.Sprintf("reverted journal %s: %d settings restored", j.ID, restored)
+	if j.State != apply.StateReverted {
+		msg = fmt.Sprintf("journal %s NOT fully reverted (still %s): %d settings restored", j.ID, j.State, restored)
+	}
+	if gone > 0 {
+		msg += fmt.Sprintf(", %d gone (the thread, device, queue or IRQ no longer exists: nothing to restore)", gone)
+	}
+	return msg
+}
+
+// runMany is revert --all and revert --session.
+func (o *revertOptions) runMany(a *apply.Applier, out io.Writer) error {
+	sel := apply.Selection{All: o.all, Session: o.session}
+	if sel.Session == newestSession {
+		sel.Session = ""
+	}
+	js, err := a.RevertMany(sel, o.force)
+	if errors.Is(err, apply.ErrNothingToRevert) {
+		fmt.Fprintln(out, err)
+		return nil
+	}
+	if o.g.json {
+		if werr := writeJSON(out, nonNil(js)); werr != nil && err == nil {
+			err = werr
+		}
+	} else {
+		for _, j := range js {
+			printRestored(out, j.Entries)
+			fmt.Fprintln(out, revertedLine(j))
 		}
 	}
 	if err != nil {

@@ -11,8 +11,11 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -33,6 +36,19 @@ type Applier struct {
 	// BeforeWrite, when set, is called before the i-th write with its entry;
 	// tests use it to kill the process between two writes.
 	BeforeWrite func(i int, e *setting.Change)
+	// Session is written into every journal this applier makes ("" means
+	// this process's: ProcessSession).
+	Session string
+}
+
+// processStart is when this process started (near enough: its package
+// initialisation), part of ProcessSession.
+var processStart = time.Now()
+
+// ProcessSession names this process's journals: its start time and pid,
+// unique on this machine (a pid alone is reused).
+func ProcessSession() string {
+	return fmt.Sprintf("%s-p%d", processStart.UTC().Format("20060102T150405.000Z"), os.Getpid())
 }
 
 // New returns an Applier for the machine behind fs.
@@ -173,6 +189,10 @@ func (a *Applier) apply(changes []setting.Change, meta Meta, more func([]setting
 	j.Host, j.PlanFile, j.PlanHash = meta.Host, meta.PlanFile, meta.PlanHash
 	j.BootID = a.Env.FS.BootID()
 	j.NetNS = a.netns()
+	j.Session = a.Session
+	if j.Session == "" {
+		j.Session = ProcessSession()
+	}
 	j.Entries = entries
 	if err := j.save(); err != nil {
 		j.discard()
@@ -343,31 +363,46 @@ func (a *Applier) rollback(j *Journal, crashed bool) error {
 		if e.Status != setting.StatusDone && i != inFlight {
 			continue
 		}
-		h, err := setting.Lookup(e.Kind)
-		if err != nil {
+		if err := a.restore(e); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if err := h.Restore(&a.Env, e); err != nil {
-			if errors.Is(err, kernel.ErrNoSuchTask) {
-				e.Status = setting.StatusGone
-				e.Note = err.Error()
-				continue
-			}
-			// A failed write usually changed nothing: if the old value is
-			// still there, there is nothing to restore.
-			if cur, rerr := h.Read(&a.Env, e); rerr == nil {
-				if same, _ := h.Same(cur, e.Old); same {
-					e.Status = setting.StatusRestored
-					continue
-				}
-			}
-			errs = append(errs, fmt.Errorf("%s: restore %q: %w", e.Target, e.Old, err))
-			continue
-		}
-		e.Status = setting.StatusRestored
 	}
 	return errors.Join(errs...)
+}
+
+// restore writes one entry's old value back and sets its status: restored,
+// or gone when the thing it changed no longer exists (a thread that exited,
+// a device, queue or IRQ that was removed: its file is gone, so there is
+// nothing to restore and nothing left changed). Any other failure is
+// returned, naming the entry, and leaves the status as it was.
+func (a *Applier) restore(e *setting.Change) error {
+	h, err := setting.Lookup(e.Kind)
+	if err != nil {
+		return err
+	}
+	if err := h.Restore(&a.Env, e); err != nil {
+		switch {
+		case errors.Is(err, kernel.ErrNoSuchTask):
+			e.Status = setting.StatusGone
+			e.Note = err.Error()
+			return nil
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV):
+			e.Status = setting.StatusGone
+			e.Note = fmt.Sprintf("gone: %s no longer exists (removed since it was applied), nothing to restore", e.Target)
+			return nil
+		}
+		// A failed write usually changed nothing: if the old value is
+		// still there, there is nothing to restore.
+		if cur, rerr := h.Read(&a.Env, e); rerr == nil {
+			if same, _ := h.Same(cur, e.Old); same {
+				e.Status = setting.StatusRestored
+				return nil
+			}
+		}
+		return fmt.Errorf("%s: restore %q: %w", e.Target, e.Old, err)
+	}
+	e.Status = setting.StatusRestored
+	return nil
 }
 
 func (a *Applier) now() time.Time {

@@ -19,7 +19,13 @@ type ConvergeOptions struct {
 	// not mention are restored in the same journal (Outcome.Leftovers lists
 	// them either way).
 	Replace bool
-	Meta    Meta
+	// ProbeManaged, once the plan passed validation, finds which of the
+	// IRQs the plan will change are kernel-managed by writing each one's
+	// current affinity back (host.ProbeManaged); no other IRQ is touched,
+	// and nothing is written for a plan that fails validation. Live
+	// machine, root, not with DryRun.
+	ProbeManaged bool
+	Meta         Meta
 }
 
 // Outcome is what a converge found and did.
@@ -62,6 +68,14 @@ func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outc
 	if err != nil {
 		return out, err
 	}
+	if o.ProbeManaged && !o.DryRun {
+		if irqs := irqsToChange(changes, h); len(irqs) > 0 {
+			host.ProbeManaged(a.Env.FS, h, irqs)
+			if changes, skipped, err = Changes(a.Env, h, p); err != nil {
+				return out, err
+			}
+		}
+	}
 	if o.DryRun || !o.Replace {
 		if left, lerr := a.Leftovers(changes); lerr == nil || len(left) > 0 {
 			out.Leftovers = left
@@ -89,6 +103,31 @@ func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outc
 		out.Skipped += len(skipped)
 	}
 	return out, err
+}
+
+// irqsToChange lists the IRQs whose affinity changes will write: not
+// skipped, not known either way, and not already at the value asked for.
+func irqsToChange(changes []setting.Change, h *host.Host) []int {
+	unknown := map[int]bool{}
+	for i := range h.IRQs {
+		if h.IRQs[i].Managed == host.ManagedUnknown {
+			unknown[h.IRQs[i].Number] = true
+		}
+	}
+	var out []int
+	for i := range changes {
+		c := &changes[i]
+		if c.Kind != setting.KindIRQAffinity || c.IRQ == nil || c.Status == setting.StatusSkipped || !unknown[*c.IRQ] {
+			continue
+		}
+		if hd, err := setting.Lookup(c.Kind); err == nil && c.Old != "" {
+			if same, err := hd.Same(c.Old, hd.Expected(c)); err == nil && same {
+				continue
+			}
+		}
+		out = append(out, *c.IRQ)
+	}
+	return out
 }
 
 // Changes resolves a plan against h and expands it into the concrete

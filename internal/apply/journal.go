@@ -57,7 +57,11 @@ type Journal struct {
 	BootID string `json:"boot_id,omitempty"`
 	// NetNS is the network namespace the journal was applied in: a
 	// device's queues and coalescing can be restored only from there.
-	NetNS   *kernel.NetNS    `json:"netns,omitempty"`
+	NetNS *kernel.NetNS `json:"netns,omitempty"`
+	// Session names the process that applied the journal (every journal
+	// of one agent run, or of one bench, shares it), so that
+	// `revert --session` undoes that run in one step.
+	Session string           `json:"session,omitempty"`
 	State   string           `json:"state"`
 	Entries []setting.Change `json:"entries"`
 	Error   string           `json:"error,omitempty"`

@@ -2,8 +2,13 @@ package apply
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -29,6 +34,8 @@ type WrongNetNSError struct {
 	Here    kernel.NetNS
 	// StateDir is carried into the suggested command.
 	StateDir string
+	// Gone: the namespace no longer exists.
+	Gone bool
 }
 
 func (e *WrongNetNSError) Error() string {
@@ -53,6 +60,10 @@ func (e *WrongNetNSError) Error() string {
 	if e.Here.Initial {
 		here = "the host's initial namespace"
 	}
+	if e.Gone {
+		return fmt.Sprintf("%s in namespace %s, which no longer exists (journal %s was applied there): its devices' settings went with it. Nothing was changed; use --force to complete the journal (those settings are reported gone, never written; its IRQ and thread settings are restored)",
+			what, e.Want.String(), e.Journal)
+	}
 	return fmt.Sprintf("%s in namespace %s (journal %s was applied there; this revert runs in %s); %s. Nothing was changed",
 		what, e.Want.String(), e.Journal, here, run)
 }
@@ -61,7 +72,13 @@ func (e *WrongNetNSError) Error() string {
 // belong to another network namespace: from here their sysfs files do not
 // exist (or are another device's), and the journal would be left half
 // restored. Journals without a namespace (older versions) are not checked.
-func (a *Applier) checkNetNS(j *Journal) error {
+//
+// A namespace that no longer exists took its devices with it (veths die
+// with it; physical devices return to the initial namespace, where their
+// name may be another device's), so nothing of them can be restored: with
+// force, those entries are marked gone, never written, and the rest of the
+// journal (IRQs, threads) is restored; without, the refusal says so.
+func (a *Applier) checkNetNS(j *Journal, force bool) error {
 	if j.NetNS == nil || j.NetNS.Inode == 0 {
 		return nil
 	}
@@ -73,7 +90,67 @@ func (a *Applier) checkNetNS(j *Journal) error {
 	if len(devs) == 0 {
 		return nil
 	}
-	return &WrongNetNSError{Journal: j.ID, Devices: devs, Want: *j.NetNS, Here: *here, StateDir: a.StateDir}
+	werr := &WrongNetNSError{Journal: j.ID, Devices: devs, Want: *j.NetNS, Here: *here, StateDir: a.StateDir}
+	if netnsExists(j.NetNS.Inode) {
+		return werr
+	}
+	werr.Gone = true
+	if !force {
+		return werr
+	}
+	for i := range j.Entries {
+		e := &j.Entries[i]
+		if (e.Status == setting.StatusDone || e.Status == setting.StatusPending) && netScoped(e) {
+			e.Status = setting.StatusGone
+			e.Note = fmt.Sprintf("gone: network namespace %s no longer exists, and its devices' settings went with it; nothing written", j.NetNS)
+		}
+	}
+	return nil
+}
+
+// netScoped reports whether e is a setting that lives in a network
+// namespace (a device's, or a net.core sysctl).
+func netScoped(e *setting.Change) bool {
+	return setting.ScopeOf(e).NetDevice != "" || e.Kind == setting.KindSysctl
+}
+
+// netnsExists reports whether a network namespace with nsfs inode ino is
+// still alive: named under /run/netns or entered by some process. In doubt
+// (neither can be read), it says yes, so that nothing is marked gone.
+func netnsExists(ino uint64) bool {
+	inode := func(p string) uint64 {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) != nil {
+			return 0
+		}
+		return st.Ino
+	}
+	if ents, err := os.ReadDir(kernel.RunNetNSDir); err == nil {
+		for _, e := range ents {
+			if inode(filepath.Join(kernel.RunNetNSDir, e.Name())) == ino {
+				return true
+			}
+		}
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	seen := 0
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		n := inode("/proc/" + p.Name() + "/ns/net")
+		if n == 0 {
+			continue
+		}
+		seen++
+		if n == ino {
+			return true
+		}
+	}
+	return seen == 0
 }
 
 // journalNetDevices lists the network devices whose settings j changed.

@@ -3,6 +3,7 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -121,7 +122,7 @@ func (a *Applier) pick(id string, force bool) (j *Journal, warn, err error) {
 	if j.State == StateReverted || j.State == StateRolledBack {
 		return j, nil, fmt.Errorf("journal %s is already %s", j.ID, j.State)
 	}
-	if err := a.checkNetNS(j); err != nil {
+	if err := a.checkNetNS(j, force); err != nil {
 		return nil, nil, err
 	}
 	if otherBoot(j, a.Env.FS.BootID()) && !force {
@@ -207,4 +208,238 @@ func idLess(a, b string) bool {
 // known).
 func otherBoot(j *Journal, boot string) bool {
 	return j.BootID != "" && boot != "" && j.BootID != boot
+}
+
+// Selection says which journals RevertMany undoes together.
+type Selection struct {
+	// All: every journal still applied (or interrupted).
+	All bool
+	// Session: every such journal of one session (Journal.Session); "" is
+	// the session of the newest one. A journal written before sessions
+	// were recorded is a session of its own.
+	Session string
+}
+
+// RevertMany undoes several journals in one step (revert --all,
+// revert --session) and returns them, newest first. Each setting is
+// restored once, to the value it had before the oldest of those journals
+// changed it: a setting that a later journal of the set wrote again (an
+// agent repairing drift) is not first put back to the drifted value the
+// later journal found. Settings whose device, queue, IRQ or thread is gone
+// are marked gone; a journal whose every entry is restored or gone is
+// marked reverted. Refusals are those of Revert, for each journal of the
+// set: an unreadable journal file newer than the oldest of the set, a
+// newer applied journal outside the set that changed the same settings,
+// an earlier boot or another namespace (unless force).
+func (a *Applier) RevertMany(sel Selection, force bool) ([]*Journal, error) {
+	unlock, err := a.lock()
+	if err != nil {
+		return nil, refused(err)
+	}
+	defer unlock()
+	set, err := a.pickMany(sel, force)
+	if err != nil {
+		return nil, refused(err)
+	}
+
+	// Which entries write: of each setting, the oldest journal's entry.
+	type ref struct{ j, i int }
+	owner := map[string]ref{}
+	writes := make([]map[int]bool, len(set))
+	for ji, j := range set { // oldest first
+		writes[ji] = map[int]bool{}
+		crashed := j.State == StateApplying
+		inFlight := false
+		for i := range j.Entries {
+			e := &j.Entries[i]
+			switch {
+			case e.Status == setting.StatusDone:
+			case e.Status == setting.StatusPending && crashed && !inFlight:
+				// Only the first pending entry of an interrupted apply
+				// may have been written (see rollback).
+				inFlight = true
+			case e.Status == setting.StatusPending:
+				e.Status = setting.StatusNotAttempted
+				continue
+			default:
+				continue
+			}
+			writes[ji][i] = true
+			k := setting.Key(e)
+			if _, ok := owner[k]; !ok {
+				owner[k] = ref{ji, i}
+			}
+		}
+	}
+	boot := a.Env.FS.BootID()
+	for ji, j := range set {
+		if !otherBoot(j, boot) {
+			continue
+		}
+		// Forced across a reboot: thread ids are another boot's.
+		for i := range j.Entries {
+			if e := &j.Entries[i]; e.Kind == setting.KindThreadAffinity && writes[ji][i] {
+				e.Status, e.Note = setting.StatusGone, "journaled in an earlier boot: thread ids are not the same threads; left alone"
+			}
+		}
+	}
+
+	// Newest journal first, newest entry first, as one revert each would.
+	failed := map[string]error{}
+	var errs []error
+	for ji := len(set) - 1; ji >= 0; ji-- {
+		j := set[ji]
+		for i := len(j.Entries) - 1; i >= 0; i-- {
+			e := &j.Entries[i]
+			if !writes[ji][i] || e.Status == setting.StatusGone {
+				continue
+			}
+			if o := owner[setting.Key(e)]; o != (ref{ji, i}) {
+				continue // restored with the older journal's value below
+			}
+			if err := a.restore(e); err != nil {
+				failed[setting.Key(e)] = err
+				errs = append(errs, fmt.Errorf("journal %s: %w", j.ID, err))
+			}
+		}
+	}
+	// The later writes of a setting share the outcome of its oldest.
+	for ji, j := range set {
+		for i := range j.Entries {
+			e := &j.Entries[i]
+			if !writes[ji][i] || e.Status == setting.StatusGone {
+				continue
+			}
+			k := setting.Key(e)
+			o := owner[k]
+			if o == (ref{ji, i}) {
+				continue
+			}
+			if _, bad := failed[k]; bad {
+				continue
+			}
+			first := &set[o.j].Entries[o.i]
+			e.Status = first.Status
+			if first.Status == setting.StatusRestored {
+				e.Note = fmt.Sprintf("restored to %q, the value from before journal %s", first.Old, set[o.j].ID)
+			} else {
+				e.Note = first.Note
+			}
+		}
+	}
+	for _, j := range set {
+		done := true
+		for i := range j.Entries {
+			if s := j.Entries[i].Status; s == setting.StatusDone || s == setting.StatusPending {
+				done = false
+			}
+		}
+		if done {
+			j.State = StateReverted
+		}
+		if serr := j.save(); serr != nil {
+			errs = append(errs, fmt.Errorf("the settings were restored but journal %s could not record it: %w", j.path, serr))
+		}
+	}
+	slices.Reverse(set)
+	return set, errors.Join(errs...)
+}
+
+// pickMany finds the journals of sel, oldest first, and checks them as
+// pick checks one.
+func (a *Applier) pickMany(sel Selection, force bool) ([]*Journal, error) {
+	all, err := History(a.StateDir)
+	var herr *HistoryError
+	if err != nil && !errors.As(err, &herr) {
+		return nil, err
+	}
+	var open []*Journal
+	for _, j := range all {
+		if revertable(j) {
+			open = append(open, j)
+		}
+	}
+	var set []*Journal
+	switch {
+	case sel.All:
+		set = open
+	default:
+		session := sel.Session
+		if session == "" {
+			boot := a.Env.FS.BootID()
+			for i := len(open) - 1; i >= 0; i-- {
+				if !otherBoot(open[i], boot) {
+					if session = open[i].Session; session == "" {
+						set = []*Journal{open[i]}
+					}
+					break
+				}
+			}
+			if session == "" && set == nil {
+				if herr != nil {
+					return nil, fmt.Errorf("no readable applied journal in this boot, and %w; fix or move the file(s) away, then run revert again", herr)
+				}
+				return nil, fmt.Errorf("%w: no applied journal of this boot in %s", ErrNothingToRevert, journalDir(a.StateDir))
+			}
+		}
+		if session != "" {
+			for _, j := range open {
+				if j.Session == session {
+					set = append(set, j)
+				}
+			}
+			if len(set) == 0 {
+				return nil, fmt.Errorf("%w: no applied journal of session %q in %s (see 'irqpilot history --json')", ErrNothingToRevert, session, journalDir(a.StateDir))
+			}
+		}
+	}
+	if len(set) == 0 {
+		if herr != nil {
+			return nil, fmt.Errorf("no readable applied journal, and %w; fix or move the file(s) away, then run revert again", herr)
+		}
+		return nil, fmt.Errorf("%w: no applied journal in %s", ErrNothingToRevert, journalDir(a.StateDir))
+	}
+	oldest := set[0]
+	if herr != nil && !force {
+		for _, f := range herr.Files {
+			if idLess(oldest.ID, idOf(f.File)) {
+				return nil, fmt.Errorf("journal file %s cannot be read (%s) and is newer than %s, so it may hold settings in force; nothing was reverted — fix or move it away, or use --force", f.File, f.Err, oldest.ID)
+			}
+		}
+	}
+	in := map[string]bool{}
+	for _, j := range set {
+		in[j.ID] = true
+	}
+	boot := a.Env.FS.BootID()
+	for _, j := range set {
+		if err := a.checkNetNS(j, force); err != nil {
+			return nil, err
+		}
+		if otherBoot(j, boot) && !force {
+			return nil, fmt.Errorf("journal %s was applied in an earlier boot, where IRQ numbers and thread ids meant other things; use --force to restore its IRQ and queue values anyway (threads are never re-pinned)", j.ID)
+		}
+		if force {
+			continue
+		}
+		// A newer applied journal outside the set that changed the same
+		// settings would be silently undone.
+		mine := map[string]bool{}
+		for i, e := range j.Entries {
+			if e.Status == setting.StatusDone || e.Status == setting.StatusPending {
+				mine[setting.Key(&j.Entries[i])] = true
+			}
+		}
+		for _, o := range open {
+			if in[o.ID] || !(o.Time.After(j.Time) || (o.Time.Equal(j.Time) && idLess(j.ID, o.ID))) {
+				continue
+			}
+			for i, e := range o.Entries {
+				if (e.Status == setting.StatusDone || e.Status == setting.StatusPending) && mine[setting.Key(&o.Entries[i])] {
+					return nil, fmt.Errorf("journal %s is older than %s, which is not part of this revert, changed some of the same settings and is still applied; revert that one first (or use --force)", j.ID, o.ID)
+				}
+			}
+		}
+	}
+	return set, nil
 }

@@ -106,6 +106,21 @@ type Runner struct {
 	started  bool
 }
 
+// secureStateDir creates the bench's state directory under the state
+// directory's rules (apply.SecureStateDir: 0700, owned by root, writable by
+// no one else), and a missing parent as a state directory too: the default,
+// /var/lib/irqpilot/bench, would otherwise create /var/lib/irqpilot 0755.
+func secureStateDir(dir string) error {
+	if parent := filepath.Dir(dir); parent != dir {
+		if _, err := os.Lstat(parent); errors.Is(err, os.ErrNotExist) {
+			if err := apply.SecureStateDir(parent); err != nil {
+				return err
+			}
+		}
+	}
+	return apply.SecureStateDir(dir)
+}
+
 // Start prepares the workload and reads the host (with the testbed's device).
 func (r *Runner) Start() error {
 	if r.Configurator == nil {
@@ -114,7 +129,7 @@ func (r *Runner) Start() error {
 	if r.StateDir == "" {
 		r.StateDir = filepath.Join(apply.DefaultStateDir, "bench")
 	}
-	if err := os.MkdirAll(r.StateDir, 0o755); err != nil {
+	if err := secureStateDir(r.StateDir); err != nil {
 		return err
 	}
 	app, err := r.Workload.Prepare()

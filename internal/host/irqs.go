@@ -192,7 +192,24 @@ func readPlacement(kfs *kernel.FS, h *Host) {
 // written is the one just read, so allowed CPUs do not change; the kernel may
 // re-pick the effective CPU within them (as it does for irqbalance's writes),
 // which is why effective affinity is read again after a successful write.
-func probeManaged(kfs *kernel.FS, h *Host) {
+func probeManaged(kfs *kernel.FS, h *Host) { probeManagedOf(kfs, h, nil) }
+
+// ProbeManaged is the probe above for the given IRQs only (apply probes
+// just the IRQs its plan will change, after the plan passed validation).
+// On anything but the live machine it does nothing.
+func ProbeManaged(kfs *kernel.FS, h *Host, irqs []int) {
+	if !kfs.IsLive() || len(irqs) == 0 {
+		return
+	}
+	only := make(map[int]bool, len(irqs))
+	for _, n := range irqs {
+		only[n] = true
+	}
+	probeManagedOf(kfs, h, only)
+}
+
+// probeManagedOf probes the IRQs in only (every IRQ when only is nil).
+func probeManagedOf(kfs *kernel.FS, h *Host, only map[int]bool) {
 	// The probe writes, so it holds the machine-wide write lock: an apply
 	// cannot write an IRQ between our read and our write-back.
 	release, err := kfs.LockWrites(10 * time.Second)
@@ -204,6 +221,9 @@ func probeManaged(kfs *kernel.FS, h *Host) {
 	probe := managedProbe{Managed: []int{}, Movable: []int{}}
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
+		if only != nil && !only[q.Number] {
+			continue
+		}
 		if q.Affinity == nil || q.Affinity.IsEmpty() {
 			continue // unread: reported by readPlacement
 		}
@@ -233,6 +253,9 @@ func probeManaged(kfs *kernel.FS, h *Host) {
 		default:
 			h.unavailable(fmt.Sprintf("irq %d managed state", q.Number), "/"+p, err)
 		}
+	}
+	if only != nil {
+		return // a partial probe is no record of the host
 	}
 	if b, err := json.Marshal(probe); err == nil {
 		kfs.SaveSynthetic(ManagedFile, b)

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -67,6 +68,10 @@ type FS struct {
 
 	// held, when set, keeps files open between reads (Held).
 	held *heldFiles
+
+	// snapWarnings: what unpacking the snapshot left out or changed
+	// (SnapshotWarnings).
+	snapWarnings []string
 }
 
 // Access says how a recorded path was used.
@@ -296,6 +301,8 @@ func (f *FS) ReadFile(rel string) ([]byte, error) {
 	var err error
 	if f.held != nil {
 		err = f.held.read(f.Path(rel), oneValue(strings.TrimPrefix(rel, "/")), func(c []byte) { b = append([]byte{}, c...) })
+	} else if f.root != "/" {
+		b, err = readCapped(f.Path(rel), maxSnapshotFileBytes)
 	} else {
 		b, err = os.ReadFile(f.Path(rel))
 	}
@@ -305,6 +312,32 @@ func (f *FS) ReadFile(rel string) ([]byte, error) {
 	}
 	f.noteResult(rel, b, err)
 	return b, err
+}
+
+// readCapped reads a file of a snapshot or --root tree, refusing one larger
+// than limit before reading it (its size is known there, unlike in /proc
+// and /sys): an untrusted tree must not make a reader hold more.
+func readCapped(p string, limit int64) ([]byte, error) {
+	fh, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	var buf bytes.Buffer
+	if fi, err := fh.Stat(); err == nil && fi.Mode().IsRegular() {
+		if fi.Size() > limit {
+			return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
+		}
+		buf.Grow(int(fi.Size()) + bytes.MinRead) // one allocation, as os.ReadFile
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(fh, limit+1)); err != nil {
+		return nil, err // an *fs.PathError from the read, as os.ReadFile's
+	}
+	b := buf.Bytes()
+	if int64(len(b)) > limit {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("over the limit of %d bytes per file (no kernel file is that large)", limit)}
+	}
+	return b, nil
 }
 
 // ReadString reads a file and trims surrounding white space.

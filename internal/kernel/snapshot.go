@@ -35,9 +35,13 @@ const (
 	// maxSnapshotFileBytes bounds one file. The largest kernel file a
 	// snapshot holds is /proc/interrupts: about 11 bytes per CPU and row,
 	// 13.4 MB at 1152 CPUs × 1 056 rows; at NR_CPUS' maximum of 8192 the
-	// same rows are about 95 MB. 256 MiB also bounds what a parser reading
-	// the file has to hold in memory.
-	maxSnapshotFileBytes = 256 << 20
+	// same rows are about 95 MB. The bound is also what a reader of the
+	// file holds in memory (FS.ReadFile checks it before reading): at
+	// 256 MiB, a 164 MB /proc/interrupts from a 200 KB archive ran the Go
+	// runtime out of memory under a 2 GiB address-space limit (a fatal
+	// error: no message, the directory left behind), so it is refused at
+	// its tar header instead (TestSnapshotMemberCapUnderAddressSpaceLimit).
+	maxSnapshotFileBytes = 96 << 20
 	// maxSnapshotEntries bounds the number of archive entries (files,
 	// directories, links, skipped ones). A ghw-style capture has about 70
 	// files per CPU (topology, caches, cpufreq) plus a few per IRQ and
@@ -113,7 +117,8 @@ func openSnapshot(file string, lim snapshotLimits) (*FS, func(), error) {
 		d.remove()
 		unregisterSnapshot(d)
 	}
-	if err := unpack(file, d, lim); err != nil {
+	u, err := unpack(file, d, lim)
+	if err != nil {
 		if errors.Is(err, errInterrupted) {
 			// A signal removed the directory and is ending the process;
 			// if the program handles the signal itself, it continues here.
@@ -122,8 +127,17 @@ func openSnapshot(file string, lim snapshotLimits) (*FS, func(), error) {
 		cleanup()
 		return nil, nil, fmt.Errorf("snapshot %s: %w", file, err)
 	}
-	return New(dir), cleanup, nil
+	fs := New(dir)
+	fs.snapWarnings = u.warnings()
+	return fs, cleanup, nil
 }
+
+// SnapshotWarnings says what unpacking the snapshot left out or changed:
+// entries that a kernel snapshot never holds (hard links, device files,
+// FIFOs, sockets) are not unpacked, and names that were absolute or held
+// ".." are read inside the snapshot. Each kind is one line naming up to
+// three of its entries. The verb that opened the snapshot prints them.
+func (f *FS) SnapshotWarnings() []string { return f.snapWarnings }
 
 // snapshotTempDir is where snapshots are unpacked: $TMPDIR when set, else
 // /dev/shm when it is a writable directory, else the system's temporary
@@ -333,36 +347,77 @@ type unpacker struct {
 	links   map[string]bool // root-relative names of the symlinks unpacked
 	entries int
 	total   int64
+	// dropped and renamed count, by kind, the entries left out or read
+	// under another name, with the first few names (warnings).
+	dropped map[string]*noted
+	order   []string
 }
 
-func unpack(file string, d *snapshotDir, lim snapshotLimits) error {
+// noted is one kind of warned-about entry.
+type noted struct {
+	n     int
+	names []string
+}
+
+// note records entry name under kind (see warnings).
+func (u *unpacker) note(kind, name string) {
+	if u.dropped == nil {
+		u.dropped = map[string]*noted{}
+	}
+	k := u.dropped[kind]
+	if k == nil {
+		k = &noted{}
+		u.dropped[kind] = k
+		u.order = append(u.order, kind)
+	}
+	k.n++
+	if len(k.names) < 3 {
+		k.names = append(k.names, strconv.Quote(name))
+	}
+}
+
+// warnings is one line per kind of entry noted, in the order first seen.
+func (u *unpacker) warnings() []string {
+	var out []string
+	for _, kind := range u.order {
+		k := u.dropped[kind]
+		names := strings.Join(k.names, ", ")
+		if k.n > len(k.names) {
+			names += fmt.Sprintf(" and %d more", k.n-len(k.names))
+		}
+		out = append(out, fmt.Sprintf("%d %s: %s", k.n, kind, names))
+	}
+	return out
+}
+
+func unpack(file string, d *snapshotDir, lim snapshotLimits) (*unpacker, error) {
 	fh, err := os.Open(file)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer fh.Close()
 	gz, err := gzip.NewReader(fh)
 	if err != nil {
-		return fmt.Errorf("not a gzip archive: %w", err)
+		return nil, fmt.Errorf("not a gzip archive: %w", err)
 	}
 	tr := tar.NewReader(abortReader{gz, &d.abort})
 	u := &unpacker{d: d, lim: lim, links: map[string]bool{}}
 	for {
 		if d.abort.Load() {
-			return errInterrupted
+			return nil, errInterrupted
 		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return u, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := u.check(h); err != nil {
-			return err
+			return nil, err
 		}
 		if err := u.entry(h, tr); err != nil {
-			return err
+			return nil, err
 		}
 		if unpackHook != nil {
 			unpackHook(u.entries)
@@ -413,6 +468,9 @@ func (u *unpacker) entry(h *tar.Header, r io.Reader) error {
 	if name == "/" {
 		return nil
 	}
+	if filepath.IsAbs(h.Name) || strings.HasPrefix(h.Name, "../") || strings.Contains(h.Name, "/../") || h.Name == ".." || strings.HasSuffix(h.Name, "/..") {
+		u.note(`entries with an absolute name or "..", read inside the snapshot`, h.Name)
+	}
 	dst := filepath.Join(dir, name)
 	if !strings.HasPrefix(dst, dir+string(filepath.Separator)) {
 		return fmt.Errorf("entry %q escapes the snapshot", h.Name)
@@ -451,8 +509,16 @@ func (u *unpacker) entry(h *tar.Header, r io.Reader) error {
 			return err
 		}
 		u.links[name] = true
+	case tar.TypeLink:
+		u.note("hard links (not part of a kernel snapshot) left out", h.Name)
+	case tar.TypeChar, tar.TypeBlock:
+		u.note("device files (not part of a kernel snapshot) left out", h.Name)
+	case tar.TypeFifo:
+		u.note("FIFOs (not part of a kernel snapshot) left out", h.Name)
+	case tar.TypeXGlobalHeader:
+		// archive metadata (pax), not an entry
 	default:
-		// hard links, devices, fifos: not part of a kernel snapshot
+		u.note(fmt.Sprintf("entries of tar type %q left out", h.Typeflag), h.Name)
 	}
 	return nil
 }

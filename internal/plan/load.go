@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"gopkg.in/yaml.v3"
 
@@ -19,13 +21,81 @@ import (
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
+// A plan is untrusted input (anyone may hand one to apply or the agent),
+// so what it may cost to read is bounded, well above what a real plan
+// needs: the plan auto makes for the largest real host at hand (pcp, 1152
+// CPUs, 1 056 IRQs) holds about 2 000 entries in some 300 KB.
+const (
+	// MaxPlanBytes bounds a plan file. With maxPlanSeparators, the most a
+	// plan can cost to parse is about 250 MB of allocation (a million
+	// one-byte scalars; TestParseUnderAddressSpaceLimit).
+	MaxPlanBytes = 4 << 20
+	// MaxPlanEntries bounds the entries of a plan's lists together (irqs,
+	// rx_queues, tx_queues, apps, coalesce, napi, notes): 8 per CPU at
+	// NR_CPUS' maximum of 8192.
+	MaxPlanEntries = 1 << 16
+	// maxPlanSeparators bounds the YAML nodes a plan can make before
+	// yaml.v3 builds them: every node after the first follows a newline or
+	// one of the indicators , [ { : - ?, so counting those bounds the nodes.
+	// 4 MiB of "a," would otherwise be 2 million nodes (some 500 MB of
+	// allocation); a real plan has about 10 per entry.
+	maxPlanSeparators = 1 << 20
+)
+
 // LoadFile reads and checks a plan file (YAML or JSON).
 func LoadFile(file string) (*Plan, error) {
-	data, err := os.ReadFile(file)
+	data, err := ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(file, data)
+}
+
+// ReadFile reads a plan file, refusing anything but a regular file (a FIFO
+// would block for ever, a device such as /dev/zero never ends) and a file
+// larger than MaxPlanBytes. The file is opened O_NONBLOCK, so that opening
+// a FIFO does not wait for a writer, and checked with fstat before one byte
+// is read.
+func ReadFile(file string) ([]byte, error) {
+	fh, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("plan %s is %s, not a regular file; refused (write the plan to a file first)", file, fileKind(fi.Mode()))
+	}
+	if fi.Size() > MaxPlanBytes {
+		return nil, fmt.Errorf("plan %s is %d bytes, over the limit of %d (real plans are a few hundred KB)", file, fi.Size(), MaxPlanBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, MaxPlanBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", file, err)
+	}
+	if len(data) > MaxPlanBytes {
+		return nil, fmt.Errorf("plan %s grew past the limit of %d bytes while being read; refused", file, MaxPlanBytes)
+	}
+	return data, nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
 }
 
 // Parse decodes and checks a plan. name is used in error messages. JSON is
@@ -39,6 +109,14 @@ func LoadFile(file string) (*Plan, error) {
 // (aliases, wrong node kinds) can never panic or expand.
 func Parse(name string, data []byte) (*Plan, error) {
 	l := &errList{file: name, lines: map[string]int{}}
+	if len(data) > MaxPlanBytes {
+		l.add(0, "", "%d bytes, over the limit of %d (real plans are a few hundred KB)", len(data), MaxPlanBytes)
+		return nil, l.err()
+	}
+	if n := separators(data); n > maxPlanSeparators {
+		l.add(0, "", "%d list items, keys or lines, over the limit of %d (real plans have about 10 per entry and a few thousand entries)", n, maxPlanSeparators)
+		return nil, l.err()
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -76,6 +154,19 @@ func Parse(name string, data []byte) (*Plan, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// separators counts the bytes that can start a new YAML node (see
+// maxPlanSeparators).
+func separators(data []byte) int {
+	n := 0
+	for _, c := range data {
+		switch c {
+		case '\n', ',', '[', '{', ':', '-', '?':
+			n++
+		}
+	}
+	return n
 }
 
 var (
@@ -141,6 +232,7 @@ func (p *Plan) MarshalJSONFile() ([]byte, error) {
 type decoder struct {
 	*errList
 	keyLine int // line of the key whose value is being decoded
+	entries int // list items seen so far (MaxPlanEntries)
 }
 
 // fields iterates a mapping node's key/value pairs, reporting unknown and
@@ -325,6 +417,10 @@ func (d *decoder) cpus(n *yaml.Node, field string) (cpuset.Set, bool) {
 
 func (d *decoder) seq(n *yaml.Node, field string, fn func(i int, item *yaml.Node, path string)) {
 	if !d.kind(n, field, yaml.SequenceNode, "a list") {
+		return
+	}
+	if d.entries += len(n.Content); d.entries > MaxPlanEntries {
+		d.add(n.Line, field, "%d list entries in all, over the limit of %d (real plans have a few thousand)", d.entries, MaxPlanEntries)
 		return
 	}
 	for i, item := range n.Content {
@@ -642,7 +738,6 @@ func check(p *Plan, l *errList) {
 		dev   string
 		queue int // -1: all queues
 	}
-	overlap := func(a, b qkey) bool { return a.dev == b.dev && (a.queue == b.queue || a.queue < 0 || b.queue < 0) }
 	qname := func(dir string, k qkey) string {
 		if k.queue < 0 {
 			return fmt.Sprintf("every %s queue of %s", dir, k.dev)
@@ -650,12 +745,52 @@ func check(p *Plan, l *errList) {
 		return fmt.Sprintf("%s %s-%d", k.dev, dir, k.queue)
 	}
 
-	type rxSeen struct {
-		k         qkey
-		cpus, cnt bool
-		line      int
+	// Duplicates are found by map, in time linear in the entries: an entry
+	// for every queue of a device (queue: -1 here) overlaps each entry for
+	// one of its queues. The error names the earliest entry it overlaps.
+	type qset struct {
+		all   int         // index+1 of the first every-queue entry; 0: none
+		any   int         // index+1 of the first entry of any queue
+		queue map[int]int // queue → index+1 of its first entry
 	}
-	var rxs []rxSeen
+	type qattr map[string]*qset // device → entries setting one attribute
+	earliest := func(ids ...int) int {
+		m := 0
+		for _, id := range ids {
+			if id > 0 && (m == 0 || id < m) {
+				m = id
+			}
+		}
+		return m
+	}
+	// seen returns the earliest entry that k overlaps (index+1, 0: none)
+	// and records entry id for k.
+	seen := func(a qattr, k qkey, id int) int {
+		q := a[k.dev]
+		if q == nil {
+			q = &qset{queue: map[int]int{}}
+			a[k.dev] = q
+		}
+		var hit int
+		if k.queue < 0 {
+			hit = q.any
+		} else {
+			hit = earliest(q.all, q.queue[k.queue])
+		}
+		if q.any == 0 {
+			q.any = id
+		}
+		if k.queue < 0 {
+			if q.all == 0 {
+				q.all = id
+			}
+		} else if q.queue[k.queue] == 0 {
+			q.queue[k.queue] = id
+		}
+		return hit
+	}
+
+	rxCPUs, rxCnt := qattr{}, qattr{}
 	for i, e := range p.RxQueues {
 		f := fmt.Sprintf("rx_queues[%d]", i)
 		reason(e.Line, f, e.Reason)
@@ -674,21 +809,19 @@ func check(p *Plan, l *errList) {
 		if e.Queue != nil {
 			k.queue = *e.Queue
 		}
-		cur := rxSeen{k, e.RPSCPUs != nil, e.RPSFlowCnt != nil, e.Line}
-		for _, o := range rxs {
-			if overlap(o.k, k) && ((o.cpus && cur.cpus) || (o.cnt && cur.cnt)) {
-				l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", qname("rx", k), where(o.line))
-				break
-			}
+		var hits []int
+		if e.RPSCPUs != nil {
+			hits = append(hits, seen(rxCPUs, k, i+1))
 		}
-		rxs = append(rxs, cur)
+		if e.RPSFlowCnt != nil {
+			hits = append(hits, seen(rxCnt, k, i+1))
+		}
+		if o := earliest(hits...); o > 0 {
+			l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", qname("rx", k), where(p.RxQueues[o-1].Line))
+		}
 	}
 
-	type txSeen struct {
-		k    qkey
-		line int
-	}
-	var txs []txSeen
+	txCPUs := qattr{}
 	for i, e := range p.TxQueues {
 		f := fmt.Sprintf("tx_queues[%d]", i)
 		reason(e.Line, f, e.Reason)
@@ -700,13 +833,9 @@ func check(p *Plan, l *errList) {
 		if e.Queue != nil {
 			k.queue = *e.Queue
 		}
-		for _, o := range txs {
-			if overlap(o.k, k) {
-				l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", qname("tx", k), where(o.line))
-				break
-			}
+		if o := seen(txCPUs, k, i+1); o > 0 {
+			l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", qname("tx", k), where(p.TxQueues[o-1].Line))
 		}
-		txs = append(txs, txSeen{k, e.Line})
 	}
 
 	if e := p.RPSSockFlowEntries; e != nil {
