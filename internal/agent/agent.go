@@ -76,7 +76,9 @@ type Options struct {
 	PingPongLimit  int
 	PingPongWindow time.Duration
 	// KeepJournals bounds the reverted, rolled-back and no-change journals
-	// kept in the state directory (applied ones are never pruned).
+	// kept in the state directory, and the applied ones that are
+	// superseded (drift repairs, devices that are gone); no other applied
+	// journal is pruned.
 	KeepJournals int
 	Log          *slog.Logger
 	// Ready is called once, after the first pass (systemd READY=1); Alive
