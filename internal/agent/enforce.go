@@ -546,6 +546,9 @@ func (ag *Agent) prune() {
 		ag.log.Warn("journal retention", "error", err)
 	}
 	if len(removed) > 0 {
+		// This run's own (rolled back) journals among them are gone too:
+		// --revert-on-exit has nothing to revert there.
+		ag.journals = slices.DeleteFunc(ag.journals, func(id string) bool { return slices.Contains(removed, id) })
 		ag.log.Info("journal retention: removed old finished journals", "count", len(removed))
 	}
 }
