@@ -82,7 +82,7 @@ was changed (state directory, --listen address, status socket).`,
 	f.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
 	f.IntVar(&o.pingPongLimit, "pingpong-limit", agent.DefaultPingPongLimit, "repairs of one setting within --pingpong-window before it is frozen")
 	f.DurationVar(&o.pingPongWindow, "pingpong-window", 0, "ping-pong `window` (default 20 intervals, at least 1m)")
-	f.IntVar(&o.keepJournals, "keep-journals", agent.DefaultKeepJournals, "finished (reverted, no-change) journals, and superseded drift-repair journals, to keep; no other applied journal is pruned")
+	f.IntVar(&o.keepJournals, "keep-journals", agent.DefaultKeepJournals, "finished (reverted, no-change) journals, superseded drift-repair journals, and journals of devices that are gone or were created anew, to keep of each; no other applied journal is pruned")
 	f.IntVar(&o.adaptOpts.Persist, "adapt-persist", 3, "intervals a harmful finding must persist before adapting")
 	f.IntVar(&o.adaptOpts.Window, "adapt-window", 5, "intervals over which an adaptation is verified")
 	f.DurationVar(&o.adaptOpts.MinDwell, "adapt-dwell", 5*time.Minute, "minimum time between two adaptations")

@@ -76,7 +76,9 @@ type Options struct {
 	PingPongLimit  int
 	PingPongWindow time.Duration
 	// KeepJournals bounds the reverted, rolled-back and no-change journals
-	// kept in the state directory (applied ones are never pruned).
+	// kept in the state directory, and the applied ones that are
+	// superseded (drift repairs, devices that are gone); no other applied
+	// journal is pruned.
 	KeepJournals int
 	Log          *slog.Logger
 	// Ready is called once, after the first pass (systemd READY=1); Alive
@@ -133,6 +135,7 @@ type Agent struct {
 	// oldest first (pruneRepairs).
 	firstWriter    map[string]string
 	repairJournals []repairJournal
+	devs           devTrack // device incarnations, their journals (enforce.go)
 	needResolve    bool
 	linkEvents     bool // WatchLinks is delivering link events
 	online         string
@@ -263,15 +266,24 @@ func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 }
 
 // resolve drops the entries that cannot be written now (devices not
-// present, CPUs offline) and resolves and expands the rest.
+// present, CPUs offline, queues or IRQs a device does not have now) and
+// resolves and expands the rest (resolveEach); an entry that does not
+// resolve for another reason is the plan's mistake, an error.
 func resolve(fs *kernel.FS, h *host.Host, p *plan.Plan) (changes, skipped []setting.Change, waiting []string, err error) {
-	cp := clonePlan(p)
-	for _, d := range plan.DropMissingDevices(cp, h) {
-		waiting = append(waiting, "device "+d)
+	changes, skipped, waiting, bad, err := resolveEach(fs, h, p)
+	if err != nil {
+		return nil, nil, waiting, err
 	}
-	waiting = append(waiting, dropOffline(cp, h)...)
-	changes, skipped, err = apply.Changes(setting.Env{FS: fs}, h, cp)
-	return changes, skipped, waiting, err
+	var mistakes plan.Errors
+	for _, u := range bad {
+		if !u.Shape {
+			mistakes = append(mistakes, u.Err)
+		}
+	}
+	if len(mistakes) > 0 {
+		return nil, nil, waiting, mistakes
+	}
+	return changes, skipped, waiting, nil
 }
 
 func clonePlan(p *plan.Plan) *plan.Plan {

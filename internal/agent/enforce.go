@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
@@ -95,7 +96,7 @@ func (ag *Agent) pass(why string) {
 			ag.m.PassErrors.Inc()
 		}
 	} else {
-		ag.lastErr = ""
+		ag.lastErr = ag.devs.resolveErr // "" when the plan resolved
 	}
 	if ag.o.Adapt {
 		ag.adaptStep()
@@ -126,13 +127,19 @@ func (ag *Agent) resolveLocked() {
 		ag.log.Error("read the host", "error", err)
 		return
 	}
-	changes, skipped, waiting, err := resolve(ag.o.FS, h, ag.pl)
+	// Entry by entry: one that does not resolve (a queue a re-created
+	// device no longer has) waits, with its reason; the rest is enforced.
+	changes, skipped, waiting, _, err := resolveEach(ag.o.FS, h, ag.pl)
 	if err != nil {
+		if ag.devs.resolveErr != err.Error() {
+			ag.log.Error("plan does not resolve on the host as it is now; enforcing nothing until it does", "plan", ag.source(), "error", err)
+		}
+		ag.devs.resolveErr = err.Error()
 		ag.lastErr = err.Error()
-		ag.log.Error("plan does not resolve on the host as it is now; enforcing nothing until it does", "plan", ag.source(), "error", err)
 		ag.changes, ag.skipped = []setting.Change{}, nil
 		return
 	}
+	ag.devs.resolveErr = ""
 	ag.needResolve = false
 	if !slices.Equal(waiting, ag.waiting) {
 		for _, w := range waiting {
@@ -150,20 +157,180 @@ func (ag *Agent) resolveLocked() {
 	// when it comes back: writing it then is an apply, not a repair.
 	for k := range ag.established {
 		if !keys[k] {
-			delete(ag.established, k)
-			delete(ag.repairTimes, k)
+			ag.forgetKey(k)
 		}
 	}
+	ag.trackDevices(ag.changes, changes)
 	if changes == nil {
 		changes = []setting.Change{} // resolved: nothing to enforce
 	}
 	ag.changes, ag.skipped = changes, skipped
 }
 
+// forgetKey: a setting starts afresh — its next write is an apply, not a
+// repair, and this run's first writer of it is the next journal.
+func (ag *Agent) forgetKey(k string) {
+	delete(ag.established, k)
+	delete(ag.repairTimes, k)
+	delete(ag.firstWriter, k)
+}
+
+// devTrack is what the agent knows of the network devices its plan names:
+// which incarnation of each (its ifindex, new whenever the device is
+// created) it enforces, and the journals it wrote that hold settings of
+// device incarnations only.
+type devTrack struct {
+	index map[string]int // device → ifindex when last resolved
+	// journals: journal ID → the incarnations (device → ifindex) whose
+	// files it wrote, for journals that wrote nothing else.
+	journals map[string]map[string]int
+	// superseded: such journals whose every incarnation is gone, in the
+	// order they went: nothing they wrote is in force (revert has no
+	// object to restore), so beyond KeepJournals they are removed.
+	superseded []string
+	pruner     apply.Pruner
+	// resolveErr: the plan as a whole did not resolve at the last
+	// resolve (logged once per distinct error, kept as the last error).
+	resolveErr string
+}
+
+// ifindex reads a network device's ifindex ("" device: none).
+func (ag *Agent) ifindex(dev string) (int, bool) {
+	v, err := ag.files.ReadInt("sys/class/net/" + dev + "/ifindex")
+	return int(v), err == nil
+}
+
+// trackDevices notes the incarnation of every device the new changes
+// touch. A device that is gone or was created anew (its ifindex changed,
+// whether or not its link events were seen apart: a delete and re-add
+// inside one settle time reach one pass) starts afresh: its settings are
+// applied, not repaired, and they count no ping-pong.
+func (ag *Agent) trackDevices(old, changes []setting.Change) {
+	if ag.devs.index == nil {
+		ag.devs.index = map[string]int{}
+		ag.devs.journals = map[string]map[string]int{}
+	}
+	now := map[string]int{}
+	for i := range changes {
+		d := changes[i].Device
+		if _, done := now[d]; done || d == "" {
+			continue
+		}
+		if ix, ok := ag.ifindex(d); ok {
+			now[d] = ix
+		}
+	}
+	changed := map[string]bool{}
+	for d, ix := range ag.devs.index {
+		if now[d] != ix {
+			changed[d] = true
+		}
+	}
+	ag.devs.index = now
+	if len(changed) == 0 {
+		return
+	}
+	for _, list := range [][]setting.Change{old, changes} {
+		for i := range list {
+			if changed[list[i].Device] {
+				ag.forgetKey(setting.Key(&list[i]))
+			}
+		}
+	}
+	for d := range changed {
+		if _, ok := now[d]; ok {
+			ag.log.Info("device created anew: its settings are applied again, not counted as drift", "device", d, "ifindex", now[d])
+		}
+	}
+	for id, incs := range ag.devs.journals {
+		gone := true
+		for d, ix := range incs {
+			gone = gone && now[d] != ix
+		}
+		if gone {
+			ag.devs.superseded = append(ag.devs.superseded, id)
+			delete(ag.devs.journals, id)
+		}
+	}
+}
+
+// devicesChanged reports whether a device the plan's settings touch is
+// gone or was created anew since the last resolve (one read of its
+// ifindex each, held open): the pass then resolves again before it
+// diffs, so a re-created device is converged, not repaired.
+func (ag *Agent) devicesChanged() bool {
+	for d, ix := range ag.devs.index {
+		if now, ok := ag.ifindex(d); !ok || now != ix {
+			return true
+		}
+	}
+	return false
+}
+
+// noteDeviceJournal records a journal this run wrote whose every written
+// entry is a file of a network device's incarnation (/sys/class/net/DEV/,
+// steering), so that it can be pruned once those incarnations are gone.
+// An incarnation must read the same before (resolve) and after the write.
+func (ag *Agent) noteDeviceJournal(id string, entries []setting.Change) {
+	if ag.devs.journals == nil {
+		return
+	}
+	incs := map[string]int{}
+	for i := range entries {
+		e := &entries[i]
+		if e.Status != setting.StatusDone && e.Status != setting.StatusPending {
+			continue
+		}
+		if e.Device == "" || !strings.HasPrefix(e.Path, "sys/class/net/"+e.Device+"/") {
+			return
+		}
+		ix, known := ag.devs.index[e.Device]
+		if !known {
+			return
+		}
+		if _, seen := incs[e.Device]; !seen {
+			if now, ok := ag.ifindex(e.Device); !ok || now != ix {
+				return
+			}
+		}
+		incs[e.Device] = ix
+	}
+	if len(incs) > 0 {
+		ag.devs.journals[id] = incs
+	}
+}
+
+// pruneSuperseded removes, beyond the newest KeepJournals, the journals
+// of device incarnations that are gone (devTrack.superseded).
+func (ag *Agent) pruneSuperseded() {
+	removed := 0
+	for len(ag.devs.superseded) > ag.o.KeepJournals {
+		id := ag.devs.superseded[0]
+		ag.devs.superseded = ag.devs.superseded[1:]
+		if ag.adapt.cur != nil && slices.Contains(ag.adapt.journals, id) {
+			continue
+		}
+		if err := apply.RemoveJournal(ag.o.StateDir, id); err != nil {
+			// Reverted from outside meanwhile: PruneJournals bounds it.
+			ag.log.Debug("journal retention: journal of a device that is gone not removed", "journal", id, "error", err)
+			continue
+		}
+		ag.journals = slices.DeleteFunc(ag.journals, func(j string) bool { return j == id })
+		ag.repairJournals = slices.DeleteFunc(ag.repairJournals, func(r repairJournal) bool { return r.id == id })
+		removed++
+	}
+	if removed > 0 {
+		ag.log.Info("journal retention: removed journals of device incarnations that are gone", "count", removed, "kept", ag.o.KeepJournals)
+	}
+}
+
 // enforce diffs the plan's settings against the machine and writes what
 // differs: settings seen in force before are drift (repaired, counted,
 // ping-pong checked), the others are applied.
 func (ag *Agent) enforce(why string) error {
+	if ag.devicesChanged() {
+		ag.resolveLocked()
+	}
 	active := ag.changes
 	if len(ag.frozen) > 0 {
 		active = make([]setting.Change, 0, len(ag.changes))
@@ -202,14 +369,16 @@ func (ag *Agent) enforce(why string) error {
 			if !culpritRead {
 				culprit, culpritRead = ag.culprit(), true
 			}
-			times := append(ag.repairTimes[k], now)
-			times = slices.DeleteFunc(times, func(t time.Time) bool { return now.Sub(t) > ag.o.PingPongWindow })
+			// repairTimes holds the repairs that were made (written and
+			// read back): a write that failed or was blocked (the state
+			// directory's lock held) repaired nothing and counts nothing.
+			times := slices.DeleteFunc(ag.repairTimes[k], func(t time.Time) bool { return now.Sub(t) > ag.o.PingPongWindow })
 			ag.repairTimes[k] = times
-			if len(times) > ag.o.PingPongLimit {
-				f := &Frozen{Setting: string(e.Kind), Target: e.Target, Device: e.Device, Since: now, Repairs: len(times) - 1,
+			if len(times) >= ag.o.PingPongLimit {
+				f := &Frozen{Setting: string(e.Kind), Target: e.Target, Device: e.Device, Since: now, Repairs: len(times),
 					Culprit: culpritFor(e, culprit),
 					Reason: fmt.Sprintf("changed back %d times within %s: something else manages it; no longer enforced (fix the other tool, then reload with SIGHUP)",
-						len(times), ag.o.PingPongWindow)}
+						len(times)+1, ag.o.PingPongWindow)}
 				ag.frozen[k] = f
 				ag.log.Warn("ping-pong: setting frozen", logAttrs("setting", e.Kind, "target", e.Target, "device", e.Device,
 					"value", shown(e.Kind, e.Old), "wanted", shown(e.Kind, e.Value), "repairs", f.Repairs, "culprit", f.Culprit)...)
@@ -230,6 +399,9 @@ func (ag *Agent) enforce(why string) error {
 			jid = res.Journal.ID
 			ag.journals = append(ag.journals, jid)
 			ag.adapt.noteJournal(jid)
+			if res.Journal.State == apply.StateApplied {
+				ag.noteDeviceJournal(jid, res.Entries)
+			}
 		}
 		var done []string
 		repairOnly := true
@@ -255,6 +427,7 @@ func (ag *Agent) enforce(why string) error {
 				ag.needResolve = true
 			}
 			if d, ok := drift[k]; ok {
+				ag.repairTimes[k] = append(ag.repairTimes[k], now)
 				r := Repair{Time: now, Setting: string(e.Kind), Target: e.Target, Device: e.Device,
 					Old: e.Value, Drifted: d.Old, Restored: e.Value, Culprit: culpritFor(e, culprit), Journal: jid}
 				ag.repairs = appendRecent(ag.repairs, r)
@@ -369,14 +542,19 @@ func culpritFor(e *setting.Change, c string) string {
 
 // prune bounds the journal directory: reverted, rolled-back and no-change
 // journals beyond KeepJournals are removed, and so are superseded drift
-// repairs (pruneRepairs); no other applied journal is.
+// repairs (pruneRepairs) and the journals of device incarnations that are
+// gone (pruneSuperseded); no other applied journal is.
 func (ag *Agent) prune() {
+	ag.pruneSuperseded()
 	ag.pruneRepairs()
-	removed, err := apply.PruneJournals(ag.o.StateDir, ag.o.KeepJournals)
+	removed, err := ag.devs.pruner.Prune(ag.o.StateDir, ag.o.KeepJournals)
 	if err != nil {
 		ag.log.Warn("journal retention", "error", err)
 	}
 	if len(removed) > 0 {
+		// This run's own (rolled back) journals among them are gone too:
+		// --revert-on-exit has nothing to revert there.
+		ag.journals = slices.DeleteFunc(ag.journals, func(id string) bool { return slices.Contains(removed, id) })
 		ag.log.Info("journal retention: removed old finished journals", "count", len(removed))
 	}
 }

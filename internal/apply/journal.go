@@ -315,11 +315,10 @@ func AcquireLock(stateDir string) (*Lock, error) {
 		return nil, fmt.Errorf("lock %s is not a regular file; refused", p)
 	}
 	if err := unix.Flock(int(fh.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder := make([]byte, 32)
-		n, _ := fh.ReadAt(holder, 0)
+		holder := kernel.LockHolder(fh)
 		fh.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another irqpilot apply/revert holds %s (pid %s); try again when it ends", p, strings.TrimSpace(string(holder[:n])))
+			return nil, fmt.Errorf("another irqpilot apply/revert holds %s (%s); try again when it ends", p, holder)
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
@@ -333,6 +332,9 @@ func (l *Lock) Release() {
 	if l == nil || l.fh == nil {
 		return
 	}
+	// The pid names the holder only while it holds the lock: a later
+	// holder that writes none (flock(1)) is not mistaken for us.
+	l.fh.Truncate(0)
 	unix.Flock(int(l.fh.Fd()), unix.LOCK_UN)
 	l.fh.Close()
 	l.fh = nil

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
 )
 
 // PruneJournals bounds the journal directory for long-running users (the
@@ -12,27 +15,99 @@ import (
 // rolled back, no change), all but the newest keep are removed. Journals
 // that may hold changes (applied, applying, rollback incomplete) are never
 // removed, nor are files that cannot be read. It returns the IDs removed.
+// A caller that prunes again and again uses one Pruner instead.
 func PruneJournals(stateDir string, keep int) ([]string, error) {
-	all, err := History(stateDir)
-	var herr *HistoryError
-	if err != nil && !errors.As(err, &herr) {
+	var p Pruner
+	return p.Prune(stateDir, keep)
+}
+
+// Pruner is PruneJournals for a caller that prunes after every apply (the
+// agent): it remembers each journal file's state by the file's identity
+// (inode, size, modification time — a journal is saved by renaming a new
+// file over it, so any save changes the inode), and opens only the files
+// that are new or changed since its last pass. The cost of a prune is then
+// one directory listing and one lstat per journal, not reading the history.
+type Pruner struct {
+	known  map[string]prunerFile // journal ID → what its file held
+	opened int                   // journal files read (tests)
+}
+
+type prunerFile struct {
+	ino, size uint64
+	mtime     int64
+	state     string
+}
+
+// Prune is PruneJournals.
+func (p *Pruner) Prune(stateDir string, keep int) ([]string, error) {
+	if err := CheckStateDir(stateDir); err != nil {
 		return nil, err
 	}
-	var done []*Journal
-	for _, j := range all {
-		switch j.State {
-		case StateReverted, StateRolledBack, StateNoChange:
-			done = append(done, j)
+	dir := journalDir(stateDir)
+	if fi, err := os.Lstat(dir); err == nil {
+		if err := checkStateComponent(dir, dir, fi, true); err != nil {
+			return nil, err
 		}
 	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal directory %s: %w", dir, err)
+	}
+	if p.known == nil {
+		p.known = map[string]prunerFile{}
+	}
+	seen := make(map[string]bool, len(ents))
+	var done []string
+	for _, de := range ents {
+		id, ok := strings.CutSuffix(de.Name(), ".json")
+		if !ok || !journalID.MatchString(id) {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		f := prunerFile{ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano()}
+		if k, ok := p.known[id]; ok && k.ino == f.ino && k.size == f.size && k.mtime == f.mtime {
+			f.state = k.state
+		} else {
+			p.opened++
+			j, err := readJournal(filepath.Join(dir, de.Name()))
+			if err != nil {
+				continue // never removed, read again next time
+			}
+			f.state = j.State
+		}
+		p.known[id] = f
+		seen[id] = true
+		switch f.state {
+		case StateReverted, StateRolledBack, StateNoChange:
+			done = append(done, id)
+		}
+	}
+	for id := range p.known {
+		if !seen[id] {
+			delete(p.known, id)
+		}
+	}
+	// IDs are the journal's time (then a sequence number): oldest first.
+	sort.Slice(done, func(a, b int) bool { return idLess(done[a], done[b]) })
 	var removed []string
 	var errs []error
-	for i := 0; i < len(done)-keep; i++ { // oldest first
-		if err := os.Remove(filepath.Join(journalDir(stateDir), done[i].ID+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for i := 0; i < len(done)-keep; i++ {
+		if err := os.Remove(filepath.Join(dir, done[i]+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, done[i].ID)
+		delete(p.known, done[i])
+		removed = append(removed, done[i])
 	}
 	return removed, errors.Join(errs...)
 }

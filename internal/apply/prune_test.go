@@ -47,3 +47,59 @@ func TestPruneJournalsKeepsApplied(t *testing.T) {
 		t.Errorf("second prune removed %v", again)
 	}
 }
+
+// A Pruner reads each journal file once: pruning again after one more
+// journal opens that one file, however long the history; a journal saved
+// again (applied → reverted) is read again and pruned by its new state.
+func TestPrunerReadsOnlyNewJournals(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	add := func(i int, st string) *Journal {
+		j, err := newJournal(dir, t0.Add(time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.State = st
+		if err := j.save(); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	const n = 300
+	var applied []*Journal
+	for i := 0; i < n; i++ {
+		st := StateApplied
+		if i%2 == 0 {
+			st = StateNoChange
+		}
+		if j := add(i, st); st == StateApplied {
+			applied = append(applied, j)
+		}
+	}
+	var p Pruner
+	removed, err := p.Prune(dir, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != n/2-5 || p.opened != n {
+		t.Fatalf("first prune removed %d (want %d), read %d files (want %d)", len(removed), n/2-5, p.opened, n)
+	}
+	p.opened = 0
+	add(n, StateNoChange)
+	if removed, err = p.Prune(dir, 5); err != nil || len(removed) != 1 || p.opened != 1 {
+		t.Fatalf("after one more journal: removed %v (%v), read %d files, want 1 and 1", removed, err, p.opened)
+	}
+	// A revert saves an applied journal again: read again, then finished.
+	p.opened = 0
+	applied[0].State = StateReverted
+	if err := applied[0].save(); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err = p.Prune(dir, 5); err != nil || p.opened != 1 || !slices.Equal(removed, []string{applied[0].ID}) {
+		t.Fatalf("after a revert: removed %v (%v), read %d files; want %s removed after reading it alone", removed, err, p.opened, applied[0].ID)
+	}
+	// Same outcome as the one-shot function on the same directory.
+	if again, err := PruneJournals(dir, 5); err != nil || len(again) != 0 {
+		t.Errorf("PruneJournals after the Pruner removed %v (%v)", again, err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,10 +42,10 @@ func (f *FS) LockWrites(timeout time.Duration) (release func(), err error) {
 			break
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			holder, _ := os.ReadFile(p)
+			holder := LockHolder(fh)
 			fh.Close()
 			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("another irqpilot (pid %s) is writing kernel settings (lock %s); waited %s", strings.TrimSpace(string(holder)), p, timeout)
+				return nil, fmt.Errorf("another process (%s) is writing kernel settings (lock %s); waited %s", holder, p, timeout)
 			}
 			return nil, fmt.Errorf("write lock %s: %w", p, err)
 		}
@@ -52,7 +54,60 @@ func (f *FS) LockWrites(timeout time.Duration) (release func(), err error) {
 	fh.Truncate(0)
 	fmt.Fprintf(fh, "%d\n", os.Getpid())
 	return func() {
+		// The pid names the holder only while it holds the lock.
+		fh.Truncate(0)
 		unix.Flock(int(fh.Fd()), unix.LOCK_UN)
 		fh.Close()
 	}, nil
+}
+
+// LockHolder names the process holding a flock(2) lock on the open file fh,
+// "pid N (comm)", from the kernel's own list of locks (/proc/locks, matched
+// by device and inode). The pid a lock file holds is only a hint: a holder
+// that is not irqpilot (flock(1), an operator's script) writes none, and one
+// that died or released it may have left its own; so the file's content is
+// used only when /proc/locks does not name a holder, and never when it is
+// this process's pid (a leftover of an earlier hold of ours). procfs has no
+// reader for /proc/locks, hence the few lines here.
+func LockHolder(fh *os.File) string {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(fh.Fd()), &st); err == nil {
+		if data, err := os.ReadFile("/proc/locks"); err == nil {
+			if pids := flockHolders(string(data), uint64(st.Dev), st.Ino); len(pids) > 0 {
+				return describePID(pids[0])
+			}
+		}
+	}
+	buf := make([]byte, 32)
+	n, _ := fh.ReadAt(buf, 0)
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n]))); err == nil && pid > 0 && pid != os.Getpid() {
+		return describePID(pid)
+	}
+	return "holder unknown"
+}
+
+func describePID(pid int) string {
+	if c, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil {
+		return fmt.Sprintf("pid %d, %s", pid, strings.TrimSpace(string(c)))
+	}
+	return fmt.Sprintf("pid %d", pid)
+}
+
+// flockHolders parses /proc/locks ("1: FLOCK  ADVISORY  WRITE 25493
+// fe:00:10124402 0 EOF"; device major and minor in hex) and returns the pids
+// holding a FLOCK on the file dev/ino; waiters ("1: -> FLOCK …") are not
+// holders.
+func flockHolders(text string, dev, ino uint64) []int {
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)
+	var pids []int
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" || f[5] != want {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
