@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // checkTrusted refuses an input of the agent (the plan file, the status
@@ -13,8 +15,11 @@ import (
 // after symbolic links, and every directory above it must be owned by root
 // (or by the agent's own user) and not writable by group or others. A
 // parent directory with the sticky bit owned by root (/tmp) is accepted:
-// others may add entries to it but not replace ours. It returns the path
-// with symbolic links resolved, which is what the caller should open.
+// others may add entries to it but not replace ours; so is anything on a
+// read-only mount, which no one can change through it (a Kubernetes
+// ConfigMap volume mounted readOnly has a mode 0777 directory). It returns
+// the path with symbolic links resolved, which is what the caller should
+// open.
 func checkTrusted(what, path string) (string, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -29,7 +34,7 @@ func checkTrusted(what, path string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s %s: %w", what, path, err)
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && !readOnlyMount(p) {
 			uid := int(st.Uid)
 			if uid != 0 && uid != me {
 				return "", fmt.Errorf("%s %s: %s is owned by uid %d, not root; refused (another user could change what the agent enforces as root)", what, path, p, uid)
@@ -44,4 +49,9 @@ func checkTrusted(what, path string) (string, error) {
 			return real, nil
 		}
 	}
+}
+
+func readOnlyMount(p string) bool {
+	var sf unix.Statfs_t
+	return unix.Statfs(p, &sf) == nil && sf.Flags&unix.ST_RDONLY != 0
 }
