@@ -154,6 +154,9 @@ type Agent struct {
 // machine: a bad plan file, an unknown policy or a plan that cannot resolve
 // on this host is a *BadInputError.
 func New(o Options) (*Agent, error) {
+	if err := o.check(); err != nil {
+		return nil, &BadInputError{fmt.Errorf("%w; nothing was changed", err)}
+	}
 	if o.FS == nil {
 		o.FS = kernel.New("/")
 	}

@@ -185,3 +185,28 @@ func TestStatusSocketOtherUsersDirectory(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// Options the agent would have replaced with defaults (negative counts) or
+// misused (a file:// metric query read as root) are refused by New.
+func TestNewRefusesBadOptions(t *testing.T) {
+	root := genHost(t)
+	pf := writePlan(t, rpsPlanText("3"))
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{KeepJournals: -5}, "--keep-journals -5"},
+		{Options{PingPongLimit: -1}, "--pingpong-limit -1"},
+		{Options{AdaptOptions: AdaptOptions{MaxPerHour: -1}}, "--adapt-budget -1"},
+		{Options{Devices: []string{""}}, `--device ""`},
+		{Options{AdaptOptions: AdaptOptions{MetricQuery: "file:///etc/shadow"}}, "--adapt-metric-query"},
+	} {
+		o := c.o
+		o.FS, o.StateDir, o.PlanFile, o.NoLinkEvents, o.Log = kernel.New(root), stateDir(t), pf, true, quiet()
+		_, err := New(o)
+		var bad *BadInputError
+		if !errors.As(err, &bad) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v): %v, want a bad input naming %s", c.o, err, c.want)
+		}
+	}
+}
