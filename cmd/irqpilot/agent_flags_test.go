@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/agent"
 )
 
 // Flag values the agent used to accept silently (a default in their place,
@@ -48,5 +50,20 @@ func TestAgentRefusesBadFlags(t *testing.T) {
 	}
 	if _, err := os.Stat(sd); err == nil {
 		t.Errorf("a refused agent created its state directory %s", sd)
+	}
+}
+
+// status prints a rejected reload (and says the previous plan stays).
+func TestStatusPrintsRejectedReload(t *testing.T) {
+	var b bytes.Buffer
+	printStatus(&b, &agent.Status{Plan: "/etc/irqpilot/plan.yaml", LastReload: &agent.ReloadResult{Rejected: true,
+		Error: "/etc/irqpilot/plan.yaml:2: version: given twice (first at line 1)"}})
+	if !strings.Contains(b.String(), "REJECTED; the previous plan stays in force: /etc/irqpilot/plan.yaml:2: version: given twice") {
+		t.Errorf("status output:\n%s", b.String())
+	}
+	b.Reset()
+	printStatus(&b, &agent.Status{Plan: "p", LastReload: &agent.ReloadResult{}})
+	if strings.Contains(b.String(), "REJECTED") {
+		t.Errorf("an applied reload printed as rejected:\n%s", b.String())
 	}
 }
