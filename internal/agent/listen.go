@@ -113,7 +113,8 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// metricsServer serves handler on ln with the timeouts and caps above.
+// metricsServer is the HTTP server for handler with the timeouts and the
+// header limit above (the connection cap is the listener's: guard).
 func metricsServer(handler http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: handler,
 		ReadHeaderTimeout: metricsReadHeaderTimeout, ReadTimeout: metricsReadTimeout,
