@@ -76,8 +76,9 @@ func TestLiveReloadOfPlanNobodyChanged(t *testing.T) {
 	if !st.LastReload.Rejected || !strings.Contains(st.LastReload.Error, "writable by group or others") {
 		t.Errorf("status after nobody's plan: %+v", st.LastReload)
 	}
-	time.Sleep(500 * time.Millisecond)                       // passes run on the old plan
-	if got := b.read(t, rps); !strings.HasSuffix(got, "1") { // CPU 0 still, not nobody's CPU 1
+	// Passes run on the old plan: CPU 0 still, not nobody's CPU 1.
+	time.Sleep(500 * time.Millisecond)
+	if got := b.read(t, rps); !strings.HasSuffix(got, "1") {
 		t.Errorf("rps_cpus %q after nobody's plan was offered: it was enforced", got)
 	}
 	var out strings.Builder
