@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/agent"
+	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
@@ -30,6 +32,7 @@ type agentOptions struct {
 	devices        []string
 	withDefaultRt  bool
 	machineWide    bool
+	deviceGiven    bool // --device given (`--device ""` parses as no device)
 	listen         string
 	socket         string
 	adapt          bool
@@ -57,11 +60,15 @@ With --adapt it also tries a new plan when a harmful finding persists and keeps
 it only if verification shows it helped. SIGHUP reloads the plan file (a bad
 one is rejected and the old plan kept); SIGTERM leaves the applied state, or
 reverts it with --revert-on-exit. Metrics: --listen; status: 'irqpilot status'.
+The plan file, and the status socket's directory, must be root's and writable
+by no one else. Metrics connections are capped (32 at once, with timeouts) so
+other local users cannot exhaust the agent's file descriptors.
 
 Exit status: 0 stopped by a signal, 2 bad input or a failure before anything
 was changed (state directory, --listen address, status socket).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.deviceGiven = cmd.Flags().Changed("device")
 			return o.run(cmd.ErrOrStderr())
 		},
 	}
@@ -113,6 +120,9 @@ func (o *agentOptions) run(errOut io.Writer) error {
 	bad := func(err error) error { return &exitError{code: 2, err: err} }
 	if o.g.snapshot != "" {
 		return bad(errors.New("agent writes kernel settings; it cannot run on a --snapshot"))
+	}
+	if err := o.check(); err != nil {
+		return bad(err)
 	}
 	log, err := o.logger(errOut)
 	if err != nil {
@@ -175,5 +185,50 @@ func (o *agentOptions) run(errOut io.Writer) error {
 		return bad(err)
 	}
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	return nil
+}
+
+// check refuses flag values the agent would otherwise quietly replace with
+// a default or misuse: counts below one, negative durations, an empty
+// --state-dir (it would fall back to the default directory), an empty or
+// impossible --device, a --adapt-metric-query that is not http(s).
+func (o *agentOptions) check() error {
+	var errs []error
+	if strings.TrimSpace(o.stateDir) == "" {
+		errs = append(errs, errors.New("--state-dir is empty; give the state directory (default "+apply.DefaultStateDir+")"))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--keep-journals", o.keepJournals}, {"--pingpong-limit", o.pingPongLimit}, {"--adapt-persist", o.adaptOpts.Persist},
+		{"--adapt-window", o.adaptOpts.Window}, {"--adapt-budget", o.adaptOpts.MaxPerHour}} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("%s %d: must be at least 1", f.name, f.v))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"--pingpong-window", o.pingPongWindow}, {"--adapt-dwell", o.adaptOpts.MinDwell}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %s: must not be negative", f.name, f.v))
+		}
+	}
+	if o.deviceGiven && len(o.devices) == 0 {
+		errs = append(errs, agent.CheckDeviceName(""))
+	}
+	for _, d := range o.devices {
+		if err := agent.CheckDeviceName(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if q := o.adaptOpts.MetricQuery; q != "" {
+		if err := agent.CheckMetricQuery(q); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w (nothing was changed)", err)
+	}
 	return nil
 }

@@ -64,6 +64,9 @@ func printStatus(out io.Writer, st *agent.Status) {
 	if st.LastError != "" {
 		fmt.Fprintf(out, "last pass failed: %s\n", st.LastError)
 	}
+	if r := st.LastReload; r != nil && r.Rejected {
+		fmt.Fprintf(out, "plan reload at %s REJECTED; the previous plan stays in force: %s\n", r.Time.Format(time.RFC3339), r.Error)
+	}
 	fmt.Fprintf(out, "\nenforced (%d):\n", len(st.Enforced))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	for _, e := range st.Enforced {

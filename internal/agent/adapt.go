@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -458,7 +457,7 @@ func (ag *Agent) userMetric() (float64, error) {
 	defer cancel()
 	switch {
 	case o.MetricCommand != "":
-		out, err := exec.CommandContext(ctx, "/bin/sh", "-c", o.MetricCommand).Output()
+		out, err := metricCommand(ctx, o.MetricCommand).Output()
 		if err != nil {
 			return 0, fmt.Errorf("metric command %q: %w", o.MetricCommand, err)
 		}

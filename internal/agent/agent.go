@@ -143,6 +143,7 @@ type Agent struct {
 	lastPass       time.Time
 	passes         int
 	lastErr        string
+	lastReload     *ReloadResult
 
 	lastResolve time.Time
 	lastLoad    *load.Load
@@ -156,6 +157,9 @@ type Agent struct {
 // machine: a bad plan file, an unknown policy or a plan that cannot resolve
 // on this host is a *BadInputError.
 func New(o Options) (*Agent, error) {
+	if err := o.check(); err != nil {
+		return nil, &BadInputError{fmt.Errorf("%w; nothing was changed", err)}
+	}
 	if o.FS == nil {
 		o.FS = kernel.New("/")
 	}
@@ -247,7 +251,11 @@ func (ag *Agent) readHost() (*host.Host, error) {
 // loadPlan reads and validates the plan file, or makes the policy's plan.
 func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 	if ag.o.PlanFile != "" {
-		data, err := os.ReadFile(ag.o.PlanFile)
+		real, err := checkTrusted("plan file", ag.o.PlanFile)
+		if err != nil {
+			return nil, "", err
+		}
+		data, err := os.ReadFile(real)
 		if err != nil {
 			return nil, "", fmt.Errorf("plan file: %w", err)
 		}
@@ -308,6 +316,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 	if err := apply.SecureStateDir(o.StateDir); err != nil {
 		return err
 	}
+	limit, metricsCap, statusCap := fdLimits()
 	var srv *http.Server
 	if o.Listen != "" {
 		ln, err := net.Listen("tcp", o.Listen)
@@ -322,10 +331,10 @@ func (ag *Agent) Run(ctx context.Context) error {
 		ag.m = m
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
+		srv = metricsServer(mux, ag.log)
+		go srv.Serve(guard(ln, metricsCap, "metrics listener", ag.log))
 		defer srv.Close()
-		ag.log.Info("metrics", "listen", ln.Addr().String())
+		ag.log.Info("metrics", "listen", ln.Addr().String(), "max_connections", metricsCap)
 	} else {
 		_, m, err := metrics.New(&metrics.Source{FS: o.FS, Host: ag.hostModel.Load})
 		if err != nil {
@@ -336,10 +345,11 @@ func (ag *Agent) Run(ctx context.Context) error {
 	for _, id := range findingIDs {
 		ag.m.FindingActive.WithLabelValues(id).Set(0)
 	}
-	stopStatus, err := ag.serveStatus()
+	stopStatus, err := ag.serveStatus(statusCap)
 	if err != nil {
 		return err
 	}
+	ag.log.Debug("descriptors", "limit", limit, "metrics_connections", metricsCap, "status_connections", statusCap)
 	defer stopStatus()
 	defer ag.files.Release()
 
@@ -426,13 +436,36 @@ func (ag *Agent) reload() error {
 				ag.mu.Unlock()
 				ag.adapt.reset()
 				ag.log.Info("plan reloaded", "plan", ag.source())
+				ag.noteReload(nil)
 				ag.pass("reload")
 				return nil
 			}
 		}
 	}
 	ag.log.Error("plan reload rejected; keeping the plan in force", "plan", ag.source(), "error", err)
+	ag.noteReload(err)
 	return err
+}
+
+// noteReload records a reload's result for status and the metrics.
+func (ag *Agent) noteReload(err error) {
+	r := &ReloadResult{Time: time.Now(), Rejected: err != nil}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	ag.mu.Lock()
+	ag.lastReload = r
+	ag.mu.Unlock()
+	if ag.m == nil {
+		return
+	}
+	if err != nil {
+		ag.m.Reloads.WithLabelValues("rejected").Inc()
+		ag.m.ReloadRejected.Set(1)
+	} else {
+		ag.m.Reloads.WithLabelValues("applied").Inc()
+		ag.m.ReloadRejected.Set(0)
+	}
 }
 
 // recover rolls back a journal a crashed run left "applying" in this boot

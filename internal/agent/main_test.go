@@ -16,5 +16,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	livetest.RemoveBuilt()
+	removeNobodyBinary()
 	os.Exit(code)
 }

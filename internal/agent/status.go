@@ -39,6 +39,17 @@ type Status struct {
 	Adaptations []Adaptation   `json:"adaptations"`
 	Findings    []load.Finding `json:"findings"`
 	Journals    []string       `json:"journals"`
+	// LastReload is the last plan reload (SIGHUP); nil when none was asked.
+	LastReload *ReloadResult `json:"last_reload,omitempty"`
+}
+
+// ReloadResult is what a plan reload did: applied, or rejected with the
+// previous plan kept in force.
+type ReloadResult struct {
+	Time     time.Time `json:"time"`
+	Rejected bool      `json:"rejected"`
+	// Error says why it was rejected (the file, line and field).
+	Error string `json:"error,omitempty"`
 }
 
 // Enforced is one setting the agent keeps in force.
@@ -64,6 +75,10 @@ func (ag *Agent) Status() Status {
 		LastError: ag.lastErr, Enforced: []Enforced{}, Frozen: []Frozen{}, Waiting: nonNil(ag.waiting),
 		Repairs: withCPUs(nonNil(ag.repairs)), Adaptations: nonNil(ag.adaptations), Findings: nonNil(ag.findings),
 		Journals: nonNil(ag.journals)}
+	if ag.lastReload != nil {
+		r := *ag.lastReload
+		st.LastReload = &r
+	}
 	for i := range ag.changes {
 		c := &ag.changes[i]
 		if f := ag.frozen[setting.Key(c)]; f != nil {
@@ -85,12 +100,19 @@ func nonNil[T any](s []T) []T {
 	return append([]T(nil), s...)
 }
 
-// serveStatus listens on the status socket (mode 0600, in a directory only
-// root can enter) and answers every connection with the status as JSON.
-func (ag *Agent) serveStatus() (stop func(), err error) {
+// serveStatus listens on the status socket (mode 0600, in a directory
+// only root can change) and answers every connection with the status as
+// JSON: at most limit connections at once, each within statusDeadline.
+// It keeps accepting through any error until stop is called.
+func (ag *Agent) serveStatus(limit int) (stop func(), err error) {
 	p := ag.o.Socket
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, fmt.Errorf("status socket directory: %w", err)
+	}
+	// Another user who can change the socket's directory could replace
+	// the socket and answer root's `irqpilot status` in the agent's name.
+	if _, err := checkTrusted("status socket directory", filepath.Dir(p)); err != nil {
+		return nil, fmt.Errorf("%w; nothing was changed", err)
 	}
 	if fi, err := os.Lstat(p); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
@@ -112,15 +134,16 @@ func (ag *Agent) serveStatus() (stop func(), err error) {
 		ln.Close()
 		return nil, err
 	}
+	gl := guard(ln, limit, "status socket", ag.log)
 	go func() {
 		for {
-			c, err := ln.Accept()
+			c, err := gl.Accept()
 			if err != nil {
-				return
+				return // closed by stop
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
+				c.SetDeadline(time.Now().Add(statusDeadline))
 				json.NewEncoder(c).Encode(ag.Status())
 			}()
 		}
@@ -139,6 +162,9 @@ func Query(ctx context.Context, socket string) (*Status, error) {
 		return nil, fmt.Errorf("status socket %s: %w", socket, err)
 	}
 	defer c.Close()
+	if err := checkPeer(c, socket); err != nil {
+		return nil, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
@@ -154,4 +180,33 @@ func (ag *Agent) LastPass() time.Time {
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
 	return ag.lastPass
+}
+
+// checkPeer refuses an answer from a process that is neither root nor this
+// user (SO_PEERCRED: who created the listening socket): another user who
+// could put a socket where the agent's is expected would otherwise show
+// root a status of their choosing.
+func checkPeer(c net.Conn, socket string) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("status socket %s: %w", socket, err)
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return fmt.Errorf("status socket %s: %w", socket, err)
+	}
+	if cerr != nil {
+		return fmt.Errorf("status socket %s: peer credentials: %w", socket, cerr)
+	}
+	if me := os.Geteuid(); cred.Uid != 0 && int(cred.Uid) != me {
+		return fmt.Errorf("status socket %s is served by pid %d of uid %d, not by root; refused (it is not the agent)", socket, cred.Pid, cred.Uid)
+	}
+	return nil
 }

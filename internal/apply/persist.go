@@ -66,6 +66,45 @@ ExecReload=/bin/kill -HUP $MAINPID
 WatchdogSec=60s
 Restart=on-failure
 RestartSec=5s
+# Descriptors: the agent caps its metrics and status connections far below
+# this and keeps the rest for its passes (the files it holds, journals).
+LimitNOFILE=65536
+UMask=0077
+# Least privilege. Capabilities: CAP_NET_ADMIN writes rps_cpus, xps_cpus,
+# rps_flow_cnt and the other /sys/class/net settings, ethtool coalescing and
+# netdev netlink; CAP_SYS_NICE pins threads of other users or of processes
+# holding more capabilities. /proc/irq/N/smp_affinity_list and
+# /proc/sys/net/core need only uid 0. Nothing else is kept.
+CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_NICE
+AmbientCapabilities=
+NoNewPrivileges=yes
+# Read-only system, except what the agent writes: its state directory, the
+# machine-wide write lock in /run, irqbalance's configuration (a plan may
+# ban CPUs from it). /proc and /sys stay writable: they are what it tunes,
+# so ProtectKernelTunables (which makes /proc/irq and /sys read-only) is
+# not set.
+ProtectSystem=strict
+{{if .DefaultStateDir}}StateDirectory=irqpilot
+StateDirectoryMode=0700
+{{end}}ReadWritePaths=-{{.StateDir}} /run -/etc/default -/etc/sysconfig
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+RemoveIPC=yes
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
 
 [Install]
 WantedBy=multi-user.target
@@ -113,8 +152,8 @@ func (p *Persistence) Files() (map[string][]byte, error) {
 	}
 	data := struct {
 		Plan, PlanArg, Binary, StateDir, Man string
-		Packaged                             bool
-	}{Plan: PersistPlanPath, Man: InstalledManPage(p.Root), Packaged: p.Packaged}
+		Packaged, DefaultStateDir            bool
+	}{Plan: PersistPlanPath, Man: InstalledManPage(p.Root), Packaged: p.Packaged, DefaultStateDir: filepath.Clean(stateDir) == DefaultStateDir}
 	if p.Packaged {
 		data.Man = "man:irqpilot(8)"
 	}

@@ -114,6 +114,14 @@ func (f *FS) isRootDaemon(pid int, name string) bool {
 		return false
 	}
 	exe, err := os.Readlink(dir + "/exe")
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		// /proc/PID/exe needs ptrace read access, which a caller with
+		// fewer capabilities than the daemon lacks (the agent's unit
+		// bounds its capabilities; irqbalance runs with all of them).
+		// The process is root's (above): its command line's program,
+		// readable by anyone, stands in for the link.
+		return rootProgram(dir, name)
+	}
 	if err != nil {
 		return false
 	}
@@ -125,6 +133,25 @@ func (f *FS) isRootDaemon(pid int, name string) bool {
 	// disk since): stat follows the magic link to the executable mapped.
 	var st unix.Stat_t
 	if err := unix.Stat(dir+"/exe", &st); err != nil {
+		return false
+	}
+	return st.Uid == 0 && st.Mode&0o022 == 0
+}
+
+// rootProgram: the absolute program path in /proc/PID/cmdline (dir) is a
+// root-owned file called name, not writable by group or others.
+func rootProgram(dir, name string) bool {
+	b, err := os.ReadFile(dir + "/cmdline")
+	if err != nil {
+		return false
+	}
+	argv0, _, _ := bytes.Cut(b, []byte{0})
+	prog := string(argv0)
+	if !strings.HasPrefix(prog, "/") || prog[strings.LastIndexByte(prog, '/')+1:] != name {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(prog, &st); err != nil {
 		return false
 	}
 	return st.Uid == 0 && st.Mode&0o022 == 0

@@ -77,6 +77,15 @@ func (l *errList) add(line int, field, format string, args ...any) {
 	l.errs = append(l.errs, &Error{File: l.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
+// addAt records an error at line itself, not at the line the field was
+// first read on (a key given twice is reported where it is repeated).
+func (l *errList) addAt(line int, field, format string, args ...any) {
+	if len(l.errs) >= maxErrors {
+		return
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
 func (l *errList) err() error {
 	if len(l.errs) == 0 {
 		return nil

@@ -187,7 +187,7 @@ func yamlErrLine(err error) int {
 // encoding/json's syntax error offset.
 func syntaxErrLine(data []byte, err error) int {
 	if n := yamlErrLine(err); n > 0 {
-		return n
+		return problemLine(data, err, n)
 	}
 	if t := bytes.TrimSpace(data); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 		var v any
@@ -197,6 +197,31 @@ func syntaxErrLine(data []byte, err error) int {
 		}
 	}
 	return 0
+}
+
+// problemLine: yaml.v3 reports a syntax error at the line where the
+// enclosing construct began (its context mark: line 1 for a stray line in
+// the top-level mapping) rather than where the problem is, and does not
+// expose the problem's position. The problem's line is the first line
+// whose prefix of the document already fails with the same message; it is
+// at or after the context line. Only when a prefix reproduces the message
+// is that line used, else the reported one.
+func problemLine(data []byte, err error, reported int) int {
+	msg := yamlErrMsg(err)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	end := 0
+	for i, ln := range lines {
+		end += len(ln)
+		if i+1 < reported {
+			continue
+		}
+		var n yaml.Node
+		perr := yaml.Unmarshal(data[:end], &n)
+		if perr != nil && yamlErrMsg(perr) == msg {
+			return i + 1
+		}
+	}
+	return reported
 }
 
 func yamlErrMsg(err error) string {
@@ -258,7 +283,7 @@ func (d *decoder) fields(n *yaml.Node, field string, known map[string]bool, fn f
 			continue
 		}
 		if first, dup := seen[key]; dup {
-			d.add(k.Line, p, "given twice (first at line %d)", first)
+			d.addAt(k.Line, p, "given twice (first at line %d)", first)
 			continue
 		}
 		seen[key] = k.Line

@@ -156,7 +156,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad.yaml", "version: 2\n", "bad.yaml:1: version: unsupported plan version 2"},
 		{"bad.yaml", "version: one\n", `bad.yaml:1: version: "one" is not an integer`},
 		{"bad.yaml", "version: 1\nfoo: bar\n", `bad.yaml:2: foo: unknown field "foo"`},
-		{"bad.yaml", "version: 1\nversion: 1\n", "bad.yaml:1: version: given twice (first at line 1)"},
+		{"bad.yaml", "version: 1\nversion: 1\n", "bad.yaml:2: version: given twice (first at line 1)"},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpu: 0\n    reason: x\n", `bad.yaml:4: irqs[0].cpu: unknown field "cpu"`},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 3-1\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: bad cpulist"},
 		{"bad.yaml", "version: 1\nirqs:\n  - irq: 3\n    cpus: 0-99999999\n    reason: x\n", "bad.yaml:4: irqs[0].cpus: bad cpulist"},

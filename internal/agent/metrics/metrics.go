@@ -116,6 +116,11 @@ type Agent struct {
 	Waiting       prometheus.Gauge
 	Passes        prometheus.Counter
 	PassErrors    prometheus.Counter
+	// Reloads is irqpilot_plan_reloads_total{result="applied"|"rejected"};
+	// ReloadRejected is 1 while the last reload was rejected (the plan in
+	// force is the one before it).
+	Reloads        *prometheus.CounterVec
+	ReloadRejected prometheus.Gauge
 }
 
 // New returns a registry with every collector and the agent's metrics.
@@ -147,9 +152,16 @@ func New(src *Source) (*prometheus.Registry, *Agent, error) {
 			Help: "Enforcement passes run."}),
 		PassErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "enforcement_pass_errors_total",
 			Help: "Enforcement passes that failed (the log says why)."}),
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "plan_reloads_total",
+			Help: "Plan reloads (SIGHUP) by result: applied, or rejected with the previous plan kept."}, []string{"result"}),
+		ReloadRejected: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "plan_reload_rejected",
+			Help: "1 while the last plan reload was rejected and the previous plan is still enforced (irqpilot status says why), else 0."}),
+	}
+	for _, r := range []string{"applied", "rejected"} {
+		a.Reloads.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{ex, a.DriftRepairs, a.Applied, a.AdaptationsApplied, a.AdaptationsReverted,
-		a.FindingActive, a.Enforced, a.Frozen, a.Waiting, a.Passes, a.PassErrors,
+		a.FindingActive, a.Enforced, a.Frozen, a.Waiting, a.Passes, a.PassErrors, a.Reloads, a.ReloadRejected,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: Namespace})} {
 		if err := reg.Register(c); err != nil {
 			return nil, nil, err
