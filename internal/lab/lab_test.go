@@ -444,7 +444,18 @@ case $phase in
   echo "PID1 $(cat /proc/1/comm)"
   echo "PKG $(dpkg-query -W -f='${Version}' irqpilot)"
   echo "RPS-BEFORE $(rps)"
-  irqpilot plan --policy rps-spread --device eth0 -o /tmp/p.yaml >/tmp/plan.out 2>&1 || { echo PLAN-FAIL; cat /tmp/plan.out; }
+  cat > /tmp/p.yaml <<PLAN
+version: 1
+policy: hand
+why: the lab's persistence checks
+rx_queues:
+  - device: eth0
+    rps_cpus: 4-7
+    reason: lab, re-applied at boot
+  - device: eth2
+    rps_cpus: 5
+    reason: lab, a NIC hot-added after boot (the udev rule)
+PLAN
   irqpilot persist /tmp/p.yaml > /tmp/persist.out 2>&1 || { echo PERSIST-FAIL; cat /tmp/persist.out; }
   echo "ENABLED-BOOT $(systemctl is-enabled irqpilot-apply.service 2>&1)"
   echo 2 > /var/lib/lab-phase
@@ -453,6 +464,10 @@ case $phase in
 2)
   echo "AFTER-REBOOT-RPS $(rps)"
   echo "BOOT-UNIT $(systemctl show -p Result --value irqpilot-apply.service) $(systemctl show -p ExecMainStatus --value irqpilot-apply.service)"
+  echo "@@HOST:plug@@"
+  i=0; until [ -e /sys/class/net/eth2 ] || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done
+  i=0; until [ "$(cat /sys/class/net/eth2/queues/rx-0/rps_cpus 2>/dev/null | sed 's/^[0,]*//')" = 20 ] || [ $i -ge 120 ]; do sleep 0.5; i=$((i+1)); done
+  echo "UDEV-RPS $(cat /sys/class/net/eth2/queues/rx-0/rps_cpus 2>/dev/null | sed 's/^[0,]*//') $((i/2))s"
   mkdir -p /etc/systemd/system/irqpilot-agent.service.d
   printf '[Service]\nWatchdogSec=6s\nTimeoutAbortSec=3s\nRestartSec=1s\n' > /etc/systemd/system/irqpilot-agent.service.d/lab.conf
   systemctl daemon-reload
@@ -477,6 +492,7 @@ esac
 
 // TestLabSystemd: in a Debian guest with systemd as PID 1 and the .deb
 // installed, the boot unit re-applies a persisted plan after a reboot, the
+// udev rule applies it to a NIC hot-added later, the
 // agent's unit starts when the agent reports ready, the watchdog kills a
 // hung agent and systemd restarts it, the restarted agent repairs drift,
 // and `systemctl stop` leaves the applied settings in force (as
@@ -492,7 +508,8 @@ func TestLabSystemd(t *testing.T) {
 	deb := buildDeb(t)
 	s := labShapes(t)[0]
 	r, err := Run(context.Background(), Options{Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t},
-		Systemd: true, Debs: []string{deb}, Script: systemdScript})
+		Systemd: true, Debs: []string{deb}, Script: systemdScript,
+		Host: map[string]func(*Monitor) error{"plug": func(m *Monitor) error { return m.AddNIC("hot0") }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +518,8 @@ func TestLabSystemd(t *testing.T) {
 	want := map[string]func(string) bool{
 		"PID1":              func(v string) bool { return v == "systemd" },
 		"ENABLED-BOOT":      func(v string) bool { return v == "enabled" },
-		"AFTER-REBOOT-RPS":  func(v string) bool { return v != "" },
+		"AFTER-REBOOT-RPS":  func(v string) bool { return v == "f0" },
+		"UDEV-RPS":          func(v string) bool { return strings.HasPrefix(v, "20 ") },
 		"BOOT-UNIT":         func(v string) bool { return v == "success 0" },
 		"AGENT-START":       func(v string) bool { return v == "0" },
 		"AGENT-ACTIVE":      func(v string) bool { return v == "active" },
