@@ -56,6 +56,15 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 		p.Policy = "dedicated-core"
 		p.Why = fmt.Sprintf("auto chose dedicated-core: IRQs may run on isolated or nohz_full CPUs %s (the kernel command line declares them off limits), so every movable IRQ and all softirq work go to the housekeeping CPUs %s. %s",
 			breach, o2.Housekeeping, capitalise(p.Why))
+		if o.Load != nil && o.Load.Load != nil {
+			// Measured: the housekeeping CPUs must have the headroom for
+			// the work, on the measurement and on every disturbed copy.
+			pred, stop := isolationHeadroom(h, b, o, p)
+			if stop != "" {
+				return empty(fmt.Sprintf("IRQs may run on isolated or nohz_full CPUs %s (the kernel command line declares them off limits), but moving them to the housekeeping CPUs %s now %s, so nothing is changed (%s)", breach, o2.Housekeeping, stop, loadSummary(o.Load.Load))), nil
+			}
+			p.Why += " " + pred
+		}
 		return p, nil
 	}
 	if o.Load == nil || o.Load.Load == nil {
@@ -121,6 +130,54 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 	p.Why = fmt.Sprintf("auto chose %s: %s. Predicted from the measurement (%s): %s now → %s after; "+measure+" (%d candidates compared, %d rejected; the choice holds with every measured input %.0f %% higher or lower, %d re-decisions).%s",
 		best.name, findings, sure, describe(d.base, cpus), describe(best.pred, cpus), d.baseScore, best.s, len(d.cands), len(d.rejected), 100*load.MarginalNoise, tried, warn)
 	return p, nil
+}
+
+// isolationHeadroom predicts the isolation plan p on the measured load:
+// it returns the prediction for the why, or why p must wait — it would
+// move work onto a CPU without headroom (judgeHeadroom), on the
+// measurement or on a copy disturbed by load.MarginalNoise. (The other
+// rules judge load balance, which is not what isolation is for.)
+func isolationHeadroom(h *host.Host, b *builder, o Options, p *Plan) (pred, stop string) {
+	l := o.Load.Load
+	ts, err := b.targets()
+	if err != nil {
+		return "", err.Error()
+	}
+	var steered []string
+	for _, t := range ts {
+		steered = append(steered, t.nic.Name)
+	}
+	check := func(l *load.Load) (Prediction, Prediction, string) {
+		m := newModel(h, l, steered)
+		m.selected = selectedPIDs(o)
+		base, after := m.Predict(&Plan{}), m.Predict(p)
+		return base, after, judgeHeadroom(l, base, after)
+	}
+	base, after, why := check(l)
+	if why != "" {
+		return "", why
+	}
+	ps := perturbations(l)
+	for _, d := range ps {
+		if _, _, why := check(d.l); why != "" {
+			return "", fmt.Sprintf("is marginal: with %s, it %s", d.what, why)
+		}
+	}
+	var moved cpuset.Set
+	for c, v := range after.Busy {
+		if v-base.Busy[c] > moveEpsilon {
+			moved = moved.Add(c)
+		}
+	}
+	cpus := moved.CPUs()
+	if len(cpus) > 8 {
+		cpus = cpus[:8]
+	}
+	if len(cpus) == 0 {
+		return fmt.Sprintf("Predicted from the measurement (%s): no CPU takes measurable work.", certainty(l)), ""
+	}
+	return fmt.Sprintf("Predicted from the measurement (%s): %s now → %s after; every CPU taking work has the headroom for it, also with each measured input %.0f %% higher or lower (%d re-checks).",
+		certainty(l), describe(base, cpus), describe(after, cpus), 100*load.MarginalNoise, len(ps)), ""
 }
 
 // MarginalWhy starts the why of an empty auto plan whose best candidate
@@ -269,13 +326,9 @@ const spreadSpare = 10.0
 // (judge), ranks the rest and picks the best if it beats doing nothing by
 // the margin.
 func (a *autoRun) decide(l *load.Load) *autoDecision {
-	m := newModel(a.h, l, a.steered)
-	m.selected = selectedPIDs(a.o)
-	d := &autoDecision{m: m, base: m.Predict(&Plan{})}
-	d.separate = l.WithHeadroom(a.b.usable, spreadSpare).IsEmpty()
-	d.baseScore = d.score(d.base, a.hot)
+	d := a.prepare(l)
 	try := func(c namedPlan) {
-		pred := m.Predict(c.p)
+		pred := d.m.Predict(c.p)
 		warn, reject := judge(l, d.base, pred)
 		if reject != "" {
 			d.rejected = append(d.rejected, namedWhy{c.name, reject})
@@ -286,19 +339,10 @@ func (a *autoRun) decide(l *load.Load) *autoDecision {
 	for _, c := range a.fixed {
 		try(c)
 	}
-	for _, c := range a.loadCandidates(l, m) {
+	for _, c := range a.loadCandidates(l, d.m) {
 		try(c)
 	}
 	sort.SliceStable(d.cands, func(i, j int) bool { return d.cands[i].s < d.cands[j].s })
-	d.need = MinGain
-	if d.separate && !saturatedCPUs(l).IsEmpty() {
-		// A CPU saturated mostly by interrupt work and no idle CPU
-		// anywhere — harm beyond doubt; a change that takes MinGain/2
-		// points of interrupt work off application CPUs is worth making.
-		// (Other harm on a busy machine — drops, a remote node — needs
-		// the full margin.)
-		d.need = MinGain / 2
-	}
 	switch {
 	case len(d.cands) == 0 && len(d.rejected) > 0:
 		r := d.rejected[0]
@@ -319,6 +363,27 @@ func (d *autoDecision) score(p Prediction, hot cpuset.Set) float64 {
 		return contention(p)
 	}
 	return spreadScore(p, hot)
+}
+
+// prepare is the part of a decision that does not depend on the
+// candidates: the model of l, the prediction of doing nothing, how plans
+// are scored and the margin a change must beat.
+func (a *autoRun) prepare(l *load.Load) *autoDecision {
+	m := newModel(a.h, l, a.steered)
+	m.selected = selectedPIDs(a.o)
+	d := &autoDecision{m: m, base: m.Predict(&Plan{})}
+	d.separate = l.WithHeadroom(a.b.usable, spreadSpare).IsEmpty()
+	d.baseScore = d.score(d.base, a.hot)
+	d.need = MinGain
+	if d.separate && !saturatedCPUs(l).IsEmpty() {
+		// A CPU saturated mostly by interrupt work and no idle CPU
+		// anywhere — harm beyond doubt; a change that takes MinGain/2
+		// points of interrupt work off application CPUs is worth making.
+		// (Other harm on a busy machine — drops, a remote node — needs
+		// the full margin.)
+		d.need = MinGain / 2
+	}
+	return d
 }
 
 // scoreName and scoreText say what the score measures, with its unit.
@@ -382,12 +447,24 @@ const moveEpsilon = 0.05
 //  1. Headroom (load.Headroom): every CPU predicted to take work must have
 //     the measured spare time for it — busy after at most
 //     load.HeadroomBusyMaxPct.
-//  2. No CPU predicted to spend more than Overload in interrupts.
+//  2. No CPU the candidate adds interrupt work to predicted to spend more
+//     than Overload in interrupts.
 //  3. The busiest CPU is never predicted busier than with no change.
-//  4. No CPU predicted above Overload (saturated) — unless doing nothing
-//     is predicted worse (the busiest CPU is saturated now and the
-//     candidate lowers it): then the candidate stays, with a warning.
+//  4. No CPU the candidate changes predicted above Overload (saturated) —
+//     unless doing nothing is predicted worse there (the CPU is saturated
+//     now and the candidate lowers it): then the candidate stays, with a
+//     warning. A saturated CPU the candidate does not touch is not its
+//     doing and does not count.
 func judge(l *load.Load, base, pred Prediction) (warn, reject string) {
+	if why := judgeHeadroom(l, base, pred); why != "" {
+		return "", why
+	}
+	return judgeLoad(base, pred)
+}
+
+// judgeHeadroom is rule 1 of judge: "" when every CPU predicted to take
+// work has the measured headroom for it.
+func judgeHeadroom(l *load.Load, base, pred Prediction) string {
 	for _, c := range sortedCPUs(pred.Busy) {
 		gain := pred.Busy[c] - base.Busy[c]
 		if gain <= moveEpsilon {
@@ -396,13 +473,18 @@ func judge(l *load.Load, base, pred Prediction) (warn, reject string) {
 		hr := l.Headroom(c)
 		if after, ok := hr.Fits(gain); !ok {
 			if !hr.Measured {
-				return "", fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d, whose load was not measured", gain, c)
+				return fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d, whose load was not measured", gain, c)
 			}
-			return "", fmt.Sprintf("moves %.0f%% of a CPU onto CPU %d (%s), %.0f%% busy after, above the %.0f%% a CPU may be filled to", gain, c, hr, after, load.HeadroomBusyMaxPct)
+			return fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d (%s), %.0f%% busy after, above the %.0f%% a CPU may be filled to", gain, c, hr, after, load.HeadroomBusyMaxPct)
 		}
 	}
+	return ""
+}
+
+// judgeLoad is rules 2-4 of judge.
+func judgeLoad(base, pred Prediction) (warn, reject string) {
 	for _, c := range sortedCPUs(pred.IRQ) {
-		if pred.IRQ[c] > Overload {
+		if pred.IRQ[c] > Overload && pred.IRQ[c] > base.IRQ[c]+moveEpsilon {
 			return "", fmt.Sprintf("interrupt work alone predicted to saturate CPU %d (%.0f%%)", c, pred.IRQ[c])
 		}
 	}
@@ -411,13 +493,20 @@ func judge(l *load.Load, base, pred Prediction) (warn, reject string) {
 	if pmx > bmx+moveEpsilon {
 		return "", fmt.Sprintf("raises the busiest CPU from CPU%d %.0f%% to CPU%d %.0f%% busy", bc, bmx, pc, pmx)
 	}
-	if pmx > Overload {
-		if pmx < bmx-moveEpsilon {
-			return fmt.Sprintf("CPU%d is still predicted %.0f%% busy, above the %.0f%% at which a CPU counts as saturated; it is kept because doing nothing is predicted worse (CPU%d %.0f%%)", pc, pmx, Overload, bc, bmx), ""
+	// Saturated after the change: a CPU the candidate loads is rejected;
+	// one it relieves, but not enough, stays with a warning (doing nothing
+	// is predicted worse there); one it does not touch is not its doing.
+	for _, c := range sortedCPUs(pred.Busy) {
+		v, was := pred.Busy[c], base.Busy[c]
+		switch {
+		case v <= Overload:
+		case v > was+moveEpsilon:
+			return "", fmt.Sprintf("predicts CPU%d %.0f%% busy (now %.0f%%), above the %.0f%% at which a CPU counts as saturated", c, v, was, Overload)
+		case v < was-moveEpsilon && warn == "":
+			warn = fmt.Sprintf("CPU%d is still predicted %.0f%% busy, above the %.0f%% at which a CPU counts as saturated; the change is kept because doing nothing is predicted worse (CPU%d %.0f%% busy)", c, v, Overload, c, was)
 		}
-		return "", fmt.Sprintf("predicts CPU%d %.0f%% busy, above the %.0f%% at which a CPU counts as saturated", pc, pmx, Overload)
 	}
-	return "", ""
+	return warn, ""
 }
 
 // certainty says how sure the prediction is: what the interrupt times it
@@ -507,8 +596,8 @@ const OverloadWeight = 0.25
 // sender, 1.29x here, scored no better than no change.
 func contention(p Prediction) float64 {
 	var sum float64
-	for c, busy := range p.Busy {
-		irq := p.IRQ[c]
+	for _, c := range sortedCPUs(p.Busy) {
+		busy, irq := p.Busy[c], p.IRQ[c]
 		sum += min(irq, busy-irq) * saturation(busy)
 		if busy > 100 {
 			sum += (busy - 100) * OverloadWeight

@@ -37,6 +37,12 @@ type perturbed struct {
 // ascending, busy then interrupt time, up then down; then processes by
 // PID). An input that is 0 has nothing to scale and is left out.
 func perturbations(l *load.Load) []perturbed {
+	return perturbationsOf(l, func(int) bool { return true }, func(int) bool { return true })
+}
+
+// perturbationsOf are the perturbations of the CPUs and processes that
+// cpu and pid accept.
+func perturbationsOf(l *load.Load, cpu, accept func(int) bool) []perturbed {
 	var out []perturbed
 	factors := []float64{1 + load.MarginalNoise, 1 - load.MarginalNoise}
 	word := func(f float64) string {
@@ -47,7 +53,7 @@ func perturbations(l *load.Load) []perturbed {
 	}
 	for i := range l.CPUs {
 		c := l.CPUs[i]
-		if c.NoTicks {
+		if c.NoTicks || !cpu(c.ID) {
 			continue
 		}
 		for _, f := range factors {
@@ -72,7 +78,7 @@ func perturbations(l *load.Load) []perturbed {
 		}
 	}
 	for _, pid := range slices.Sorted(maps.Keys(busy)) {
-		if busy[pid] <= 0 {
+		if busy[pid] <= 0 || !accept(pid) {
 			continue
 		}
 		for _, f := range factors {
@@ -146,6 +152,37 @@ func scaledMap(m map[string]float64, k float64) map[string]float64 {
 	return out
 }
 
+// relevant are the CPUs whose disturbance can overturn d: the hot CPUs;
+// those the chosen plan changes; those near a threshold the decision
+// compares against — interrupt time near spreadScore's 5 % cut, busy time
+// near the spreadSpare cut between spreading and separating, interrupt
+// work near saturatedCPUs' cut that lowers the margin. A CPU the plan does
+// not change contributes the same to the prediction with and without the
+// plan (judge compares only what changes), so it cannot overturn it. For
+// a decision to change nothing (where every candidate would have to be
+// re-predicted) the same holds without the changed CPUs: the evidence's
+// CPUs and the thresholds are what another sample would move.
+func (a *autoRun) relevant(l *load.Load, d *autoDecision) func(int) bool {
+	var s = a.hot
+	if d.best != nil {
+		for c, v := range d.best.pred.Busy {
+			if diff := v - d.base.Busy[c]; diff > moveEpsilon || diff < -moveEpsilon || d.best.pred.IRQ[c] != d.base.IRQ[c] {
+				s = s.Add(c)
+			}
+		}
+	}
+	noise := 1 + load.MarginalNoise
+	for i := range l.CPUs {
+		c := &l.CPUs[i]
+		irq, busy := l.CostPct(c), c.Busy()
+		near := func(v, cut float64) bool { return v >= cut/noise && v <= cut*noise }
+		if irq >= 5/noise || near(load.HeadroomBusyMaxPct-busy, spreadSpare) || (near(irq, load.CriticalIRQPct) || irq >= load.CriticalIRQPct) && c.Idle <= load.BoundIdlePct*noise {
+			s = s.Add(c.ID)
+		}
+	}
+	return s.Contains
+}
+
 // flip is a disturbed load on which the decision does not hold, and what
 // would happen instead.
 type flip struct {
@@ -159,40 +196,34 @@ type flip struct {
 // (judge) and still beats doing nothing by the margin — another candidate
 // overtaking it by a little is no reason to doubt it.
 func (a *autoRun) flips(l *load.Load, d *autoDecision) ([]flip, int) {
-	ps := perturbations(l)
+	ps := perturbationsOf(l, a.relevant(l, d), func(pid int) bool { return slices.Contains(d.m.selected, pid) })
 	var out []flip
 	for _, p := range ps {
-		pd := a.decide(p.l)
 		if d.best == nil {
-			if pd.best != nil {
+			if pd := a.decide(p.l); pd.best != nil {
 				out = append(out, flip{p.what, "auto would choose " + pd.best.name})
 			}
 			continue
 		}
-		if why := pd.holds(d.best.name); why != "" {
+		if why := a.holds(p.l, d.best.p); why != "" {
 			out = append(out, flip{p.what, why})
 		}
 	}
 	return out, len(ps)
 }
 
-// holds returns "" when the candidate named name passes the rules on d's
-// load and beats doing nothing by the margin, else what becomes of it.
-func (d *autoDecision) holds(name string) string {
-	for _, c := range d.cands {
-		if c.name == name {
-			if d.baseScore-c.s < d.need {
-				return fmt.Sprintf("it would improve %s only from %s to %s", d.scoreName(), d.scoreText(d.baseScore), d.scoreText(c.s))
-			}
-			return ""
-		}
+// holds returns "" when plan p passes the rules on l and beats doing
+// nothing by the margin, else what becomes of it.
+func (a *autoRun) holds(l *load.Load, p *Plan) string {
+	d := a.prepare(l)
+	pred := d.m.Predict(p)
+	if _, reject := judge(l, d.base, pred); reject != "" {
+		return "it would be rejected: " + reject
 	}
-	for _, r := range d.rejected {
-		if r.name == name {
-			return "it would be rejected: " + r.why
-		}
+	if s := d.score(pred, a.hot); d.baseScore-s < d.need {
+		return fmt.Sprintf("it would improve %s only from %s to %s", d.scoreName(), d.scoreText(d.baseScore), d.scoreText(s))
 	}
-	return "it would not be a candidate"
+	return ""
 }
 
 // marginalNote says which disturbances overturn the choice chose.
