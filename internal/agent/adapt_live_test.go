@@ -146,11 +146,18 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 	if m := strings.Trim(strings.TrimSpace(rps), "0,"); m == "1" {
 		t.Errorf("steering onto the saturated CPU 0 alone: rps_cpus %q", rps)
 	}
-	if !kept {
+	applied := kept
+	for _, a := range st.Adaptations {
+		applied = applied || a.Result == "kept" || a.Result == "verifying"
+	}
+	if !applied {
 		if rps != rpsBefore {
 			t.Errorf("no adaptation kept but %s rx-0 rps_cpus is %q (was %q)", tb.ServerDev, rps, rpsBefore)
 		}
 		return
+	}
+	if !kept {
+		return // a later adaptation is being verified
 	}
 	if rps == rpsBefore || strings.Trim(rps, "0,") == "" {
 		t.Errorf("kept an adaptation but %s rx-0 rps_cpus is %q (was %q): steering unchanged", tb.ServerDev, rps, rpsBefore)
