@@ -101,25 +101,27 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 		t.Logf("baseline CPU %d: %s, %.0f%% in interrupts", c.ID, bl.Load.Headroom(c.ID), c.IRQTime())
 	}
 	saturated := cpu0.Idle <= load.BoundIdlePct && cpu0.IRQTime() >= load.CriticalIRQPct
-	if len(auto.Changes) == 0 {
-		if !strings.Contains(why, "nothing") {
-			t.Errorf("no change without saying why: %s", why)
+	// Every configuration carries the scenario's pinning (Pinned); what
+	// auto itself decided is its plan's steering.
+	var rps []setting.Change
+	for _, c := range auto.Changes {
+		if c.Kind == setting.KindRPSCPUs {
+			rps = append(rps, c)
 		}
-		if saturated && !strings.Contains(why, "nothing is changed") {
-			t.Errorf("CPU 0 saturated (%.0f %% idle, %.0f %% interrupt work) and auto's empty plan does not say why: %s", cpu0.Idle, cpu0.IRQTime(), why)
+	}
+	if strings.Contains(why, "nothing is changed") || strings.Contains(why, "nothing to change") {
+		if len(rps) != 0 {
+			t.Errorf("auto's plan says nothing is changed but steers: %+v", rps)
 		}
 		return
 	}
-	if !saturated && !strings.Contains(why, "interrupt-bound") && !strings.Contains(why, "drop") && !strings.Contains(why, "squeeze") {
-		t.Errorf("auto changed %d settings without evidence of harm: %s", len(auto.Changes), why)
+	if saturated && len(rps) == 0 {
+		t.Errorf("CPU 0 saturated (%.0f %% idle, %.0f %% interrupt work), auto planned without RPS and without saying why: %s", cpu0.Idle, cpu0.IRQTime(), why)
 	}
 	if !strings.Contains(why, "the choice holds") || strings.Contains(why, "marginal") {
 		t.Errorf("auto changed settings on a choice it does not call robust: %s", why)
 	}
-	for _, c := range auto.Changes {
-		if c.Kind != setting.KindRPSCPUs {
-			continue
-		}
+	for _, c := range rps {
 		m, err := cpuset.ParseMask(c.Value)
 		if err != nil || m.IsEmpty() {
 			t.Errorf("auto's RPS mask %q", c.Value)
