@@ -25,14 +25,18 @@ import (
 //     before), RPS masks that leave the saturated CPU out, and the
 //     application placed on the CPU RPS frees.
 //  3. Each candidate's per-CPU load is predicted with the cost model
-//     (model.go); candidates that overload a CPU are rejected, and the one
-//     with the lowest predicted busiest interrupt-loaded CPU wins — if it
-//     beats doing nothing by MinGain points. The plan's Why gives the
-//     prediction.
+//     (model.go); candidates that break a rule (judge: work onto a CPU
+//     without headroom, the busiest CPU busier, a CPU it loads above
+//     Overload) are rejected, and the best score wins — if it beats doing
+//     nothing by MinGain points.
+//  4. The choice is decided again with each measured input 10 % higher and
+//     lower (auto_robust.go); if that overturns it, it is marginal and the
+//     plan is empty. The plan's Why gives the ranking with units, the
+//     prediction and how sure it is.
 //
 // Without a measurement (a snapshot without --after) only the isolation
 // rule can apply; otherwise the plan is empty and says it had no load to
-// judge.
+// judge. With one, the isolation plan too must fit the measured headroom.
 func Auto(h *host.Host, o Options) (*Plan, error) {
 	b, err := newBuilder(h, o, "auto")
 	if err != nil {
@@ -307,14 +311,6 @@ type autoDecision struct {
 }
 
 type namedWhy struct{ name, why string }
-
-// choice names the decision: the chosen candidate, or "no change".
-func (d *autoDecision) choice() string {
-	if d.best == nil {
-		return "no change"
-	}
-	return d.best.name
-}
 
 // spreadSpare is the spare time (percent of a CPU, load.Headroom) that
 // lets a CPU take spread interrupt work: with none such among the usable

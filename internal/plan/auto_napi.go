@@ -51,21 +51,13 @@ const (
 	NAPIThreadWakeCost = RPSIPICost
 )
 
-// napiThreadedCandidates proposes threaded NAPI with placed threads for
-// every steered device that supports it, when l shows a saturated CPU
-// among hot; each goes to add, which predicts and scores it.
-func napiThreadedCandidates(b *builder, ts []*target, l *load.Load, hot cpuset.Set, add func(string, *Plan, error)) {
-	for _, c := range napiThreadedPlans(b, ts, l, hot) {
-		add(c.name, c.p, nil)
-	}
-}
-
 type namedPlan struct {
 	name string
 	p    *Plan
 }
 
-// napiThreadedPlans are the candidates napiThreadedCandidates adds.
+// napiThreadedPlans are the threaded NAPI candidates for the hot CPUs
+// the measurement l shows saturated.
 func napiThreadedPlans(b *builder, ts []*target, l *load.Load, hot cpuset.Set) []namedPlan {
 	return napiThreadedPlansOff(b, ts, l, saturatedHot(b, l, hot))
 }
