@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -99,6 +100,23 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 	}
 	for _, c := range bl.Load.CPUs {
 		t.Logf("baseline CPU %d: %s, %.0f%% in interrupts", c.ID, bl.Load.Headroom(c.ID), c.IRQTime())
+	}
+	if path := os.Getenv("IRQPILOT_RECORD_SEED004"); path != "" {
+		// Keep the measured load for auto's pure tests (plan/testdata).
+		rec := struct {
+			AppPID int        `json:"app_pid"`
+			Load   *load.Load `json:"load"`
+		}{Load: bl.Load}
+		if pids := r.App().PIDs; len(pids) > 0 {
+			rec.AppPID = pids[0]
+		}
+		data, err := json.MarshalIndent(rec, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	saturated := cpu0.Idle <= load.BoundIdlePct && cpu0.IRQTime() >= load.CriticalIRQPct
 	// Every configuration carries the scenario's pinning (Pinned); what

@@ -1,6 +1,10 @@
 package plan
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -509,5 +513,105 @@ func TestAutoSeed004Disturbances(t *testing.T) {
 			t.Errorf("%s: the plan %s", c.name, why)
 		}
 		t.Logf("%s: %s", c.name, p.Why)
+	}
+}
+
+// recordedSeed004 is a load measured on the project's test machine during
+// bench's seed 004 scenario (TestAutoOnSeed004Scenario with
+// IRQPILOT_RECORD_SEED004): the sender and the whole softirq on CPU 0, the
+// sink (app_pid) on CPU 1 — and, as it happened, another process (cp)
+// using a third of CPU 1.
+func recordedSeed004(t *testing.T) (*load.Load, int) {
+	t.Helper()
+	data, err := os.ReadFile("testdata/seed004-load.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		AppPID int        `json:"app_pid"`
+		Load   *load.Load `json:"load"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Load, rec.AppPID
+}
+
+// auto on the recorded seed 004 load, as recorded and with disturbances
+// injected (the recorded second process on CPU 1 taken away; a CPU hog
+// beside the sender on CPU 0; a hog on CPU 1): whatever it decides, it
+// never moves work onto a CPU without headroom nor raises the busiest CPU,
+// it either steers away from CPU 0 with the sink beside the sender or
+// changes nothing and says why, and equal inputs give equal plans. As
+// recorded, CPU 1 has no spare time: nothing may move there.
+func TestAutoOnRecordedSeed004(t *testing.T) {
+	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	for i := range h.NICs {
+		h.NICs[i].Virtual = true
+	}
+	rec, pid := recordedSeed004(t)
+	disturb := func(f func(l *load.Load)) *load.Load {
+		l := *rec
+		l.CPUs = slices.Clone(rec.CPUs)
+		l.Tasks = slices.Clone(rec.Tasks)
+		f(&l)
+		return &l
+	}
+	cpu := func(l *load.Load, id int) *load.CPULoad { return l.CPU(id) }
+	for _, c := range []struct {
+		name string
+		l    *load.Load
+	}{
+		{"recorded", rec},
+		{"without the second process on CPU 1", disturb(func(l *load.Load) {
+			var cp float64
+			l.Tasks = slices.DeleteFunc(l.Tasks, func(tk load.TaskLoad) bool {
+				if tk.Comm == "cp" {
+					cp += tk.Busy
+					return true
+				}
+				return false
+			})
+			c1 := cpu(l, 1)
+			c1.System = max(0, c1.System-cp)
+			c1.Idle += cp
+		})},
+		{"hog on CPU 0", disturb(func(l *load.Load) {
+			// The hog takes time from the sender; softirq runs first.
+			l.Tasks = append(l.Tasks, load.TaskLoad{PID: 999, TID: 999, Comm: "stress-ng-cpu", CPU: 0, Busy: 30})
+			c0 := cpu(l, 0)
+			c0.User += 30
+			c0.System = max(0, c0.System-15)
+			c0.SoftIRQ -= 15
+		})},
+		{"hog on CPU 1", disturb(func(l *load.Load) {
+			l.Tasks = append(l.Tasks, load.TaskLoad{PID: 998, TID: 998, Comm: "stress-ng-cpu", CPU: 1, Busy: 50})
+		})},
+	} {
+		o := Options{Load: Measured(c.l), App: fmt.Sprintf("pid:%d", pid), Devices: []string{"vs1"}, MachineWide: true}
+		p, err := Make("auto", h, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s", c.name, p.Why)
+		if q, _ := Make("auto", h, o); q.Why != p.Why || planChanges(q) != planChanges(p) {
+			t.Errorf("%s: equal inputs, different plans", c.name)
+		}
+		seed004 := len(p.RxQueues) == 1 && p.RxQueues[0].RPSCPUs.String() == "1" && len(p.Apps) == 1 && p.Apps[0].CPUs.String() == "0"
+		if !seed004 && (planChanges(p) != 0 || !strings.Contains(p.Why, "nothing is changed")) {
+			t.Errorf("%s: neither seed 004's choice nor no change with its reason: %+v %+v", c.name, p.RxQueues, p.Apps)
+		}
+		m := newModel(h, c.l, []string{"vs1"})
+		m.selected = selectedPIDs(o)
+		base, pred := m.Predict(&Plan{}), m.Predict(p)
+		if why := judgeHeadroom(c.l, base, pred); why != "" {
+			t.Errorf("%s: the plan %s", c.name, why)
+		}
+		if maxBusy(pred) > maxBusy(base)+moveEpsilon {
+			t.Errorf("%s: busiest CPU %.0f%% → %.0f%%", c.name, maxBusy(base), maxBusy(pred))
+		}
+		if c.name == "recorded" && (planChanges(p) != 0 || !strings.Contains(p.Why, "CPU 1 100% busy, 0% spare")) {
+			t.Errorf("recorded: CPU 1 had no spare time, yet: %d changes, %s", planChanges(p), p.Why)
+		}
 	}
 }
