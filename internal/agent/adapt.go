@@ -101,7 +101,8 @@ type Adaptation struct {
 	// Result: "verifying", "kept", "reverted", "no-change" (the planner's
 	// plan was already in force, or changes nothing), "marginal" (the
 	// planner's choice does not survive ±10 % of the measured load, see
-	// plan.IsMarginal: nothing is changed), "failed".
+	// plan.IsMarginal: nothing is changed), "refused" (the plan's predicted
+	// load breaks the headroom rules, plan.Violation: not applied), "failed".
 	Result   string   `json:"result"`
 	Reason   string   `json:"reason"`
 	Policy   string   `json:"policy,omitempty"`
@@ -388,6 +389,20 @@ func (ag *Agent) adaptStep() {
 		s.streak = map[string]int{}
 		s.last = now
 		ag.log.Info("adapt: marginal, nothing changed", "finding", hit, "why", p.Why)
+		return
+	}
+	// Whatever the planner, a plan whose predicted load breaks the
+	// headroom rules is not applied (auto's own plans never do).
+	o := plan.Options{Devices: ag.o.Devices, App: ag.o.App}
+	if ag.sampler != nil && ag.sampler.TaskPIDs != nil {
+		o.AppPIDs = ag.sampler.TaskPIDs()
+	}
+	if why := plan.Violation(h, ag.lastLoad, p, o); why != "" {
+		a.Result, a.Reason = "refused", "the plan's predicted load breaks the headroom rules: "+why
+		ag.adaptations = appendRecent(ag.adaptations, a)
+		s.streak = map[string]int{}
+		s.last = now
+		ag.log.Warn("adapt: plan refused", "finding", hit, "why", a.Reason)
 		return
 	}
 	changes, _, _, err := resolve(ag.o.FS, h, p)

@@ -255,3 +255,53 @@ func TestAdaptMarginalPlanNotApplied(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Whatever the planner, the agent applies no plan whose predicted load
+// breaks the headroom rules (plan.Violation): RPS moving CPU 0's softirq
+// onto CPU 2, 90 % busy, is refused and nothing is written; the same plan
+// onto idle CPU 1 is applied and verified.
+func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
+	root := treeCopy(t)
+	fs := kernel.New(root)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	irq := *h.NIC("eth0").RxQueues[0].IRQ
+	rps := "sys/class/net/eth0/queues/rx-0/rps_cpus"
+	before := readTree(t, root, rps)
+	to := cpuset.Of(2)
+	planner := func(h *host.Host, l *load.Load) (*plan.Plan, error) {
+		cpus := to
+		return &plan.Plan{Version: plan.Version, Policy: "test", Why: "test",
+			RxQueues: []plan.RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: &cpus, Reason: "test"}}}, nil
+	}
+	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
+		NoLinkEvents: true, Log: quiet(), Adapt: true, Planner: planner, AdaptOptions: AdaptOptions{Persist: 1, MinDwell: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := map[string]float64{"NET_RX": 50000, "TIMER": 250}
+	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{
+		{ID: 0, SoftIRQ: 80, System: 16, Idle: 4, Softirqs: net},
+		{ID: 1, User: 5, Idle: 95, Softirqs: map[string]float64{"TIMER": 250}},
+		{ID: 2, User: 90, Idle: 10, Softirqs: map[string]float64{"TIMER": 250}},
+	}, IRQs: []load.IRQRate{{IRQ: irq, Rate: 40000, PerCPU: map[int]float64{0: 40000}}}}
+	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
+	ag.adaptStep()
+	st := ag.Status()
+	if len(st.Adaptations) != 1 || st.Adaptations[0].Result != "refused" || !strings.Contains(st.Adaptations[0].Reason, "onto CPU 2 (CPU 2 90% busy, 0% spare)") {
+		t.Fatalf("adaptations %+v; want the plan onto CPU 2 refused", st.Adaptations)
+	}
+	if got := readTree(t, root, rps); got != before {
+		t.Errorf("a refused plan was applied: %s %q → %q", rps, before, got)
+	}
+	to = cpuset.Of(1)
+	ag.adaptStep()
+	if st = ag.Status(); len(st.Adaptations) != 2 || st.Adaptations[1].Result != "verifying" {
+		t.Fatalf("adaptations %+v; want the plan onto idle CPU 1 applied", st.Adaptations)
+	}
+	if got := readTree(t, root, rps); !strings.HasSuffix(got, "00000002") {
+		t.Errorf("%s = %q after the plan onto CPU 1 was applied", rps, got)
+	}
+}

@@ -734,3 +734,32 @@ func capitalise(s string) string {
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// Violation predicts plan p on the measured load l with auto's model and
+// returns the rule of auto's it breaks ("" when none): work moved onto a
+// CPU without headroom, interrupt work alone saturating a CPU, the
+// busiest CPU predicted busier, or a CPU it loads predicted saturated.
+// o names the devices steered and the application, as for Auto (with
+// AppPIDs for a selector without a PID). The agent checks every plan a
+// planner gives it with this before applying it.
+func Violation(h *host.Host, l *load.Load, p *Plan, o Options) string {
+	if l == nil || p == nil {
+		return ""
+	}
+	b, err := newBuilder(h, o, "auto")
+	if err != nil {
+		return err.Error()
+	}
+	ts, err := b.targets()
+	if err != nil {
+		return err.Error()
+	}
+	var steered []string
+	for _, t := range ts {
+		steered = append(steered, t.nic.Name)
+	}
+	m := newModel(h, l, steered)
+	m.selected = selectedPIDs(o)
+	_, why := judge(l, m.Predict(&Plan{}), m.Predict(p))
+	return why
+}
