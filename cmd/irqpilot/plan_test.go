@@ -168,9 +168,10 @@ func TestPlanSampleLoad(t *testing.T) {
 	}
 	why := p.Why + p.Plan.Why
 	// auto decides from the measurement: either it names the evidence of
-	// harm it found, or it says there is none, with the numbers it measured.
-	// (or that no candidate was predicted to help enough).
-	if !strings.Contains(why, "no evidence of harm") && !strings.Contains(why, "auto chose") && !strings.Contains(why, "so nothing is changed") {
+	// harm it found and what it chose — a plan, or nothing (marginal, no
+	// candidate fits the headroom, or none worth it) — or it says there is
+	// none, with the numbers it measured.
+	if !strings.Contains(why, "no evidence of harm") && !strings.Contains(why, "auto chose") && !strings.Contains(why, "nothing is changed") {
 		t.Errorf("auto does not explain a load-based decision: %q", why)
 	}
 	if !strings.Contains(why, "irq+softirq") && !strings.Contains(why, "Predicted") {

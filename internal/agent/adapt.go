@@ -98,7 +98,10 @@ type Adaptation struct {
 	Time    time.Time `json:"time"`
 	Finding string    `json:"finding"`
 	// Result: "verifying", "kept", "reverted", "no-change" (the planner's
-	// plan was already in force), "failed".
+	// plan was already in force, or changes nothing), "marginal" (the
+	// planner's choice does not survive ±10 % of the measured load, see
+	// plan.IsMarginal: nothing is changed), "refused" (the plan's predicted
+	// load breaks the headroom rules, plan.Violation: not applied), "failed".
 	Result   string   `json:"result"`
 	Reason   string   `json:"reason"`
 	Policy   string   `json:"policy,omitempty"`
@@ -376,11 +379,39 @@ func (ag *Agent) adaptStep() {
 		return
 	}
 	a.Policy, a.Why = p.Policy, p.Why
+	if plan.IsMarginal(p) {
+		// A decision another interval of the same load could overturn is
+		// no reason to change the machine: nothing is applied, and the
+		// trigger must persist again before the next try.
+		a.Result, a.Reason = "marginal", fmt.Sprintf("the planner's choice does not survive ±%.0f %% of the measured load; nothing is changed", 100*load.MarginalNoise)
+		ag.adaptations = appendRecent(ag.adaptations, a)
+		s.streak = map[string]int{}
+		s.last = now
+		ag.log.Info("adapt: marginal, nothing changed", "finding", hit, "why", p.Why)
+		return
+	}
+	// Whatever the planner, a plan whose predicted load breaks the
+	// headroom rules is not applied (auto's own plans never do).
+	o := plan.Options{Devices: ag.o.Devices, App: ag.o.App}
+	if ag.sampler != nil && ag.sampler.TaskPIDs != nil {
+		o.AppPIDs = ag.sampler.TaskPIDs()
+	}
+	if why := plan.Violation(h, ag.lastLoad, p, o); why != "" {
+		a.Result, a.Reason = "refused", "the plan's predicted load breaks the headroom rules: "+why
+		ag.adaptations = appendRecent(ag.adaptations, a)
+		s.streak = map[string]int{}
+		s.last = now
+		ag.log.Warn("adapt: plan refused", "finding", hit, "why", a.Reason)
+		return
+	}
 	changes, _, _, err := resolve(ag.o.FS, h, p)
 	if err == nil {
 		var entries []setting.Change
 		if entries, err = ag.ap.Diff(changes); err == nil && !slices.ContainsFunc(entries, func(e setting.Change) bool { return e.Status == setting.StatusPending }) {
 			a.Result, a.Reason = "no-change", "the planner's plan is already in force"
+			if len(changes) == 0 {
+				a.Reason = "the planner changes nothing"
+			}
 			ag.adaptations = appendRecent(ag.adaptations, a)
 			s.streak = map[string]int{}
 			s.last = now

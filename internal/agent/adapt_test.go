@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -203,5 +204,104 @@ func TestAdaptTriggerIsPlanHarm(t *testing.T) {
 		if c.want == "" && len(got) != 0 || c.want != "" && (len(got) != 1 || got[0] != c.want) {
 			t.Errorf("%s: triggered %v, want %q (observation %v)", c.name, got, c.want, ob.Findings)
 		}
+	}
+}
+
+// A plan the planner reports as marginal (its choice does not survive
+// ±10 % of the measured load) is never applied: the adaptation is recorded
+// as marginal, the kernel files keep their values, and the trigger must
+// persist again before the next try. A plan that changes nothing is
+// recorded as no-change, saying so.
+func TestAdaptMarginalPlanNotApplied(t *testing.T) {
+	root := treeCopy(t)
+	fs := kernel.New(root)
+	rps := "sys/class/net/eth0/queues/rx-0/rps_cpus"
+	before := readTree(t, root, rps)
+	planned := 0
+	why := ""
+	marginal := func(h *host.Host, l *load.Load) (*plan.Plan, error) {
+		planned++
+		two := cpuset.Of(2)
+		return &plan.Plan{Version: plan.Version, Policy: "auto", Why: why,
+			RxQueues: []plan.RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: &two, Reason: "test"}}}, nil
+	}
+	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
+		NoLinkEvents: true, Log: quiet(), Adapt: true, Planner: marginal, AdaptOptions: AdaptOptions{Persist: 2, MinDwell: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{{ID: 0, SoftIRQ: 90, System: 6, Idle: 4}, {ID: 1, User: 10, Idle: 90}}}
+	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
+	why = plan.MarginalWhy + " the decision flips within ±10 % of the measured load"
+	for i := 0; i < 2; i++ {
+		ag.adaptStep()
+	}
+	st := ag.Status()
+	if planned != 1 || len(st.Adaptations) != 1 || st.Adaptations[0].Result != "marginal" || !strings.Contains(st.Adaptations[0].Reason, "±10 %") {
+		t.Fatalf("planned %d times, adaptations %+v; want one marginal", planned, st.Adaptations)
+	}
+	if got := readTree(t, root, rps); got != before {
+		t.Errorf("a marginal plan was applied: %s %q → %q", rps, before, got)
+	}
+	// The streak starts again: one more interval is not enough.
+	ag.adaptStep()
+	if planned != 1 {
+		t.Errorf("planned again after one interval; the trigger must persist again")
+	}
+	ag.adaptStep()
+	if planned != 2 {
+		t.Errorf("planned %d times after the trigger persisted again, want 2", planned)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Whatever the planner, the agent applies no plan whose predicted load
+// breaks the headroom rules (plan.Violation): RPS moving CPU 0's softirq
+// onto CPU 2, 90 % busy, is refused and nothing is written; the same plan
+// onto idle CPU 1 is applied and verified.
+func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
+	root := treeCopy(t)
+	fs := kernel.New(root)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	irq := *h.NIC("eth0").RxQueues[0].IRQ
+	rps := "sys/class/net/eth0/queues/rx-0/rps_cpus"
+	before := readTree(t, root, rps)
+	to := cpuset.Of(2)
+	planner := func(h *host.Host, l *load.Load) (*plan.Plan, error) {
+		cpus := to
+		return &plan.Plan{Version: plan.Version, Policy: "test", Why: "test",
+			RxQueues: []plan.RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: &cpus, Reason: "test"}}}, nil
+	}
+	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
+		NoLinkEvents: true, Log: quiet(), Adapt: true, Planner: planner, AdaptOptions: AdaptOptions{Persist: 1, MinDwell: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := map[string]float64{"NET_RX": 50000, "TIMER": 250}
+	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{
+		{ID: 0, SoftIRQ: 80, System: 16, Idle: 4, Softirqs: net},
+		{ID: 1, User: 5, Idle: 95, Softirqs: map[string]float64{"TIMER": 250}},
+		{ID: 2, User: 90, Idle: 10, Softirqs: map[string]float64{"TIMER": 250}},
+	}, IRQs: []load.IRQRate{{IRQ: irq, Rate: 40000, PerCPU: map[int]float64{0: 40000}}}}
+	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
+	ag.adaptStep()
+	st := ag.Status()
+	if len(st.Adaptations) != 1 || st.Adaptations[0].Result != "refused" || !strings.Contains(st.Adaptations[0].Reason, "onto CPU 2 (CPU 2 90% busy, 0% spare)") {
+		t.Fatalf("adaptations %+v; want the plan onto CPU 2 refused", st.Adaptations)
+	}
+	if got := readTree(t, root, rps); got != before {
+		t.Errorf("a refused plan was applied: %s %q → %q", rps, before, got)
+	}
+	to = cpuset.Of(1)
+	ag.adaptStep()
+	if st = ag.Status(); len(st.Adaptations) != 2 || st.Adaptations[1].Result != "verifying" {
+		t.Fatalf("adaptations %+v; want the plan onto idle CPU 1 applied", st.Adaptations)
+	}
+	if got := readTree(t, root, rps); !strings.HasSuffix(got, "00000002") {
+		t.Errorf("%s = %q after the plan onto CPU 1 was applied", rps, got)
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -57,11 +58,20 @@ func TestUDPWorkloadShort(t *testing.T) {
 // udpCapturedRate is the last field of testdata/udp-send.txt.
 const udpCapturedRate = 677033
 
-// Issue 10: under seed 004's load (one queue, the sender pinned to CPU 0,
-// the consumer on CPU 1), auto — deciding from the default run's measured
-// load — steers receive processing away from the saturated CPU 0; and a
-// short default,auto bench runs and restores the machine. Speed belongs to
-// the benchmark (docs/benchmarks.md), not to this test.
+// Under seed 004's load (one queue, the sender pinned to CPU 0, the
+// consumer on CPU 1) auto decides from the default run's measured load,
+// and a short default,auto bench runs and restores the machine. What auto
+// decides depends on what else the machine runs (a build, another test, a
+// CPU hog), so the test asserts what holds whatever it is:
+//   - the report says what auto decided;
+//   - when CPU 0 was saturated by interrupt work, auto either steers
+//     receive processing with RPS — every CPU the mask hands work to (all
+//     but CPU 0, whose own share stays) had measured headroom, and the
+//     plan says its choice survives ±10 % of the load — or changes nothing
+//     and says why (marginal, or no candidate fits the headroom);
+//   - with no such harm, auto changes nothing.
+//
+// Speed belongs to the benchmark (docs/benchmarks.md), not to this test.
 func TestAutoOnSeed004Scenario(t *testing.T) {
 	r, rep, _ := udpScenario(t, 2, "default", "auto")
 	for _, run := range rep.Runs {
@@ -73,55 +83,76 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 	if auto == nil {
 		t.Fatal("auto was not set up")
 	}
-	t.Logf("auto: %s", strings.Join(auto.Notes, "; "))
-	// The report says what auto decided, not only how fast it was.
+	why := strings.Join(auto.Notes, "; ")
+	t.Logf("auto: %s", why)
 	if d, ok := rep.Decisions["auto"]; !ok || len(d.Notes) == 0 || !strings.HasPrefix(d.Notes[0], "auto") || d.Changes != len(auto.Changes) {
 		t.Errorf("report's decision for auto: %+v (setup has %d changes)", d, len(auto.Changes))
 	}
-	// auto decides from the default run's load (the traffic's window). It
-	// must steer when that shows CPU 0 saturated mostly by interrupt work;
-	// a machine where the flood did not saturate CPU 0 is not seed 004's
-	// picture, and there no change is the right answer (tested elsewhere).
 	bl := auto.Baseline
 	if bl == nil || bl.Load == nil {
 		t.Fatal("auto has no measured baseline")
 	}
-	var cpu0, cpu1 load.CPULoad
+	var cpu0 load.CPULoad
 	for _, c := range bl.Load.CPUs {
-		switch c.ID {
-		case 0:
+		if c.ID == 0 {
 			cpu0 = c
-		case 1:
-			cpu1 = c
 		}
 	}
-	if cpu0.Idle > load.BoundIdlePct || cpu0.IRQTime() < load.CriticalIRQPct {
-		t.Skipf("the flood left CPU 0 %.0f %% idle with %.0f %% interrupt work: not saturated by interrupt work (≤ %.0f %% idle, ≥ %.0f %%), so not seed 004's picture", cpu0.Idle, cpu0.IRQTime(), load.BoundIdlePct, load.CriticalIRQPct)
+	for _, c := range bl.Load.CPUs {
+		t.Logf("baseline CPU %d: %s, %.0f%% in interrupts", c.ID, bl.Load.Headroom(c.ID), c.IRQTime())
 	}
-	// Seed 004's picture needs CPU 1 to be the consumer's: on a machine
-	// whose CPU 1 is busy with other work (another build, another test) the
-	// right answer differs, and auto is right to weigh it.
-	var app float64
-	for _, tk := range bl.Load.Tasks {
-		if pids := r.App().PIDs; len(pids) > 0 && tk.PID == pids[0] {
-			app += tk.Busy
+	if path := os.Getenv("IRQPILOT_RECORD_SEED004"); path != "" {
+		// Keep the measured load for auto's pure tests (plan/testdata).
+		rec := struct {
+			AppPID int        `json:"app_pid"`
+			Load   *load.Load `json:"load"`
+		}{Load: bl.Load}
+		if pids := r.App().PIDs; len(pids) > 0 {
+			rec.AppPID = pids[0]
+		}
+		data, err := json.MarshalIndent(rec, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if app < 0.7*cpu1.Busy() {
-		t.Skipf("CPU 1 is %.0f %% busy but the consumer used only %.0f %%: other work shares the machine, so this is not seed 004's scenario", cpu1.Busy(), app)
-	}
-	steered := false
+	saturated := cpu0.Idle <= load.BoundIdlePct && cpu0.IRQTime() >= load.CriticalIRQPct
+	// Every configuration carries the scenario's pinning (Pinned); what
+	// auto itself decided is its plan's steering.
+	var rps []setting.Change
 	for _, c := range auto.Changes {
 		if c.Kind == setting.KindRPSCPUs {
-			m, err := cpuset.ParseMask(c.Value)
-			if err != nil || m.IsEmpty() || m.Contains(0) {
-				t.Errorf("auto's RPS mask %q includes the saturated CPU 0", c.Value)
-			}
-			steered = true
+			rps = append(rps, c)
 		}
 	}
-	if !steered {
-		t.Errorf("CPU 0 saturated (%.0f %% idle, %.0f %% interrupt work) and auto planned no RPS away from it: %+v", cpu0.Idle, cpu0.IRQTime(), auto.Changes)
+	if strings.Contains(why, "nothing is changed") || strings.Contains(why, "nothing to change") {
+		if len(rps) != 0 {
+			t.Errorf("auto's plan says nothing is changed but steers: %+v", rps)
+		}
+		return
+	}
+	if saturated && len(rps) == 0 {
+		t.Errorf("CPU 0 saturated (%.0f %% idle, %.0f %% interrupt work), auto planned without RPS and without saying why: %s", cpu0.Idle, cpu0.IRQTime(), why)
+	}
+	if !strings.Contains(why, "the choice holds") || strings.Contains(why, "marginal") {
+		t.Errorf("auto changed settings on a choice it does not call robust: %s", why)
+	}
+	for _, c := range rps {
+		m, err := cpuset.ParseMask(c.Value)
+		if err != nil || m.IsEmpty() {
+			t.Errorf("auto's RPS mask %q", c.Value)
+			continue
+		}
+		if m.Equal(cpuset.Of(0)) {
+			t.Errorf("auto's RPS mask %q steers onto the saturated CPU 0 alone", c.Value)
+		}
+		for _, cpu := range m.CPUs() {
+			if h := bl.Load.Headroom(cpu); cpu != 0 && (!h.Measured || h.Spare <= 0) {
+				t.Errorf("auto's RPS mask %q hands work to CPU %d, which had no headroom (%s)", c.Value, cpu, h)
+			}
+		}
 	}
 }
 

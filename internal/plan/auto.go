@@ -25,14 +25,18 @@ import (
 //     before), RPS masks that leave the saturated CPU out, and the
 //     application placed on the CPU RPS frees.
 //  3. Each candidate's per-CPU load is predicted with the cost model
-//     (model.go); candidates that overload a CPU are rejected, and the one
-//     with the lowest predicted busiest interrupt-loaded CPU wins — if it
-//     beats doing nothing by MinGain points. The plan's Why gives the
-//     prediction.
+//     (model.go); candidates that break a rule (judge: work onto a CPU
+//     without headroom, the busiest CPU busier, a CPU it loads above
+//     Overload) are rejected, and the best score wins — if it beats doing
+//     nothing by MinGain points.
+//  4. The choice is decided again with each measured input 10 % higher and
+//     lower (auto_robust.go); if that overturns it, it is marginal and the
+//     plan is empty. The plan's Why gives the ranking with units, the
+//     prediction and how sure it is.
 //
 // Without a measurement (a snapshot without --after) only the isolation
 // rule can apply; otherwise the plan is empty and says it had no load to
-// judge.
+// judge. With one, the isolation plan too must fit the measured headroom.
 func Auto(h *host.Host, o Options) (*Plan, error) {
 	b, err := newBuilder(h, o, "auto")
 	if err != nil {
@@ -56,6 +60,15 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 		p.Policy = "dedicated-core"
 		p.Why = fmt.Sprintf("auto chose dedicated-core: IRQs may run on isolated or nohz_full CPUs %s (the kernel command line declares them off limits), so every movable IRQ and all softirq work go to the housekeeping CPUs %s. %s",
 			breach, o2.Housekeeping, capitalise(p.Why))
+		if o.Load != nil && o.Load.Load != nil {
+			// Measured: the housekeeping CPUs must have the headroom for
+			// the work, on the measurement and on every disturbed copy.
+			pred, stop := isolationHeadroom(h, b, o, p)
+			if stop != "" {
+				return empty(fmt.Sprintf("IRQs may run on isolated or nohz_full CPUs %s (the kernel command line declares them off limits), but moving them to the housekeeping CPUs %s now %s, so nothing is changed (%s)", breach, o2.Housekeeping, stop, loadSummary(o.Load.Load))), nil
+			}
+			p.Why += " " + pred
+		}
 		return p, nil
 	}
 	if o.Load == nil || o.Load.Load == nil {
@@ -66,101 +79,17 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 	if len(harm) == 0 {
 		return empty("no evidence of harm, so nothing to change: " + loadSummary(l) + "; no CPU is interrupt-bound while others wait, no softnet drops or squeezes, no loaded IRQ on a remote node"), nil
 	}
-	ts, err := b.targets()
+	a, err := newAutoRun(h, o, b, l, harm)
 	if err != nil {
 		return nil, err
 	}
-	var steered []string
-	for _, t := range ts {
-		steered = append(steered, t.nic.Name)
-	}
-	m := newModel(h, l, steered)
-	m.selected = selectedPIDs(o)
-	base := m.Predict(&Plan{})
-	hot := hotCPUs(harm)
-	// With headroom somewhere, a plan is judged by its busiest
-	// interrupt-loaded CPU (spread the work); with every CPU busy, by how
-	// much interrupt work shares CPUs with application work (separate it).
-	separate := !hasHeadroom(l, b.usable)
-	score := func(p Prediction) float64 {
-		if separate {
-			return contention(p)
-		}
-		return spreadScore(p, hot)
-	}
-	baseScore := score(base)
-
-	type cand struct {
-		name string
-		p    *Plan
-		pred Prediction
-		s    float64
-	}
-	var cands []cand
-	add := func(name string, p *Plan, err error) {
-		if err != nil || p == nil || Check(p) != nil {
-			return
-		}
-		if len(o.Devices) > 0 {
-			ScopeToDevices(p, h, o.Devices, o.MachineWide)
-		}
-		pred := m.Predict(p)
-		if _, mx := pred.Max(); !separate && mx > Overload && mx > maxBusy(base) {
-			return // would saturate a CPU the measurement did not
-		}
-		for _, v := range pred.IRQ {
-			if v > Overload {
-				return // interrupt work alone would saturate a CPU
-			}
-		}
-		cands = append(cands, cand{name, p, pred, score(pred)})
-	}
-	for _, pol := range []struct {
-		name string
-		f    Policy
-	}{{"rps-spread", RPSSpread}, {"per-queue", PerQueue}, {"colocate", Colocate}, {"dedicated-core", DedicatedCore}} {
-		p, err := pol.f(h, o)
-		add(pol.name, p, err)
-	}
-	if p, err := topologyChoice(h, o); err == nil {
-		add("topology rule ("+p.Policy+")", p, nil)
-	}
-	// RPS away from each hot CPU, with the application on the freed CPU.
-	for _, c := range hot.CPUs() {
-		away := b.usable.Difference(cpuset.Of(c))
-		if away.IsEmpty() {
-			continue
-		}
-		for _, t := range ts {
-			if !t.steer {
-				continue
-			}
-			p := rpsPlan(b, t, away, fmt.Sprintf("RPS keeps protocol work off CPU %d, which the measurement shows interrupt-bound", c))
-			add(fmt.Sprintf("RPS for %s on CPUs %s", t.nic.Name, away), p, nil)
-			if app, ok := appEntry(o, m); ok && p != nil {
-				q := rpsPlan(b, t, away, fmt.Sprintf("RPS keeps protocol work off CPU %d, which the measurement shows interrupt-bound", c))
-				app.CPUs = cpuset.Of(c)
-				app.Reason = fmt.Sprintf("the application takes CPU %d, which RPS frees from protocol work, next to where its packets arrive", c)
-				q.Apps = append(q.Apps, app)
-				add(fmt.Sprintf("RPS for %s on CPUs %s, application on CPU %d", t.nic.Name, away, c), q, nil)
-			}
-		}
-	}
-	napiThreadedCandidates(b, ts, l, hot, add) // threaded NAPI placed off the saturated CPU (auto_napi.go)
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].s < cands[j].s })
-	findings := describeHarm(harm)
-	var ranked []string
-	for i, c := range cands {
-		if i == 4 {
-			break
-		}
-		ranked = append(ranked, fmt.Sprintf("%s %.0f", c.name, c.s))
-	}
-	findings += fmt.Sprintf(" [no change %.0f; best candidates: %s]", baseScore, strings.Join(ranked, ", "))
+	d := a.decide(l)
+	flips, tried := a.flips(l, d)
+	findings := describeHarm(harm) + " [" + d.ranking() + "]"
 	if o.App != "" {
 		per := map[int]float64{}
-		for _, pid := range m.selected {
-			for c, v := range m.tasks[pid] {
+		for _, pid := range d.m.selected {
+			for c, v := range d.m.tasks[pid] {
 				per[c] += v
 			}
 		}
@@ -173,33 +102,426 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 		}
 		findings += fmt.Sprintf(" [application %s: %s]", o.App, strings.Join(use, ", "))
 	}
-	need := MinGain
-	if separate && !saturatedCPUs(l).IsEmpty() {
+	sure := certainty(l)
+	if d.best == nil {
+		why := findings + "; " + d.why + ", so nothing is changed (" + loadSummary(l) + "; " + sure + ")"
+		if len(flips) > 0 {
+			why += "; " + marginalNote(flips, tried, "no change")
+		}
+		return empty(why), nil
+	}
+	best := d.best
+	cpus := d.shown(best.pred, a.hot)
+	if len(flips) > 0 {
+		// A choice that another sample of the same load could overturn is
+		// not evidence enough to act on.
+		p := b.p
+		p.Why = fmt.Sprintf("%s %s: %s; the best candidate (%s: %s now → %s after) is not robust: %s, so nothing is changed (%s; %s)",
+			MarginalWhy, fmt.Sprintf("the decision flips within ±%.0f %% of the measured load", 100*load.MarginalNoise),
+			findings, best.name, describe(d.base, cpus), describe(best.pred, cpus), marginalNote(flips, tried, best.name), loadSummary(l), sure)
+		return p, nil
+	}
+	p := best.p
+	p.Policy = "auto"
+	measure := "busiest interrupt-loaded CPU %.0f%% → %.0f%% busy"
+	if d.separate {
+		measure = "interrupt time taken from application threads %.0f%% → %.0f%% of a CPU (no CPU has headroom to spread onto, so the plan separates interrupt work from application work)"
+	}
+	warn := ""
+	if best.warn != "" {
+		warn = " Warning: " + best.warn + "."
+	}
+	p.Why = fmt.Sprintf("auto chose %s: %s. Predicted from the measurement (%s): %s now → %s after; "+measure+" (%d candidates compared, %d rejected; the choice holds with every measured input %.0f %% higher or lower, %d re-decisions).%s",
+		best.name, findings, sure, describe(d.base, cpus), describe(best.pred, cpus), d.baseScore, best.s, len(d.cands), len(d.rejected), 100*load.MarginalNoise, tried, warn)
+	return p, nil
+}
+
+// isolationHeadroom predicts the isolation plan p on the measured load:
+// it returns the prediction for the why, or why p must wait — it would
+// move work onto a CPU without headroom (judgeHeadroom), on the
+// measurement or on a copy disturbed by load.MarginalNoise. (The other
+// rules judge load balance, which is not what isolation is for.)
+func isolationHeadroom(h *host.Host, b *builder, o Options, p *Plan) (pred, stop string) {
+	l := o.Load.Load
+	ts, err := b.targets()
+	if err != nil {
+		return "", err.Error()
+	}
+	var steered []string
+	for _, t := range ts {
+		steered = append(steered, t.nic.Name)
+	}
+	check := func(l *load.Load) (Prediction, Prediction, string) {
+		m := newModel(h, l, steered)
+		m.selected = selectedPIDs(o)
+		base, after := m.Predict(&Plan{}), m.Predict(p)
+		return base, after, judgeHeadroom(l, base, after)
+	}
+	base, after, why := check(l)
+	if why != "" {
+		return "", why
+	}
+	ps := perturbations(l)
+	for _, d := range ps {
+		if _, _, why := check(d.l); why != "" {
+			return "", fmt.Sprintf("is marginal: with %s, it %s", d.what, why)
+		}
+	}
+	var moved cpuset.Set
+	for c, v := range after.Busy {
+		if v-base.Busy[c] > moveEpsilon {
+			moved = moved.Add(c)
+		}
+	}
+	cpus := moved.CPUs()
+	if len(cpus) > 8 {
+		cpus = cpus[:8]
+	}
+	if len(cpus) == 0 {
+		return fmt.Sprintf("Predicted from the measurement (%s): no CPU takes measurable work.", certainty(l)), ""
+	}
+	return fmt.Sprintf("Predicted from the measurement (%s): %s now → %s after; every CPU taking work has the headroom for it, also with each measured input %.0f %% higher or lower (%d re-checks).",
+		certainty(l), describe(base, cpus), describe(after, cpus), 100*load.MarginalNoise, len(ps)), ""
+}
+
+// MarginalWhy starts the why of an empty auto plan whose best candidate
+// does not survive load.MarginalNoise on some measured input: the agent
+// reports such a plan as marginal and changes nothing.
+const MarginalWhy = "auto: marginal —"
+
+// IsMarginal reports whether p is auto's answer that the decision is
+// marginal (see MarginalWhy).
+func IsMarginal(p *Plan) bool { return p != nil && strings.HasPrefix(p.Why, MarginalWhy) }
+
+// autoRun holds what one auto decision rests on besides the measured
+// numbers: the host, the options, the devices to steer, the CPUs the
+// evidence of harm names, and the candidates that do not depend on the
+// load (the policies and the topology rule). decide can then be repeated
+// on a disturbed copy of the load (flips) at the cost of the model alone.
+type autoRun struct {
+	h       *host.Host
+	o       Options
+	b       *builder
+	ts      []*target
+	steered []string
+	hot     cpuset.Set
+	// sat: the hot CPUs the measurement shows saturated.
+	sat   cpuset.Set
+	fixed []namedPlan
+}
+
+func newAutoRun(h *host.Host, o Options, b *builder, l *load.Load, harm []load.Finding) (*autoRun, error) {
+	ts, err := b.targets()
+	if err != nil {
+		return nil, err
+	}
+	a := &autoRun{h: h, o: o, b: b, ts: ts, hot: hotCPUs(harm)}
+	a.sat = saturatedHot(b, l, a.hot)
+	for _, t := range ts {
+		a.steered = append(a.steered, t.nic.Name)
+	}
+	for _, pol := range []struct {
+		name string
+		f    Policy
+	}{{"rps-spread", RPSSpread}, {"per-queue", PerQueue}, {"colocate", Colocate}, {"dedicated-core", DedicatedCore}} {
+		if p, err := pol.f(h, o); err == nil {
+			a.keep(&a.fixed, pol.name, p)
+		}
+	}
+	if p, err := topologyChoice(h, o); err == nil {
+		a.keep(&a.fixed, "topology rule ("+p.Policy+")", p)
+	}
+	return a, nil
+}
+
+// keep appends p to list as a candidate when it checks, scoped to the
+// devices auto was told to steer.
+func (a *autoRun) keep(list *[]namedPlan, name string, p *Plan) {
+	if p == nil || Check(p) != nil {
+		return
+	}
+	if len(a.o.Devices) > 0 {
+		ScopeToDevices(p, a.h, a.o.Devices, a.o.MachineWide)
+	}
+	*list = append(*list, namedPlan{name, p})
+}
+
+// loadCandidates are the candidates built from the measurement: RPS away
+// from each hot CPU — onto every other usable CPU, and onto those of them
+// with headroom — with and without the application on the freed CPU, and
+// threaded NAPI placed off the saturated CPU (auto_napi.go).
+func (a *autoRun) loadCandidates(l *load.Load, m *model) []namedPlan {
+	var out []namedPlan
+	for _, c := range a.hot.CPUs() {
+		away := a.b.usable.Difference(cpuset.Of(c))
+		sets := []cpuset.Set{away}
+		if spare := l.WithHeadroom(away, 0); !spare.IsEmpty() && !spare.Equal(away) {
+			sets = append(sets, spare)
+		}
+		for _, to := range sets {
+			if to.IsEmpty() {
+				continue
+			}
+			for _, t := range a.ts {
+				if !t.steer {
+					continue
+				}
+				why := fmt.Sprintf("RPS keeps protocol work off CPU %d, which the measurement shows interrupt-bound", c)
+				p := rpsPlan(a.b, t, to, why)
+				a.keep(&out, fmt.Sprintf("RPS for %s on CPUs %s", t.nic.Name, to), p)
+				if app, ok := appEntry(a.o, m); ok && p != nil {
+					q := rpsPlan(a.b, t, to, why)
+					app.CPUs = cpuset.Of(c)
+					app.Reason = fmt.Sprintf("the application takes CPU %d, which RPS frees from protocol work, next to where its packets arrive", c)
+					q.Apps = append(q.Apps, app)
+					a.keep(&out, fmt.Sprintf("RPS for %s on CPUs %s, application on CPU %d", t.nic.Name, to, c), q)
+				}
+			}
+		}
+	}
+	for _, c := range napiThreadedPlansOff(a.b, a.ts, l, a.sat) {
+		a.keep(&out, c.name, c.p)
+	}
+	return out
+}
+
+// autoCand is a candidate that passed the rules, with its prediction and
+// score (lower is better; the unit depends on autoDecision.separate).
+type autoCand struct {
+	name string
+	p    *Plan
+	pred Prediction
+	s    float64
+	// warn: predicted above Overload, accepted only because doing nothing
+	// is predicted worse.
+	warn string
+}
+
+// autoDecision is what decide concluded from one load.
+type autoDecision struct {
+	m         *model
+	separate  bool
+	base      Prediction
+	baseScore float64
+	cands     []autoCand // accepted, best first
+	rejected  []namedWhy
+	need      float64
+	best      *autoCand // nil: no change
+	why       string    // when best is nil
+}
+
+type namedWhy struct{ name, why string }
+
+// spreadSpare is the spare time (percent of a CPU, load.Headroom) that
+// lets a CPU take spread interrupt work: with none such among the usable
+// CPUs, auto judges plans by how they separate interrupt work from
+// application work instead (every CPU is busy).
+const spreadSpare = 10.0
+
+// decide predicts every candidate on l, rejects those the rules forbid
+// (judge), ranks the rest and picks the best if it beats doing nothing by
+// the margin.
+func (a *autoRun) decide(l *load.Load) *autoDecision {
+	d := a.prepare(l)
+	try := func(c namedPlan) {
+		pred := d.m.Predict(c.p)
+		warn, reject := judge(l, d.base, pred)
+		if reject != "" {
+			d.rejected = append(d.rejected, namedWhy{c.name, reject})
+			return
+		}
+		d.cands = append(d.cands, autoCand{c.name, c.p, pred, d.score(pred, a.hot), warn})
+	}
+	for _, c := range a.fixed {
+		try(c)
+	}
+	for _, c := range a.loadCandidates(l, d.m) {
+		try(c)
+	}
+	sort.SliceStable(d.cands, func(i, j int) bool { return d.cands[i].s < d.cands[j].s })
+	switch {
+	case len(d.cands) == 0 && len(d.rejected) > 0:
+		r := d.rejected[0]
+		d.why = fmt.Sprintf("every candidate breaks a rule (%d rejected; first, %s: %s)", len(d.rejected), r.name, r.why)
+	case len(d.cands) == 0:
+		d.why = "no candidate applies"
+	case d.baseScore-d.cands[0].s < d.need:
+		d.why = fmt.Sprintf("the best candidate (%s) is predicted to improve %s only from %s to %s, less than the %.0f points worth a change",
+			d.cands[0].name, d.scoreName(), d.scoreText(d.baseScore), d.scoreText(d.cands[0].s), d.need)
+	default:
+		d.best = &d.cands[0]
+	}
+	return d
+}
+
+func (d *autoDecision) score(p Prediction, hot cpuset.Set) float64 {
+	if d.separate {
+		return contention(p)
+	}
+	return spreadScore(p, hot)
+}
+
+// prepare is the part of a decision that does not depend on the
+// candidates: the model of l, the prediction of doing nothing, how plans
+// are scored and the margin a change must beat.
+func (a *autoRun) prepare(l *load.Load) *autoDecision {
+	m := newModel(a.h, l, a.steered)
+	m.selected = selectedPIDs(a.o)
+	d := &autoDecision{m: m, base: m.Predict(&Plan{})}
+	d.separate = l.WithHeadroom(a.b.usable, spreadSpare).IsEmpty()
+	d.baseScore = d.score(d.base, a.hot)
+	d.need = MinGain
+	if d.separate && !saturatedCPUs(l).IsEmpty() {
 		// A CPU saturated mostly by interrupt work and no idle CPU
 		// anywhere — harm beyond doubt; a change that takes MinGain/2
 		// points of interrupt work off application CPUs is worth making.
 		// (Other harm on a busy machine — drops, a remote node — needs
 		// the full margin.)
-		need = MinGain / 2
+		d.need = MinGain / 2
 	}
-	if len(cands) == 0 || baseScore-cands[0].s < need {
-		why := "no candidate is predicted to help enough"
-		if len(cands) > 0 {
-			why = fmt.Sprintf("the best candidate (%s) is predicted to improve the score only from %.0f to %.0f, less than the %.0f points worth a change", cands[0].name, baseScore, cands[0].s, need)
+	return d
+}
+
+// scoreName and scoreText say what the score measures, with its unit.
+func (d *autoDecision) scoreName() string {
+	if d.separate {
+		return "the interrupt time taken from application threads"
+	}
+	return "the busiest interrupt-loaded CPU's busy time"
+}
+
+func (d *autoDecision) scoreText(s float64) string {
+	if d.separate {
+		return fmt.Sprintf("%.0f%% of a CPU", s)
+	}
+	return fmt.Sprintf("%.0f%% busy", s)
+}
+
+// ranking is the comparison in one line, every number with its unit.
+func (d *autoDecision) ranking() string {
+	one := func(name string, s float64, p Prediction) string {
+		bc, bb := p.Max()
+		ic, ib := maxOf(p.IRQ)
+		return fmt.Sprintf("%s: %s (busiest CPU%d %.0f%% busy, CPU%d %.0f%% in interrupts)", name, d.scoreText(s), bc, bb, ic, ib)
+	}
+	out := fmt.Sprintf("ranked by %s, predicted — %s", d.scoreName(), one("no change", d.baseScore, d.base))
+	for i, c := range d.cands {
+		if i == 4 {
+			break
 		}
-		return empty(findings + "; " + why + ", so nothing is changed (" + loadSummary(l) + ")"), nil
+		out += "; " + one(c.name, c.s, c.pred)
 	}
-	best := cands[0]
-	p := best.p
-	p.Policy = "auto"
-	cpus := hot.CPUs()
-	measure := "busiest interrupt-loaded CPU %.0f%% → %.0f%% busy"
-	if separate {
-		measure = "interrupt work sharing CPUs with application work %.0f → %.0f points (every CPU is busy, so the plan separates them rather than spreads)"
+	if n := len(d.rejected); n > 0 {
+		out += fmt.Sprintf("; rejected %d, e.g. %s: %s", n, d.rejected[0].name, d.rejected[0].why)
 	}
-	p.Why = fmt.Sprintf("auto chose %s: %s. Predicted from the measurement (interrupt time %s): %s now → %s after; "+measure+" (%d candidates compared).",
-		best.name, findings, load.CostDescription(l.CostSource), describe(base, cpus), describe(best.pred, cpus), baseScore, best.s, len(cands))
-	return p, nil
+	return out
+}
+
+// shown are the CPUs a why describes: the hot ones and those the plan
+// changes by a point or more.
+func (d *autoDecision) shown(pred Prediction, hot cpuset.Set) []int {
+	s := hot
+	for c, v := range pred.Busy {
+		if diff := v - d.base.Busy[c]; diff >= 1 || diff <= -1 {
+			s = s.Add(c)
+		}
+	}
+	cpus := s.CPUs()
+	if len(cpus) > 8 {
+		cpus = cpus[:8]
+	}
+	return cpus
+}
+
+// moveEpsilon is the predicted gain, in percent of a CPU, below which a
+// CPU is not taking work (the model's rounding).
+const moveEpsilon = 0.05
+
+// judge applies the rules every candidate must pass, on the measured load
+// l, the prediction of no change and the candidate's:
+//
+//  1. Headroom (load.Headroom): every CPU predicted to take work must have
+//     the measured spare time for it — busy after at most
+//     load.HeadroomBusyMaxPct.
+//  2. No CPU the candidate adds interrupt work to predicted to spend more
+//     than Overload in interrupts.
+//  3. The busiest CPU is never predicted busier than with no change.
+//  4. No CPU the candidate changes predicted above Overload (saturated) —
+//     unless doing nothing is predicted worse there (the CPU is saturated
+//     now and the candidate lowers it): then the candidate stays, with a
+//     warning. A saturated CPU the candidate does not touch is not its
+//     doing and does not count.
+func judge(l *load.Load, base, pred Prediction) (warn, reject string) {
+	if why := judgeHeadroom(l, base, pred); why != "" {
+		return "", why
+	}
+	return judgeLoad(base, pred)
+}
+
+// judgeHeadroom is rule 1 of judge: "" when every CPU predicted to take
+// work has the measured headroom for it.
+func judgeHeadroom(l *load.Load, base, pred Prediction) string {
+	for _, c := range sortedCPUs(pred.Busy) {
+		gain := pred.Busy[c] - base.Busy[c]
+		if gain <= moveEpsilon {
+			continue
+		}
+		hr := l.Headroom(c)
+		if after, ok := hr.Fits(gain); !ok {
+			if !hr.Measured {
+				return fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d, whose load was not measured", gain, c)
+			}
+			return fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d (%s), %.0f%% busy after, above the %.0f%% a CPU may be filled to", gain, c, hr, after, load.HeadroomBusyMaxPct)
+		}
+	}
+	return ""
+}
+
+// judgeLoad is rules 2-4 of judge.
+func judgeLoad(base, pred Prediction) (warn, reject string) {
+	for _, c := range sortedCPUs(pred.IRQ) {
+		if pred.IRQ[c] > Overload && pred.IRQ[c] > base.IRQ[c]+moveEpsilon {
+			return "", fmt.Sprintf("interrupt work alone predicted to saturate CPU %d (%.0f%%)", c, pred.IRQ[c])
+		}
+	}
+	bc, bmx := base.Max()
+	pc, pmx := pred.Max()
+	if pmx > bmx+moveEpsilon {
+		return "", fmt.Sprintf("raises the busiest CPU from CPU%d %.0f%% to CPU%d %.0f%% busy", bc, bmx, pc, pmx)
+	}
+	// Saturated after the change: a CPU the candidate loads is rejected;
+	// one it relieves, but not enough, stays with a warning (doing nothing
+	// is predicted worse there); one it does not touch is not its doing.
+	for _, c := range sortedCPUs(pred.Busy) {
+		v, was := pred.Busy[c], base.Busy[c]
+		switch {
+		case v <= Overload:
+		case v > was+moveEpsilon:
+			return "", fmt.Sprintf("predicts CPU%d %.0f%% busy (now %.0f%%), above the %.0f%% at which a CPU counts as saturated", c, v, was, Overload)
+		case v < was-moveEpsilon && warn == "":
+			warn = fmt.Sprintf("CPU%d is still predicted %.0f%% busy, above the %.0f%% at which a CPU counts as saturated; the change is kept because doing nothing is predicted worse (CPU%d %.0f%% busy)", c, v, Overload, c, was)
+		}
+	}
+	return warn, ""
+}
+
+// certainty says how sure the prediction is: what the interrupt times it
+// starts from are.
+func certainty(l *load.Load) string {
+	if l.CostSource == load.CostBPF {
+		return "interrupt time measured per IRQ and softirq by the eBPF collector"
+	}
+	return "interrupt time estimated from interrupt counts, without the eBPF collector's measurement, so the prediction is rougher"
+}
+
+func maxOf(m map[int]float64) (int, float64) {
+	cpu, best := -1, -1.0
+	for _, c := range sortedCPUs(m) {
+		if m[c] > best {
+			cpu, best = c, m[c]
+		}
+	}
+	return cpu, best
 }
 
 // harmIDs are the findings that are evidence of harm when their severity
@@ -249,16 +571,6 @@ func saturatedCPUs(l *load.Load) cpuset.Set {
 	return s
 }
 
-// hasHeadroom: some usable CPU was at least OthersIdlePct idle.
-func hasHeadroom(l *load.Load, usable cpuset.Set) bool {
-	for _, c := range l.CPUs {
-		if usable.Contains(c.ID) && !c.NoTicks && c.Idle >= load.OthersIdlePct {
-			return true
-		}
-	}
-	return false
-}
-
 // OverloadWeight is what a point of predicted application overload (two
 // busy threads sharing one CPU) costs against a point of interrupt work
 // sharing a CPU with application work. Application threads that read as
@@ -280,8 +592,8 @@ const OverloadWeight = 0.25
 // sender, 1.29x here, scored no better than no change.
 func contention(p Prediction) float64 {
 	var sum float64
-	for c, busy := range p.Busy {
-		irq := p.IRQ[c]
+	for _, c := range sortedCPUs(p.Busy) {
+		busy, irq := p.Busy[c], p.IRQ[c]
 		sum += min(irq, busy-irq) * saturation(busy)
 		if busy > 100 {
 			sum += (busy - 100) * OverloadWeight
@@ -290,10 +602,10 @@ func contention(p Prediction) float64 {
 	return sum
 }
 
-// saturation is 0 for a CPU at most 80 % busy, 1 from Overload (95 %) up,
+// saturation is 0 for a CPU at most load.HeadroomBusyMaxPct (80 %) busy, 1 from Overload (95 %) up,
 // linear between: how much of its interrupt work is taken from its threads.
 func saturation(busy float64) float64 {
-	const free = 80.0
+	const free = load.HeadroomBusyMaxPct
 	switch {
 	case busy <= free:
 		return 0
@@ -421,4 +733,33 @@ func capitalise(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// Violation predicts plan p on the measured load l with auto's model and
+// returns the rule of auto's it breaks ("" when none): work moved onto a
+// CPU without headroom, interrupt work alone saturating a CPU, the
+// busiest CPU predicted busier, or a CPU it loads predicted saturated.
+// o names the devices steered and the application, as for Auto (with
+// AppPIDs for a selector without a PID). The agent checks every plan a
+// planner gives it with this before applying it.
+func Violation(h *host.Host, l *load.Load, p *Plan, o Options) string {
+	if l == nil || p == nil {
+		return ""
+	}
+	b, err := newBuilder(h, o, "auto")
+	if err != nil {
+		return err.Error()
+	}
+	ts, err := b.targets()
+	if err != nil {
+		return err.Error()
+	}
+	var steered []string
+	for _, t := range ts {
+		steered = append(steered, t.nic.Name)
+	}
+	m := newModel(h, l, steered)
+	m.selected = selectedPIDs(o)
+	_, why := judge(l, m.Predict(&Plan{}), m.Predict(p))
+	return why
 }

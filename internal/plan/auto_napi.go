@@ -17,9 +17,9 @@ import (
 //
 // The candidate: when the measurement shows a saturated CPU (hot, and at
 // most load.BoundIdlePct idle) and a steered device can run threaded NAPI,
-// turn it on and place the device's NAPI threads on the CPUs with headroom
-// (at least load.OthersIdlePct idle and not saturated; without any, the
-// usable CPUs that are not saturated). A device can run threaded NAPI when
+// turn it on and place the device's NAPI threads on the usable CPUs with
+// headroom (load.Headroom: measured spare time); without any, there is no
+// candidate. A device can run threaded NAPI when
 // the host read lists NAPI instances of it (netlink napi-get): the
 // dev-threaded setting changes nothing on a device without any — a veth
 // without GRO or XDP, a driver without NAPI — and a capture without NAPI
@@ -51,47 +51,43 @@ const (
 	NAPIThreadWakeCost = RPSIPICost
 )
 
-// napiThreadedCandidates proposes threaded NAPI with placed threads for
-// every steered device that supports it, when l shows a saturated CPU
-// among hot; each goes to add, which predicts and scores it.
-func napiThreadedCandidates(b *builder, ts []*target, l *load.Load, hot cpuset.Set, add func(string, *Plan, error)) {
-	for _, c := range napiThreadedPlans(b, ts, l, hot) {
-		add(c.name, c.p, nil)
-	}
-}
-
 type namedPlan struct {
 	name string
 	p    *Plan
 }
 
-// napiThreadedPlans are the candidates napiThreadedCandidates adds.
+// napiThreadedPlans are the threaded NAPI candidates for the hot CPUs
+// the measurement l shows saturated.
 func napiThreadedPlans(b *builder, ts []*target, l *load.Load, hot cpuset.Set) []namedPlan {
-	var sat, headroom, rest cpuset.Set
+	return napiThreadedPlansOff(b, ts, l, saturatedHot(b, l, hot))
+}
+
+// saturatedHot are the usable CPUs among hot at most load.BoundIdlePct
+// idle in l.
+func saturatedHot(b *builder, l *load.Load, hot cpuset.Set) cpuset.Set {
+	var sat cpuset.Set
 	for _, c := range l.CPUs {
-		if c.NoTicks || !b.usable.Contains(c.ID) {
-			continue
-		}
-		switch {
-		case hot.Contains(c.ID) && c.Idle <= load.BoundIdlePct:
+		if !c.NoTicks && b.usable.Contains(c.ID) && hot.Contains(c.ID) && c.Idle <= load.BoundIdlePct {
 			sat = sat.Add(c.ID)
-		case c.Idle >= load.OthersIdlePct:
-			headroom = headroom.Add(c.ID)
-		default:
-			rest = rest.Add(c.ID)
 		}
 	}
+	return sat
+}
+
+// napiThreadedPlansOff are the threaded NAPI candidates that take receive
+// processing off the saturated CPUs sat (auto keeps sat from the
+// measurement while it decides again on disturbed copies of it).
+func napiThreadedPlansOff(b *builder, ts []*target, l *load.Load, sat cpuset.Set) []namedPlan {
 	if sat.IsEmpty() {
 		return nil
 	}
-	to, where := headroom, "with headroom (≥ %.0f%% idle)"
-	if to.IsEmpty() {
-		to, where = rest.Difference(hot), "not saturated (no CPU has %.0f%% idle)"
-	}
+	// The threads go only where the measurement shows spare time
+	// (load.Headroom): elsewhere they would take time from what runs there.
+	to := l.WithHeadroom(b.usable.Difference(sat), 0)
 	if to.IsEmpty() {
 		return nil
 	}
-	where = fmt.Sprintf(where, load.OthersIdlePct)
+	where := fmt.Sprintf("with headroom (busy below %.0f%%)", load.HeadroomBusyMaxPct)
 	var out []namedPlan
 	for _, t := range ts {
 		napis := b.h.NAPIsOf(t.nic.Name)

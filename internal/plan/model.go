@@ -253,11 +253,18 @@ func (m *model) Predict(p *Plan) Prediction {
 			continue
 		}
 		n := *e.IRQ
+		if len(m.irqHard[n]) == 0 && len(m.irqNet[n]) == 0 {
+			continue // no measured work to move (and the host lookup is a scan)
+		}
 		q := m.h.IRQ(n)
-		for c, v := range m.irqHard[n] {
+		// Sorted: float sums in a fixed order make equal inputs give
+		// equal predictions to the last bit (and so equal rankings).
+		for _, c := range sortedCPUs(m.irqHard[n]) {
+			v := m.irqHard[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, hard)
 		}
-		for c, v := range m.irqNet[n] {
+		for _, c := range sortedCPUs(m.irqNet[n]) {
+			v := m.irqNet[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, net)
 			if q != nil && devNet[q.Device] != nil {
 				devNet[q.Device][c] -= v
@@ -286,8 +293,8 @@ func (m *model) Predict(p *Plan) Prediction {
 			pids = m.selected
 		}
 		for _, pid := range pids {
-			for c, v := range m.tasks[pid] {
-				if !a.CPUs.Contains(c) {
+			for _, c := range sortedCPUs(m.tasks[pid]) {
+				if v := m.tasks[pid][c]; !a.CPUs.Contains(c) {
 					moveTo(c, v, a.CPUs, other)
 				}
 			}
@@ -324,19 +331,50 @@ func sortedCPUs(m map[int]float64) []int {
 // of to keeps for itself does not move, and the CPU handing work off pays
 // cost per unit moved.
 func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset.Set, cost float64) {
-	net := func(u *cpuUse) *float64 { return &u.netSoft }
-	for c, v := range per {
-		moved := v * frac
+	// Each source CPU's moved work spreads evenly over the measured CPUs of
+	// to other than itself. Summed per target in one pass (a source inside
+	// to leaves itself out) rather than one spread per source: RPS over
+	// hundreds of CPUs would otherwise cost sources × targets.
+	var live []int
+	in := map[int]bool{}
+	for _, c := range to.CPUs() {
+		if _, ok := st[c]; ok {
+			live = append(live, c)
+			in[c] = true
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	n := float64(len(live))
+	var outside, inside float64 // every target's share from sources outside and inside to
+	gave := map[int]float64{}
+	for _, c := range sortedCPUs(per) {
+		moved := per[c] * frac
 		if to.Contains(c) {
 			moved = moved * float64(to.Len()-1) / float64(to.Len())
 		}
-		if moved <= 0 {
+		if moved <= 0 || (in[c] && len(live) == 1) {
 			continue
 		}
-		moveScaled(st, c, moved, 1, to.Difference(cpuset.Of(c)), net)
+		if in[c] {
+			inside += moved / (n - 1)
+			gave[c] = moved
+		} else {
+			outside += moved / n
+		}
 		u := st[c]
-		u.netSoft += moved * cost
+		u.netSoft += moved*cost - moved
 		st[c] = u
+	}
+	for _, t := range live {
+		share := outside + inside
+		if len(live) > 1 {
+			share -= gave[t] / (n - 1)
+		}
+		u := st[t]
+		u.netSoft += share
+		st[t] = u
 	}
 }
 
