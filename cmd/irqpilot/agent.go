@@ -214,6 +214,12 @@ func (o *agentOptions) check() error {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative", f.name, f.v))
 		}
 	}
+	if o.withDefaultRt && len(o.devices) > 0 {
+		errs = append(errs, errors.New("--include-default-route goes without --device: a --device list already says which NICs are in scope"))
+	}
+	if o.planFile != "" && !o.adapt && (o.withDefaultRt || o.machineWide) {
+		errs = append(errs, errors.New("--include-default-route and --machine-wide shape the plans --policy and --adapt make; with --plan FILE and no --adapt the file alone says what is in scope"))
+	}
 	if o.deviceGiven && len(o.devices) == 0 {
 		errs = append(errs, agent.CheckDeviceName(""))
 	}

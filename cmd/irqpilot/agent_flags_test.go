@@ -38,6 +38,8 @@ func TestAgentRefusesBadFlags(t *testing.T) {
 		{[]string{"--adapt-metric-query", "file:///etc/shadow"}, "--adapt-metric-query \"file:///etc/shadow\": give a Prometheus http:// or https:// URL"},
 		{[]string{"--adapt-metric-query", "http:///api/v1/query"}, "give a Prometheus http:// or https:// URL"},
 		{[]string{"--state-dir", ""}, "--state-dir is empty"},
+		{[]string{"--device", "va0", "--include-default-route"}, "--include-default-route goes without --device"},
+		{[]string{"--machine-wide"}, "with --plan FILE and no --adapt the file alone says what is in scope"},
 	} {
 		args := append([]string{"--root", sharedFixtures + "/node_exporter", "agent", "--plan", pf, "--state-dir", sd, "--listen", ""}, tc.args...)
 		cmd := invCmd(nil, args...)

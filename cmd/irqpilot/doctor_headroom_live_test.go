@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -102,7 +104,7 @@ func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	gen := startKilled(t, mcs, "-s", peerIP+":11211", "-T", "2", "-c", "32", "-t", "60s")
-	startKilled(t, stress, "--cpu", "2", "--timeout", "60s", "--quiet")
+	startKilled(t, stress, "--cpu", strconv.Itoa(runtime.NumCPU()), "--timeout", "60s", "--quiet")
 	time.Sleep(2 * time.Second) // connections up, load steady
 
 	out, err := exec.Command(bin, "--json", "doctor", "--duration", "3s").Output()
@@ -150,7 +152,7 @@ func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
 	saturated := true
 	for _, c := range rep.CPUs {
 		h, ok := headroom[c.ID]
-		if !ok || (h.Measured && h.Busy != 100-c.Idle-c.IOWait) {
+		if !ok || (h.Measured && math.Abs(h.Busy-(100-c.Idle-c.IOWait)) > 1e-6) {
 			t.Errorf("CPU%d: headroom %+v does not match its measured use %+v", c.ID, h, c)
 		}
 		saturated = saturated && h.Measured && h.Spare == 0

@@ -43,9 +43,14 @@ func appResolver(fs *kernel.FS, app string) (func() ([]int, error), error) {
 // time it plans; nil resolve: none): auto may then place the application
 // beside where RPS frees a CPU. An application not running plans as
 // without one.
-func autoPlanner(devices []string, app string, resolve func() ([]int, error)) Planner {
+//
+// base carries the scope flags the agent was given (--include-default-route,
+// --machine-wide), so that an adaptation plans over the same scope as the
+// plan it adapts.
+func autoPlanner(base plan.Options, devices []string, app string, resolve func() ([]int, error)) Planner {
 	return func(h *host.Host, l *load.Load) (*plan.Plan, error) {
-		o := plan.Options{Load: plan.Measured(l), Devices: devices}
+		o := plan.Options{Load: plan.Measured(l), Devices: devices,
+			IncludeDefaultRoute: base.IncludeDefaultRoute, MachineWide: base.MachineWide}
 		if resolve != nil {
 			pids, err := resolve()
 			if err != nil {
@@ -392,7 +397,8 @@ func (ag *Agent) adaptStep() {
 	}
 	// Whatever the planner, a plan whose predicted load breaks the
 	// headroom rules is not applied (auto's own plans never do).
-	o := plan.Options{Devices: ag.o.Devices, App: ag.o.App}
+	o := plan.Options{Devices: ag.o.Devices, App: ag.o.App,
+		IncludeDefaultRoute: ag.o.PolicyOptions.IncludeDefaultRoute, MachineWide: ag.o.PolicyOptions.MachineWide}
 	if ag.sampler != nil && ag.sampler.TaskPIDs != nil {
 		o.AppPIDs = ag.sampler.TaskPIDs()
 	}
@@ -488,7 +494,7 @@ func (ag *Agent) userMetric() (float64, error) {
 	defer cancel()
 	switch {
 	case o.MetricCommand != "":
-		out, err := metricCommand(ctx, o.MetricCommand).Output()
+		out, err := runMetricCommand(ctx, o.MetricCommand)
 		if err != nil {
 			return 0, fmt.Errorf("metric command %q: %w", o.MetricCommand, err)
 		}

@@ -197,7 +197,7 @@ func New(o Options) (*Agent, error) {
 		o.PolicyOptions.Devices = o.Devices
 	}
 	if o.Planner == nil {
-		o.Planner = autoPlanner(o.Devices, o.App, resolveApp)
+		o.Planner = autoPlanner(o.PolicyOptions, o.Devices, o.App, resolveApp)
 	}
 	o.AdaptOptions.defaults()
 	if (o.PlanFile == "") == (o.Policy == "") {
@@ -255,7 +255,9 @@ func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		data, err := os.ReadFile(real)
+		// plan.ReadFile: a regular file only (a FIFO would block the
+		// agent) and at most plan.MaxPlanBytes.
+		data, err := plan.ReadFile(real)
 		if err != nil {
 			return nil, "", fmt.Errorf("plan file: %w", err)
 		}

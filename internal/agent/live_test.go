@@ -163,12 +163,15 @@ rx_queues:
 	})
 	t0 := time.Now()
 	b.addVeth(t)
-	lat := waitFor(t, 10*time.Second, "re-created va0 converged", func() bool {
+	lat := waitFor(t, 25*time.Second, "re-created va0 converged", func() bool {
 		return strings.HasSuffix(b.read(t, rps), "1") && b.read(t, "/sys/class/net/va0/queues/rx-1/rps_flow_cnt") == "256"
 	})
 	t.Logf("re-created device converged after %s (interval 30s)", time.Since(t0).Round(time.Millisecond))
-	if lat > 2*time.Second {
-		t.Errorf("converged after %s; the link event should converge within a second or two", lat)
+	// The link event converges it at once (about 0.1 s here); only the
+	// next 30 s interval would take longer than half of it. Not a timing
+	// bound: a loaded machine may take seconds.
+	if lat > 15*time.Second {
+		t.Errorf("converged after %s; the link event should converge it well before the 30 s interval", lat)
 	}
 	if st := p.status(t); len(st.Waiting) != 0 || len(st.Repairs) != 0 {
 		t.Errorf("after re-creation: waiting %q, repairs %+v (a new device is applied, not repaired)", st.Waiting, st.Repairs)

@@ -2,10 +2,47 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"syscall"
 	"time"
 )
+
+// maxMetricOutput bounds what the agent keeps of the metric command's
+// output: one number needs a few bytes; a command that prints without end
+// is cut off rather than held in the root process's memory.
+const maxMetricOutput = 4 << 10
+
+// capped keeps at most maxMetricOutput bytes and notes that more came.
+type capped struct {
+	b    []byte
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if len(c.b)+len(p) > maxMetricOutput {
+		c.over = true
+	}
+	if room := maxMetricOutput - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// runMetricCommand runs the command and returns its standard output, at
+// most maxMetricOutput bytes of it.
+func runMetricCommand(ctx context.Context, command string) ([]byte, error) {
+	cmd := metricCommand(ctx, command)
+	out := &capped{}
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
+		return nil, err
+	}
+	if out.over {
+		return nil, fmt.Errorf("printed more than %d bytes; want one number", maxMetricOutput)
+	}
+	return out.b, nil
+}
 
 // metricWaitDelay bounds how long the agent waits for the command's output
 // pipe after the command was killed.

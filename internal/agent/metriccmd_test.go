@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,4 +71,18 @@ func groupMembers(t *testing.T, pgid string) []string {
 		}
 	}
 	return out
+}
+
+// A metric command that prints without end is cut off at maxMetricOutput
+// and refused; one number passes.
+func TestMetricCommandOutputCapped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := runMetricCommand(ctx, "head -c 1000000 /dev/zero | tr '\\0' 1"); err == nil || !strings.Contains(err.Error(), "printed more than") {
+		t.Errorf("a megabyte of output: %v", err)
+	}
+	out, err := runMetricCommand(ctx, "echo 42")
+	if err != nil || strings.TrimSpace(string(out)) != "42" {
+		t.Errorf("echo 42: %q %v", out, err)
+	}
 }

@@ -223,8 +223,11 @@ irqs:
 		t.Errorf("log does not say the move is pending:\n%s", log.String())
 	case !pending && st.Enforced[0].Note != "":
 		t.Errorf("note %q while irq %d lands on %s", st.Enforced[0].Note, irq, eff)
-	case !pending && fired:
-		t.Skipf("irq %d fired during the test: the move is done, nothing pending to watch", irq)
+	case !pending:
+		// Nothing pending was seen (the IRQ fired, or the kernel moved it
+		// at once): what this test is for did not happen, so it does not
+		// pass; the drift checks above still held.
+		t.Skipf("irq %d lands on %s inside %s (fired: %v): no pending move to watch", irq, eff, to, fired)
 	}
 }
 

@@ -39,6 +39,65 @@ func TestLivePlanOnReadOnlyMountTrusted(t *testing.T) {
 	}
 }
 
+// A read-only view does not excuse the file itself: a root-owned plan that
+// anyone may write is refused on a read-only mount too (the agent unit's
+// ProtectSystem=strict shows /etc read-only while the host's own mount of
+// it stays writable), and so is a directory inside the mount that is not
+// its root. A plan that is a FIFO is refused instead of blocking the agent.
+func TestLivePlanReadOnlyViewExcusesNoFile(t *testing.T) {
+	needRoot(t)
+	dir := filepath.Join(t.TempDir(), "config")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "irqp-agentsec", dir)
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	pf := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(pf, []byte(rpsPlanText("3")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pf, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sub, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sp := filepath.Join(sub, "plan.yaml")
+	if err := os.WriteFile(sp, []byte(rpsPlanText("3")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "mount", "-o", "remount,ro", dir)
+	if _, err := checkTrusted("plan file", pf); err == nil || !strings.Contains(err.Error(), "(mode 0666)") {
+		t.Errorf("mode 0666 plan on a read-only mount: %v", err)
+	}
+	if _, err := checkTrusted("plan file", sp); err == nil || !strings.Contains(err.Error(), "(mode 0777)") {
+		t.Errorf("plan in a mode 0777 directory below a read-only mount's root: %v", err)
+	}
+
+	fifo := filepath.Join(t.TempDir(), "plan.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ag := &Agent{o: Options{PlanFile: fifo}}
+		_, _, err := ag.loadPlan(nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("plan FIFO: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent blocked on a FIFO plan")
+	}
+}
+
 // The audit's reproduction: a plan file writable by others, changed by
 // nobody (rps_cpus 1 → 3), then SIGHUP. The reload is rejected, the plan
 // in force stays, and status says why.

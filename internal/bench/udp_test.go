@@ -47,6 +47,9 @@ func TestUDPWorkloadShort(t *testing.T) {
 	}
 	base, moved := rep.Runs[0].CPUs[0].SoftIRQ, rep.Runs[1].CPUs[0].SoftIRQ
 	t.Logf("CPU 0 %%soft: default %.1f, rps=1 %.1f", base, moved)
+	if base < 20 {
+		t.Skipf("the default run was not softirq-bound on CPU 0 (%.1f %%): the machine was too busy for this check", base)
+	}
 	if !(moved < base) {
 		t.Errorf("RPS to CPU 1 left CPU 0's softirq at %.1f %% (default %.1f %%)", moved, base)
 	}
