@@ -106,14 +106,24 @@ func Latency(h *host.Host, o Options) (*Plan, error) {
 	noSet := h.NAPISet != nil && !*h.NAPISet
 	for _, t := range ts {
 		napis := h.NAPIsOf(t.nic.Name)
-		if !hasIRQ(t, napis) {
-			// A device without an interrupt (veth, other virtual
-			// devices): nothing to suspend or defer.
-			b.note("%s has no IRQ: no IRQ suspension or deferral to set; busy polling reaches its NAPI instances, if any, through the sockets", t.nic.Name)
+		irq := hasIRQ(t, napis)
+		if !irq && len(napis) == 0 {
+			// A device with neither an interrupt nor a NAPI instance
+			// (a veth without GRO or XDP): nothing to suspend or defer.
+			b.note("%s has no IRQ and no NAPI instance: no suspension or deferral to set", t.nic.Name)
 			continue
 		}
+		// A device without an interrupt but with NAPI instances (a veth
+		// with GRO): its NAPI is scheduled by the sender instead of an
+		// IRQ, and the same timers keep it polling instead.
+		reason := fmt.Sprintf("safety net for IRQ suspension: when the application stops polling, the device is polled on a %d µs timer (%d empty polls) before its IRQ is re-armed", latencyFlushNs/1000, latencyDefer)
+		suspendWhy := fmt.Sprintf("IRQ suspension: while an application that opted in (SO_PREFER_BUSY_POLL, epoll busy-poll) keeps finding events, the IRQ stays off for up to %d ms — busy-poll latency at interrupt-level CPU cost (Cai & Karsten, SIGMETRICS 2024)", latencySuspendNs/1_000_000)
+		if !irq {
+			reason = fmt.Sprintf("safety net for suspension: %s has no IRQ; when the application stops polling, its NAPI is polled on a %d µs timer (%d empty polls) before it waits for the sender to schedule it again", t.nic.Name, latencyFlushNs/1000, latencyDefer)
+			suspendWhy = fmt.Sprintf("NAPI suspension (%s has no IRQ; the sender schedules its NAPI): while an application that opted in (SO_PREFER_BUSY_POLL, epoll busy-poll) keeps finding events, the NAPI is left to it for up to %d ms instead of the softirq (Cai & Karsten, SIGMETRICS 2024)", t.nic.Name, latencySuspendNs/1_000_000)
+		}
 		b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, DeferHardIRQs: ptr(uint32(latencyDefer)), GROFlushTimeout: ptr(uint64(latencyFlushNs)),
-			Reason: fmt.Sprintf("safety net for IRQ suspension: when the application stops polling, the device is polled on a %d µs timer (%d empty polls) before its IRQ is re-armed", latencyFlushNs/1000, latencyDefer)})
+			Reason: reason})
 		switch {
 		case noSet:
 			without["this kernel's netdev netlink family has no napi-set operation"] = append(without["this kernel's netdev netlink family has no napi-set operation"], t.nic.Name)
@@ -130,7 +140,7 @@ func Latency(h *host.Host, o Options) (*Plan, error) {
 				continue
 			}
 			b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, ID: ptr(n.ID), IRQSuspendTimeout: ptr(uint64(latencySuspendNs)),
-				Reason: fmt.Sprintf("IRQ suspension: while an application that opted in (SO_PREFER_BUSY_POLL, epoll busy-poll) keeps finding events, the IRQ stays off for up to %d ms — busy-poll latency at interrupt-level CPU cost (Cai & Karsten, SIGMETRICS 2024)", latencySuspendNs/1_000_000)})
+				Reason: suspendWhy})
 			suspended = append(suspended, fmt.Sprintf("%s napi %d", t.nic.Name, n.ID))
 		}
 	}
