@@ -669,3 +669,28 @@ func section(out, marker string) string {
 	}
 	return rest
 }
+
+// TestLabNVMeCoalescing: the NVMe controller takes irqpilot's Set Features
+// 08h (interrupt coalescing) through the admin passthrough, with reads in
+// flight to decide on.
+func TestLabNVMeCoalescing(t *testing.T) {
+	needLab(t)
+	s := labShapes(t)[0]
+	if !s.NVMe {
+		t.Skipf("shape %s has no NVMe", s.Name)
+	}
+	r, err := Run(context.Background(), Options{Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: `
+for i in 1 2 3 4 5 6 7 8; do (while :; do echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/nvme0n1 of=/dev/null bs=64k 2>/dev/null; done) & done
+irqpilot coalesce nvme --dry-run=false --count 3 --epoch 1s --cif-threshold 1 --trickle-iops 1; echo "NVME-RC $?"
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s:\n%s", s.Name, r.Output)
+	if got := field(r.Output, "NVME-RC"); got != "0" {
+		t.Fatalf("coalesce nvme exited %s", got)
+	}
+	if !strings.Contains(r.Output, "set features 08h") || !strings.Contains(r.Output, " sent") {
+		t.Errorf("no Set Features 08h was sent to the controller")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -184,6 +185,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// namespace's /sys: QEMU opens the taps by name there.
 	cmd := exec.CommandContext(ctx, "ip", args...)
 	cmd.WaitDelay = 5 * time.Second
+	// If this process dies (a test binary's timeout panics), the guest
+	// goes with it rather than running on unowned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var qerr bytes.Buffer
 	if o.Shell {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
