@@ -88,28 +88,27 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 			if werr := writeJSON(out, j); werr != nil && err == nil {
 				err = werr
 			}
-		} else if err == nil {
-			restored, gone := 0, 0
-			for _, e := range j.Entries {
-				switch e.Status {
-				case setting.StatusRestored:
-					restored++
-				case setting.StatusGone:
-					gone++
-				}
-			}
+		} else {
+			// Also when err is set: the closing line then says the
+			// journal is NOT fully reverted, as revert --all does.
 			printRestored(out, j.Entries)
 			fmt.Fprintln(out, revertedLine(j))
 		}
 	}
-	if err != nil {
-		var ref *apply.RefusedError
-		if errors.As(err, &ref) {
-			return &exitError{code: 2, err: err}
-		}
-		return &exitError{code: 1, err: err}
+	return revertExit(err)
+}
+
+// revertExit maps a revert's error to its exit status: 2 when revert
+// refused before acting (nothing was written), 1 when it acted and failed.
+func revertExit(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	var ref *apply.RefusedError
+	if errors.As(err, &ref) {
+		return &exitError{code: 2, err: err}
+	}
+	return &exitError{code: 1, err: err}
 }
 
 // newestSession is --session without a value: the newest journal's.
@@ -157,14 +156,7 @@ func (o *revertOptions) runMany(a *apply.Applier, out io.Writer) error {
 			fmt.Fprintln(out, revertedLine(j))
 		}
 	}
-	if err != nil {
-		var ref *apply.RefusedError
-		if errors.As(err, &ref) {
-			return &exitError{code: 2, err: err}
-		}
-		return &exitError{code: 1, err: err}
-	}
-	return nil
+	return revertExit(err)
 }
 
 type historyOptions struct {
