@@ -247,21 +247,9 @@ func (e *HistoryError) Error() string {
 // reported in a *HistoryError naming it, beside every journal that could be
 // read. A directory that cannot be listed is an error of its own.
 func History(stateDir string) ([]*Journal, error) {
-	if err := CheckStateDir(stateDir); err != nil {
+	dir, ents, err := readJournalDir(stateDir)
+	if err != nil || ents == nil {
 		return nil, err
-	}
-	dir := journalDir(stateDir)
-	if fi, err := os.Lstat(dir); err == nil {
-		if err := checkStateComponent(dir, dir, fi, true); err != nil {
-			return nil, err
-		}
-	}
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal directory %s: %w", dir, err)
 	}
 	var out []*Journal
 	var bad []Unreadable
@@ -338,4 +326,30 @@ func (l *Lock) Release() {
 	unix.Flock(int(l.fh.Fd()), unix.LOCK_UN)
 	l.fh.Close()
 	l.fh = nil
+}
+
+// readJournalDir checks the state directory and its journal directory
+// under the state directory's rules and lists the journals; a journal
+// directory not made yet lists nothing (nil entries, no error).
+func readJournalDir(stateDir string) (string, []os.DirEntry, error) {
+	if err := CheckStateDir(stateDir); err != nil {
+		return "", nil, err
+	}
+	dir := journalDir(stateDir)
+	if fi, err := os.Lstat(dir); err == nil {
+		if err := checkStateComponent(dir, dir, fi, true); err != nil {
+			return "", nil, err
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return dir, nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("journal directory %s: %w", dir, err)
+	}
+	if ents == nil {
+		ents = []os.DirEntry{}
+	}
+	return dir, ents, nil
 }

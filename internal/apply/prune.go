@@ -40,21 +40,9 @@ type prunerFile struct {
 
 // Prune is PruneJournals.
 func (p *Pruner) Prune(stateDir string, keep int) ([]string, error) {
-	if err := CheckStateDir(stateDir); err != nil {
+	dir, ents, err := readJournalDir(stateDir)
+	if err != nil || ents == nil {
 		return nil, err
-	}
-	dir := journalDir(stateDir)
-	if fi, err := os.Lstat(dir); err == nil {
-		if err := checkStateComponent(dir, dir, fi, true); err != nil {
-			return nil, err
-		}
-	}
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal directory %s: %w", dir, err)
 	}
 	if p.known == nil {
 		p.known = map[string]prunerFile{}
