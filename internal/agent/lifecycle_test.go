@@ -190,12 +190,24 @@ func TestLiveAdaptIdleChangesNothing(t *testing.T) {
 	st := p.status(t)
 	l, harm := w.end(t)
 	t.Logf("measured over the run: %s; %s", cpuLine(l), harmLine(harm))
-	if len(st.Adaptations) != 0 {
+	// What holds on any machine: nothing is changed. A busy moment of
+	// other work on a shared machine (the agent samples every 100 ms; the
+	// test's own window may average it away) can make the planner look
+	// and decide that nothing should change: that is no adaptation.
+	var changed []Adaptation
+	for _, a := range st.Adaptations {
+		switch a.Result {
+		case "no-change", "marginal", "refused":
+		default:
+			changed = append(changed, a)
+		}
+	}
+	if len(changed) != 0 {
 		if len(harm) > 0 {
 			// Other work on this shared machine, not this test's.
-			t.Skipf("the machine is not idle (%s); adapted %+v", harmLine(harm), st.Adaptations)
+			t.Skipf("the machine is not idle (%s); adapted %+v", harmLine(harm), changed)
 		}
-		t.Errorf("adapted on an idle machine: %+v", st.Adaptations)
+		t.Errorf("adapted on an idle machine: %+v", changed)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(sd, "journal")); len(ents) != 0 {
 		t.Errorf("journals written on an idle machine: %d", len(ents))
