@@ -329,7 +329,7 @@ func TestFleetAnsible(t *testing.T) {
 				g.Name, s.steering, s.agent, s.plan, wantState.steering, wantState.agent, wantState.plan)
 		}
 	}
-	if !strings.Contains(r3.out, "would change /sys/class/net/eth0/queues/rx-0/rps_cpus") {
+	if !strings.Contains(r3.out, "would change eth0 rx-0 rps-cpus") {
 		t.Errorf("--check did not list the drifted rps_cpus:\n%s", tail(r3.out, 5000))
 	}
 	r4 := fx.playbook(t, "site.yml")
