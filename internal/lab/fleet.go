@@ -92,6 +92,9 @@ type Guest struct {
 // PID is QEMU's process id.
 func (g *Guest) PID() int { return g.cmd.Process.Pid }
 
+// Monitor is the guest's QEMU monitor (system_reset, device_del, …).
+func (g *Guest) Monitor() *Monitor { return g.mon }
+
 // Fleet is a set of running guests.
 type Fleet struct {
 	// Namespace is the network namespace of the bridge and the taps.
@@ -327,12 +330,14 @@ func (f *Fleet) Stop() {
 		for _, g := range f.Guests {
 			_, _ = g.mon.Command("system_powerdown")
 		}
-		deadline := time.After(30 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for _, g := range f.Guests {
+			wait := time.NewTimer(max(0, time.Until(deadline)))
 			select {
 			case <-g.done:
+				wait.Stop()
 				continue
-			case <-deadline:
+			case <-wait.C:
 			}
 			_, _ = g.mon.Command("quit")
 			select {
