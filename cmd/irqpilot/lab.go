@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -23,6 +25,8 @@ type labOptions struct {
 	list    bool
 	binary  string
 	timeout time.Duration
+	fleet   int
+	dir     string
 }
 
 // newLabCmd: try irqpilot on a virtual server-shaped machine.
@@ -46,7 +50,8 @@ download into ` + lab.DefaultCache() + `).`,
 		Example: `  irqpilot lab --list
   irqpilot lab --shape server -- irqpilot inventory
   irqpilot lab --shape server -- irqpilot plan --policy per-queue --device eth0
-  irqpilot lab --shape small --shell`,
+  irqpilot lab --shape small --shell
+  irqpilot lab --fleet 4 --fleet-dir /tmp/fleet    # until Ctrl-C; prints how to reach the guests`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
 		},
@@ -57,6 +62,8 @@ download into ` + lab.DefaultCache() + `).`,
 	f.BoolVar(&o.list, "list", false, "list the shapes and exit")
 	f.StringVar(&o.binary, "guest-binary", "", "the irqpilot `FILE` to put into the guest (default: this one; it must be statically linked)")
 	f.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up on the guest after this long, boot included")
+	f.IntVar(&o.fleet, "fleet", 0, "start `N` Debian guests with systemd and an SSH server on a bridge in a namespace of their own, keep them up until interrupted (no irqpilot in them: roll it out, e.g. with deploy/ansible)")
+	f.StringVar(&o.dir, "fleet-dir", "", "with --fleet: the `DIR` for the SSH key, known_hosts and Ansible inventory (default: a new directory under $TMPDIR)")
 	return c
 }
 
@@ -69,6 +76,9 @@ func (o *labOptions) run(ctx context.Context, out, errw io.Writer, args []string
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", n, s.CPUs(), s.Nodes, s.Note)
 		}
 		return tw.Flush()
+	}
+	if o.fleet != 0 || o.dir != "" {
+		return o.runFleet(ctx, out, errw, args)
 	}
 	s, err := lab.Lookup(o.shape)
 	if err != nil {
@@ -138,4 +148,85 @@ func shellJoin(args []string) string {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(q, " ")
+}
+
+// runFleet starts a fleet, says how to reach it and keeps it up until
+// interrupted (or --timeout).
+func (o *labOptions) runFleet(ctx context.Context, out, errw io.Writer, args []string) error {
+	if o.fleet < 1 {
+		return fmt.Errorf("--fleet needs a number of guests, at least 1 (got %d)", o.fleet)
+	}
+	if o.shell || len(args) > 0 {
+		return fmt.Errorf("--fleet takes neither --shell nor a command: reach the guests over SSH")
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("lab needs root: it creates a network namespace for the guests' NICs")
+	}
+	for _, c := range []string{"ssh-keygen", "mke2fs", "mmdebstrap"} {
+		if _, err := exec.LookPath(c); err != nil {
+			return fmt.Errorf("--fleet needs %s: %w", c, err)
+		}
+	}
+	dir := o.dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "irqpilot-fleet-ctl-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	key := filepath.Join(dir, "id_ed25519")
+	if _, err := os.Stat(key); err != nil {
+		if b, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "irqpilot-lab-fleet", "-f", key).CombinedOutput(); err != nil {
+			return fmt.Errorf("ssh-keygen: %v: %s", err, b)
+		}
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f, err := lab.StartFleet(ctx, lab.FleetOptions{N: o.fleet, AuthorizedKey: string(pub), Log: errw})
+	if err != nil {
+		return err
+	}
+	defer f.Stop()
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if err := f.WaitSSH(wctx); err != nil {
+		return err
+	}
+	kh := filepath.Join(dir, "known_hosts")
+	if err := copyFile(f.KnownHosts, kh); err != nil {
+		return err
+	}
+	inv := fmt.Sprintf("all:\n  vars:\n    ansible_user: %s\n    ansible_ssh_private_key_file: %s\n"+
+		"    ansible_ssh_common_args: \"-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes\"\n"+
+		"    ansible_python_interpreter: /usr/bin/python3\n  children:\n    irqpilot:\n      hosts:\n", lab.FleetUser, key, kh)
+	for _, g := range f.Guests {
+		inv += fmt.Sprintf("        %s:\n          ansible_host: %s\n", g.Name, g.Addr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hosts.yml"), []byte(inv), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "fleet of %d up; the guests are reachable only from the namespace %s\n", len(f.Guests), f.Namespace)
+	for _, g := range f.Guests {
+		fmt.Fprintf(out, "  %s  %s  (up %s)\n", g.Name, g.Addr, g.Booted.Round(time.Second))
+	}
+	fmt.Fprintf(out, "ssh:     ip netns exec %s ssh -i %s -o UserKnownHostsFile=%s %s@%s\n", f.Namespace, key, kh, lab.FleetUser, f.Guests[0].Addr)
+	fmt.Fprintf(out, "ansible: ip netns exec %s ansible-playbook -i %s deploy/ansible/site.yml -e irqpilot_deb=$PWD/dist/irqpilot_<version>_amd64.deb\n", f.Namespace, filepath.Join(dir, "hosts.yml"))
+	fmt.Fprintf(out, "Ctrl-C powers the fleet off and deletes the namespace and the guests' disks.\n")
+	<-ctx.Done()
+	fmt.Fprintf(errw, "lab: stopping the fleet\n")
+	return nil
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
 }

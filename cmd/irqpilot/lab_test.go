@@ -20,6 +20,8 @@ func TestLabRefusesBeforeBooting(t *testing.T) {
 		{[]string{"lab", "--shell", "--", "true"}, "--shell takes no command"},
 		{[]string{"lab", "--timeout", "0s", "--", "true"}, "--timeout must be positive"},
 		{[]string{"lab", "--guest-binary", dyn, "--", "true"}, "is dynamically linked"},
+		{[]string{"lab", "--fleet", "0", "--fleet-dir", "/nonexistent"}, "--fleet needs a number of guests"},
+		{[]string{"lab", "--fleet", "2", "--", "true"}, "--fleet takes neither --shell nor a command"},
 	} {
 		cmd := invCmd(nil, tc.args...)
 		var stderr bytes.Buffer

@@ -30,6 +30,8 @@ while read m; do insmod /lib/modules/$m 2>>/tmp/insmod.err; done < /etc/lab-modu
 i=0; while [ $i -lt 50 ] && [ -z "$(ls /sys/class/net | grep -v '^lo$')" ]; do sleep 0.1; i=$((i+1)); done
 for d in /sys/class/net/*; do ip link set "$(basename $d)" up 2>/dev/null; done
 echo lab-guest > /proc/sys/kernel/hostname
+# a fleet guest's static address (lab.addr=A/N on eth0), before systemd
+for a in $(cat /proc/cmdline); do case "$a" in lab.addr=*) ip addr add "${a#lab.addr=}" dev eth0;; esac; done
 if grep -q lab.root /proc/cmdline; then
   # the systemd guest: its root is the disk with serial "labroot"
   for b in /sys/block/*; do [ "$(cat $b/serial 2>/dev/null)" = labroot ] && root=/dev/$(basename $b); done
@@ -142,15 +144,18 @@ func writeInitramfs(w io.Writer, k *Kernel, busybox, irqpilot string, extra []gu
 	if err != nil {
 		return fmt.Errorf("busybox (Debian's busybox-static): %w", err)
 	}
-	ip, err := read(irqpilot)
-	if err != nil {
-		return fmt.Errorf("irqpilot for the guest: %w", err)
-	}
 	files := []guestFile{
 		{"bin/busybox", 0o755, bb},
 		{"init", 0o755, []byte(initScript)},
-		{"usr/sbin/irqpilot", 0o755, ip},
 		{"etc/lab-modules", 0o644, []byte(strings.Join(order, "\n") + "\n")},
+	}
+	// A fleet's guests get irqpilot from their package only.
+	if irqpilot != "" {
+		ip, err := read(irqpilot)
+		if err != nil {
+			return fmt.Errorf("irqpilot for the guest: %w", err)
+		}
+		files = append(files, guestFile{"usr/sbin/irqpilot", 0o755, ip})
 	}
 	for _, m := range order {
 		b, err := read(filepath.Join(k.ModDir, m))

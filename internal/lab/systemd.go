@@ -23,9 +23,28 @@ var rootfsPackages = []string{"systemd", "systemd-sysv", "udev", "kmod", "iprout
 // rootfsSuite is the Debian release the guest runs: the host's own.
 const rootfsSuite = "bookworm"
 
+// fleetPackages are what a fleet guest has besides rootfsPackages: an SSH
+// server and what Ansible's modules need on the managed host (python3-apt
+// brings python3; sudo for become). A separate cached root, so that the
+// single guest's root is not rebuilt for them.
+var fleetPackages = []string{"openssh-server", "python3-apt", "sudo"}
+
 // PrepareRootfs returns the cached Debian root file system, building it
 // with mmdebstrap the first time (about two minutes).
 func PrepareRootfs(cache string, log io.Writer) (string, error) {
+	return prepareRootfs(cache, "rootfs-"+rootfsSuite, rootfsPackages, log)
+}
+
+// PrepareFleetRootfs returns the cached root of the fleet's guests: the
+// systemd guest's packages and fleetPackages.
+func PrepareFleetRootfs(cache string, log io.Writer) (string, error) {
+	pkgs := append(append([]string(nil), rootfsPackages...), fleetPackages...)
+	return prepareRootfs(cache, "rootfs-"+rootfsSuite+"-fleet", pkgs, log)
+}
+
+// prepareRootfs builds (once) the root named name in cache with pkgs; a
+// stamp file with the package list decides whether the cached one fits.
+func prepareRootfs(cache, name string, pkgs []string, log io.Writer) (string, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
@@ -37,9 +56,9 @@ func PrepareRootfs(cache string, log io.Writer) (string, error) {
 	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(cache, "rootfs-"+rootfsSuite)
+	dir := filepath.Join(cache, name)
 	stamp := filepath.Join(dir, ".irqpilot-lab-packages")
-	want := strings.Join(rootfsPackages, ",")
+	want := strings.Join(pkgs, ",")
 	if b, err := os.ReadFile(stamp); err == nil && string(b) == want {
 		return dir, nil
 	}

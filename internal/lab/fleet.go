@@ -1,0 +1,541 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// A fleet is several systemd guests that stay up while the host drives
+// them over SSH, as a configuration manager drives real servers: each
+// guest's NIC is a tap on one bridge inside a network namespace made for
+// the fleet; the bridge has the address FleetGateway, guest i has
+// FleetAddr(i) (set by the initramfs from the kernel's command line, before
+// systemd starts). The host's own namespace has no route there: commands
+// that reach the guests run inside the fleet's namespace (Fleet.Command).
+// Each guest has its own copy of the root image with its own SSH host key,
+// which the host knows (Fleet.KnownHosts), and the user FleetUser with the
+// given authorized key and password-less sudo. No irqpilot is installed:
+// getting it there is the point.
+
+// FleetShape is a fleet guest: small enough that four boot at once on a
+// 2-core host under TCG, with two NUMA nodes and a two-queue virtio-net
+// (eth0, the guest's only NIC) behind node 1, so that placement plans have
+// something to decide.
+var FleetShape = Shape{
+	Name: "fleet", Sockets: 1, Cores: 4, Threads: 1, Nodes: 2, MemMiB: 512,
+	NICs: []NIC{{Model: "virtio-net-pci", Queues: 2, Node: 1}},
+	Note: "4 vCPUs in 2 nodes; a 2-queue virtio-net on node 1 (the fleet's guests)",
+}
+
+const (
+	// FleetUser is the account the host logs in as on every guest.
+	FleetUser = "lab"
+	// FleetGateway is the bridge's address in the fleet's namespace.
+	FleetGateway = "10.77.0.1"
+	fleetPrefix  = 24
+)
+
+// FleetAddr is guest i's address on the fleet's bridge.
+func FleetAddr(i int) string { return fmt.Sprintf("10.77.0.%d", 11+i) }
+
+// FleetOptions say what fleet to start.
+type FleetOptions struct {
+	// N is the number of guests (default 4).
+	N int
+	// Shape of every guest (default FleetShape; its first NIC is the one
+	// on the bridge).
+	Shape Shape
+	// AuthorizedKey is the public key (one authorized_keys line) that may
+	// log in as FleetUser.
+	AuthorizedKey string
+	// Busybox and Cache as in Options.
+	Busybox, Cache string
+	// Log receives progress lines (nil: discarded).
+	Log io.Writer
+}
+
+// Guest is one running machine of a fleet.
+type Guest struct {
+	// Name is its host name ("fleet1", …), Addr its address.
+	Name, Addr string
+	// HostKey is its SSH host public key ("ssh-ed25519 AAAA…").
+	HostKey string
+	// Console is the file its serial console is written to.
+	Console string
+	// Booted is how long it took from QEMU's start to its SSH server's
+	// greeting.
+	Booted time.Duration
+
+	cmd   *exec.Cmd
+	mon   *Monitor
+	done  chan struct{}
+	err   error
+	start time.Time
+}
+
+// PID is QEMU's process id.
+func (g *Guest) PID() int { return g.cmd.Process.Pid }
+
+// Monitor is the guest's QEMU monitor (system_reset, device_del, …).
+func (g *Guest) Monitor() *Monitor { return g.mon }
+
+// Fleet is a set of running guests.
+type Fleet struct {
+	// Namespace is the network namespace of the bridge and the taps.
+	Namespace string
+	Guests    []*Guest
+	// KnownHosts is an OpenSSH known_hosts file with every guest's host
+	// key, by address.
+	KnownHosts string
+	dir        string
+	cleanupNS  func()
+	stopOnce   sync.Once
+}
+
+// StartFleet builds each guest's image, boots them all and returns once
+// QEMU runs for every one (WaitSSH waits for their SSH servers). Stop
+// powers them off and removes everything StartFleet made; on an error
+// StartFleet has already done so.
+func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
+	if o.N == 0 {
+		o.N = 4
+	}
+	if o.N > 200 {
+		return nil, fmt.Errorf("a fleet of %d guests: the bridge's /24 holds at most 200", o.N)
+	}
+	if o.Shape.Name == "" {
+		o.Shape = FleetShape
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Busybox == "" {
+		o.Busybox = "/bin/busybox"
+	}
+	if o.Cache == "" {
+		o.Cache = DefaultCache()
+	}
+	if strings.TrimSpace(o.AuthorizedKey) == "" {
+		return nil, errors.New("a fleet needs the public key the host logs in with")
+	}
+	if len(o.Shape.NICs) == 0 {
+		return nil, fmt.Errorf("shape %s has no NIC to put on the fleet's bridge", o.Shape.Name)
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
+	}
+	k, err := PrepareKernel(o.Cache, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	rootfs, err := PrepareFleetRootfs(o.Cache, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "irqpilot-fleet-")
+	if err != nil {
+		return nil, err
+	}
+	f = &Fleet{dir: dir, cleanupNS: func() {}}
+	defer func() {
+		if err != nil {
+			f.Stop()
+			f = nil
+		}
+	}()
+
+	initrd := filepath.Join(dir, "initrd.cpio")
+	fi, err := os.Create(initrd)
+	if err != nil {
+		return f, err
+	}
+	err = writeInitramfs(fi, k, o.Busybox, "", nil)
+	if cerr := fi.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return f, err
+	}
+	imgs, keys, err := fleetImages(dir, rootfs, o.N, o.AuthorizedKey, o.Log)
+	if err != nil {
+		return f, err
+	}
+	var kh bytes.Buffer
+	for i := range imgs {
+		fmt.Fprintf(&kh, "%s %s\n", FleetAddr(i), keys[i])
+	}
+	f.KnownHosts = filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(f.KnownHosts, kh.Bytes(), 0o644); err != nil {
+		return f, err
+	}
+
+	ns, taps, cleanup, err := fleetNamespace(o.N, o.Shape.NICs)
+	if err != nil {
+		return f, err
+	}
+	f.Namespace, f.cleanupNS = ns, cleanup
+
+	for i := 0; i < o.N; i++ {
+		g := &Guest{Name: fmt.Sprintf("fleet%d", i+1), Addr: FleetAddr(i), HostKey: keys[i],
+			Console: filepath.Join(dir, fmt.Sprintf("console%d.log", i)), done: make(chan struct{})}
+		mon := filepath.Join(dir, fmt.Sprintf("monitor%d.sock", i))
+		g.mon = &Monitor{path: mon}
+		args := append([]string{"netns", "exec", ns, qemu,
+			"-nodefaults", "-no-user-config", "-display", "none",
+			"-kernel", k.Vmlinuz, "-initrd", initrd},
+			o.Shape.machineArgs(taps[i], nil)...)
+		// machineArgs gives every machine the same MACs; on one bridge
+		// each guest needs its own.
+		for j, a := range args {
+			args[j] = strings.ReplaceAll(a, "mac=52:54:00:12:34:", fmt.Sprintf("mac=52:54:00:77:%02x:", i))
+		}
+		args = append(args,
+			"-drive", "file="+imgs[i]+",if=none,id=root,format=raw",
+			"-device", "virtio-blk-pci,drive=root,serial=labroot,bus=pcie.0",
+			"-serial", "file:"+g.Console,
+			"-monitor", "unix:"+mon+",server=on,wait=off",
+			"-append", fmt.Sprintf("console=ttyS0 panic=-1 loglevel=4 quiet lab.root systemd.show_status=false net.ifnames=0 lab.addr=%s/%d", g.Addr, fleetPrefix))
+		// Not CommandContext: the guests outlive the call; Stop ends them.
+		g.cmd = exec.Command("ip", args...)
+		var qerr bytes.Buffer
+		g.cmd.Stderr = &qerr
+		if err := g.cmd.Start(); err != nil {
+			return f, err
+		}
+		g.start = time.Now()
+		f.Guests = append(f.Guests, g)
+		go func() {
+			err := g.cmd.Wait()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, strings.TrimSpace(qerr.String()))
+			}
+			g.err = err
+			close(g.done)
+		}()
+		fmt.Fprintf(o.Log, "lab: booting %s (%s, %d vCPUs, %d nodes, QEMU pid %d)\n", g.Name, g.Addr, o.Shape.CPUs(), o.Shape.Nodes, g.PID())
+	}
+	return f, nil
+}
+
+// WaitSSH waits until every guest's SSH server greets, or a guest's QEMU
+// ends, or ctx ends.
+func (f *Fleet) WaitSSH(ctx context.Context) error {
+	errs := make(chan error, len(f.Guests))
+	for _, g := range f.Guests {
+		go func() {
+			for {
+				if f.greets(g.Addr) {
+					g.Booted = time.Since(g.start)
+					errs <- nil
+					return
+				}
+				select {
+				case <-ctx.Done():
+					errs <- fmt.Errorf("%s (%s): no SSH server within the time given (console:\n%s)", g.Name, g.Addr, tail(g.ConsoleText(), 2000))
+					return
+				case <-g.done:
+					errs <- fmt.Errorf("%s: QEMU ended: %v (console:\n%s)", g.Name, g.err, tail(g.ConsoleText(), 2000))
+					return
+				case <-time.After(2 * time.Second):
+				}
+			}
+		}()
+	}
+	var all []error
+	for range f.Guests {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// greets reports whether addr's port 22 answers with an SSH banner, dialled
+// from inside the fleet's namespace.
+func (f *Fleet) greets(addr string) bool {
+	ok := false
+	_ = f.inNamespace(func() error {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "22"), 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 8)
+		n, _ := io.ReadFull(c, b)
+		ok = string(b[:n]) == "SSH-2.0-"
+		return nil
+	})
+	return ok
+}
+
+// inNamespace runs fn on a thread inside the fleet's namespace. Sockets
+// opened there stay in it.
+func (f *Fleet) inNamespace(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	h, err := netns.GetFromName(f.Namespace)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if err := netns.Set(h); err != nil {
+		return err
+	}
+	ferr := fn()
+	if err := netns.Set(orig); err != nil {
+		// The thread stays locked and dies with the goroutine: Go does
+		// not reuse a thread left locked.
+		return fmt.Errorf("returning to the host's namespace: %w", err)
+	}
+	return ferr
+}
+
+// Command is argv run inside the fleet's namespace (ssh, ansible-playbook).
+func (f *Fleet) Command(ctx context.Context, argv ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", f.Namespace}, argv...)...)
+}
+
+// ConsoleText is what the guest's serial console showed so far.
+func (g *Guest) ConsoleText() string {
+	b, _ := os.ReadFile(g.Console)
+	return string(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
+}
+
+// Stop powers every guest off (ACPI power button, then QEMU's quit, then
+// SIGKILL to QEMU's PID), deletes the namespace and the images. The disks
+// are thrown away, so a guest that ignores the button loses nothing.
+func (f *Fleet) Stop() {
+	f.stopOnce.Do(func() {
+		for _, g := range f.Guests {
+			_, _ = g.mon.Command("system_powerdown")
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for _, g := range f.Guests {
+			wait := time.NewTimer(max(0, time.Until(deadline)))
+			select {
+			case <-g.done:
+				wait.Stop()
+				continue
+			case <-wait.C:
+			}
+			_, _ = g.mon.Command("quit")
+			select {
+			case <-g.done:
+			case <-time.After(10 * time.Second):
+				_ = g.cmd.Process.Kill()
+				<-g.done
+			}
+		}
+		f.cleanupNS()
+		_ = os.RemoveAll(f.dir)
+	})
+}
+
+// fleetNamespace creates a namespace with the bridge br0 (FleetGateway)
+// and, per guest, a tap per NIC; the first NIC's tap is on the bridge.
+func fleetNamespace(n int, nics []NIC) (name string, taps [][]string, cleanup func(), err error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, nil, err
+	}
+	name = "irqpfleet-" + hex.EncodeToString(b[:])
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	defer orig.Close()
+	ns, err := netns.NewNamed(name) // creates the namespace and enters it
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("fleet namespace %s: %w", name, err)
+	}
+	cleanup = func() { _ = netns.DeleteNamed(name) }
+	defer ns.Close()
+	err = func() error {
+		defer func() { _ = netns.Set(orig) }()
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return err
+		}
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+		if err := netlink.LinkAdd(br); err != nil {
+			return fmt.Errorf("bridge br0 in %s: %w", name, err)
+		}
+		addr, err := netlink.ParseAddr(fmt.Sprintf("%s/%d", FleetGateway, fleetPrefix))
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(br, addr); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(br); err != nil {
+			return err
+		}
+		for g := 0; g < n; g++ {
+			var mine []string
+			for i, nic := range nics {
+				flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
+				if nic.Queues > 1 {
+					flags |= netlink.TUNTAP_MULTI_QUEUE
+				}
+				t := &netlink.Tuntap{
+					LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("g%dtap%d", g, i)},
+					Mode:      netlink.TUNTAP_MODE_TAP,
+					Flags:     flags,
+				}
+				if err := netlink.LinkAdd(t); err != nil {
+					return fmt.Errorf("tap %s in %s: %w", t.Name, name, err)
+				}
+				if i == 0 {
+					if err := netlink.LinkSetMaster(t, br); err != nil {
+						return err
+					}
+				}
+				if err := netlink.LinkSetUp(t); err != nil {
+					return err
+				}
+				mine = append(mine, t.Name)
+			}
+			taps = append(taps, mine)
+		}
+		return nil
+	}()
+	if err != nil {
+		cleanup()
+		return "", nil, nil, err
+	}
+	if cur, e := netns.Get(); e == nil {
+		same := cur.Equal(orig)
+		cur.Close()
+		if !same {
+			cleanup()
+			return "", nil, nil, errors.New("could not return to the host's network namespace")
+		}
+	}
+	return name, taps, cleanup, nil
+}
+
+// sshdConfig: keys only, and only the host key the host knows.
+const sshdConfig = `HostKey /etc/ssh/ssh_host_ed25519_key
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+UseDNS no
+`
+
+// fleetImages copies the cached root once, adds FleetUser with the
+// authorized key and sudo, and writes one ext4 image per guest with its
+// own host name and SSH host key (made here with ssh-keygen, so that the
+// host can check it). Returns the images and the host public keys.
+func fleetImages(dir, rootfs string, n int, authorized string, log io.Writer) (imgs, hostKeys []string, err error) {
+	root := filepath.Join(dir, "root")
+	defer os.RemoveAll(root)
+	if out, err := exec.Command("cp", "-a", rootfs, root).CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("copying the guest's root: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("chroot", root, "useradd", "--create-home", "--shell", "/bin/bash", FleetUser).CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("useradd %s in the guest's root: %v\n%s", FleetUser, err, out)
+	}
+	put := []guestFile{
+		{"home/" + FleetUser + "/.ssh/authorized_keys", 0o600, []byte(strings.TrimSpace(authorized) + "\n")},
+		{"etc/sudoers.d/lab", 0o440, []byte(FleetUser + " ALL=(ALL:ALL) NOPASSWD: ALL\n")},
+		{"etc/ssh/sshd_config.d/lab.conf", 0o644, []byte(sshdConfig)},
+	}
+	for _, p := range put {
+		if err := writeGuestFile(root, p); err != nil {
+			return nil, nil, err
+		}
+	}
+	if out, err := exec.Command("chroot", root, "chown", "-R", FleetUser+":"+FleetUser, "/home/"+FleetUser).CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("chown in the guest's root: %v\n%s", err, out)
+	}
+	if err := os.Chmod(filepath.Join(root, "home", FleetUser, ".ssh"), 0o700); err != nil {
+		return nil, nil, err
+	}
+	// The package's keys were made once for the cached root: every guest
+	// would share them. Each gets its own below.
+	old, _ := filepath.Glob(filepath.Join(root, "etc/ssh/ssh_host_*"))
+	for _, p := range old {
+		_ = os.Remove(p)
+	}
+	links := map[string]string{
+		"etc/systemd/system/multi-user.target.wants/ssh.service": "/lib/systemd/system/ssh.service",
+		"etc/systemd/system/serial-getty@ttyS0.service":          "/dev/null",
+		"etc/systemd/system/getty@tty1.service":                  "/dev/null",
+	}
+	for p, target := range links {
+		full := filepath.Join(root, p)
+		_ = os.MkdirAll(filepath.Dir(full), 0o755)
+		_ = os.Remove(full)
+		if err := os.Symlink(target, full); err != nil {
+			return nil, nil, err
+		}
+	}
+	key := filepath.Join(root, "etc/ssh/ssh_host_ed25519_key")
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("fleet%d", i+1)
+		if err := writeGuestFile(root, guestFile{"etc/hostname", 0o644, []byte(name + "\n")}); err != nil {
+			return nil, nil, err
+		}
+		if err := writeGuestFile(root, guestFile{"etc/hosts", 0o644, []byte("127.0.0.1 localhost\n127.0.1.1 " + name + "\n")}); err != nil {
+			return nil, nil, err
+		}
+		_ = os.Remove(key)
+		_ = os.Remove(key + ".pub")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", key).CombinedOutput(); err != nil {
+			return nil, nil, fmt.Errorf("ssh-keygen: %v\n%s", err, out)
+		}
+		pub, err := os.ReadFile(key + ".pub")
+		if err != nil {
+			return nil, nil, err
+		}
+		f := strings.Fields(string(pub))
+		if len(f) < 2 {
+			return nil, nil, fmt.Errorf("ssh-keygen wrote %q", pub)
+		}
+		img := filepath.Join(dir, name+".img")
+		if out, err := exec.Command("mke2fs", "-q", "-t", "ext4", "-L", "irqpilot-root", "-d", root, img, "2G").CombinedOutput(); err != nil {
+			return nil, nil, fmt.Errorf("mke2fs -d: %v\n%s", err, out)
+		}
+		imgs = append(imgs, img)
+		hostKeys = append(hostKeys, f[0]+" "+f[1])
+		fmt.Fprintf(log, "lab: image for %s (%s) written\n", name, FleetAddr(i))
+	}
+	return imgs, hostKeys, nil
+}
+
+func writeGuestFile(root string, f guestFile) error {
+	full := filepath.Join(root, f.name)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(full, f.data, os.FileMode(f.mode)); err != nil {
+		return err
+	}
+	return os.Chmod(full, os.FileMode(f.mode))
+}
