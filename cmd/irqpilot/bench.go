@@ -31,16 +31,22 @@ type workloadFlags struct {
 	fioEngine  string
 	ioDepth    int
 	stateDir   string
+	tableSize  int
+	spMode     string
+	spRate     int
 }
 
 func (f *workloadFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (a one-way UDP flood into a sink through a single-queue veth, the shape of the RPS/RFS single-queue NIC write-up), storage or command (required)")
+	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (a one-way UDP flood into a sink through a single-queue veth, the shape of the RPS/RFS single-queue NIC write-up), mysql (MariaDB and sysbench oltp_point_select, 100 % primary-key reads), sockperf (UDP latency, lower is better), storage or command (required)")
 	fs.IntVar(&f.net.Testbed.Queues, "queues", 1, "veth rx/tx queues (memcached, nginx)")
 	fs.BoolVar(&f.net.Testbed.GRO, "gro", false, "GRO on the veth pair (NAPI receive)")
 	fs.BoolVar(&f.net.Testbed.Threaded, "threaded-napi", false, "threaded NAPI on the server veth (implies --gro)")
 	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers / udp sink reading threads")
 	fs.IntVar(&f.net.ClientThreads, "client-threads", 0, "memcaslap/wrk threads (0: memcaslap one more than the online CPUs, wrk 2)")
-	fs.IntVar(&f.net.Connections, "connections", 0, "memcaslap concurrency / wrk connections (0: 16 per client thread)")
+	fs.IntVar(&f.net.Connections, "connections", 0, "memcaslap concurrency / wrk connections (0: 16 per client thread) / sysbench threads, one connection each (mysql; 0: 16)")
+	fs.IntVar(&f.tableSize, "table-size", bench.DefaultTableSize, "mysql: rows of sysbench's table (all in the buffer pool at the default)")
+	fs.StringVar(&f.spMode, "sockperf-mode", bench.SockperfPingPong, "sockperf: ping-pong (one message in flight) or under-load (a fixed --rate)")
+	fs.IntVar(&f.spRate, "rate", bench.DefaultSockperfRate, "sockperf under-load: messages per second")
 	fs.IntVar(&f.net.BusyPoll.SocketUsecs, "busy-poll", 0, "udp: the sink busy-polls its socket this many µs (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) in configurations without /busypoll= (0: blocking reads)")
 	fs.IntVar(&f.net.BusyPoll.EpollUsecs, "epoll-busy-poll", 0, "udp: the sink waits in epoll with busy polling for this many µs (what IRQ suspension needs) in configurations without /epollbusy= (0: off)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration (part of the scenario: never tuned)")
@@ -64,14 +70,18 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, er
 	switch f.workload {
 	case "memcached", "nginx", "udp":
 		w, err = bench.NewNet(f.workload, f.net)
+	case "mysql":
+		w, err = bench.NewDB(bench.DBOptions{Testbed: f.net.Testbed, Connections: f.net.Connections, TableSize: f.tableSize})
+	case "sockperf":
+		w, err = bench.NewSockperf(bench.SockperfOptions{Testbed: f.net.Testbed, Mode: f.spMode, Rate: f.spRate})
 	case "storage":
 		w = &bench.StorageWorkload{Dir: f.fioDir, Engine: f.fioEngine, IODepth: f.ioDepth}
 	case "command":
 		w = &bench.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
 	case "":
-		err = fmt.Errorf("--workload is required (memcached, nginx, udp, storage, command)")
+		err = fmt.Errorf("--workload is required (memcached, nginx, udp, mysql, sockperf, storage, command)")
 	default:
-		err = fmt.Errorf("--workload %q: want memcached, nginx, udp, storage or command", f.workload)
+		err = fmt.Errorf("--workload %q: want memcached, nginx, udp, mysql, sockperf, storage or command", f.workload)
 	}
 	if err != nil {
 		return nil, err
