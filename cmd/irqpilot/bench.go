@@ -122,6 +122,7 @@ type benchOptions struct {
 	baseline string
 	from     string
 	aa       bool
+	sweep    string
 }
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
@@ -168,6 +169,7 @@ without an application that opts in.`, 100*bench.Confidence, 100*(1-bench.Confid
 	cmd.Flags().StringVar(&o.chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
 	cmd.Flags().StringVar(&o.baseline, "baseline", "", "configuration the others are compared with (default: the first)")
 	cmd.Flags().BoolVar(&o.aa, "aa", false, "also measure an A/A twin: a second copy of the baseline (NAME#aa), whose ratio to the baseline is this run's noise floor")
+	cmd.Flags().StringVar(&o.sweep, "sweep", "", "run the whole bench once per value, e.g. connections=1,4,16,64 (the load generator's concurrency), and draw the curve (--chart): the figure of merit against the value, one line per configuration, with intervals")
 	cmd.Flags().StringVar(&o.from, "from", "", "measure nothing: read a saved JSON report (-o) and print it again, summarised with this version's statistics")
 	return cmd
 }
@@ -186,6 +188,9 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 			return &exitError{code: 2, err: fmt.Errorf("%s: %w", o.from, err)}
 		}
 		return o.writeReport(out, rep)
+	}
+	if o.sweep != "" {
+		return o.runSweep(out, errOut)
 	}
 	configs := splitConfigs(o.configs)
 	if o.baseline != "" { // before anything starts: a typo would measure every run and compare none
@@ -260,4 +265,77 @@ func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
 		return writeJSONLine(w, rep)
 	}
 	return rep.WriteTable(w)
+}
+
+// runSweep runs the bench once per value of --sweep and writes the sweep
+// (JSON to --output, the curve to --chart, the tables to out).
+func (o *benchOptions) runSweep(out, errOut io.Writer) error {
+	if o.from != "" {
+		return &exitError{code: 2, err: fmt.Errorf("--sweep measures; --from measures nothing")}
+	}
+	param, values, err := bench.ParseSweep(o.sweep)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--sweep: %w", err)}
+	}
+	configs := splitConfigs(o.configs)
+	if o.baseline != "" {
+		b, err := bench.FindConfig(configs, o.baseline)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
+		}
+		o.baseline = b
+	}
+	if o.aa {
+		configs = bench.WithTwin(configs, o.baseline)
+	}
+	mk := func(v int) (*bench.Runner, error) {
+		wf := o.wf
+		switch param {
+		case "connections":
+			wf.net.Connections = v
+		}
+		return wf.runner(configs, o.rounds, o.duration, errOut)
+	}
+	for _, v := range values { // every value's flags checked before anything starts
+		if _, err := mk(v); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--sweep %s=%d: %w", param, v, err)}
+		}
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	sw, err := bench.RunSweep(ctx, param, values, o.baseline, mk, func(format string, args ...any) {
+		fmt.Fprintf(errOut, format+"\n", args...)
+	})
+	if sw != nil && len(sw.Points) > 0 {
+		if werr := o.writeSweep(out, sw); werr != nil {
+			err = joinErr(err, werr)
+		}
+		for _, p := range sw.Points {
+			if !p.Report.Restored && len(p.Report.Diff) > 0 {
+				err = joinErr(err, fmt.Errorf("%s=%d: machine not restored: %d values differ", param, p.Value, len(p.Report.Diff)))
+			}
+		}
+	}
+	return err
+}
+
+func (o *benchOptions) writeSweep(w io.Writer, sw *bench.Sweep) error {
+	if o.output != "" {
+		b, err := json.MarshalIndent(sw, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.output, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.chart != "" {
+		if err := sw.Chart(o.chart); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+	}
+	if o.g.json {
+		return writeJSONLine(w, sw)
+	}
+	return sw.WriteTable(w)
 }
