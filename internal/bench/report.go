@@ -36,9 +36,9 @@ type Summary struct {
 	// Verdict: "baseline", "better", "worse", "within noise", "indicative"
 	// (fewer rounds than the confidence needs: a direction, no verdict) or
 	// "no data".
-	Verdict    string    `json:"verdict"`
-	LatencyP50 float64   `json:"latency_p50_us,omitempty"`
-	LatencyP99 float64   `json:"latency_p99_us,omitempty"`
+	Verdict    string  `json:"verdict"`
+	LatencyP50 float64 `json:"latency_p50_us,omitempty"`
+	LatencyP99 float64 `json:"latency_p99_us,omitempty"`
 	// LatencyP999, Rate and ServerCPUPerOp are medians over the runs of
 	// the Result fields of those names (sockperf).
 	LatencyP999    float64 `json:"latency_p999_us,omitempty"`
