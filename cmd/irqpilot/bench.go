@@ -175,6 +175,9 @@ without an application that opts in.`, 100*bench.Confidence, 100*(1-bench.Confid
 }
 
 func (o *benchOptions) run(out, errOut io.Writer) error {
+	if o.from != "" && o.sweep != "" {
+		return &exitError{code: 2, err: fmt.Errorf("--sweep measures; --from measures nothing")}
+	}
 	if o.from != "" {
 		if o.aa {
 			return &exitError{code: 2, err: fmt.Errorf("--aa measures a twin; --from measures nothing")}
@@ -270,9 +273,6 @@ func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
 // runSweep runs the bench once per value of --sweep and writes the sweep
 // (JSON to --output, the curve to --chart, the tables to out).
 func (o *benchOptions) runSweep(out, errOut io.Writer) error {
-	if o.from != "" {
-		return &exitError{code: 2, err: fmt.Errorf("--sweep measures; --from measures nothing")}
-	}
 	param, values, err := bench.ParseSweep(o.sweep)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--sweep: %w", err)}
