@@ -110,6 +110,11 @@ func liveWorkloadBench(t *testing.T, w Workload, server func() testbed.Proc, tb 
 	if left, _ := testbed.List(stateDir); len(left) > 0 {
 		t.Errorf("testbed state left: %+v", left)
 	}
+	var tbl strings.Builder
+	if err := rep.WriteTable(&tbl); err != nil {
+		t.Error(err)
+	}
+	t.Log("\n" + tbl.String())
 	return rep
 }
 
