@@ -181,8 +181,9 @@ func fmtFigure(v float64, lower bool) string {
 
 // Chart draws the curve: the figure of merit against the parameter (log₂
 // axis), one line per configuration, each point with its interval as an
-// error bar (none below MinRuns runs, where the interval has an infinite
-// end). The format follows the file's extension (.png, .svg).
+// error bar. Below MinRuns runs, where the interval has an infinite end,
+// the bar is the range of the runs instead, and the title says so. The
+// format follows the file's extension (.png, .svg).
 func (sw *Sweep) Chart(path string) error {
 	if len(sw.Points) == 0 {
 		return fmt.Errorf("sweep chart: nothing measured")
@@ -203,6 +204,9 @@ func (sw *Sweep) Chart(path string) error {
 		ticks = append(ticks, plot.Tick{Value: float64(pt.Value), Label: strconv.Itoa(pt.Value)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	// Some room either side on the log axis (and a range at all for a
+	// one-value sweep, which would otherwise reach 0).
+	p.X.Min, p.X.Max = float64(sw.Points[0].Value)/1.25, float64(sw.Points[len(sw.Points)-1].Value)*1.25
 	p.Y.Min = 0
 	p.Legend.Top = true
 	p.Legend.Left = true
@@ -216,10 +220,13 @@ func (sw *Sweep) Chart(path string) error {
 				continue
 			}
 			xys = append(xys, plotter.XY{X: float64(pt.Value), Y: s.Throughput.Point})
-			lo, hi := 0.0, 0.0
+			var lo, hi float64
 			if s.Throughput.Finite() {
 				lo, hi = s.Throughput.Point-s.Throughput.Low, s.Throughput.High-s.Throughput.Point
-			} else {
+			} else if mn, mx, ok := runRange(pt.Report.Runs, c); ok {
+				// No interval: the bar is the range of the runs, which
+				// a median of so few is not known to lie in at 95 %.
+				lo, hi = s.Throughput.Point-mn, mx-s.Throughput.Point
 				indicative = true
 			}
 			errs = append(errs, struct{ Low, High float64 }{lo, hi})
@@ -240,11 +247,28 @@ func (sw *Sweep) Chart(path string) error {
 		p.Legend.Add(shortName(c), line, points)
 	}
 	if indicative {
-		p.Title.Text += fmt.Sprintf("\nno error bar: fewer than %d runs, no finite interval", MinRuns)
+		p.Title.Text += fmt.Sprintf("\nbars from fewer than %d runs: the range of the runs, not an interval", MinRuns)
 	}
 	img, err := newCanvas(path, 7*vg.Inch, 4.5*vg.Inch)
 	if err != nil {
 		return err
 	}
 	return img.draw([]*plot.Plot{p})
+}
+
+// runRange is the smallest and largest figure of config's successful runs.
+func runRange(runs []Run, config string) (lo, hi float64, ok bool) {
+	for _, r := range runs {
+		if r.Config != config || r.Error != "" {
+			continue
+		}
+		if !ok || r.Throughput < lo {
+			lo = r.Throughput
+		}
+		if !ok || r.Throughput > hi {
+			hi = r.Throughput
+		}
+		ok = true
+	}
+	return lo, hi, ok
 }

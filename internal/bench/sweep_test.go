@@ -77,6 +77,22 @@ func TestSweepTableAndChart(t *testing.T) {
 			t.Errorf("svg lacks %q", want)
 		}
 	}
+	if strings.Contains(string(svg), "range of the runs") {
+		t.Error("8 rounds per point, yet the chart speaks of ranges")
+	}
+	// 3 rounds: no interval; the bars are the runs' range, and say so.
+	runs := sweepRuns(3, 1000, 1.1)
+	few := &Sweep{Param: "connections", Points: []SweepPoint{{Value: 1, Report: &Report{Workload: "mysql", Baseline: "default", Runs: runs,
+		Summary: Summarize(cs, runs, "default", true)}}}}
+	if lo, hi, ok := runRange(runs, "rps-spread"); !ok || lo != 1100 || hi != 1100*1.02 {
+		t.Errorf("range of rps-spread's runs %v–%v, want 1100–1122", lo, hi)
+	}
+	if err := few.Chart(filepath.Join(dir, "few.svg")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "few.svg")); !strings.Contains(string(b), "range of the runs") {
+		t.Error("3 rounds: the chart does not say its bars are the runs' range")
+	}
 	if err := (&Sweep{Param: "connections"}).Chart(filepath.Join(dir, "none.png")); err == nil {
 		t.Error("empty sweep drew a chart")
 	}
