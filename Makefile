@@ -16,7 +16,8 @@ all: build
 # a machine that is only being diagnosed. lintian checks `make deb`'s package;
 # ansible (with python3-apt for its apt module) runs deploy/ansible in tests.
 DEB_PKGS := memcached libmemcached-tools nginx-light wrk fio sysstat irqbalance tmux iproute2 ethtool stress-ng systemd procps strace bpftool prometheus curl \
-	lintian ansible python3-apt qemu-system-x86 busybox-static mmdebstrap e2fsprogs openssh-client
+	lintian ansible python3-apt qemu-system-x86 busybox-static mmdebstrap e2fsprogs openssh-client \
+	mariadb-server sysbench sockperf
 deps:
 	@./scripts/install-deps.sh $(DEB_PKGS)
 

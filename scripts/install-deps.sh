@@ -12,7 +12,7 @@ SUDO=""
 echo "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# Packages ship services (irqbalance, nginx, memcached); do not let the
+# Packages ship services (irqbalance, nginx, memcached, mariadb); do not let the
 # installer start them: irqpilot's tests start exactly the processes they need.
 # An administrator's own policy-rc.d is kept aside and put back afterwards,
 # byte for byte with its mode; ours is removed only if there was none.

@@ -31,16 +31,22 @@ type workloadFlags struct {
 	fioEngine  string
 	ioDepth    int
 	stateDir   string
+	tableSize  int
+	spMode     string
+	spRate     int
 }
 
 func (f *workloadFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (a one-way UDP flood into a sink through a single-queue veth, the shape of the RPS/RFS single-queue NIC write-up), storage or command (required)")
+	fs.StringVar(&f.workload, "workload", "", "memcached, nginx, udp (a one-way UDP flood into a sink through a single-queue veth, the shape of the RPS/RFS single-queue NIC write-up), mysql (MariaDB and sysbench oltp_point_select, 100 % primary-key reads), sockperf (UDP latency, lower is better), storage or command (required)")
 	fs.IntVar(&f.net.Testbed.Queues, "queues", 1, "veth rx/tx queues (memcached, nginx)")
 	fs.BoolVar(&f.net.Testbed.GRO, "gro", false, "GRO on the veth pair (NAPI receive)")
 	fs.BoolVar(&f.net.Testbed.Threaded, "threaded-napi", false, "threaded NAPI on the server veth (implies --gro)")
 	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers / udp sink reading threads")
 	fs.IntVar(&f.net.ClientThreads, "client-threads", 0, "memcaslap/wrk threads (0: memcaslap one more than the online CPUs, wrk 2)")
-	fs.IntVar(&f.net.Connections, "connections", 0, "memcaslap concurrency / wrk connections (0: 16 per client thread)")
+	fs.IntVar(&f.net.Connections, "connections", 0, "memcaslap concurrency / wrk connections (0: 16 per client thread) / sysbench threads, one connection each (mysql; 0: 16)")
+	fs.IntVar(&f.tableSize, "table-size", bench.DefaultTableSize, "mysql: rows of sysbench's table (all in the buffer pool at the default)")
+	fs.StringVar(&f.spMode, "sockperf-mode", bench.SockperfPingPong, "sockperf: ping-pong (one message in flight) or under-load (a fixed --rate)")
+	fs.IntVar(&f.spRate, "rate", bench.DefaultSockperfRate, "sockperf under-load: messages per second")
 	fs.IntVar(&f.net.BusyPoll.SocketUsecs, "busy-poll", 0, "udp: the sink busy-polls its socket this many µs (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) in configurations without /busypoll= (0: blocking reads)")
 	fs.IntVar(&f.net.BusyPoll.EpollUsecs, "epoll-busy-poll", 0, "udp: the sink waits in epoll with busy polling for this many µs (what IRQ suspension needs) in configurations without /epollbusy= (0: off)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration (part of the scenario: never tuned)")
@@ -64,14 +70,18 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, er
 	switch f.workload {
 	case "memcached", "nginx", "udp":
 		w, err = bench.NewNet(f.workload, f.net)
+	case "mysql":
+		w, err = bench.NewDB(bench.DBOptions{Testbed: f.net.Testbed, Connections: f.net.Connections, TableSize: f.tableSize})
+	case "sockperf":
+		w, err = bench.NewSockperf(bench.SockperfOptions{Testbed: f.net.Testbed, Mode: f.spMode, Rate: f.spRate})
 	case "storage":
 		w = &bench.StorageWorkload{Dir: f.fioDir, Engine: f.fioEngine, IODepth: f.ioDepth}
 	case "command":
 		w = &bench.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
 	case "":
-		err = fmt.Errorf("--workload is required (memcached, nginx, udp, storage, command)")
+		err = fmt.Errorf("--workload is required (memcached, nginx, udp, mysql, sockperf, storage, command)")
 	default:
-		err = fmt.Errorf("--workload %q: want memcached, nginx, udp, storage or command", f.workload)
+		err = fmt.Errorf("--workload %q: want memcached, nginx, udp, mysql, sockperf, storage or command", f.workload)
 	}
 	if err != nil {
 		return nil, err
@@ -112,6 +122,7 @@ type benchOptions struct {
 	baseline string
 	from     string
 	aa       bool
+	sweep    string
 }
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
@@ -158,11 +169,15 @@ without an application that opts in.`, 100*bench.Confidence, 100*(1-bench.Confid
 	cmd.Flags().StringVar(&o.chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
 	cmd.Flags().StringVar(&o.baseline, "baseline", "", "configuration the others are compared with (default: the first)")
 	cmd.Flags().BoolVar(&o.aa, "aa", false, "also measure an A/A twin: a second copy of the baseline (NAME#aa), whose ratio to the baseline is this run's noise floor")
+	cmd.Flags().StringVar(&o.sweep, "sweep", "", "run the whole bench once per value, e.g. connections=1,4,16,64 (the load generator's concurrency), and draw the curve (--chart): the figure of merit against the value, one line per configuration, with intervals")
 	cmd.Flags().StringVar(&o.from, "from", "", "measure nothing: read a saved JSON report (-o) and print it again, summarised with this version's statistics")
 	return cmd
 }
 
 func (o *benchOptions) run(out, errOut io.Writer) error {
+	if o.from != "" && o.sweep != "" {
+		return &exitError{code: 2, err: fmt.Errorf("--sweep measures; --from measures nothing")}
+	}
 	if o.from != "" {
 		if o.aa {
 			return &exitError{code: 2, err: fmt.Errorf("--aa measures a twin; --from measures nothing")}
@@ -176,6 +191,9 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 			return &exitError{code: 2, err: fmt.Errorf("%s: %w", o.from, err)}
 		}
 		return o.writeReport(out, rep)
+	}
+	if o.sweep != "" {
+		return o.runSweep(out, errOut)
 	}
 	configs := splitConfigs(o.configs)
 	if o.baseline != "" { // before anything starts: a typo would measure every run and compare none
@@ -250,4 +268,74 @@ func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
 		return writeJSONLine(w, rep)
 	}
 	return rep.WriteTable(w)
+}
+
+// runSweep runs the bench once per value of --sweep and writes the sweep
+// (JSON to --output, the curve to --chart, the tables to out).
+func (o *benchOptions) runSweep(out, errOut io.Writer) error {
+	param, values, err := bench.ParseSweep(o.sweep)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--sweep: %w", err)}
+	}
+	configs := splitConfigs(o.configs)
+	if o.baseline != "" {
+		b, err := bench.FindConfig(configs, o.baseline)
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
+		}
+		o.baseline = b
+	}
+	if o.aa {
+		configs = bench.WithTwin(configs, o.baseline)
+	}
+	mk := func(v int) (*bench.Runner, error) {
+		wf := o.wf
+		switch param {
+		case "connections":
+			wf.net.Connections = v
+		}
+		return wf.runner(configs, o.rounds, o.duration, errOut)
+	}
+	for _, v := range values { // every value's flags checked before anything starts
+		if _, err := mk(v); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--sweep %s=%d: %w", param, v, err)}
+		}
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	sw, err := bench.RunSweep(ctx, param, values, o.baseline, mk, func(format string, args ...any) {
+		fmt.Fprintf(errOut, format+"\n", args...)
+	})
+	if sw != nil && len(sw.Points) > 0 {
+		if werr := o.writeSweep(out, sw); werr != nil {
+			err = joinErr(err, werr)
+		}
+		for _, p := range sw.Points {
+			if !p.Report.Restored && len(p.Report.Diff) > 0 {
+				err = joinErr(err, fmt.Errorf("%s=%d: machine not restored: %d values differ", param, p.Value, len(p.Report.Diff)))
+			}
+		}
+	}
+	return err
+}
+
+func (o *benchOptions) writeSweep(w io.Writer, sw *bench.Sweep) error {
+	if o.output != "" {
+		b, err := json.MarshalIndent(sw, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.output, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.chart != "" {
+		if err := sw.Chart(o.chart); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+	}
+	if o.g.json {
+		return writeJSONLine(w, sw)
+	}
+	return sw.WriteTable(w)
 }

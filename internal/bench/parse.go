@@ -20,6 +20,22 @@ type Result struct {
 	// LatencyP50/P99 in microseconds; 0 when the workload does not report them.
 	LatencyP50 float64 `json:"latency_p50_us,omitempty"`
 	LatencyP99 float64 `json:"latency_p99_us,omitempty"`
+	// LatencyP999 in microseconds (sockperf); 0 when not reported or when
+	// the run had fewer than the 1000 observations a 99.9th percentile
+	// needs to be more than the largest one.
+	LatencyP999 float64 `json:"latency_p999_us,omitempty"`
+	// LowerIsBetter marks a latency objective: Throughput then holds a
+	// latency in Unit (sockperf: the p99 in µs), and a configuration is
+	// better when its ratio to the baseline is below 1. Objective names
+	// the figure ("p99 latency"); empty for throughput.
+	LowerIsBetter bool   `json:"lower_is_better,omitempty"`
+	Objective     string `json:"objective,omitempty"`
+	// Rate is the messages per second a latency workload exchanged (its
+	// throughput, which is not its objective).
+	Rate float64 `json:"rate,omitempty"`
+	// ServerCPUPerOp is the server process's CPU time (user + system, from
+	// /proc/PID/stat) per message it handled over the run, in µs.
+	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
 }
 
 // ParseMemcaslap reads memcaslap's output. The throughput is the final

@@ -36,10 +36,19 @@ type Summary struct {
 	// Verdict: "baseline", "better", "worse", "within noise", "indicative"
 	// (fewer rounds than the confidence needs: a direction, no verdict) or
 	// "no data".
-	Verdict    string    `json:"verdict"`
-	LatencyP50 float64   `json:"latency_p50_us,omitempty"`
-	LatencyP99 float64   `json:"latency_p99_us,omitempty"`
-	CPUs       []CPUStat `json:"cpus"` // per-CPU medians over the runs
+	Verdict    string  `json:"verdict"`
+	LatencyP50 float64 `json:"latency_p50_us,omitempty"`
+	LatencyP99 float64 `json:"latency_p99_us,omitempty"`
+	// LatencyP999, Rate and ServerCPUPerOp are medians over the runs of
+	// the Result fields of those names (sockperf).
+	LatencyP999    float64 `json:"latency_p999_us,omitempty"`
+	Rate           float64 `json:"rate,omitempty"`
+	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	// LowerIsBetter: Throughput is a latency (Objective names it), and a
+	// ratio below 1 is the better one.
+	LowerIsBetter bool      `json:"lower_is_better,omitempty"`
+	Objective     string    `json:"objective,omitempty"`
+	CPUs          []CPUStat `json:"cpus"` // per-CPU medians over the runs
 	// Warnings say what the measurement of this configuration cannot
 	// carry (see Warnings): "saturated", "shared", "placement unknown".
 	Warnings []string `json:"warnings,omitempty"`
@@ -144,11 +153,20 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			s.PerCPUSecond = &e
 		}
 		s.Throughput = SampleMedian(xs, Confidence)
-		var p50, p99 []float64
+		var p50, p99, p999, rate, cpuOp []float64
 		cpuCols := map[int][][5]float64{}
 		for _, r := range by[c] {
 			if r.Error == "" {
 				s.Unit = r.Unit
+				s.LowerIsBetter, s.Objective = r.LowerIsBetter, r.Objective
+				for _, v := range []struct {
+					x   float64
+					dst *[]float64
+				}{{r.LatencyP999, &p999}, {r.Rate, &rate}, {r.ServerCPUPerOp, &cpuOp}} {
+					if v.x > 0 {
+						*v.dst = append(*v.dst, v.x)
+					}
+				}
 				if r.LatencyP50 > 0 {
 					p50 = append(p50, r.LatencyP50)
 				}
@@ -162,6 +180,15 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 		}
 		if len(p50) > 0 {
 			s.LatencyP50, s.LatencyP99 = Median(p50), Median(p99)
+		}
+		if len(p999) > 0 {
+			s.LatencyP999 = Median(p999)
+		}
+		if len(rate) > 0 {
+			s.Rate = Median(rate)
+		}
+		if len(cpuOp) > 0 {
+			s.ServerCPUPerOp = Median(cpuOp)
 		}
 		var ids []int
 		for id := range cpuCols {
@@ -211,7 +238,7 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			switch {
 			case !cmp.Significant(Confidence):
 				s.Verdict = VerdictNoise
-			case cmp.Ratio.Point > 1:
+			case cmp.Ratio.Point > 1 && !s.LowerIsBetter, cmp.Ratio.Point < 1 && s.LowerIsBetter: // a latency is better below its baseline
 				s.Verdict = VerdictBetter
 			default:
 				s.Verdict = VerdictWorse
@@ -259,7 +286,25 @@ func (r *Report) Method() string {
 	if u {
 		how += fmt.Sprintf("; unpaired ratios (of the medians) judged by a Mann-Whitney U test at %.0f %%", 100*(1-Confidence))
 	}
+	if obj, lower := r.objective(); lower {
+		how += "; the objective is the " + obj + ": lower is better, a ratio below 1 is an improvement"
+	}
 	return how + fmt.Sprintf("; a verdict needs %d rounds or more (fewer: \"indicative\", a direction only)", MinRuns)
+}
+
+// objective names the report's figure of merit and whether lower is
+// better (a latency workload's).
+func (r *Report) objective() (string, bool) {
+	for _, s := range r.Summary {
+		if s.LowerIsBetter {
+			obj := s.Objective
+			if obj == "" {
+				obj = "latency"
+			}
+			return obj, true
+		}
+	}
+	return "throughput", false
 }
 
 // WriteTable prints the summary for people.
@@ -267,7 +312,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "workload %s on %s (%s, %d CPUs): %d rounds × %s, interleaved; %s\n",
 		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration, r.Method())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "config\tthroughput (median)\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", 100*Confidence, r.Baseline)
+	head := "throughput (median)"
+	if obj, lower := r.objective(); lower {
+		head = obj + " (median, lower is better)"
+	}
+	fmt.Fprintf(tw, "config\t%s\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", head, 100*Confidence, r.Baseline)
 	latency := false
 	for _, s := range r.Summary {
 		ratio, p := "—", "—"
@@ -281,6 +330,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 			p = fmt.Sprintf("%.3f", s.P)
 		}
 		interval := fmt.Sprintf("%.0f–%.0f", s.Throughput.Low, s.Throughput.High)
+		point := fmt.Sprintf("%.0f", s.Throughput.Point)
+		if s.LowerIsBetter { // latencies of a few µs need their decimal
+			interval = fmt.Sprintf("%.1f–%.1f", s.Throughput.Low, s.Throughput.High)
+			point = fmt.Sprintf("%.1f", s.Throughput.Point)
+		}
 		if !s.Throughput.Finite() {
 			interval = fmt.Sprintf("needs %d runs", MinRuns)
 		}
@@ -298,7 +352,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			warn = strings.Join(s.Warnings, "; ")
 		}
 		latency = latency || s.LatencyP50 > 0
-		fmt.Fprintf(tw, "%s\t%.0f %s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, s.Throughput.Point, s.Unit, failed,
+		fmt.Fprintf(tw, "%s\t%s %s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, point, s.Unit, failed,
 			interval, ratio, p, s.Verdict, num(s.LatencyP50), num(s.LatencyP99),
 			strings.Join(soft, " "), strings.Join(idle, " "), warn)
 	}
@@ -307,6 +361,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if latency {
 		fmt.Fprintf(w, "latency: %s\n", LatencyResolution(r.Workload))
+	}
+	for _, s := range r.Summary {
+		if s.LatencyP999 == 0 && s.Rate == 0 && s.ServerCPUPerOp == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s: p99.9 %s µs, %.0f messages/s, server CPU %.2f µs per message (medians over the runs)\n",
+			s.Config, numOrNone(s.LatencyP999, "— (under 1000 observations)"), s.Rate, s.ServerCPUPerOp)
 	}
 	if line := r.noiseFloorLine(); line != "" {
 		fmt.Fprintln(w, line)
@@ -387,8 +448,19 @@ func LatencyResolution(workload string) string {
 		return "p50/p99 as wrk reports them (HdrHistogram, about 3 significant digits)"
 	case "storage":
 		return "p50/p99 completion latency as fio reports it (its histogram, within about 1.6 %)"
+	case "mysql":
+		return "p50/p99 per transaction from sysbench's latency histogram: log-spaced buckets about 1.8 % wide, printed to 1 µs"
+	case "sockperf":
+		return "p50/p99/p99.9 as sockperf reports them: half the round trip, exact order statistics of its observations (ping-pong: every message; under-load: one in 10), in µs to 1 ns; p99.9 only from 1000 observations on"
 	}
 	return "p50/p99 as the workload reports them"
+}
+
+func numOrNone(v float64, none string) string {
+	if v == 0 {
+		return none
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 func num(v float64) string {
@@ -403,7 +475,11 @@ func num(v float64) string {
 // before/after). The format follows the file's extension (.png, .svg, .pdf).
 func (r *Report) Chart(path string) error {
 	p1 := plot.New()
-	p1.Title.Text = fmt.Sprintf("%s: throughput (median, %.0f%% interval)", r.Workload, 100*Confidence)
+	obj, lower := r.objective()
+	if lower {
+		obj += ", lower is better"
+	}
+	p1.Title.Text = fmt.Sprintf("%s: %s (median, %.0f%% interval)", r.Workload, obj, 100*Confidence)
 	unit := ""
 	var vals plotter.Values
 	var errs plotter.YErrors

@@ -446,8 +446,12 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		for _, c := range l.CPUs {
 			run.BusyCPUs += c.Busy() / 100
 		}
+		work := res.Throughput
+		if res.LowerIsBetter { // a latency: the work is the messages exchanged
+			work = res.Rate
+		}
 		if run.BusyCPUs > 0 {
-			run.PerCPUSecond = res.Throughput / run.BusyCPUs
+			run.PerCPUSecond = work / run.BusyCPUs
 		}
 	}
 	return run, nil
@@ -468,7 +472,8 @@ func (r *Runner) placement(s *Setup) (app, client string) {
 		return set.String()
 	}
 	app = pick(s.AppCPUs)
-	if _, ok := r.Workload.(*NetWorkload); ok {
+	switch r.Workload.(type) {
+	case *NetWorkload, *DBWorkload, *SockperfWorkload:
 		client = pick(s.ClientCPUs)
 	}
 	return app, client

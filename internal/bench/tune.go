@@ -167,6 +167,11 @@ type TuneResult struct {
 // rounds times, interleaved. The best is kept only if its ratio to the
 // baseline ("default", candidate 0) is above 1 beyond the noise.
 func Tune(ctx context.Context, r *Runner, cands []string, search string, budget time.Duration, rounds int) (*TuneResult, error) {
+	// The search ranks by the highest median: on a latency it would keep
+	// the worst candidate.
+	if l, ok := r.Workload.(interface{ LowerIsBetter() bool }); ok && l.LowerIsBetter() {
+		return nil, fmt.Errorf("tune maximises throughput; %s's objective is a latency (lower is better), which tune does not search yet: measure it with bench", r.Workload.Name())
+	}
 	if err := r.prime(ctx); err != nil { // outside the budget: no candidate measures a cold machine
 		return nil, err
 	}

@@ -366,15 +366,20 @@ func (t *Testbed) StartProgram(role, comm string, port int, argv ...string) (Pro
 
 // waitPort waits until something listens on ServerAddr:port in the server
 // namespace (ss inside the namespace).
-func (t *Testbed) waitPort(port int) error {
-	deadline := time.Now().Add(5 * time.Second)
+func (t *Testbed) waitPort(port int) error { return t.WaitListen(port, 5*time.Second) }
+
+// WaitListen waits up to timeout until something listens on
+// ServerAddr:port (TCP) in the server namespace: for a server that takes
+// longer to start than StartProgram waits (a database).
+func (t *Testbed) WaitListen(port int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		out, err := exec.Command("ip", "netns", "exec", t.ServerNS, "ss", "-Hltn", "sport", "= :"+strconv.Itoa(port)).Output()
 		if err == nil && strings.Contains(string(out), ServerAddr+":"+strconv.Itoa(port)) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("nothing listens on %s:%d in %s after 5 s", ServerAddr, port, t.ServerNS)
+			return fmt.Errorf("nothing listens on %s:%d in %s after %s", ServerAddr, port, t.ServerNS, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
