@@ -3,8 +3,6 @@ package lab
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -355,26 +353,7 @@ func (f *Fleet) Stop() {
 // fleetNamespace creates a namespace with the bridge br0 (FleetGateway)
 // and, per guest, a tap per NIC; the first NIC's tap is on the bridge.
 func fleetNamespace(n int, nics []NIC) (name string, taps [][]string, cleanup func(), err error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", nil, nil, err
-	}
-	name = "irqpfleet-" + hex.EncodeToString(b[:])
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name) // creates the namespace and enters it
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("fleet namespace %s: %w", name, err)
-	}
-	cleanup = func() { _ = netns.DeleteNamed(name) }
-	defer ns.Close()
-	err = func() error {
-		defer func() { _ = netns.Set(orig) }()
+	name, cleanup, err = inNewNamespace("irqpfleet-", func(ns string) error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return err
@@ -384,7 +363,7 @@ func fleetNamespace(n int, nics []NIC) (name string, taps [][]string, cleanup fu
 		}
 		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
 		if err := netlink.LinkAdd(br); err != nil {
-			return fmt.Errorf("bridge br0 in %s: %w", name, err)
+			return fmt.Errorf("bridge br0 in %s: %w", ns, err)
 		}
 		addr, err := netlink.ParseAddr(fmt.Sprintf("%s/%d", FleetGateway, fleetPrefix))
 		if err != nil {
@@ -399,45 +378,22 @@ func fleetNamespace(n int, nics []NIC) (name string, taps [][]string, cleanup fu
 		for g := 0; g < n; g++ {
 			var mine []string
 			for i, nic := range nics {
-				flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
-				if nic.Queues > 1 {
-					flags |= netlink.TUNTAP_MULTI_QUEUE
-				}
-				t := &netlink.Tuntap{
-					LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("g%dtap%d", g, i)},
-					Mode:      netlink.TUNTAP_MODE_TAP,
-					Flags:     flags,
-				}
-				if err := netlink.LinkAdd(t); err != nil {
-					return fmt.Errorf("tap %s in %s: %w", t.Name, name, err)
+				t, err := addTap(ns, fmt.Sprintf("g%dtap%d", g, i), nic.Queues)
+				if err != nil {
+					return err
 				}
 				if i == 0 {
 					if err := netlink.LinkSetMaster(t, br); err != nil {
 						return err
 					}
 				}
-				if err := netlink.LinkSetUp(t); err != nil {
-					return err
-				}
 				mine = append(mine, t.Name)
 			}
 			taps = append(taps, mine)
 		}
 		return nil
-	}()
-	if err != nil {
-		cleanup()
-		return "", nil, nil, err
-	}
-	if cur, e := netns.Get(); e == nil {
-		same := cur.Equal(orig)
-		cur.Close()
-		if !same {
-			cleanup()
-			return "", nil, nil, errors.New("could not return to the host's network namespace")
-		}
-	}
-	return name, taps, cleanup, nil
+	})
+	return name, taps, cleanup, err
 }
 
 // sshdConfig: keys only, and only the host key the host knows.

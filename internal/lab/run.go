@@ -244,63 +244,76 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// tapNamespace creates a network namespace with a tap per NIC (multi-queue
-// where the NIC has several queues: QEMU refuses a multi-queue tap for a
-// single-queue backend), for QEMU's NIC backends; cleanup deletes it (and
-// so the taps).
+// tapNamespace creates a network namespace with a tap per NIC, for QEMU's
+// NIC backends; cleanup deletes it (and so the taps).
 func tapNamespace(nics []NIC) (name string, taps []string, cleanup func(), err error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", nil, nil, err
-	}
-	name = "irqplab-" + hex.EncodeToString(b[:])
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name) // creates the namespace and enters it
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("lab namespace %s: %w", name, err)
-	}
-	cleanup = func() { _ = netns.DeleteNamed(name) }
-	defer ns.Close()
-	// The taps are created from this thread, inside the namespace.
-	err = func() error {
-		defer func() { _ = netns.Set(orig) }()
+	name, cleanup, err = inNewNamespace("irqplab-", func(ns string) error {
 		for i, nic := range nics {
-			flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
-			if nic.Queues > 1 {
-				flags |= netlink.TUNTAP_MULTI_QUEUE
-			}
-			t := &netlink.Tuntap{
-				LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("tap%d", i)},
-				Mode:      netlink.TUNTAP_MODE_TAP,
-				Flags:     flags,
-			}
-			if err := netlink.LinkAdd(t); err != nil {
-				return fmt.Errorf("tap %s in %s: %w", t.Name, name, err)
-			}
-			if err := netlink.LinkSetUp(t); err != nil {
+			t, err := addTap(ns, fmt.Sprintf("tap%d", i), nic.Queues)
+			if err != nil {
 				return err
 			}
 			taps = append(taps, t.Name)
 		}
 		return nil
+	})
+	return name, taps, cleanup, err
+}
+
+// inNewNamespace creates a network namespace named prefix and a random
+// suffix and runs build inside it, on this goroutine's locked thread (what
+// build creates — taps, a bridge — is created in the namespace), then
+// returns to the host's namespace. cleanup deletes the namespace and all
+// that is in it; on an error nothing is left.
+func inNewNamespace(prefix string, build func(ns string) error) (name string, cleanup func(), err error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	name = prefix + hex.EncodeToString(b[:])
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return "", nil, err
+	}
+	defer orig.Close()
+	ns, err := netns.NewNamed(name) // creates the namespace and enters it
+	if err != nil {
+		return "", nil, fmt.Errorf("lab namespace %s: %w", name, err)
+	}
+	cleanup = func() { _ = netns.DeleteNamed(name) }
+	defer ns.Close()
+	err = func() error {
+		defer func() { _ = netns.Set(orig) }()
+		return build(name)
 	}()
 	if err != nil {
 		cleanup()
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	if cur, e := netns.Get(); e == nil {
 		same := cur.Equal(orig)
 		cur.Close()
 		if !same {
 			cleanup()
-			return "", nil, nil, errors.New("could not return to the host's network namespace")
+			return "", nil, errors.New("could not return to the host's network namespace")
 		}
 	}
-	return name, taps, cleanup, nil
+	return name, cleanup, nil
+}
+
+// addTap creates a persistent tap in the current namespace, multi-queue
+// when queues > 1 (QEMU refuses a multi-queue tap for a single-queue
+// backend, and the reverse), and sets it up.
+func addTap(ns, name string, queues int) (*netlink.Tuntap, error) {
+	flags := netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR
+	if queues > 1 {
+		flags |= netlink.TUNTAP_MULTI_QUEUE
+	}
+	t := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.TUNTAP_MODE_TAP, Flags: flags}
+	if err := netlink.LinkAdd(t); err != nil {
+		return nil, fmt.Errorf("tap %s in %s: %w", name, ns, err)
+	}
+	return t, netlink.LinkSetUp(t)
 }
