@@ -80,6 +80,9 @@ export TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || 
 # second package's tests running alongside would be in their measurements.
 test: deps lint
 	$(GO) test -race -p 1 -count=1 -timeout 30m $(PKGS)
+	@# Address-space limits mean nothing under -race (its shadow memory is
+	@# address space): the tests that set one run again without it.
+	$(GO) test -count=1 -run 'UnderAddressSpaceLimit' ./internal/plan/ ./internal/kernel/
 	@$(MAKE) --no-print-directory fuzz-smoke
 
 # The lab: irqpilot on virtual server-shaped machines (QEMU, Debian's
