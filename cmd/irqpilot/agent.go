@@ -60,9 +60,11 @@ With --adapt it also tries a new plan when a harmful finding persists and keeps
 it only if verification shows it helped. SIGHUP reloads the plan file (a bad
 one is rejected and the old plan kept); SIGTERM leaves the applied state, or
 reverts it with --revert-on-exit. Metrics: --listen; status: 'irqpilot status'.
-The plan file, and the status socket's directory, must be root's and writable
-by no one else. Metrics connections are capped (32 at once, with timeouts) so
-other local users cannot exhaust the agent's file descriptors.
+The plan file, and the status socket's directory, must be root's (or the
+agent's user's) and writable by no one else; only a read-only mount's root
+directory is excused its mode. Metrics connections are capped (at most 32 at
+once, with timeouts) so other local users cannot exhaust the agent's file
+descriptors.
 
 Exit status: 0 stopped by a signal, 2 bad input or a failure before anything
 was changed (state directory, --listen address, status socket).`,

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -755,8 +756,39 @@ func Violation(h *host.Host, l *load.Load, p *Plan, o Options) string {
 		return err.Error()
 	}
 	var steered []string
+	in := map[string]bool{}
 	for _, t := range ts {
 		steered = append(steered, t.nic.Name)
+		in[t.nic.Name] = true
+	}
+	// The model predicts only the steered devices' work: a plan that
+	// changes another device cannot be judged, so it is refused rather
+	// than counted as moving nothing.
+	var outside []string
+	note := func(dev string) {
+		if dev != "" && !in[dev] && !slices.Contains(outside, dev) {
+			outside = append(outside, dev)
+		}
+	}
+	for _, e := range p.IRQs {
+		if e.IRQ != nil {
+			if q := h.IRQ(*e.IRQ); q != nil && q.Class == host.ClassNetwork {
+				note(q.Device)
+			}
+		}
+		note(e.Device)
+	}
+	for _, e := range p.RxQueues {
+		note(e.Device)
+	}
+	for _, e := range p.TxQueues {
+		note(e.Device)
+	}
+	for _, e := range p.NAPI {
+		note(e.Device)
+	}
+	if len(outside) > 0 {
+		return fmt.Sprintf("it changes %s, outside the devices the model predicts (%s): cannot judge its load", strings.Join(outside, ", "), strings.Join(steered, ", "))
 	}
 	m := newModel(h, l, steered)
 	m.selected = selectedPIDs(o)

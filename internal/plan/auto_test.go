@@ -619,3 +619,23 @@ func TestAutoOnRecordedSeed004(t *testing.T) {
 		}
 	}
 }
+
+// Violation refuses a plan that changes a device outside the model's
+// targets (--device): it cannot predict that load, so it cannot say the
+// plan keeps to the headroom rules.
+func TestViolationRefusesDeviceOutsideModel(t *testing.T) {
+	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}, {name: "vs2", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	for i := range h.NICs {
+		h.NICs[i].Virtual = true
+	}
+	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 10, soft: 20}, 1: {user: 10}}, nil, nil)
+	one := cpuset.Of(1)
+	p := &Plan{Version: Version, RxQueues: []RxQueueEntry{{Device: "vs2", RPSCPUs: &one, Reason: "test"}}}
+	if why := Violation(h, l, p, Options{Devices: []string{"vs1"}}); !strings.Contains(why, "vs2, outside the devices the model predicts (vs1)") {
+		t.Errorf("a plan for vs2 judged with only vs1 modelled: %q", why)
+	}
+	p.RxQueues[0].Device = "vs1"
+	if why := Violation(h, l, p, Options{Devices: []string{"vs1"}}); why != "" {
+		t.Errorf("RPS for vs1 onto an idle CPU refused: %q", why)
+	}
+}
