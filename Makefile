@@ -88,7 +88,7 @@ test: deps lint
 # The lab: irqpilot on virtual server-shaped machines (QEMU, Debian's
 # kernel; root). `make lab` lists the shapes and boots the server shape
 # once with irqpilot's inventory; `irqpilot lab --help` says more.
-# `make test` boots the small shape three times (about three minutes);
+# `make test` boots the small shape five times (about two minutes);
 # test-lab boots every shape in LAB_SHAPES and adds the systemd guest (a
 # Debian root from mmdebstrap, booted twice: about 10 minutes a shape here).
 LAB_SHAPES ?= small server big

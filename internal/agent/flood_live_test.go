@@ -1,12 +1,10 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,17 +98,7 @@ func startAgentLimited(t *testing.T, ns, stateDir string, limit int, args ...str
 	l := strconv.Itoa(limit)
 	argv := append([]string{"--nofile=" + l + ":" + l, "ip", "netns", "exec", ns, irqpilot(t), "agent", "--state-dir", stateDir}, args...)
 	p := startCmd(t, stateDir, "/usr/bin/prlimit", argv...)
-	waitFor(t, 20*time.Second, "agent status socket", func() bool {
-		select {
-		case <-p.done:
-			t.Fatalf("agent exited: %v\n%s", p.err, p.log)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := Query(ctx, filepath.Join(stateDir, SocketName))
-		return err == nil
-	})
+	waitSocket(t, p, stateDir)
 	return p
 }
 

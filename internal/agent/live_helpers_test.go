@@ -93,6 +93,14 @@ type agentProc struct {
 func startAgent(t *testing.T, ns, stateDir string, args ...string) *agentProc {
 	t.Helper()
 	p := startAgentNoWait(t, ns, stateDir, args...)
+	waitSocket(t, p, stateDir)
+	return p
+}
+
+// waitSocket waits until the agent p answers on its status socket, and
+// fails the test if it exits first.
+func waitSocket(t *testing.T, p *agentProc, stateDir string) {
+	t.Helper()
 	waitFor(t, 20*time.Second, "agent status socket", func() bool {
 		select {
 		case <-p.done:
@@ -104,7 +112,6 @@ func startAgent(t *testing.T, ns, stateDir string, args ...string) *agentProc {
 		_, err := Query(ctx, filepath.Join(stateDir, SocketName))
 		return err == nil
 	})
-	return p
 }
 
 func startAgentNoWait(t *testing.T, ns, stateDir string, args ...string) *agentProc {
@@ -177,40 +184,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) t
 // restores its affinity in t.Cleanup.
 func movableIRQ(t *testing.T) (int, string) {
 	t.Helper()
-	fs := kernel.New("/")
-	data, err := fs.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	movable := livetest.MovableIRQs(t, fs)
-	for _, l := range in.Lines {
-		if l.IRQ < 0 || len(l.Actions) == 0 {
-			continue
-		}
-		if !movable[l.IRQ] { // never a NIC's, a disk's or a timer's
-			continue
-		}
-		p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ)
-		cur, err := fs.ReadString(p)
-		if err != nil {
-			continue
-		}
-		if err := fs.WriteFile(p, cur); err != nil {
-			continue
-		}
-		t.Cleanup(func() {
-			if err := fs.WriteFile(p, cur); err != nil {
-				t.Errorf("restore irq %d affinity %q: %v", l.IRQ, cur, err)
-			}
-		})
-		return l.IRQ, cur
-	}
-	t.Skip("no movable non-network IRQ on this machine")
-	return 0, ""
+	return livetest.MovableIRQ(t, kernel.New("/"))
 }
 
 func irqAffinity(t *testing.T, irq int) string {

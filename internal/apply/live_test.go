@@ -25,41 +25,10 @@ func needRoot(t *testing.T) {
 // movableIRQ finds a real IRQ of this machine whose affinity can be written,
 // preferring ones that are not network or disk (serial, ACPI), so the test
 // does not disturb eth0's traffic. It restores the affinity in t.Cleanup.
+// movableIRQ is livetest.MovableIRQ: never a NIC's, a disk's or a timer's.
 func movableIRQ(t *testing.T, fs *kernel.FS) (int, string) {
 	t.Helper()
-	data, err := fs.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	movable := livetest.MovableIRQs(t, fs)
-	for _, l := range in.Lines {
-		if l.IRQ < 0 || len(l.Actions) == 0 {
-			continue
-		}
-		if !movable[l.IRQ] { // never a NIC's, a disk's or a timer's
-			continue
-		}
-		p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ)
-		cur, err := fs.ReadString(p)
-		if err != nil {
-			continue
-		}
-		if err := fs.WriteFile(p, cur); err != nil {
-			continue // managed or per-CPU
-		}
-		t.Cleanup(func() {
-			if err := fs.WriteFile(p, cur); err != nil {
-				t.Errorf("restore irq %d affinity %q: %v", l.IRQ, cur, err)
-			}
-		})
-		return l.IRQ, cur
-	}
-	t.Skip("no movable non-network IRQ on this machine")
-	return 0, ""
+	return livetest.MovableIRQ(t, fs)
 }
 
 func TestLiveMoveRealIRQAndRevert(t *testing.T) {

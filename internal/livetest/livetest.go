@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,34 @@ func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 		t.Fatalf("irq %d: allow every online CPU (%s): %v", best, cpus, err)
 	}
 	return best, bestTo
+}
+
+// MovableIRQ returns the first IRQ of MovableIRQs whose affinity this
+// machine lets a test write (not kernel-managed, not per-CPU) and its
+// current affinity, which t.Cleanup writes back.
+func MovableIRQ(t testing.TB, fs *kernel.FS) (int, string) {
+	t.Helper()
+	movable := MovableIRQs(t, fs)
+	irqs := make([]int, 0, len(movable))
+	for n := range movable {
+		irqs = append(irqs, n)
+	}
+	sort.Ints(irqs)
+	for _, n := range irqs {
+		p := kernel.IRQAffinityListPath(n)
+		cur, err := fs.ReadString(p)
+		if err != nil || fs.WriteFile(p, cur) != nil {
+			continue // managed or per-CPU
+		}
+		t.Cleanup(func() {
+			if err := fs.WriteFile(p, cur); err != nil {
+				t.Errorf("restore irq %d affinity %q: %v", n, cur, err)
+			}
+		})
+		return n, cur
+	}
+	t.Skip("no movable IRQ that is not a NIC's, a disk's or a timer's on this machine")
+	return 0, ""
 }
 
 // IRQCount is irq's interrupts so far, all CPUs (/proc/interrupts).
