@@ -69,6 +69,8 @@ earlier applied journals still hold and this plan does not mention; with
 them) in the same journal as the plan's writes, so a failure rolls back both
 and reverting the new journal puts them back.
 
+The plan file's format is irqpilot-plan(5); 'irqpilot plan -o FILE' makes one.
+
 Exit status: 0 applied (or nothing to do), 1 failed and rolled back, 2 error
 before anything was written.`,
 		Args: exactArgs(1, "a plan file (make one with 'irqpilot plan -o plan.yaml')"),

@@ -62,7 +62,7 @@ func addProbeManagedFlag(c *cobra.Command, dst *bool) {
 
 // stateDirFlag adds --state-dir (apply, revert, history, persist).
 func stateDirFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "state-dir", apply.DefaultStateDir, "`DIR` for journals and the lock (must be root's and private: see README, safety)")
+	cmd.Flags().StringVar(dst, "state-dir", apply.DefaultStateDir, "`DIR` for journals and the lock (must be root's and private: see docs/safety.md)")
 }
 
 // readHost builds the model for the read-only commands: it writes nothing

@@ -28,7 +28,7 @@ debugfs (/sys/kernel/debug/irq/irqs) or apply's record, else it is unknown;
 --probe-managed finds out by writing each IRQ's current affinity back.
 
 --json prints the full model (per-CPU counts included) with stable field
-names, documented in the README.`,
+names, documented in docs/json.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout()) },
 	}

@@ -31,7 +31,13 @@ func newRootCmd() *cobra.Command {
 		Long: `irqpilot observes per-CPU interrupt and softirq load, diagnoses where
 interrupt handling holds a server back, plans placements and steering from
 proven policies, applies them transactionally with a journal, and measures
-whether they help.`,
+whether they help.
+
+The plan file's format is irqpilot-plan(5).
+
+Documentation: the docs/ directory of the source (installed by the package
+in /usr/share/doc/irqpilot/), also at
+https://github.com/irqpilot/irqpilot/tree/main/docs.`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -58,6 +64,7 @@ whether they help.`,
 		newLabCmd(),
 	)
 	root.AddCommand(newManCmd(root))
+	setExamples(root)
 	return root
 }
 

@@ -44,7 +44,7 @@ type planOptions struct {
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
-	o := &planOptions{g: g}
+	o := &planOptions{g: g, sample: -1}
 	cmd := &cobra.Command{
 		Use:   "plan --policy NAME [-o plan.yaml]",
 		Short: "Make a placement and steering plan from a policy and show what it would change",
@@ -99,7 +99,7 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.IntVar(&o.sockFlowEntries, "sock-flow-entries", 0, "RFS table size net.core.rps_sock_flow_entries (default: the policy's; rounded down to a power of two)")
 	f.StringVar(&o.irqbalance, "irqbalance", "", "irqbalance handling: leave, ban or stop (default: stop it when the plan pins IRQs and it runs)")
 	f.StringVarP(&o.output, "output", "o", "", "write the plan to `FILE` instead of printing it")
-	f.DurationVar(&o.sample, "sample", -1, "measure the load for `DURATION` first (live machine; default 3s for --policy auto, none for the others; 0 = do not measure)")
+	f.Var(autoDuration{&o.sample}, "sample", "measure the load for `DURATION` first (live machine; auto: 3s for --policy auto, 0 for the others; 0 = do not measure)")
 	f.StringVar(&o.after, "after", "", "with --root/--snapshot: a later capture (`DIR` or FILE.tar.gz), so auto can judge the load between the two")
 	addProbeManagedFlag(cmd, &o.probeManaged)
 	return cmd

@@ -41,7 +41,7 @@ or Ctrl-C quits. When not all CPUs fit, the busiest are listed and the rest
 summarised in one line.
 
 --once samples twice, --interval apart, and prints the result as text;
---json does the same as JSON (top-level "cpus" and "irqs"; see README).`,
+--json does the same as JSON (top-level "cpus" and "irqs"; see docs/json.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
