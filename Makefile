@@ -1,4 +1,4 @@
-# irqpilot — see README.md. `make run` builds and diagnoses this machine and
+# irqpilot — see README.md and CONTRIBUTING.md. `make run` builds and diagnoses this machine and
 # installs nothing; `make test` and `make bench-workloads` install the
 # packages their tests and workloads need.
 GO      ?= go
@@ -34,7 +34,7 @@ generate:
 	@./scripts/install-deps.sh $(GEN_PKGS)
 	$(GO) generate ./internal/kernel/bpfcost/
 
-# Interrupt-cost measurements behind the README (root, about 2 minutes):
+# Interrupt-cost measurements behind docs/interrupt-cost.md (root, about 2 minutes):
 # agreement with bpftrace, /proc/stat's tick share vs measured, overhead.
 measure-cost: deps build
 	@./scripts/install-deps.sh bpftrace
@@ -44,18 +44,21 @@ measure-cost: deps build
 run: build
 	./$(BIN) doctor --duration 5s || [ $$? -eq 1 ]
 
-# Manual pages (section 8), generated from the commands and their flags.
-MAN_OUT ?= bin/man8
+# Manual pages: section 8 generated from the commands and their flags, and
+# irqpilot-plan(5) rendered from docs/plan-format.md.
+MAN_OUT ?= bin/man
 MANDIR  ?= /usr/local/share/man/man8
+MAN5DIR ?= $(dir $(MANDIR))man5
 man: build
 	./$(BIN) man $(MAN_OUT)
 
 # persist's unit refers to irqpilot(8) only once it is installed here.
 install-man: man
-	install -d $(MANDIR)
+	install -d $(MANDIR) $(MAN5DIR)
 	install -m 0644 $(MAN_OUT)/*.8 $(MANDIR)/
+	install -m 0644 $(MAN_OUT)/*.5 $(MAN5DIR)/
 
-# The Debian package: dist/irqpilot_<version>_<arch>.deb (README, "Install").
+# The Debian package: dist/irqpilot_<version>_<arch>.deb (docs/install.md).
 # The version comes from `git describe` (scripts/build-deb.sh says how);
 # DIST=DIR builds elsewhere. Needs dpkg-deb only; lintian checks it.
 DIST ?= dist
@@ -122,7 +125,7 @@ bench-workloads: deps build
 	./$(BIN) bench --workload storage --configs default,irqbalance,dedicated-core,per-queue,colocate,rps-spread,auto,spec:app=0,spec:app=1 \
 	    --rounds 3 --duration 5s -o $(BENCH_OUT)/storage.json --chart $(BENCH_OUT)/storage.png
 	./$(BIN) bench --workload udp --queues 1 --client-cpus 0 --app-cpus 1 --configs default,rps-spread,auto,spec:app=0,rps=1 \
-	    --rounds 3 --duration 5s -o $(BENCH_OUT)/seed004.json --chart $(BENCH_OUT)/seed004.png
+	    --rounds 3 --duration 5s -o $(BENCH_OUT)/udp-single-queue.json --chart $(BENCH_OUT)/udp-single-queue.png
 
 # auto from evidence vs every policy, the exhaustive best and tune, with an
 # A/A pair per scenario, plus the NAPI knobs (root, a quiet machine; about

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// Issue 14 point 1, on the real tools: `make deb` builds the package,
+// On the real tools: `make deb` builds the package,
 // lintian reports no error, apt-get installs it, the installed binary runs
 // inventory, the units are installed, valid (systemd-analyze verify) and
 // neither enabled nor started, and apt-get purge removes every file the
@@ -74,6 +74,7 @@ func TestDebBuildLintInstallPurge(t *testing.T) {
 		"/lib/systemd/system/irqpilot-apply.service",
 		"/usr/share/man/man8/irqpilot.8.gz",
 		"/usr/share/man/man8/irqpilot-apply.8.gz",
+		"/usr/share/man/man5/irqpilot-plan.5.gz",
 		"/usr/share/bash-completion/completions/irqpilot",
 		"/usr/share/zsh/vendor-completions/_irqpilot",
 		"/usr/share/fish/vendor_completions.d/irqpilot.fish",
@@ -81,6 +82,9 @@ func TestDebBuildLintInstallPurge(t *testing.T) {
 		"/usr/share/doc/irqpilot/copyright",
 		"/usr/share/doc/irqpilot/changelog.gz",
 		"/usr/share/doc/irqpilot/examples/90-irqpilot.rules",
+		"/usr/share/doc/irqpilot/README.md.gz",
+		"/usr/share/doc/irqpilot/plan-format.md.gz",
+		"/usr/share/doc/irqpilot/safety.md.gz",
 	}
 	for _, w := range want {
 		if _, err := os.Stat(w); err != nil {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The runs behind docs/benchmarks.md's "auto from evidence" section (issue
-# 10). Per scenario:
+# The runs behind docs/benchmarks.md's "auto from evidence" section (the
+# campaign of record). Per scenario:
 #   1. tune --search exhaustive: every distinct placement, to find the best
 #      one this machine has (ranked by median; EXH_ROUNDS runs each);
 #   2. tune --auto: what the successive-halving search keeps;
@@ -14,7 +14,7 @@
 #      the exhaustive best (#best) and tune's choice (#tune) — so every ratio
 #      the docs state comes from this one run, side by side.
 # Root, a quiet machine (nothing else running); about 65 minutes for the
-# five scenarios of issue 10 with the defaults below (the NAPI benches: 15
+# five scenarios of the campaign with the defaults below (the NAPI benches: 15
 # more; SCENARIOS="udp memcached nginx storage storage-psync" leaves them out). Results in
 # $OUT (JSON and text).
 set -euo pipefail
@@ -26,8 +26,8 @@ EXH_ROUNDS=${EXH_ROUNDS:-3}
 # The load generators of memcached and nginx stand for remote clients,
 # which no server-side plan can place: the scenario fixes them to every
 # online CPU (where the scheduler puts an unpinned process), so the searches
-# rank only what irqpilot controls — the server's CPUs, RPS, IRQs. Session 4
-# searched client placement too; its best plans all pinned the load
+# rank only what irqpilot controls — the server's CPUs, RPS, IRQs. The
+# paired rerun searched client placement too; its best plans all pinned the load
 # generator (docs/benchmarks.md). CLIENT=free searches it again.
 ONLINE=$(cat /sys/devices/system/cpu/online)
 if [ "${CLIENT:-fixed}" = free ]; then NETCLIENT=(); else NETCLIENT=(--client-cpus "$ONLINE"); fi
@@ -66,7 +66,7 @@ scenario() { # name, then workload flags
 	cat "$OUT/$name.txt"
 }
 
-# NAPI knobs (issue 13): one interleaved bench each, no search.
+# NAPI knobs (the kernel's NAPI documentation): one interleaved bench each, no search.
 napi() { # name, then bench flags
 	local name=$1
 	shift

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measurements behind README "Interrupt cost": agreement of irqpilot's eBPF
+# Measurements behind docs/interrupt-cost.md: agreement of irqpilot's eBPF
 # collector with bpftrace, /proc/stat's tick-sampled softirq share vs the
 # measured one, and the collector's overhead on a UDP flood. Root; about
 # 1.5 minutes. Traffic stays in two network namespaces created and deleted
