@@ -54,7 +54,7 @@ var examples = map[string]string{
   irqpilot bench --workload udp --queues 1 --configs default,rps-spread,auto -o udp.json --chart udp.png
   irqpilot bench --workload mysql --configs default,rps-spread --sweep connections=1,4,16,64 --chart curve.png
   irqpilot bench --from udp.json --baseline rps-spread`,
-	"tune": `  irqpilot tune --auto --workload memcached --queues 2 --budget 10m -o tune.json`,
+	"tune":       `  irqpilot tune --auto --workload memcached --queues 2 --budget 10m -o tune.json`,
 	"testbed up": `  irqpilot testbed up --queues 2 --server memcached --wait`,
 	"coalesce show": `  irqpilot coalesce show
   irqpilot coalesce show --per-queue`,
