@@ -30,7 +30,7 @@ type applyOptions struct {
 	planFile string
 }
 
-// applyJSON is `apply --json` (README, "JSON").
+// applyJSON is `apply --json` (docs/json.md).
 type applyJSON struct {
 	Journal    string           `json:"journal"`
 	Entries    []setting.Change `json:"entries"`

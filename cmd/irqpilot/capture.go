@@ -22,7 +22,7 @@ type captureOptions struct {
 	probeManaged bool
 }
 
-// captureResultJSON is `capture --json` (README, "JSON"): the archive
+// captureResultJSON is `capture --json` (docs/json.md): the archive
 // written, what was left out, and the model the capture was made from.
 type captureResultJSON struct {
 	Output string `json:"output"`

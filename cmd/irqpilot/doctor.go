@@ -69,7 +69,7 @@ Exit status: 0 no finding of severity warning or worse, 1 such findings,
 	return cmd
 }
 
-// doctorReport is the JSON document (README "doctor").
+// doctorReport is the JSON document (docs/json.md, "doctor --json").
 type doctorReport struct {
 	Hostname string         `json:"hostname,omitempty"`
 	Interval float64        `json:"interval_seconds"`

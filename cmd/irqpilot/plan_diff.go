@@ -14,7 +14,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
-// planDiff is `plan --json` (README, "JSON"): the plan and what it would
+// planDiff is `plan --json` (docs/json.md): the plan and what it would
 // change against the host it was made for.
 type planDiff struct {
 	File   string     `json:"file,omitempty"` // the plan file written (-o), if any

@@ -18,7 +18,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
-// Status is what `irqpilot status --json` prints (README, "Agent").
+// Status is what `irqpilot status --json` prints (docs/agent.md, "Status").
 type Status struct {
 	PID      int       `json:"pid"`
 	Started  time.Time `json:"started"`

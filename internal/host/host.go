@@ -4,7 +4,7 @@
 // it from a kernel.FS (the live machine, a snapshot or a test tree). Anything
 // that cannot be read is listed in Unavailable with the reason, never guessed.
 //
-// The JSON field names are a documented, stable interface (README "JSON").
+// The JSON field names are a documented, stable interface (docs/json.md).
 package host
 
 import (

@@ -33,7 +33,7 @@ func (s Severity) rank() int {
 // AtLeast reports whether s is as severe as o.
 func (s Severity) AtLeast(o Severity) bool { return s.rank() >= o.rank() }
 
-// Finding is one diagnosis. The JSON names are stable (README "doctor").
+// Finding is one diagnosis. The JSON names are stable (docs/json.md, "doctor --json").
 type Finding struct {
 	// ID is stable across versions: "interrupt-bound-cpu", "softnet-drops", …
 	ID       string   `json:"id"`
@@ -76,7 +76,7 @@ const (
 	IDSoftnetSqueeze   = "softnet-squeeze"
 )
 
-// Thresholds of the rules. They are documented in the README; changing one
+// Thresholds of the rules (docs/json.md lists the findings); changing one
 // changes what doctor reports, so tests pin them.
 const (
 	// interrupt-bound-cpu: a CPU spending at least BoundIRQPct in hard+soft

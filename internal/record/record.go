@@ -11,7 +11,7 @@
 // its last complete sample: every line is written with a single write(2), and
 // Read ignores a last line that is incomplete.
 //
-// Line format (stable, documented in the README):
+// Line format (stable, documented in docs/json.md, "record"):
 //
 //	{"type":"header","format":"irqpilot-record","version":1,"host":"db1",
 //	 "start":"2024-…Z","interval_ns":1000000000,"inventory":{…host.Host…}}

@@ -13,7 +13,7 @@ import (
 )
 
 // Frame is one interval of `irqpilot top`. Its JSON names are a stable
-// interface (README "JSON"): cpus[] and irqs[] with the fields below.
+// interface (docs/json.md): cpus[] and irqs[] with the fields below.
 type Frame struct {
 	Host     string    `json:"host"`
 	Time     time.Time `json:"time"`
