@@ -51,12 +51,44 @@ func writeManPages(root *cobra.Command, dir string, out io.Writer) error {
 	if err := doc.GenManTree(root, hdr, dir); err != nil {
 		return fmt.Errorf("manual pages in %s: %w", dir, err)
 	}
+	for _, name := range planReaders {
+		if err := seeAlsoPlanPage(filepath.Join(dir, name+"."+manSection)); err != nil {
+			return fmt.Errorf("manual pages in %s: %w", dir, err)
+		}
+	}
 	page := planManPage(docs.PlanFormat, date, manSource(version))
 	if err := os.WriteFile(filepath.Join(dir, "irqpilot-plan."+planManSection), page, 0o644); err != nil {
 		return fmt.Errorf("manual pages in %s: %w", dir, err)
 	}
 	fmt.Fprintf(out, "wrote the manual pages to %s\n", dir)
 	return nil
+}
+
+// planReaders are the pages of the commands that read or write plan files:
+// their SEE ALSO names irqpilot-plan(5) too (cobra lists only commands).
+var planReaders = []string{"irqpilot", "irqpilot-plan", "irqpilot-apply", "irqpilot-agent", "irqpilot-persist"}
+
+// seeAlsoPlanPage adds irqpilot-plan(5) to the end of a page's SEE ALSO
+// line.
+func seeAlsoPlanPage(file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	const head = ".SH SEE ALSO\n"
+	i := bytes.Index(b, []byte(head))
+	if i < 0 {
+		return fmt.Errorf("%s has no SEE ALSO section", file)
+	}
+	j := i + len(head)
+	end := bytes.IndexByte(b[j:], '\n')
+	if end < 0 {
+		end = len(b) - j
+	}
+	out := append([]byte{}, b[:j+end]...)
+	out = append(out, []byte(", \\fBirqpilot-plan(5)\\fP")...)
+	out = append(out, b[j+end:]...)
+	return os.WriteFile(file, out, 0o644)
 }
 
 // manDate is the pages' date: SOURCE_DATE_EPOCH when set (the package build

@@ -221,6 +221,23 @@ func TestPlanFormatPage(t *testing.T) {
 	if strings.Contains(page, ".TS") {
 		t.Error("irqpilot-plan.5 has a tbl table; rows are tagged paragraphs")
 	}
+	dir := t.TempDir()
+	if err := writeManPages(newRootCmd(), dir, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "irqpilot-plan.5")); err != nil {
+		t.Errorf("irqpilot man wrote no irqpilot-plan.5: %v", err)
+	}
+	for _, name := range planReaders {
+		b, err := os.ReadFile(filepath.Join(dir, name+".8"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, seeAlso, _ := bytes.Cut(b, []byte(".SH SEE ALSO\n"))
+		if !bytes.Contains(seeAlso, []byte("irqpilot-plan(5)")) {
+			t.Errorf("%s.8's SEE ALSO does not name irqpilot-plan(5):\n%s", name, seeAlso)
+		}
+	}
 	for _, name := range yamlFields(reflect.TypeOf(plan.Plan{})) {
 		if !strings.Contains(string(fromDisk), "`"+name+"`") {
 			t.Errorf("docs/plan-format.md does not document the plan field %s", name)
