@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 // already (the tests purge theirs; they must never purge an operator's).
 func needPackagingRoot(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("live: installs and purges the package on this machine (not with -short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to install and purge the package")
 	}
