@@ -29,7 +29,7 @@ func FuzzLoad(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	h := fullHost().build()
+	h := fullHost().Build()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("fuzz.yaml", data)
 		if err != nil {

@@ -958,15 +958,3 @@ func ceilPow2(n int) int {
 	}
 	return p
 }
-
-// floorPow2 is the largest power of two ≤ n (0 for n < 1).
-func floorPow2(n int) int {
-	if n < 1 {
-		return 0
-	}
-	p := 1
-	for p*2 <= n {
-		p *= 2
-	}
-	return p
-}

@@ -7,15 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
-func fullHost() synth {
-	return synth{cpus: 8, nics: []synthNIC{{name: "eth0", queues: 2}, {name: "eth1", queues: 2}}}
+func fullHost() plantest.Synth {
+	return plantest.Synth{CPUs: 8, NICs: []plantest.NIC{{Name: "eth0", Queues: 2}, {Name: "eth1", Queues: 2}}}
 }
 
 func TestLoadFullYAMLAndJSON(t *testing.T) {
-	h := fullHost().build()
+	h := fullHost().Build()
 	var resolved [][]setting.Change
 	for _, file := range []string{"testdata/full.yaml", "testdata/full.json"} {
 		p, err := LoadFile(file)
@@ -70,76 +71,6 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 	// Lines point at the entry.
 	if resolved[0][0].Line != 7 {
 		t.Errorf("irqs[0] line %d, want 7", resolved[0][0].Line)
-	}
-}
-
-// Policy output survives a YAML and a JSON round trip unchanged.
-func TestRoundTrip(t *testing.T) {
-	h := synth{cpus: 16, smt: true, balance: true, nics: []synthNIC{{name: "eth0", queues: 4}, {name: "eth0.7", queues: 1, kind: "vlan", lower: "eth0"}}}.build()
-	for _, name := range PolicyNames() {
-		for _, o := range []Options{{}, {App: "unit:memcached.service", Irqbalance: IrqbalanceBan}} {
-			p, err := Make(name, h, o)
-			if name == "rps-spread" && o.Irqbalance == IrqbalanceBan {
-				// Nothing is isolated and no IRQ is placed: nothing to ban.
-				if err == nil || !strings.Contains(err.Error(), "no CPU to ban") {
-					t.Errorf("rps-spread ban: %v", err)
-				}
-				continue
-			}
-			if err != nil {
-				t.Fatal(name, err)
-			}
-			y, err := p.MarshalFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			j, err := p.MarshalJSONFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for file, data := range map[string][]byte{"p.yaml": y, "p.json": j} {
-				q, err := Parse(file, data)
-				if err != nil {
-					t.Fatalf("%s %s: %v\n%s", name, file, err, data)
-				}
-				clearLines(q)
-				q.File = ""
-				if !reflect.DeepEqual(p, q) {
-					t.Errorf("%s %s: round trip differs\n%+v\n%+v", name, file, p, q)
-				}
-			}
-		}
-	}
-}
-
-func clearLines(p *Plan) {
-	p.fieldLines = nil
-	for i := range p.IRQs {
-		p.IRQs[i].Line = 0
-	}
-	for i := range p.RxQueues {
-		p.RxQueues[i].Line = 0
-	}
-	for i := range p.TxQueues {
-		p.TxQueues[i].Line = 0
-	}
-	for i := range p.Apps {
-		p.Apps[i].Line = 0
-	}
-	for i := range p.Coalesce {
-		p.Coalesce[i].Line = 0
-	}
-	if p.RPSSockFlowEntries != nil {
-		p.RPSSockFlowEntries.Line = 0
-	}
-	if p.Irqbalance != nil {
-		p.Irqbalance.Line = 0
-	}
-	for i := range p.NAPI {
-		p.NAPI[i].Line = 0
-	}
-	if p.BusyPoll != nil {
-		p.BusyPoll.Line = 0
 	}
 }
 
@@ -224,9 +155,9 @@ func TestLoadFileMissing(t *testing.T) {
 
 func TestResolveErrors(t *testing.T) {
 	s := fullHost()
-	s.offline = []int{7}
-	s.nics = append(s.nics, synthNIC{name: "nvme0n1", queues: 2, managed: true})
-	h := s.build()
+	s.Offline = []int{7}
+	s.NICs = append(s.NICs, plantest.NIC{Name: "nvme0n1", Queues: 2, Managed: true})
+	h := s.Build()
 	head := "version: 1\n"
 	cases := []struct{ text, want string }{
 		{"irqs:\n  - irq: 999\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].irq: IRQ 999 does not exist on this host"},
@@ -261,8 +192,8 @@ func TestResolveErrors(t *testing.T) {
 
 func TestResolveManagedAndStatus(t *testing.T) {
 	s := fullHost()
-	s.nics = append(s.nics, synthNIC{name: "nvme0n1", queues: 2, managed: true})
-	h := s.build()
+	s.NICs = append(s.NICs, plantest.NIC{Name: "nvme0n1", Queues: 2, Managed: true})
+	h := s.Build()
 	p, err := Parse("m.yaml", []byte("version: 1\nirqs:\n  - action: \"nvme0n1-*\"\n    cpus: 0\n    reason: x\n  - irq: 100\n    cpus: 0-7\n    reason: y\n  - irq: 101\n    cpus: 1\n    reason: z\nirqbalance:\n  mode: leave\n  reason: l\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +225,7 @@ func TestResolveManagedAndStatus(t *testing.T) {
 }
 
 func TestHostMismatch(t *testing.T) {
-	h := fullHost().build() // hostname "synth"
+	h := fullHost().Build() // hostname "synth"
 	p, err := LoadFile("testdata/full.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -190,8 +190,8 @@ func checkNAPI(p *Plan, l *errList, reason func(line int, field, r string)) {
 	}
 }
 
-// napiUnsupported says why h has no NAPI facts ("" when it has some).
-func napiUnsupported(h *host.Host, dev string) string {
+// NAPIUnsupported says why h has no NAPI facts ("" when it has some).
+func NAPIUnsupported(h *host.Host, dev string) string {
 	if len(h.NAPIsOf(dev)) > 0 {
 		return ""
 	}
@@ -217,7 +217,7 @@ func withOld(c setting.Change, v *uint64) setting.Change {
 // resolveNAPI turns napi and busy_poll entries into changes. A host (or
 // capture) without NAPI facts makes each per-instance setting a skipped
 // change saying so, not an error.
-func resolveNAPI(p *Plan, h *host.Host, v cpuView, l *errList) []setting.Change {
+func resolveNAPI(p *Plan, h *host.Host, v CPUView, l *errList) []setting.Change {
 	var out []setting.Change
 	add := func(e NAPIEntry, c setting.Change) {
 		c.Line = e.Line
@@ -252,7 +252,7 @@ func resolveNAPI(p *Plan, h *host.Host, v cpuView, l *errList) []setting.Change 
 				napis := h.NAPIsOf(nic.Name)
 				if len(napis) == 0 {
 					skip(e, setting.Change{Kind: setting.KindThreadAffinity, Target: nic.Name + " napi threads", Device: nic.Name,
-						Value: e.CPUs.String(), Reason: e.Reason}, napiUnsupported(h, nic.Name))
+						Value: e.CPUs.String(), Reason: e.Reason}, NAPIUnsupported(h, nic.Name))
 				}
 				for _, n := range napis {
 					out = append(out, napiThread(e, n)...)
@@ -268,7 +268,7 @@ func resolveNAPI(p *Plan, h *host.Host, v cpuView, l *errList) []setting.Change 
 				break
 			}
 		}
-		why := napiUnsupported(h, nic.Name)
+		why := NAPIUnsupported(h, nic.Name)
 		if inst == nil && why == "" {
 			var ids []string
 			for _, n := range h.NAPIsOf(nic.Name) {

@@ -1,9 +1,7 @@
 // Package plan describes desired interrupt placement and steering as data (a
 // Plan), reads and writes it as versioned YAML or JSON with errors that name
-// file, line and field, checks it against a host, resolves its selectors into
-// concrete kernel settings, and produces plans from the policies distilled
-// from the seed documents (dedicated-core, per-queue, colocate, rps-spread,
-// auto).
+// file, line and field, checks it against a host and resolves its selectors
+// into concrete kernel settings. Making plans is package policy's job.
 //
 // A plan file (YAML; the same fields in JSON):
 //
@@ -40,6 +38,10 @@
 package plan
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 )
 
@@ -153,6 +155,33 @@ func (a AppEntry) Selector() string {
 		return "cgroup " + a.Cgroup
 	}
 	return "(no selector)"
+}
+
+// ParseAppSelector reads "comm:NAME", "pid:N", "unit:NAME" or "cgroup:PATH"
+// (a bare word is a comm).
+func ParseAppSelector(s string) (AppEntry, error) {
+	kind, val, ok := strings.Cut(s, ":")
+	if !ok {
+		kind, val = "comm", s
+	}
+	if val == "" {
+		return AppEntry{}, fmt.Errorf("application selector %q: empty value", s)
+	}
+	switch kind {
+	case "comm":
+		return AppEntry{Comm: val}, nil
+	case "pid":
+		n, err := strconv.Atoi(val)
+		if err != nil || n <= 0 {
+			return AppEntry{}, fmt.Errorf("application selector %q: %q is not a process id", s, val)
+		}
+		return AppEntry{PID: n}, nil
+	case "unit":
+		return AppEntry{Unit: val}, nil
+	case "cgroup":
+		return AppEntry{Cgroup: val}, nil
+	}
+	return AppEntry{}, fmt.Errorf("application selector %q: want comm:NAME, pid:N, unit:NAME or cgroup:PATH", s)
 }
 
 // IrqbalanceMode says what to do with the irqbalance daemon.

@@ -18,54 +18,57 @@ import (
 // ManagedSkip is the reason a kernel-managed IRQ is left alone.
 const ManagedSkip = "kernel-managed affinity: the kernel spreads this queue's IRQ over the CPUs that use the queue and refuses writes; left as is"
 
-// cpuView is what resolving and policies need to know about a host's CPUs.
-type cpuView struct {
-	exists  cpuset.Set
-	online  cpuset.Set
-	nrCPUs  int // mask width (nr_cpu_ids)
-	unknown bool
+// CPUView is what resolving and the policies need to know about a host's
+// CPUs.
+type CPUView struct {
+	Exists  cpuset.Set
+	Online  cpuset.Set
+	NrCPUs  int // mask width (nr_cpu_ids)
+	Unknown bool
 }
 
-func viewCPUs(h *host.Host) cpuView {
-	var v cpuView
+// ViewCPUs reads h's CPUs: those that exist (possible, listed, online) and
+// those online (the topology's list, else the CPUs' own flags).
+func ViewCPUs(h *host.Host) CPUView {
+	var v CPUView
 	var ids []int
 	for _, c := range h.CPUs {
 		ids = append(ids, c.ID)
 	}
-	v.exists = cpuset.Of(ids...).Union(h.Topology.Possible)
-	v.online = h.Topology.Online
-	if v.online.IsEmpty() {
+	v.Exists = cpuset.Of(ids...).Union(h.Topology.Possible)
+	v.Online = h.Topology.Online
+	if v.Online.IsEmpty() {
 		var on []int
 		for _, c := range h.CPUs {
 			if c.Online {
 				on = append(on, c.ID)
 			}
 		}
-		v.online = cpuset.Of(on...)
+		v.Online = cpuset.Of(on...)
 	}
-	v.exists = v.exists.Union(v.online)
-	v.nrCPUs = v.exists.Max() + 1
-	v.unknown = v.online.IsEmpty()
+	v.Exists = v.Exists.Union(v.Online)
+	v.NrCPUs = v.Exists.Max() + 1
+	v.Unknown = v.Online.IsEmpty()
 	return v
 }
 
 // checkCPUs reports CPUs that do not exist or are offline.
-func (v cpuView) check(l *errList, line int, field string, s cpuset.Set) {
-	if v.unknown {
+func (v CPUView) check(l *errList, line int, field string, s cpuset.Set) {
+	if v.Unknown {
 		l.add(line, field, "cannot check CPUs %s: the host's CPU topology is unknown", s)
 		return
 	}
-	if gone := s.Difference(v.exists); !gone.IsEmpty() {
-		l.add(line, field, "%s not exist on this host (it has CPUs %s)", cpuWord(gone, "does", "do"), v.exists)
+	if gone := s.Difference(v.Exists); !gone.IsEmpty() {
+		l.add(line, field, "%s not exist on this host (it has CPUs %s)", CPUWord(gone, "does", "do"), v.Exists)
 		return
 	}
-	if off := s.Difference(v.online); !off.IsEmpty() {
-		l.add(line, field, "%s offline", cpuWord(off, "is", "are"))
+	if off := s.Difference(v.Online); !off.IsEmpty() {
+		l.add(line, field, "%s offline", CPUWord(off, "is", "are"))
 	}
 }
 
-// cpuWord formats "CPU 7 is" / "CPUs 6-7 are".
-func cpuWord(s cpuset.Set, one, many string) string {
+// CPUWord formats "CPU 7 is" / "CPUs 6-7 are".
+func CPUWord(s cpuset.Set, one, many string) string {
 	if s.Len() == 1 {
 		return fmt.Sprintf("CPU %s %s", s, one)
 	}
@@ -84,7 +87,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 	if len(l.errs) > 0 {
 		return nil, l.err()
 	}
-	v := viewCPUs(h)
+	v := ViewCPUs(h)
 	var out []setting.Change
 	claimed := map[string]int{} // path → line (or -1-index for generated) of the entry that set it
 	claim := func(line int, field string, s setting.Change) {
@@ -127,10 +130,10 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		}
 		for _, rq := range pickRx(nic, e.Queue, l, e.Line, f+".queue") {
 			if e.RPSCPUs != nil {
-				s := setting.RPSCPUs(nic.Name, rq.Index, *e.RPSCPUs, v.nrCPUs, e.Reason)
+				s := setting.RPSCPUs(nic.Name, rq.Index, *e.RPSCPUs, v.NrCPUs, e.Reason)
 				s.Line = e.Line
 				if rq.RPSCPUs != nil {
-					s.Old = rq.RPSCPUs.Mask(v.nrCPUs)
+					s.Old = rq.RPSCPUs.Mask(v.NrCPUs)
 				}
 				claim(e.Line, f, s)
 			}
@@ -153,10 +156,10 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		}
 		v.check(l, e.Line, f+".xps_cpus", e.XPSCPUs)
 		for _, tq := range pickTx(nic, e.Queue, l, e.Line, f+".queue") {
-			s := setting.XPSCPUs(nic.Name, tq.Index, e.XPSCPUs, v.nrCPUs, e.Reason)
+			s := setting.XPSCPUs(nic.Name, tq.Index, e.XPSCPUs, v.NrCPUs, e.Reason)
 			s.Line = e.Line
 			if tq.XPSCPUs != nil {
-				s.Old = tq.XPSCPUs.Mask(v.nrCPUs)
+				s.Old = tq.XPSCPUs.Mask(v.NrCPUs)
 			}
 			claim(e.Line, f, s)
 		}

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // Auto diagnoses, then plans. It changes only what measurements show is
@@ -38,12 +40,12 @@ import (
 // Without a measurement (a snapshot without --after) only the isolation
 // rule can apply; otherwise the plan is empty and says it had no load to
 // judge. With one, the isolation plan too must fit the measured headroom.
-func Auto(h *host.Host, o Options) (*Plan, error) {
+func Auto(h *host.Host, o Options) (*plan.Plan, error) {
 	b, err := newBuilder(h, o, "auto")
 	if err != nil {
 		return nil, err
 	}
-	empty := func(why string) *Plan {
+	empty := func(why string) *plan.Plan {
 		p := b.p
 		p.Why = "auto: " + why
 		return p
@@ -142,7 +144,7 @@ func Auto(h *host.Host, o Options) (*Plan, error) {
 // move work onto a CPU without headroom (judgeHeadroom), on the
 // measurement or on a copy disturbed by load.MarginalNoise. (The other
 // rules judge load balance, which is not what isolation is for.)
-func isolationHeadroom(h *host.Host, b *builder, o Options, p *Plan) (pred, stop string) {
+func isolationHeadroom(h *host.Host, b *builder, o Options, p *plan.Plan) (pred, stop string) {
 	l := o.Load.Load
 	ts, err := b.targets()
 	if err != nil {
@@ -155,7 +157,7 @@ func isolationHeadroom(h *host.Host, b *builder, o Options, p *Plan) (pred, stop
 	check := func(l *load.Load) (Prediction, Prediction, string) {
 		m := newModel(h, l, steered)
 		m.selected = selectedPIDs(o)
-		base, after := m.Predict(&Plan{}), m.Predict(p)
+		base, after := m.Predict(&plan.Plan{}), m.Predict(p)
 		return base, after, judgeHeadroom(l, base, after)
 	}
 	base, after, why := check(l)
@@ -192,7 +194,7 @@ const MarginalWhy = "auto: marginal —"
 
 // IsMarginal reports whether p is auto's answer that the decision is
 // marginal (see MarginalWhy).
-func IsMarginal(p *Plan) bool { return p != nil && strings.HasPrefix(p.Why, MarginalWhy) }
+func IsMarginal(p *plan.Plan) bool { return p != nil && strings.HasPrefix(p.Why, MarginalWhy) }
 
 // autoRun holds what one auto decision rests on besides the measured
 // numbers: the host, the options, the devices to steer, the CPUs the
@@ -237,12 +239,12 @@ func newAutoRun(h *host.Host, o Options, b *builder, l *load.Load, harm []load.F
 
 // keep appends p to list as a candidate when it checks, scoped to the
 // devices auto was told to steer.
-func (a *autoRun) keep(list *[]namedPlan, name string, p *Plan) {
-	if p == nil || Check(p) != nil {
+func (a *autoRun) keep(list *[]namedPlan, name string, p *plan.Plan) {
+	if p == nil || plan.Check(p) != nil {
 		return
 	}
 	if len(a.o.Devices) > 0 {
-		ScopeToDevices(p, a.h, a.o.Devices, a.o.MachineWide)
+		plan.ScopeToDevices(p, a.h, a.o.Devices, a.o.MachineWide)
 	}
 	*list = append(*list, namedPlan{name, p})
 }
@@ -290,7 +292,7 @@ func (a *autoRun) loadCandidates(l *load.Load, m *model) []namedPlan {
 // score (lower is better; the unit depends on autoDecision.separate).
 type autoCand struct {
 	name string
-	p    *Plan
+	p    *plan.Plan
 	pred Prediction
 	s    float64
 	// warn: predicted above Overload, accepted only because doing nothing
@@ -368,7 +370,7 @@ func (d *autoDecision) score(p Prediction, hot cpuset.Set) float64 {
 func (a *autoRun) prepare(l *load.Load) *autoDecision {
 	m := newModel(a.h, l, a.steered)
 	m.selected = selectedPIDs(a.o)
-	d := &autoDecision{m: m, base: m.Predict(&Plan{})}
+	d := &autoDecision{m: m, base: m.Predict(&plan.Plan{})}
 	d.separate = l.WithHeadroom(a.b.usable, spreadSpare).IsEmpty()
 	d.baseScore = d.score(d.base, a.hot)
 	d.need = MinGain
@@ -632,19 +634,19 @@ func spreadScore(p Prediction, hot cpuset.Set) float64 {
 func maxBusy(p Prediction) float64 { _, m := p.Max(); return m }
 
 // rpsPlan steers every rx queue of t onto cpus (with RFS).
-func rpsPlan(b *builder, t *target, cpus cpuset.Set, why string) *Plan {
-	p := &Plan{Version: Version, Policy: "auto", Host: b.h.Hostname}
+func rpsPlan(b *builder, t *target, cpus cpuset.Set, why string) *plan.Plan {
+	p := &plan.Plan{Version: plan.Version, Policy: "auto", Host: b.h.Hostname}
 	qs := len(t.nic.RxQueues)
 	if qs == 0 {
 		return nil
 	}
-	entries := floorPow2(min(32768, maxSockFlowEntries))
-	p.RPSSockFlowEntries = &SockFlowEntry{Value: entries, Reason: "RFS steers each flow to the CPU of the thread that reads it"}
+	entries := floorPow2(min(32768, setting.MaxSockFlowEntries))
+	p.RPSSockFlowEntries = &plan.SockFlowEntry{Value: entries, Reason: "RFS steers each flow to the CPU of the thread that reads it"}
 	cnt := flowCnt(entries, qs)
 	for _, rq := range t.nic.RxQueues {
 		c := cpus
 		n := cnt
-		p.RxQueues = append(p.RxQueues, RxQueueEntry{Device: t.nic.Name, Queue: ptr(rq.Index), RPSCPUs: &c, RPSFlowCnt: &n, Reason: why})
+		p.RxQueues = append(p.RxQueues, plan.RxQueueEntry{Device: t.nic.Name, Queue: ptr(rq.Index), RPSCPUs: &c, RPSFlowCnt: &n, Reason: why})
 	}
 	return p
 }
@@ -652,7 +654,7 @@ func rpsPlan(b *builder, t *target, cpus cpuset.Set, why string) *Plan {
 // selectedPIDs are the processes o.App stands for: N of "pid:N", else
 // what the caller resolved (Options.AppPIDs).
 func selectedPIDs(o Options) []int {
-	if e, err := ParseAppSelector(o.App); err == nil && e.PID != 0 {
+	if e, err := plan.ParseAppSelector(o.App); err == nil && e.PID != 0 {
 		return []int{e.PID}
 	}
 	return o.AppPIDs
@@ -666,9 +668,9 @@ const oneCPU = 105.0
 // appEntry is the application entry for o.App (its selector, so a plan
 // kept by the agent still finds the application after a restart), when
 // the measurement saw its threads busy, together within one CPU.
-func appEntry(o Options, m *model) (AppEntry, bool) {
+func appEntry(o Options, m *model) (plan.AppEntry, bool) {
 	if o.App == "" {
-		return AppEntry{}, false
+		return plan.AppEntry{}, false
 	}
 	total := 0.0
 	for _, pid := range m.selected {
@@ -682,11 +684,11 @@ func appEntry(o Options, m *model) (AppEntry, bool) {
 	// fills its CPU — a consumer reading as fast as data arrives, 96–100 %
 	// busy — is one CPU's worth, not more: the margin is for sampling skew.
 	if total == 0 || total > oneCPU {
-		return AppEntry{}, false
+		return plan.AppEntry{}, false
 	}
-	e, err := ParseAppSelector(o.App)
+	e, err := plan.ParseAppSelector(o.App)
 	if err != nil {
-		return AppEntry{}, false
+		return plan.AppEntry{}, false
 	}
 	e.All = e.Comm != "" && len(m.selected) > 1 // the caller accepted several (plan --all)
 	return e, true
@@ -696,7 +698,7 @@ func appEntry(o Options, m *model) (AppEntry, bool) {
 // on (its affinity reaches them) — but only when some IRQ is movable at
 // all and usable CPUs exist to move it to.
 func isolationBreach(h *host.Host, b *builder) cpuset.Set {
-	iso := b.banned.Intersect(b.v.online)
+	iso := b.banned.Intersect(b.v.Online)
 	if iso.IsEmpty() {
 		return cpuset.Set{}
 	}
@@ -743,7 +745,7 @@ func capitalise(s string) string {
 // o names the devices steered and the application, as for Auto (with
 // AppPIDs for a selector without a PID). The agent checks every plan a
 // planner gives it with this before applying it.
-func Violation(h *host.Host, l *load.Load, p *Plan, o Options) string {
+func Violation(h *host.Host, l *load.Load, p *plan.Plan, o Options) string {
 	if l == nil || p == nil {
 		return ""
 	}
@@ -792,6 +794,6 @@ func Violation(h *host.Host, l *load.Load, p *Plan, o Options) string {
 	}
 	m := newModel(h, l, steered)
 	m.selected = selectedPIDs(o)
-	_, why := judge(l, m.Predict(&Plan{}), m.Predict(p))
+	_, why := judge(l, m.Predict(&plan.Plan{}), m.Predict(p))
 	return why
 }

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"encoding/json"
@@ -14,6 +14,8 @@ import (
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 )
 
 // cpuProfile is one CPU's measured time split, percent.
@@ -50,25 +52,25 @@ func synthLoad(h *host.Host, prof map[int]cpuProfile, rates map[int]map[int]floa
 	return l
 }
 
-func planChanges(p *Plan) int {
+func planChanges(p *plan.Plan) int {
 	return len(p.IRQs) + len(p.RxQueues) + len(p.TxQueues) + len(p.Apps)
 }
 
 // An idle host gets an empty plan that says why, with numbers.
 func TestAutoIdleHostPlansNothing(t *testing.T) {
 	for _, s := range []synth{
-		{cpus: 2, nics: []synthNIC{{name: "eth0", queues: 1}}},
-		{cpus: 16, smt: true, nics: []synthNIC{{name: "eth0", queues: 8}}},
-		{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 4, managed: true}}},
+		{CPUs: 2, NICs: []synthNIC{{Name: "eth0", Queues: 1}}},
+		{CPUs: 16, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 8}}},
+		{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 4, Managed: true}}},
 	} {
-		h := s.build()
+		h := s.Build()
 		l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 5, irq: 1, soft: 3}}, nil, nil)
 		p, err := Make("auto", h, Options{Load: Measured(l)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if planChanges(p) != 0 || p.RPSSockFlowEntries != nil || !strings.Contains(p.Why, "no evidence of harm") || !strings.Contains(p.Why, "CPU0 19% busy") {
-			t.Errorf("%d CPUs idle: %d changes, why %q", s.cpus, planChanges(p), p.Why)
+			t.Errorf("%d CPUs idle: %d changes, why %q", s.CPUs, planChanges(p), p.Why)
 		}
 	}
 }
@@ -78,11 +80,11 @@ func TestAutoIdleHostPlansNothing(t *testing.T) {
 // CPU is used.
 func TestAutoSaturatedCPUPlansAwayFromIt(t *testing.T) {
 	for _, s := range []synth{
-		{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 2}}},
-		{cpus: 8, offline: []int{7}, isolated: []int{5, 6}, nics: []synthNIC{{name: "eth0", queues: 2}}},
-		{cpus: 16, smt: true, nodes: 2, nics: []synthNIC{{name: "eth0", queues: 2}}},
+		{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}},
+		{CPUs: 8, Offline: []int{7}, Isolated: []int{5, 6}, NICs: []synthNIC{{Name: "eth0", Queues: 2}}},
+		{CPUs: 16, SMT: true, Nodes: 2, NICs: []synthNIC{{Name: "eth0", Queues: 2}}},
 	} {
-		h := s.build()
+		h := s.Build()
 		nic := h.NIC("eth0")
 		// Both queue IRQs fire on CPU 0 only (e.g. a BIOS default).
 		rates := map[int]map[int]float64{}
@@ -99,7 +101,7 @@ func TestAutoSaturatedCPUPlansAwayFromIt(t *testing.T) {
 		}
 		// With isolated CPUs the breach decides (dedicated-core); else the
 		// plan gives the model's prediction.
-		if len(s.isolated) == 0 && (!strings.Contains(p.Why, "Predicted") || !strings.Contains(p.Why, "CPU0")) {
+		if len(s.Isolated) == 0 && (!strings.Contains(p.Why, "Predicted") || !strings.Contains(p.Why, "CPU0")) {
 			t.Errorf("why does not give the prediction: %s", p.Why)
 		}
 		checkProperties(t, "auto/saturated", h, p)
@@ -108,14 +110,14 @@ func TestAutoSaturatedCPUPlansAwayFromIt(t *testing.T) {
 			nics = append(nics, n.Name)
 		}
 		m := newModel(h, l, nics)
-		before, after := m.Predict(&Plan{}), m.Predict(p)
+		before, after := m.Predict(&plan.Plan{}), m.Predict(p)
 		if after.Busy[0] >= before.Busy[0] {
 			t.Errorf("predicted CPU0 %.0f%% → %.0f%%: not lower", before.Busy[0], after.Busy[0])
 		}
 		if _, mx := after.Max(); mx > Overload {
 			t.Errorf("plan predicted to overload a CPU (%.0f%%)", mx)
 		}
-		usable := cpuset.Range(0, s.cpus-1).Difference(cpuset.Of(s.offline...)).Difference(cpuset.Of(s.isolated...))
+		usable := cpuset.Range(0, s.CPUs-1).Difference(cpuset.Of(s.Offline...)).Difference(cpuset.Of(s.Isolated...))
 		for _, e := range p.IRQs {
 			if !e.CPUs.IsSubsetOf(usable) {
 				t.Errorf("IRQ %d on %s, outside usable %s", *e.IRQ, e.CPUs, usable)
@@ -134,7 +136,7 @@ func TestAutoSaturatedCPUPlansAwayFromIt(t *testing.T) {
 // with the consumer still there; the model picks RPS to CPU1 with the
 // consumer moved to CPU0 — what tune found best here (1.29x).
 func TestAutoSeed004TwoCPUs(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}
@@ -160,7 +162,7 @@ func TestAutoSeed004TwoCPUs(t *testing.T) {
 // RPS takes off it (predicted 109 %). auto changes nothing and says so
 // with the prediction.
 func TestAutoSeed004UnattributedWork(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}
@@ -186,7 +188,7 @@ func TestAutoSeed004UnattributedWork(t *testing.T) {
 // auto reads their threads and keeps the selector in the plan, so the
 // placement still applies after the application restarts.
 func TestAutoAppSelector(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}
@@ -236,12 +238,12 @@ func TestAutoAppSelector(t *testing.T) {
 // the plan says so — but IRQs allowed on isolated CPUs are a breach the
 // host alone shows.
 func TestAutoWithoutLoad(t *testing.T) {
-	h := synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 2}}}.build()
+	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
 	p, err := Make("auto", h, Options{})
 	if err != nil || planChanges(p) != 0 || !strings.Contains(p.Why, "no load to judge") {
 		t.Errorf("no load: %v %d %q", err, planChanges(p), p.Why)
 	}
-	h = synth{cpus: 8, isolated: []int{2, 3, 4, 5, 6, 7}, nics: []synthNIC{{name: "eth0", queues: 4}}}.build()
+	h = synth{CPUs: 8, Isolated: []int{2, 3, 4, 5, 6, 7}, NICs: []synthNIC{{Name: "eth0", Queues: 4}}}.Build()
 	p, err = Make("auto", h, Options{})
 	if err != nil || p.Policy != "dedicated-core" || !strings.Contains(p.Why, "isolated") {
 		t.Fatalf("isolated: %v %s %q", err, p.Policy, p.Why)
@@ -289,7 +291,7 @@ func TestAutoOnGeneratedHost(t *testing.T) {
 	}
 	checkProperties(t, "auto/generated", h, p)
 	m := newModel(h, hot, []string{"eth0", "eth1"})
-	if b, a := m.Predict(&Plan{}).Busy[0], m.Predict(p).Busy[0]; a >= b {
+	if b, a := m.Predict(&plan.Plan{}).Busy[0], m.Predict(p).Busy[0]; a >= b {
 		t.Errorf("CPU0 predicted %.0f%% → %.0f%%", b, a)
 	}
 
@@ -311,7 +313,7 @@ func TestAutoOnGeneratedHost(t *testing.T) {
 // softirq, the collector measured 20 % — and 20 % is what is predicted to
 // move.
 func TestModelUsesMeasuredCost(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	l := synthLoad(h, map[int]cpuProfile{0: {soft: 80}}, nil, nil)
 	l.CostSource = load.CostBPF
 	for i := range l.CPUs {
@@ -323,7 +325,7 @@ func TestModelUsesMeasuredCost(t *testing.T) {
 		t.Errorf("network softirq on CPU0 = %.1f %%, want the measured 20 %%", got)
 	}
 	one := cpuset.Of(1)
-	p := &Plan{RxQueues: []RxQueueEntry{{Device: "vs1", Queue: ptr(0), RPSCPUs: &one}}}
+	p := &plan.Plan{RxQueues: []plan.RxQueueEntry{{Device: "vs1", Queue: ptr(0), RPSCPUs: &one}}}
 	if got := m.Predict(p).IRQ[1]; got < 18 || got > 20 {
 		t.Errorf("predicted CPU1 interrupt time %.1f %%, want ≈ %.1f %% moved", got, 20*RPSMovedVirtual)
 	}
@@ -335,7 +337,7 @@ func TestModelUsesMeasuredCost(t *testing.T) {
 // the only relief, the whole IRQ moved to one idle CPU, would fill that
 // CPU to the headroom ceiling: marginal, see TestAutoMarginal…)
 func TestAutoOnCapturedMaster(t *testing.T) {
-	h := readSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
 	if p, err := Make("auto", h, Options{Load: Measured(synthLoad(h, nil, nil, nil))}); err != nil || planChanges(p) != 0 {
 		t.Fatalf("idle master: %v %d changes", err, planChanges(p))
 	}
@@ -365,7 +367,7 @@ func TestAutoOnCapturedMaster(t *testing.T) {
 		nics = append(nics, n.Name)
 	}
 	m := newModel(h, l, nics)
-	if b, a := m.Predict(&Plan{}).Busy[3], m.Predict(p).Busy[3]; a >= b {
+	if b, a := m.Predict(&plan.Plan{}).Busy[3], m.Predict(p).Busy[3]; a >= b {
 		t.Errorf("CPU3 predicted %.0f%% → %.0f%%", b, a)
 	}
 }
@@ -373,7 +375,7 @@ func TestAutoOnCapturedMaster(t *testing.T) {
 // The rules every candidate must pass (judge), on seed 004's two CPUs:
 // CPU 0 saturated (96 %), CPU 1 45 % busy.
 func TestAutoJudgeRules(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 15}}, nil, nil)
 	base := Prediction{Busy: map[int]float64{0: 96, 1: 45}, IRQ: map[int]float64{0: 72, 1: 0}}
 	for _, c := range []struct {
@@ -403,7 +405,7 @@ func TestAutoJudgeRules(t *testing.T) {
 // nothing, shows the prediction of what it rejected, and the ranking
 // carries units.
 func TestAutoRejectsSaturatingCPU1(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}
@@ -430,7 +432,7 @@ func TestAutoRejectsSaturatingCPU1(t *testing.T) {
 // time 10 % higher, past the 80 % ceiling. auto changes nothing and says
 // which input overturns it, with the numbers.
 func TestAutoMarginalOnCapturedMaster(t *testing.T) {
-	h := readSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
 	var q *host.IRQ
 	for i := range h.IRQs {
 		if h.IRQs[i].Class == host.ClassNetwork && h.IRQs[i].Device != "" && h.IRQs[i].Movable() {
@@ -471,7 +473,7 @@ func TestAutoMarginalOnCapturedMaster(t *testing.T) {
 // seed 004's choice (RPS to CPU 1, the consumer to CPU 0) or changes
 // nothing and says why (marginal, or no candidate fits).
 func TestAutoSeed004Disturbances(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}
@@ -512,7 +514,7 @@ func TestAutoSeed004Disturbances(t *testing.T) {
 		}
 		m := newModel(h, l, []string{"vs1"})
 		m.selected = selectedPIDs(o)
-		base, pred := m.Predict(&Plan{}), m.Predict(p)
+		base, pred := m.Predict(&plan.Plan{}), m.Predict(p)
 		if why := judgeHeadroom(l, base, pred); why != "" {
 			t.Errorf("%s: the plan %s", c.name, why)
 		}
@@ -549,7 +551,7 @@ func recordedSeed004(t *testing.T) (*load.Load, int) {
 // changes nothing and says why, and equal inputs give equal plans. As
 // recorded, CPU 1 has no spare time: nothing may move there.
 func TestAutoOnRecordedSeed004(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}
@@ -607,7 +609,7 @@ func TestAutoOnRecordedSeed004(t *testing.T) {
 		}
 		m := newModel(h, c.l, []string{"vs1"})
 		m.selected = selectedPIDs(o)
-		base, pred := m.Predict(&Plan{}), m.Predict(p)
+		base, pred := m.Predict(&plan.Plan{}), m.Predict(p)
 		if why := judgeHeadroom(c.l, base, pred); why != "" {
 			t.Errorf("%s: the plan %s", c.name, why)
 		}
@@ -624,13 +626,13 @@ func TestAutoOnRecordedSeed004(t *testing.T) {
 // targets (--device): it cannot predict that load, so it cannot say the
 // plan keeps to the headroom rules.
 func TestViolationRefusesDeviceOutsideModel(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}, {name: "vs2", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}, {Name: "vs2", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}
 	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 10, soft: 20}, 1: {user: 10}}, nil, nil)
 	one := cpuset.Of(1)
-	p := &Plan{Version: Version, RxQueues: []RxQueueEntry{{Device: "vs2", RPSCPUs: &one, Reason: "test"}}}
+	p := &plan.Plan{Version: plan.Version, RxQueues: []plan.RxQueueEntry{{Device: "vs2", RPSCPUs: &one, Reason: "test"}}}
 	if why := Violation(h, l, p, Options{Devices: []string{"vs1"}}); !strings.Contains(why, "vs2, outside the devices the model predicts (vs1)") {
 		t.Errorf("a plan for vs2 judged with only vs1 modelled: %q", why)
 	}

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // DedicatedCore is ClustrixDB core-0 write-up's policy: every movable hardware IRQ on the
@@ -13,7 +14,7 @@ import (
 // over the remaining usable CPUs, and RFS on: rps_sock_flow_entries 65536,
 // rps_flow_cnt per rx queue = 65536 / rx queues (ClustrixDB core-0 write-up: 8192 for its 8
 // queues). The application gets the CPUs other than the housekeeping ones.
-func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
+func DedicatedCore(h *host.Host, o Options) (*plan.Plan, error) {
 	b, err := newBuilder(h, o, "dedicated-core")
 	if err != nil {
 		return nil, err
@@ -24,9 +25,9 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 	}
 	for _, c := range hk.CPUs() {
 		switch {
-		case !b.v.exists.Contains(c):
-			return nil, fmt.Errorf("housekeeping CPU %d does not exist on this host (it has CPUs %s)", c, b.v.exists)
-		case !b.v.online.Contains(c):
+		case !b.v.Exists.Contains(c):
+			return nil, fmt.Errorf("housekeeping CPU %d does not exist on this host (it has CPUs %s)", c, b.v.Exists)
+		case !b.v.Online.Contains(c):
 			return nil, fmt.Errorf("housekeeping CPU %d is offline", c)
 		case b.banned.Contains(c):
 			return nil, fmt.Errorf("housekeeping CPU %d is isolated or nohz_full; IRQs never go there", c)
@@ -43,7 +44,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 		q := &h.IRQs[i]
 		switch {
 		case outside[q.Number] == "other" && q.Movable() && len(q.Actions) > 0 && q.Class != host.ClassTimer:
-			other = append(other, describeIRQ(h, q.Number))
+			other = append(other, plan.DescribeIRQ(h, q.Number))
 		case outside[q.Number] != "":
 			// Left out for the default route: ScopeDefault says so.
 		case len(q.Actions) == 0:
@@ -139,7 +140,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 // On single-node hosts this gives AWS Graviton memcached tuning's table exactly: 4 CPUs/1 queue →
 // K=1, IRQ 0, RPS 0, app 1-3; 8/2 → K=1, IRQs 0,0, RPS 0-3 and 4-7, app 1-7;
 // 16/2 → K=2, IRQs 0,8, RPS 0-7 and 8-15, app 1-7,9-15.
-func PerQueue(h *host.Host, o Options) (*Plan, error) {
+func PerQueue(h *host.Host, o Options) (*plan.Plan, error) {
 	b, err := newBuilder(h, o, "per-queue")
 	if err != nil {
 		return nil, err
@@ -336,7 +337,7 @@ func (b *builder) groupsAround(P, irq cpuset.Set) map[int]cpuset.Set {
 // which consume the queues — only the queues' CPUs; the rest of the machine
 // is left to other work. On the 32-CPU guest with 4 nodes and an 8-queue NIC
 // on node 2 (CPUs 8-11, siblings 24-27) that is CPUs 8, 9, 10, 11, then 24-27.
-func Colocate(h *host.Host, o Options) (*Plan, error) {
+func Colocate(h *host.Host, o Options) (*plan.Plan, error) {
 	b, err := newBuilder(h, o, "colocate")
 	if err != nil {
 		return nil, err
@@ -407,7 +408,7 @@ func Colocate(h *host.Host, o Options) (*Plan, error) {
 // NIC's NUMA node (all usable CPUs when unknown), rps_sock_flow_entries
 // 32768, rps_flow_cnt per rx queue = 32768 / rx queues. IRQs are not
 // touched. On a VLAN over a single-queue NIC, the VLAN device is steered too.
-func RPSSpread(h *host.Host, o Options) (*Plan, error) {
+func RPSSpread(h *host.Host, o Options) (*plan.Plan, error) {
 	b, err := newBuilder(h, o, "rps-spread")
 	if err != nil {
 		return nil, err

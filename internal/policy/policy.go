@@ -1,14 +1,15 @@
-package plan
+package policy
 
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // Options parameterise the policies. The zero value gives each policy its
@@ -55,7 +56,7 @@ type Options struct {
 	SockFlowEntries int
 	// Irqbalance overrides the policy's irqbalance handling ("" keeps the
 	// policy's default: stop it when the policy pins IRQs and it runs).
-	Irqbalance IrqbalanceMode
+	Irqbalance plan.IrqbalanceMode
 	// Load is the current per-CPU load, when known (auto uses it).
 	Load *MeasuredLoad
 }
@@ -84,7 +85,7 @@ func Measured(l *load.Load) *MeasuredLoad {
 
 // Policy builds a plan for a host. Policies are pure functions: they read
 // only h and o.
-type Policy func(h *host.Host, o Options) (*Plan, error)
+type Policy func(h *host.Host, o Options) (*plan.Plan, error)
 
 // Policies by name.
 var Policies = map[string]Policy{
@@ -106,7 +107,7 @@ func PolicyNames() []string {
 }
 
 // Make runs the named policy and checks its output with the static rules.
-func Make(name string, h *host.Host, o Options) (*Plan, error) {
+func Make(name string, h *host.Host, o Options) (*plan.Plan, error) {
 	pol, ok := Policies[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
@@ -116,11 +117,11 @@ func Make(name string, h *host.Host, o Options) (*Plan, error) {
 		return nil, fmt.Errorf("policy %s: %w", name, err)
 	}
 	if len(o.Devices) > 0 {
-		ScopeToDevices(p, h, o.Devices, o.MachineWide)
+		plan.ScopeToDevices(p, h, o.Devices, o.MachineWide)
 	} else {
 		ScopeDefault(p, h, o)
 	}
-	if err := Check(p); err != nil {
+	if err := plan.Check(p); err != nil {
 		return nil, fmt.Errorf("policy %s produced an invalid plan (a bug): %w", name, err)
 	}
 	return p, nil
@@ -130,8 +131,8 @@ func Make(name string, h *host.Host, o Options) (*Plan, error) {
 type builder struct {
 	h      *host.Host
 	o      Options
-	p      *Plan
-	v      cpuView
+	p      *plan.Plan
+	v      plan.CPUView
 	usable cpuset.Set // online, not isolated, not nohz_full: where IRQs and softirqs may go
 	banned cpuset.Set // isolated ∪ nohz_full
 	sib    map[int]cpuset.Set
@@ -139,8 +140,8 @@ type builder struct {
 }
 
 func newBuilder(h *host.Host, o Options, policy string) (*builder, error) {
-	b := &builder{h: h, o: o, v: viewCPUs(h), sib: map[int]cpuset.Set{}, cpuOf: map[int]*host.CPU{}}
-	if b.v.unknown {
+	b := &builder{h: h, o: o, v: plan.ViewCPUs(h), sib: map[int]cpuset.Set{}, cpuOf: map[int]*host.CPU{}}
+	if b.v.Unknown {
 		return nil, fmt.Errorf("the host's CPU topology is unknown (no online CPUs read)")
 	}
 	// isolcpus= (domain or managed_irq) and nohz_full= CPUs: never IRQs,
@@ -156,11 +157,11 @@ func newBuilder(h *host.Host, o Options, policy string) (*builder, error) {
 			b.sib[c.ID] = c.Siblings.Add(c.ID)
 		}
 	}
-	b.usable = b.v.online.Difference(b.banned)
+	b.usable = b.v.Online.Difference(b.banned)
 	if b.usable.IsEmpty() {
-		return nil, fmt.Errorf("no usable CPU: every online CPU (%s) is isolated or nohz_full", b.v.online)
+		return nil, fmt.Errorf("no usable CPU: every online CPU (%s) is isolated or nohz_full", b.v.Online)
 	}
-	b.p = &Plan{Version: Version, Policy: policy, Host: h.Hostname}
+	b.p = &plan.Plan{Version: plan.Version, Policy: policy, Host: h.Hostname}
 	if o.CPUsPerIRQCore <= 0 {
 		b.o.CPUsPerIRQCore = 8
 	}
@@ -381,15 +382,15 @@ func (b *builder) note(format string, args ...any) {
 }
 
 func (b *builder) irq(n int, cpus cpuset.Set, reason string) {
-	b.p.IRQs = append(b.p.IRQs, IRQEntry{IRQ: ptr(n), CPUs: cpus, Reason: reason})
+	b.p.IRQs = append(b.p.IRQs, plan.IRQEntry{IRQ: ptr(n), CPUs: cpus, Reason: reason})
 }
 
 func (b *builder) rps(dev string, q int, cpus *cpuset.Set, cnt *int, reason string) {
-	b.p.RxQueues = append(b.p.RxQueues, RxQueueEntry{Device: dev, Queue: ptr(q), RPSCPUs: cpus, RPSFlowCnt: cnt, Reason: reason})
+	b.p.RxQueues = append(b.p.RxQueues, plan.RxQueueEntry{Device: dev, Queue: ptr(q), RPSCPUs: cpus, RPSFlowCnt: cnt, Reason: reason})
 }
 
 func (b *builder) xps(dev string, q int, cpus cpuset.Set, reason string) {
-	b.p.TxQueues = append(b.p.TxQueues, TxQueueEntry{Device: dev, Queue: ptr(q), XPSCPUs: cpus, Reason: reason})
+	b.p.TxQueues = append(b.p.TxQueues, plan.TxQueueEntry{Device: dev, Queue: ptr(q), XPSCPUs: cpus, Reason: reason})
 }
 
 // managedNote records kernel-managed queue IRQs left alone.
@@ -415,8 +416,8 @@ func (b *builder) rfs(entries int, why string) int {
 	if b.o.SockFlowEntries > 0 {
 		entries = b.o.SockFlowEntries
 	}
-	entries = floorPow2(min(entries, maxSockFlowEntries))
-	b.p.RPSSockFlowEntries = &SockFlowEntry{Value: entries, Reason: why}
+	entries = floorPow2(min(entries, setting.MaxSockFlowEntries))
+	b.p.RPSSockFlowEntries = &plan.SockFlowEntry{Value: entries, Reason: why}
 	return entries
 }
 
@@ -439,11 +440,11 @@ func (b *builder) app(cpus cpuset.Set, reason string) error {
 	if b.o.AppCPUs != nil {
 		cpus = *b.o.AppCPUs
 		reason = "application CPUs given on the command line"
-		if gone := cpus.Difference(b.v.exists); !gone.IsEmpty() {
-			return fmt.Errorf("application %s not exist on this host (it has CPUs %s)", cpuWord(gone, "does", "do"), b.v.exists)
+		if gone := cpus.Difference(b.v.Exists); !gone.IsEmpty() {
+			return fmt.Errorf("application %s not exist on this host (it has CPUs %s)", plan.CPUWord(gone, "does", "do"), b.v.Exists)
 		}
-		if off := cpus.Difference(b.v.online); !off.IsEmpty() {
-			return fmt.Errorf("application %s offline", cpuWord(off, "is", "are"))
+		if off := cpus.Difference(b.v.Online); !off.IsEmpty() {
+			return fmt.Errorf("application %s offline", plan.CPUWord(off, "is", "are"))
 		}
 	}
 	if cpus.IsEmpty() {
@@ -455,40 +456,13 @@ func (b *builder) app(cpus cpuset.Set, reason string) error {
 		b.p.AppCPUs = &c
 		return nil
 	}
-	e, err := ParseAppSelector(b.o.App)
+	e, err := plan.ParseAppSelector(b.o.App)
 	if err != nil {
 		return err
 	}
 	e.CPUs, e.Reason = cpus, reason
 	b.p.Apps = append(b.p.Apps, e)
 	return nil
-}
-
-// ParseAppSelector reads "comm:NAME", "pid:N", "unit:NAME" or "cgroup:PATH"
-// (a bare word is a comm).
-func ParseAppSelector(s string) (AppEntry, error) {
-	kind, val, ok := strings.Cut(s, ":")
-	if !ok {
-		kind, val = "comm", s
-	}
-	if val == "" {
-		return AppEntry{}, fmt.Errorf("application selector %q: empty value", s)
-	}
-	switch kind {
-	case "comm":
-		return AppEntry{Comm: val}, nil
-	case "pid":
-		n, err := strconv.Atoi(val)
-		if err != nil || n <= 0 {
-			return AppEntry{}, fmt.Errorf("application selector %q: %q is not a process id", s, val)
-		}
-		return AppEntry{PID: n}, nil
-	case "unit":
-		return AppEntry{Unit: val}, nil
-	case "cgroup":
-		return AppEntry{Cgroup: val}, nil
-	}
-	return AppEntry{}, fmt.Errorf("application selector %q: want comm:NAME, pid:N, unit:NAME or cgroup:PATH", s)
 }
 
 // irqbalance sets the irqbalance handling. pins says whether the plan pins
@@ -501,22 +475,22 @@ func (b *builder) irqbalance(pins bool, irqCPUs cpuset.Set) error {
 	if mode == "" {
 		switch {
 		case pins && running:
-			mode, reason = IrqbalanceStop, "irqbalance is running and would move the pinned IRQs back (every source in docs/sources.md stops it)"
+			mode, reason = plan.IrqbalanceStop, "irqbalance is running and would move the pinned IRQs back (every source in docs/sources.md stops it)"
 		case pins:
-			mode, reason = IrqbalanceLeave, "irqbalance is not running"
+			mode, reason = plan.IrqbalanceLeave, "irqbalance is not running"
 		default:
-			mode, reason = IrqbalanceLeave, "this policy does not pin IRQs"
+			mode, reason = plan.IrqbalanceLeave, "this policy does not pin IRQs"
 		}
 	} else {
 		reason = "irqbalance handling given on the command line"
 	}
-	e := &IrqbalanceEntry{Mode: mode, Reason: reason}
+	e := &plan.IrqbalanceEntry{Mode: mode, Reason: reason}
 	switch mode {
-	case IrqbalanceLeave, IrqbalanceStop:
-	case IrqbalanceBan:
-		ban := b.v.online.Difference(irqCPUs).Union(b.banned.Intersect(b.v.online))
+	case plan.IrqbalanceLeave, plan.IrqbalanceStop:
+	case plan.IrqbalanceBan:
+		ban := b.v.Online.Difference(irqCPUs).Union(b.banned.Intersect(b.v.Online))
 		if !pins {
-			ban = b.banned.Intersect(b.v.online)
+			ban = b.banned.Intersect(b.v.Online)
 		}
 		if ban.IsEmpty() {
 			return fmt.Errorf("irqbalance ban: no CPU to ban (IRQs may use every online CPU)")
@@ -529,3 +503,17 @@ func (b *builder) irqbalance(pins bool, irqCPUs cpuset.Set) error {
 	b.p.Irqbalance = e
 	return nil
 }
+
+// floorPow2 is the largest power of two ≤ n (0 for n < 1).
+func floorPow2(n int) int {
+	if n < 1 {
+		return 0
+	}
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,8 @@
-package plan
+// Package plantest builds the hosts the plan and policy tests plan for:
+// small synthetic hosts described in a few fields (Synth), the captured
+// kernel files of real machines (ReadSnapshot) and generated large hosts
+// (GenHost), each read by the same readers irqpilot uses.
+package plantest
 
 import (
 	"fmt"
@@ -7,44 +11,45 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 )
 
-// synth describes a small synthetic host for policy tests.
-type synth struct {
-	cpus     int
-	nodes    int  // NUMA nodes, CPUs split in contiguous halves (interleave false)
-	smt      bool // CPU i and i+cpus/2 are siblings
-	offline  []int
-	isolated []int
-	nics     []synthNIC
-	balance  bool // irqbalance running
+// Synth describes a small synthetic host for policy tests.
+type Synth struct {
+	CPUs     int
+	Nodes    int  // NUMA nodes, CPUs split in contiguous halves (interleave false)
+	SMT      bool // CPU i and i+cpus/2 are siblings
+	Offline  []int
+	Isolated []int
+	NICs     []NIC
+	Balance  bool // irqbalance running
 }
 
-type synthNIC struct {
-	name    string
-	queues  int
-	node    int
-	managed bool
-	split   bool   // separate rx and tx IRQs per queue
-	kind    string // "vlan", "veth"
-	lower   string
-	noIRQs  bool
+// NIC is one network interface of a Synth host.
+type NIC struct {
+	Name    string
+	Queues  int
+	Node    int
+	Managed bool
+	Split   bool   // separate rx and tx IRQs per queue
+	Kind    string // "vlan", "veth"
+	Lower   string
+	NoIRQs  bool
 }
 
-// build makes a host.Host the way the readers would fill it.
-func (s synth) build() *host.Host {
+// Build makes a host.Host the way the readers would fill it.
+func (s Synth) Build() *host.Host {
 	h := &host.Host{Hostname: "synth"}
-	all := cpuset.Range(0, s.cpus-1)
-	off := cpuset.Of(s.offline...)
-	iso := cpuset.Of(s.isolated...)
-	nodes := max(s.nodes, 1)
-	per := s.cpus / nodes
+	all := cpuset.Range(0, s.CPUs-1)
+	off := cpuset.Of(s.Offline...)
+	iso := cpuset.Of(s.Isolated...)
+	nodes := max(s.Nodes, 1)
+	per := s.CPUs / nodes
 	for n := range nodes {
 		h.Topology.Nodes = append(h.Topology.Nodes, host.Node{ID: n, CPUs: cpuset.Range(n*per, (n+1)*per-1)})
 	}
-	for i := range s.cpus {
+	for i := range s.CPUs {
 		sib := cpuset.Of(i)
 		core := i
-		if s.smt {
-			half := s.cpus / 2
+		if s.SMT {
+			half := s.CPUs / 2
 			sib = cpuset.Of(i%half, i%half+half)
 			core = i % half
 		}
@@ -56,35 +61,35 @@ func (s synth) build() *host.Host {
 	h.Topology.Online = all.Difference(off)
 	h.Topology.Offline = off
 	h.Topology.Isolated = iso
-	h.Irqbalance.Running = s.balance
+	h.Irqbalance.Running = s.Balance
 	irq := 100
 	h.IRQs = append(h.IRQs, host.IRQ{Number: 0, Actions: []string{"timer"}, Chip: "IO-APIC", Class: host.ClassTimer,
 		Managed: host.ManagedNo, Affinity: &all})
 	h.IRQs = append(h.IRQs, host.IRQ{Number: 9, Actions: []string{"acpi"}, Chip: "IO-APIC", Class: host.ClassOther,
 		Managed: host.ManagedNo, Affinity: &all})
-	for _, n := range s.nics {
-		nic := host.NIC{Name: n.name, Driver: "ena", Node: n.node, Kind: n.kind, Lower: n.lower,
-			Virtual: n.kind != "", LocalCPUs: h.Topology.Nodes[max(n.node, 0)].CPUs}
-		if n.node < 0 {
+	for _, n := range s.NICs {
+		nic := host.NIC{Name: n.Name, Driver: "ena", Node: n.Node, Kind: n.Kind, Lower: n.Lower,
+			Virtual: n.Kind != "", LocalCPUs: h.Topology.Nodes[max(n.Node, 0)].CPUs}
+		if n.Node < 0 {
 			nic.LocalCPUs = cpuset.Set{}
 		}
-		for q := range n.queues {
+		for q := range n.Queues {
 			z, fc := cpuset.Set{}, 0
 			rq := host.RxQueue{Index: q, RPSCPUs: &z, RPSFlowCnt: &fc}
 			tq := host.TxQueue{Index: q, XPSCPUs: &z}
-			if !n.noIRQs && n.kind == "" {
+			if !n.NoIRQs && n.Kind == "" {
 				kinds := []string{"rxtx"}
-				if n.split {
+				if n.Split {
 					kinds = []string{"rx", "tx"}
 				}
 				for _, k := range kinds {
 					m := host.ManagedNo
-					if n.managed {
+					if n.Managed {
 						m = host.ManagedYes
 					}
 					a := all
-					h.IRQs = append(h.IRQs, host.IRQ{Number: irq, Actions: []string{fmt.Sprintf("%s-%s-%d", n.name, k, q)},
-						Chip: "PCI-MSIX", Class: host.ClassNetwork, Managed: m, Device: n.name, Queue: ptr(q),
+					h.IRQs = append(h.IRQs, host.IRQ{Number: irq, Actions: []string{fmt.Sprintf("%s-%s-%d", n.Name, k, q)},
+						Chip: "PCI-MSIX", Class: host.ClassNetwork, Managed: m, Device: n.Name, Queue: ptr(q),
 						QueueKind: k, Affinity: &a})
 					nic.IRQs = append(nic.IRQs, irq)
 					if k != "tx" {
@@ -105,3 +110,5 @@ func (s synth) build() *host.Host {
 	h.RPSSockFlowEntries = &fe
 	return h
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,64 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+// ignoreLines compares plans by content: where an entry was read from
+// (its line, the file, the lines of its fields) is not part of it.
+var ignoreLines = cmp.Options{
+	cmpopts.IgnoreUnexported(plan.Plan{}),
+	cmpopts.IgnoreFields(plan.Plan{}, "File"),
+	cmpopts.IgnoreFields(plan.IRQEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.RxQueueEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.TxQueueEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.SockFlowEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.AppEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.IrqbalanceEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.CoalesceEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.NAPIEntry{}, "Line"),
+	cmpopts.IgnoreFields(plan.BusyPollEntry{}, "Line"),
+}
+
+// Policy output survives a YAML and a JSON round trip unchanged.
+func TestRoundTrip(t *testing.T) {
+	h := synth{CPUs: 16, SMT: true, Balance: true, NICs: []synthNIC{{Name: "eth0", Queues: 4}, {Name: "eth0.7", Queues: 1, Kind: "vlan", Lower: "eth0"}}}.Build()
+	for _, name := range PolicyNames() {
+		for _, o := range []Options{{}, {App: "unit:memcached.service", Irqbalance: plan.IrqbalanceBan}} {
+			p, err := Make(name, h, o)
+			if name == "rps-spread" && o.Irqbalance == plan.IrqbalanceBan {
+				// Nothing is isolated and no IRQ is placed: nothing to ban.
+				if err == nil || !strings.Contains(err.Error(), "no CPU to ban") {
+					t.Errorf("rps-spread ban: %v", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(name, err)
+			}
+			y, err := p.MarshalFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := p.MarshalJSONFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for file, data := range map[string][]byte{"p.yaml": y, "p.json": j} {
+				q, err := plan.Parse(file, data)
+				if err != nil {
+					t.Fatalf("%s %s: %v\n%s", name, file, err, data)
+				}
+				if d := cmp.Diff(p, q, ignoreLines); d != "" {
+					t.Errorf("%s %s: round trip differs (-made +read):\n%s", name, file, d)
+				}
+			}
+		}
+	}
+}
