@@ -27,25 +27,71 @@ func Check(p *Plan) error {
 	return l.err()
 }
 
-// check applies the static rules that need no host.
+// check applies the static rules that need no host, kind by kind in plan
+// order (so errors come in file order within a kind). Plans built in Go
+// get the range checks the parse applies.
 func check(p *Plan, l *errList) {
+	c := checker{l}
 	if p.Version != Version {
 		l.add(0, "version", "unsupported plan version %d (this irqpilot reads version %d)", p.Version, Version)
 	}
-	reason := func(line int, field, r string) {
-		switch {
-		case strings.TrimSpace(r) == "":
-			l.add(line, field+".reason", "missing (every entry says why, in one line)")
-		case strings.ContainsAny(r, "\n\r"):
-			l.add(line, field+".reason", "must be one line")
-		}
-	}
+	c.irqs(p.IRQs)
+	c.rxQueues(p.RxQueues)
+	c.txQueues(p.TxQueues)
+	c.sockFlow(p.RPSSockFlowEntries)
+	c.apps(p.Apps)
+	c.irqbalance(p.Irqbalance)
+	c.coalesce(p.Coalesce)
+	c.napi(p.NAPI)
+	c.busyPoll(p.BusyPoll)
+}
 
-	// IRQ entries: one selector, non-empty CPUs, no two entries for the same selector.
-	seenIRQ := map[string]int{}
-	for i, e := range p.IRQs {
+type checker struct{ *errList }
+
+// reason: every entry says why, in one line.
+func (c checker) reason(line int, field, r string) {
+	switch {
+	case strings.TrimSpace(r) == "":
+		c.add(line, field+".reason", "missing (every entry says why, in one line)")
+	case strings.ContainsAny(r, "\n\r"):
+		c.add(line, field+".reason", "must be one line")
+	}
+}
+
+// entry checks an entry's reason and, when it names a device, that it
+// does; false when the device is missing (nothing more to check).
+func (c checker) entry(line int, field, reason string, device *string) bool {
+	c.reason(line, field, reason)
+	if device != nil && *device == "" {
+		c.add(line, field+".device", "missing")
+		return false
+	}
+	return true
+}
+
+// duplicate reports an entry for k when an earlier one (at seen[k]) set
+// it, else records this one's line.
+func duplicate[K comparable](c checker, seen map[K]int, k K, line int, field, verb, what string) {
+	if first, dup := seen[k]; dup {
+		c.add(line, field, "duplicate: %s is already %s by the entry at %s", what, verb, where(first))
+		return
+	}
+	seen[k] = line
+}
+
+// powerOfTwo reports a count the kernel would round up.
+func (c checker) powerOfTwo(line int, field string, n int) {
+	if !powerOfTwoOrZero(n) {
+		c.add(line, field, "%d is not a power of two (the kernel rounds it up to %d and reports that; write %d)", n, ceilPow2(n), ceilPow2(n))
+	}
+}
+
+// irqs: one selector, non-empty CPUs, no two entries for the same selector.
+func (c checker) irqs(es []IRQEntry) {
+	seen := map[string]int{}
+	for i, e := range es {
 		f := fmt.Sprintf("irqs[%d]", i)
-		reason(e.Line, f, e.Reason)
+		c.reason(e.Line, f, e.Reason)
 		n := 0
 		var key string
 		if e.IRQ != nil {
@@ -56,9 +102,9 @@ func check(p *Plan, l *errList) {
 			n++
 			switch {
 			case e.Device == "":
-				l.add(e.Line, f+".device", "missing (queue selects a device's queue: give device too)")
+				c.add(e.Line, f+".device", "missing (queue selects a device's queue: give device too)")
 			case e.Queue == nil:
-				l.add(e.Line, f+".queue", "missing (device selects by queue: give queue too, or use action: \"%s*\")", e.Device)
+				c.add(e.Line, f+".queue", "missing (device selects by queue: give queue too, or use action: \"%s*\")", e.Device)
 			default:
 				key = fmt.Sprintf("device %s queue %d", e.Device, *e.Queue)
 			}
@@ -67,145 +113,82 @@ func check(p *Plan, l *errList) {
 			n++
 			key = "action " + e.Action
 			if _, err := path.Match(e.Action, ""); err != nil {
-				l.add(e.Line, f+".action", "bad pattern %q: %v", e.Action, err)
+				c.add(e.Line, f+".action", "bad pattern %q: %v", e.Action, err)
 			}
 		}
 		switch {
 		case n == 0:
-			l.add(e.Line, f, "no selector (give one of irq, device+queue, action)")
+			c.add(e.Line, f, "no selector (give one of irq, device+queue, action)")
 		case n > 1:
-			l.add(e.Line, f, "more than one selector (give only one of irq, device+queue, action)")
+			c.add(e.Line, f, "more than one selector (give only one of irq, device+queue, action)")
 		}
 		if e.CPUs.IsEmpty() {
-			l.add(e.Line, f+".cpus", "missing or empty (an IRQ needs at least one CPU)")
+			c.add(e.Line, f+".cpus", "missing or empty (an IRQ needs at least one CPU)")
 		}
 		if n == 1 && key != "" {
-			if first, dup := seenIRQ[key]; dup {
-				l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", key, where(first))
-			} else {
-				seenIRQ[key] = e.Line
-			}
+			duplicate(c, seen, key, e.Line, f, "set", key)
 		}
 	}
+}
 
-	type qkey struct {
-		dev   string
-		queue int // -1: all queues
-	}
-	qname := func(dir string, k qkey) string {
-		if k.queue < 0 {
-			return fmt.Sprintf("every %s queue of %s", dir, k.dev)
-		}
-		return fmt.Sprintf("%s %s-%d", k.dev, dir, k.queue)
-	}
-
-	// Duplicates are found by map, in time linear in the entries: an entry
-	// for every queue of a device (queue: -1 here) overlaps each entry for
-	// one of its queues. The error names the earliest entry it overlaps.
-	type qset struct {
-		all   int         // index+1 of the first every-queue entry; 0: none
-		any   int         // index+1 of the first entry of any queue
-		queue map[int]int // queue → index+1 of its first entry
-	}
-	type qattr map[string]*qset // device → entries setting one attribute
-	earliest := func(ids ...int) int {
-		m := 0
-		for _, id := range ids {
-			if id > 0 && (m == 0 || id < m) {
-				m = id
-			}
-		}
-		return m
-	}
-	// seen returns the earliest entry that k overlaps (index+1, 0: none)
-	// and records entry id for k.
-	seen := func(a qattr, k qkey, id int) int {
-		q := a[k.dev]
-		if q == nil {
-			q = &qset{queue: map[int]int{}}
-			a[k.dev] = q
-		}
-		var hit int
-		if k.queue < 0 {
-			hit = q.any
-		} else {
-			hit = earliest(q.all, q.queue[k.queue])
-		}
-		if q.any == 0 {
-			q.any = id
-		}
-		if k.queue < 0 {
-			if q.all == 0 {
-				q.all = id
-			}
-		} else if q.queue[k.queue] == 0 {
-			q.queue[k.queue] = id
-		}
-		return hit
-	}
-
-	rxCPUs, rxCnt := qattr{}, qattr{}
-	for i, e := range p.RxQueues {
+func (c checker) rxQueues(es []RxQueueEntry) {
+	cpus, cnt := queueAttr{}, queueAttr{}
+	for i, e := range es {
 		f := fmt.Sprintf("rx_queues[%d]", i)
-		reason(e.Line, f, e.Reason)
-		if e.Device == "" {
-			l.add(e.Line, f+".device", "missing")
+		if !c.entry(e.Line, f, e.Reason, &e.Device) {
 			continue
 		}
 		if e.RPSCPUs == nil && e.RPSFlowCnt == nil {
-			l.add(e.Line, f, "nothing to set (give rps_cpus and/or rps_flow_cnt)")
-		}
-		if e.RPSFlowCnt != nil && !powerOfTwoOrZero(*e.RPSFlowCnt) {
-			l.add(e.Line, f+".rps_flow_cnt", "%d is not a power of two (the kernel rounds it up to %d and reports that; write %d)",
-				*e.RPSFlowCnt, ceilPow2(*e.RPSFlowCnt), ceilPow2(*e.RPSFlowCnt))
-		}
-		k := qkey{e.Device, -1}
-		if e.Queue != nil {
-			k.queue = *e.Queue
-		}
-		var hits []int
-		if e.RPSCPUs != nil {
-			hits = append(hits, seen(rxCPUs, k, i+1))
+			c.add(e.Line, f, "nothing to set (give rps_cpus and/or rps_flow_cnt)")
 		}
 		if e.RPSFlowCnt != nil {
-			hits = append(hits, seen(rxCnt, k, i+1))
+			c.powerOfTwo(e.Line, f+".rps_flow_cnt", *e.RPSFlowCnt)
+		}
+		k := newQueueKey(e.Device, e.Queue)
+		var hits []int
+		if e.RPSCPUs != nil {
+			hits = append(hits, cpus.seen(k, i+1))
+		}
+		if e.RPSFlowCnt != nil {
+			hits = append(hits, cnt.seen(k, i+1))
 		}
 		if o := earliest(hits...); o > 0 {
-			l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", qname("rx", k), where(p.RxQueues[o-1].Line))
+			c.add(e.Line, f, "duplicate: %s is already set by the entry at %s", k.name("rx"), where(es[o-1].Line))
 		}
 	}
+}
 
-	txCPUs := qattr{}
-	for i, e := range p.TxQueues {
+func (c checker) txQueues(es []TxQueueEntry) {
+	cpus := queueAttr{}
+	for i, e := range es {
 		f := fmt.Sprintf("tx_queues[%d]", i)
-		reason(e.Line, f, e.Reason)
-		if e.Device == "" {
-			l.add(e.Line, f+".device", "missing")
+		if !c.entry(e.Line, f, e.Reason, &e.Device) {
 			continue
 		}
-		k := qkey{e.Device, -1}
-		if e.Queue != nil {
-			k.queue = *e.Queue
-		}
-		if o := seen(txCPUs, k, i+1); o > 0 {
-			l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", qname("tx", k), where(p.TxQueues[o-1].Line))
+		k := newQueueKey(e.Device, e.Queue)
+		if o := cpus.seen(k, i+1); o > 0 {
+			c.add(e.Line, f, "duplicate: %s is already set by the entry at %s", k.name("tx"), where(es[o-1].Line))
 		}
 	}
+}
 
-	if e := p.RPSSockFlowEntries; e != nil {
-		reason(e.Line, "rps_sock_flow_entries", e.Reason)
-		if e.Value < 0 || e.Value > maxSockFlowEntries {
-			l.add(e.Line, "rps_sock_flow_entries.value", "%d is outside 0..%d", e.Value, maxSockFlowEntries)
-		} else if !powerOfTwoOrZero(e.Value) {
-			l.add(e.Line, "rps_sock_flow_entries.value", "%d is not a power of two (the kernel rounds it up to %d and reports that; write %d)",
-				e.Value, ceilPow2(e.Value), ceilPow2(e.Value))
-		}
+func (c checker) sockFlow(e *SockFlowEntry) {
+	if e == nil {
+		return
 	}
+	c.reason(e.Line, "rps_sock_flow_entries", e.Reason)
+	if e.Value < 0 || e.Value > maxSockFlowEntries {
+		c.add(e.Line, "rps_sock_flow_entries.value", "%d is outside 0..%d", e.Value, maxSockFlowEntries)
+	} else {
+		c.powerOfTwo(e.Line, "rps_sock_flow_entries.value", e.Value)
+	}
+}
 
-	seenApp := map[string]int{}
-	for i, e := range p.Apps {
+func (c checker) apps(es []AppEntry) {
+	seen := map[string]int{}
+	for i, e := range es {
 		f := fmt.Sprintf("apps[%d]", i)
-		reason(e.Line, f, e.Reason)
+		c.reason(e.Line, f, e.Reason)
 		n := 0
 		for _, set := range []bool{e.PID != 0, e.Comm != "", e.Unit != "", e.Cgroup != ""} {
 			if set {
@@ -214,133 +197,190 @@ func check(p *Plan, l *errList) {
 		}
 		switch {
 		case n == 0:
-			l.add(e.Line, f, "no selector (give one of pid, comm, unit, cgroup)")
+			c.add(e.Line, f, "no selector (give one of pid, comm, unit, cgroup)")
 		case n > 1:
-			l.add(e.Line, f, "more than one selector (give only one of pid, comm, unit, cgroup)")
+			c.add(e.Line, f, "more than one selector (give only one of pid, comm, unit, cgroup)")
 		default:
 			if e.PID < 0 {
-				l.add(e.Line, f+".pid", "%d is negative", e.PID)
+				c.add(e.Line, f+".pid", "%d is negative", e.PID)
 			}
-			k := e.Selector()
-			if first, dup := seenApp[k]; dup {
-				l.add(e.Line, f, "duplicate: %s is already placed by the entry at %s", k, where(first))
-			} else {
-				seenApp[k] = e.Line
-			}
+			duplicate(c, seen, e.Selector(), e.Line, f, "placed", e.Selector())
 		}
 		if e.CPUs.IsEmpty() {
-			l.add(e.Line, f+".cpus", "missing or empty")
+			c.add(e.Line, f+".cpus", "missing or empty")
 		}
 	}
+}
 
-	if e := p.Irqbalance; e != nil {
-		reason(e.Line, "irqbalance", e.Reason)
-		switch e.Mode {
-		case IrqbalanceLeave, IrqbalanceStop:
-			if e.BannedCPUs != nil {
-				l.add(e.Line, "irqbalance.banned_cpus", "only meaningful with mode: ban")
-			}
-		case IrqbalanceBan:
-			if e.BannedCPUs == nil || e.BannedCPUs.IsEmpty() {
-				l.add(e.Line, "irqbalance.banned_cpus", "missing (mode ban needs the CPUs to keep IRQs off)")
-			}
-		case "":
-			l.add(e.Line, "irqbalance.mode", "missing (one of leave, ban, stop)")
-		default:
-			l.add(e.Line, "irqbalance.mode", "%q is not one of leave, ban, stop", e.Mode)
-		}
+func (c checker) irqbalance(e *IrqbalanceEntry) {
+	if e == nil {
+		return
 	}
+	c.reason(e.Line, "irqbalance", e.Reason)
+	switch e.Mode {
+	case IrqbalanceLeave, IrqbalanceStop:
+		if e.BannedCPUs != nil {
+			c.add(e.Line, "irqbalance.banned_cpus", "only meaningful with mode: ban")
+		}
+	case IrqbalanceBan:
+		if e.BannedCPUs == nil || e.BannedCPUs.IsEmpty() {
+			c.add(e.Line, "irqbalance.banned_cpus", "missing (mode ban needs the CPUs to keep IRQs off)")
+		}
+	case "":
+		c.add(e.Line, "irqbalance.mode", "missing (one of leave, ban, stop)")
+	default:
+		c.add(e.Line, "irqbalance.mode", "%q is not one of leave, ban, stop", e.Mode)
+	}
+}
 
-	seenCo := map[string]int{}
-	for i, e := range p.Coalesce {
+func (c checker) coalesce(es []CoalesceEntry) {
+	seen := map[string]int{}
+	for i, e := range es {
 		f := fmt.Sprintf("coalesce[%d]", i)
-		reason(e.Line, f, e.Reason)
-		if e.Device == "" {
-			l.add(e.Line, f+".device", "missing")
+		if !c.entry(e.Line, f, e.Reason, &e.Device) {
 			continue
 		}
 		if e.RxUsecs == nil && e.RxFrames == nil && e.TxUsecs == nil && e.TxFrames == nil && e.AdaptiveRx == nil && e.AdaptiveTx == nil {
-			l.add(e.Line, f, "nothing to set (give rx_usecs, rx_frames, tx_usecs, tx_frames, adaptive_rx or adaptive_tx)")
+			c.add(e.Line, f, "nothing to set (give rx_usecs, rx_frames, tx_usecs, tx_frames, adaptive_rx or adaptive_tx)")
 		}
-		if first, dup := seenCo[e.Device]; dup {
-			l.add(e.Line, f, "duplicate: coalescing of %s is already set by the entry at %s", e.Device, where(first))
-		} else {
-			seenCo[e.Device] = e.Line
-		}
+		duplicate(c, seen, e.Device, e.Line, f, "set", "coalescing of "+e.Device)
 	}
-	checkNAPI(p, l, reason)
 }
 
-// checkNAPI applies the static rules of napi and busy_poll entries (plans
-// built in Go get the same range checks the decoder applies).
-func checkNAPI(p *Plan, l *errList, reason func(line int, field, r string)) {
+// napi: a device-wide entry or one NAPI instance (id) per device, each
+// once, with values the kernel takes.
+func (c checker) napi(es []NAPIEntry) {
 	type key struct {
 		dev string
 		id  uint32 // 0: the device-wide entry
 	}
 	seen := map[key]int{}
-	for i, e := range p.NAPI {
+	for i, e := range es {
 		f := fmt.Sprintf("napi[%d]", i)
-		reason(e.Line, f, e.Reason)
-		if e.Device == "" {
-			l.add(e.Line, f+".device", "missing")
+		if !c.entry(e.Line, f, e.Reason, &e.Device) {
 			continue
 		}
 		if !setting.DeviceNameOK(e.Device) {
-			l.add(e.Line, f+".device", "%q is not a network interface name", e.Device)
+			c.add(e.Line, f+".device", "%q is not a network interface name", e.Device)
 			continue
 		}
 		if e.Threaded == nil && e.DeferHardIRQs == nil && e.GROFlushTimeout == nil && e.IRQSuspendTimeout == nil && e.CPUs == nil {
-			l.add(e.Line, f, "nothing to set (give threaded, defer_hard_irqs, gro_flush_timeout, irq_suspend_timeout or cpus)")
+			c.add(e.Line, f, "nothing to set (give threaded, defer_hard_irqs, gro_flush_timeout, irq_suspend_timeout or cpus)")
 		}
 		if e.ID != nil && *e.ID == 0 {
-			l.add(e.Line, f+".id", "0 is not a NAPI id (ids start at 1; see inventory's napi[])")
+			c.add(e.Line, f+".id", "0 is not a NAPI id (ids start at 1; see inventory's napi[])")
 		}
 		if e.ID == nil && e.IRQSuspendTimeout != nil {
-			l.add(e.Line, f+".irq_suspend_timeout", "per NAPI instance only (the kernel has no device-wide file): give id, from inventory's napi[]")
+			c.add(e.Line, f+".irq_suspend_timeout", "per NAPI instance only (the kernel has no device-wide file): give id, from inventory's napi[]")
 		}
 		if e.DeferHardIRQs != nil && *e.DeferHardIRQs > setting.MaxDeferHardIRQs {
-			l.add(e.Line, f+".defer_hard_irqs", "%d exceeds the maximum %d", *e.DeferHardIRQs, setting.MaxDeferHardIRQs)
+			c.add(e.Line, f+".defer_hard_irqs", "%d exceeds the maximum %d", *e.DeferHardIRQs, setting.MaxDeferHardIRQs)
 		}
 		for _, t := range []struct {
 			name string
 			v    *uint64
 		}{{"gro_flush_timeout", e.GROFlushTimeout}, {"irq_suspend_timeout", e.IRQSuspendTimeout}} {
 			if t.v != nil && *t.v > setting.MaxNAPITimeoutNs {
-				l.add(e.Line, f+"."+t.name, "%d ns exceeds the maximum %d (100 ms)", *t.v, setting.MaxNAPITimeoutNs)
+				c.add(e.Line, f+"."+t.name, "%d ns exceeds the maximum %d (100 ms)", *t.v, setting.MaxNAPITimeoutNs)
 			}
 		}
 		if e.CPUs != nil && e.CPUs.IsEmpty() {
-			l.add(e.Line, f+".cpus", "empty (a thread needs at least one CPU)")
+			c.add(e.Line, f+".cpus", "empty (a thread needs at least one CPU)")
 		}
-		k := key{dev: e.Device}
-		if e.ID != nil {
-			k.id = *e.ID
+		k, what := key{dev: e.Device}, e.Device+" (device-wide)"
+		if e.ID != nil && *e.ID != 0 {
+			k.id, what = *e.ID, fmt.Sprintf("%s napi %d", e.Device, *e.ID)
 		}
-		if first, dup := seen[k]; dup {
-			what := e.Device + " (device-wide)"
-			if k.id != 0 {
-				what = fmt.Sprintf("%s napi %d", e.Device, k.id)
-			}
-			l.add(e.Line, f, "duplicate: %s is already set by the entry at %s", what, where(first))
-		} else {
-			seen[k] = e.Line
+		duplicate(c, seen, k, e.Line, f, "set", what)
+	}
+}
+
+func (c checker) busyPoll(e *BusyPollEntry) {
+	if e == nil {
+		return
+	}
+	c.reason(e.Line, "busy_poll", e.Reason)
+	if e.BusyRead == nil && e.BusyPoll == nil {
+		c.add(e.Line, "busy_poll", "nothing to set (give busy_read and/or busy_poll, in µs)")
+	}
+	for _, t := range []struct {
+		name string
+		v    *int
+	}{{"busy_read", e.BusyRead}, {"busy_poll", e.BusyPoll}} {
+		if t.v != nil && (*t.v < 0 || *t.v > setting.MaxBusyPollUsecs) {
+			c.add(e.Line, "busy_poll."+t.name, "%d µs is outside 0..%d", *t.v, setting.MaxBusyPollUsecs)
 		}
 	}
-	if e := p.BusyPoll; e != nil {
-		reason(e.Line, "busy_poll", e.Reason)
-		if e.BusyRead == nil && e.BusyPoll == nil {
-			l.add(e.Line, "busy_poll", "nothing to set (give busy_read and/or busy_poll, in µs)")
+}
+
+// queueKey is a device's queue, or all of them (queue -1).
+type queueKey struct {
+	dev   string
+	queue int
+}
+
+func newQueueKey(dev string, q *int) queueKey {
+	if q == nil {
+		return queueKey{dev, -1}
+	}
+	return queueKey{dev, *q}
+}
+
+func (k queueKey) name(dir string) string {
+	if k.queue < 0 {
+		return fmt.Sprintf("every %s queue of %s", dir, k.dev)
+	}
+	return fmt.Sprintf("%s %s-%d", k.dev, dir, k.queue)
+}
+
+// queueAttr finds duplicate queue entries by map, in time linear in the
+// entries: an entry for every queue of a device overlaps each entry for one
+// of its queues, and the error names the earliest entry it overlaps.
+// Per device: the entries setting one attribute.
+type queueAttr map[string]*queueSet
+
+type queueSet struct {
+	all   int         // index+1 of the first every-queue entry; 0: none
+	any   int         // index+1 of the first entry of any queue
+	queue map[int]int // queue → index+1 of its first entry
+}
+
+// seen returns the earliest entry that k overlaps (index+1, 0: none) and
+// records entry id for k.
+func (a queueAttr) seen(k queueKey, id int) int {
+	q := a[k.dev]
+	if q == nil {
+		q = &queueSet{queue: map[int]int{}}
+		a[k.dev] = q
+	}
+	var hit int
+	if k.queue < 0 {
+		hit = q.any
+	} else {
+		hit = earliest(q.all, q.queue[k.queue])
+	}
+	if q.any == 0 {
+		q.any = id
+	}
+	if k.queue < 0 {
+		if q.all == 0 {
+			q.all = id
 		}
-		for _, t := range []struct {
-			name string
-			v    *int
-		}{{"busy_read", e.BusyRead}, {"busy_poll", e.BusyPoll}} {
-			if t.v != nil && (*t.v < 0 || *t.v > setting.MaxBusyPollUsecs) {
-				l.add(e.Line, "busy_poll."+t.name, "%d µs is outside 0..%d", *t.v, setting.MaxBusyPollUsecs)
-			}
+	} else if q.queue[k.queue] == 0 {
+		q.queue[k.queue] = id
+	}
+	return hit
+}
+
+// earliest is the smallest positive id (0: none).
+func earliest(ids ...int) int {
+	m := 0
+	for _, id := range ids {
+		if id > 0 && (m == 0 || id < m) {
+			m = id
 		}
 	}
+	return m
 }
 
 func where(line int) string {
