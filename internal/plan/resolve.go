@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -33,6 +34,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 	var out []setting.Change
 	claimed := map[string]int{} // path → line (or -1-index for generated) of the entry that set it
 	claim := func(line int, field string, s setting.Change) {
+		s.Line = line
 		key := s.Path
 		if key == "" {
 			return
@@ -50,10 +52,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		v.check(l, e.Line, f+".cpus", e.CPUs)
 		for _, q := range selectIRQs(h, e, l, f) {
 			s := setting.IRQAffinity(q.Number, irqTarget(q), e.CPUs, e.Reason)
-			s.Line, s.Device, s.Queue = e.Line, q.Device, q.Queue
-			if q.Affinity != nil {
-				s.Old = q.Affinity.String()
-			}
+			s.Device, s.Queue, s.Old = q.Device, q.Queue, oldOf(q.Affinity, cpuset.Set.String)
 			if q.Managed == host.ManagedYes {
 				s.Status, s.Note = setting.StatusSkipped, ManagedSkip
 			}
@@ -73,18 +72,12 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		for _, rq := range pickRx(nic, e.Queue, l, e.Line, f+".queue") {
 			if e.RPSCPUs != nil {
 				s := setting.RPSCPUs(nic.Name, rq.Index, *e.RPSCPUs, v.NrCPUs, e.Reason)
-				s.Line = e.Line
-				if rq.RPSCPUs != nil {
-					s.Old = rq.RPSCPUs.Mask(v.NrCPUs)
-				}
+				s.Old = oldOf(rq.RPSCPUs, v.mask)
 				claim(e.Line, f, s)
 			}
 			if e.RPSFlowCnt != nil {
 				s := setting.RPSFlowCnt(nic.Name, rq.Index, *e.RPSFlowCnt, e.Reason)
-				s.Line = e.Line
-				if rq.RPSFlowCnt != nil {
-					s.Old = itoa(*rq.RPSFlowCnt)
-				}
+				s.Old = oldOf(rq.RPSFlowCnt, itoa)
 				claim(e.Line, f, s)
 			}
 		}
@@ -99,20 +92,14 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		v.check(l, e.Line, f+".xps_cpus", e.XPSCPUs)
 		for _, tq := range pickTx(nic, e.Queue, l, e.Line, f+".queue") {
 			s := setting.XPSCPUs(nic.Name, tq.Index, e.XPSCPUs, v.NrCPUs, e.Reason)
-			s.Line = e.Line
-			if tq.XPSCPUs != nil {
-				s.Old = tq.XPSCPUs.Mask(v.NrCPUs)
-			}
+			s.Old = oldOf(tq.XPSCPUs, v.mask)
 			claim(e.Line, f, s)
 		}
 	}
 
 	if e := p.RPSSockFlowEntries; e != nil {
 		s := setting.SockFlowEntries(e.Value, e.Reason)
-		s.Line = e.Line
-		if h.RPSSockFlowEntries != nil {
-			s.Old = itoa(*h.RPSSockFlowEntries)
-		}
+		s.Old = oldOf(h.RPSSockFlowEntries, itoa)
 		claim(e.Line, "rps_sock_flow_entries", s)
 	}
 
@@ -197,6 +184,14 @@ func coalesceValue(e CoalesceEntry, cur *host.Coalesce) string {
 	onoff("adaptive_rx", e.AdaptiveRx, c.AdaptiveRx)
 	onoff("adaptive_tx", e.AdaptiveTx, c.AdaptiveTx)
 	return strings.Join(parts, " ")
+}
+
+// oldOf formats a value the host model read ("" when it read none).
+func oldOf[T any](v *T, format func(T) string) string {
+	if v == nil {
+		return ""
+	}
+	return format(*v)
 }
 
 // withOld sets c.Old from a value the host model read (nil: unknown).

@@ -57,34 +57,17 @@ func ScopeToDevices(p *Plan, h *host.Host, devices []string, machineWide bool) {
 		}
 		return false
 	})
-	p.RxQueues = slices.DeleteFunc(p.RxQueues, func(e RxQueueEntry) bool {
-		if !want[e.Device] {
-			leave("%s rx queue steering", e.Device)
+	drop := func(dev, what string) bool {
+		if !want[dev] {
+			leave("%s %s", dev, what)
 			return true
 		}
 		return false
-	})
-	p.TxQueues = slices.DeleteFunc(p.TxQueues, func(e TxQueueEntry) bool {
-		if !want[e.Device] {
-			leave("%s tx queue steering", e.Device)
-			return true
-		}
-		return false
-	})
-	p.Coalesce = slices.DeleteFunc(p.Coalesce, func(e CoalesceEntry) bool {
-		if !want[e.Device] {
-			leave("%s coalescing", e.Device)
-			return true
-		}
-		return false
-	})
-	p.NAPI = slices.DeleteFunc(p.NAPI, func(e NAPIEntry) bool {
-		if !want[e.Device] {
-			leave("%s NAPI settings", e.Device)
-			return true
-		}
-		return false
-	})
+	}
+	p.RxQueues = slices.DeleteFunc(p.RxQueues, func(e RxQueueEntry) bool { return drop(e.Device, "rx queue steering") })
+	p.TxQueues = slices.DeleteFunc(p.TxQueues, func(e TxQueueEntry) bool { return drop(e.Device, "tx queue steering") })
+	p.Coalesce = slices.DeleteFunc(p.Coalesce, func(e CoalesceEntry) bool { return drop(e.Device, "coalescing") })
+	p.NAPI = slices.DeleteFunc(p.NAPI, func(e NAPIEntry) bool { return drop(e.Device, "NAPI settings") })
 	if !machineWide {
 		if p.BusyPoll != nil {
 			leave("net.core busy_read/busy_poll (machine-wide: add --machine-wide)")

@@ -49,6 +49,9 @@ func ViewCPUs(h *host.Host) CPUView {
 	return v
 }
 
+// mask is s as a hex mask as wide as the host's CPU ids.
+func (v CPUView) mask(s cpuset.Set) string { return s.Mask(v.NrCPUs) }
+
 // checkCPUs reports CPUs that do not exist or are offline.
 func (v CPUView) check(l *errList, line int, field string, s cpuset.Set) {
 	if v.Unknown {
@@ -170,44 +173,34 @@ func findNIC(h *host.Host, name string, l *errList, line int, field string) *hos
 	return nil
 }
 
-func pickRx(nic *host.NIC, q *int, l *errList, line int, field string) []*host.RxQueue {
+// pickQueues returns the queue of nic with index q, or every queue when q
+// is nil, recording an error when there is none. dir is "rx" or "tx".
+func pickQueues[Q any](nic *host.NIC, queues []Q, index func(*Q) int, dir string, q *int, l *errList, line int, field string) []*Q {
 	if q == nil {
-		out := make([]*host.RxQueue, 0, len(nic.RxQueues))
-		for i := range nic.RxQueues {
-			out = append(out, &nic.RxQueues[i])
+		out := make([]*Q, 0, len(queues))
+		for i := range queues {
+			out = append(out, &queues[i])
 		}
 		if len(out) == 0 {
-			l.add(line, field, "%s has no rx queues", nic.Name)
+			l.add(line, field, "%s has no %s queues", nic.Name, dir)
 		}
 		return out
 	}
-	for i := range nic.RxQueues {
-		if nic.RxQueues[i].Index == *q {
-			return []*host.RxQueue{&nic.RxQueues[i]}
+	for i := range queues {
+		if index(&queues[i]) == *q {
+			return []*Q{&queues[i]}
 		}
 	}
-	l.add(line, field, "%s has no rx queue %d (it has %d rx queues)", nic.Name, *q, len(nic.RxQueues))
+	l.add(line, field, "%s has no %s queue %d (it has %d %s queues)", nic.Name, dir, *q, len(queues), dir)
 	return nil
 }
 
+func pickRx(nic *host.NIC, q *int, l *errList, line int, field string) []*host.RxQueue {
+	return pickQueues(nic, nic.RxQueues, func(rq *host.RxQueue) int { return rq.Index }, "rx", q, l, line, field)
+}
+
 func pickTx(nic *host.NIC, q *int, l *errList, line int, field string) []*host.TxQueue {
-	if q == nil {
-		out := make([]*host.TxQueue, 0, len(nic.TxQueues))
-		for i := range nic.TxQueues {
-			out = append(out, &nic.TxQueues[i])
-		}
-		if len(out) == 0 {
-			l.add(line, field, "%s has no tx queues", nic.Name)
-		}
-		return out
-	}
-	for i := range nic.TxQueues {
-		if nic.TxQueues[i].Index == *q {
-			return []*host.TxQueue{&nic.TxQueues[i]}
-		}
-	}
-	l.add(line, field, "%s has no tx queue %d (it has %d tx queues)", nic.Name, *q, len(nic.TxQueues))
-	return nil
+	return pickQueues(nic, nic.TxQueues, func(tq *host.TxQueue) int { return tq.Index }, "tx", q, l, line, field)
 }
 
 // HostMismatch describes why the plan may not be meant for h ("" when it
