@@ -3,9 +3,10 @@ package plan
 import (
 	"errors"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -54,8 +55,8 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 			"irqbalance irqbalance":                    "=banned_cpus=1-7",
 			"coalesce eth0 coalescing":                 "=rx_usecs=50 adaptive_rx=off",
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: resolved\n%v\nwant\n%v", file, got, want)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: resolved (-want +got):\n%s", file, d)
 		}
 		resolved = append(resolved, ss)
 	}
@@ -64,8 +65,8 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 		a, b := resolved[0][i], resolved[1][i]
 		a.Line, b.Line = 0, 0
 		a.App, b.App = nil, nil
-		if !reflect.DeepEqual(a, b) {
-			t.Errorf("setting %d differs: %+v vs %+v", i, a, b)
+		if d := cmp.Diff(a, b); d != "" {
+			t.Errorf("setting %d differs (-yaml +json):\n%s", i, d)
 		}
 	}
 	// Lines point at the entry.
@@ -216,8 +217,8 @@ func TestResolveManagedAndStatus(t *testing.T) {
 		"irq 101 (eth0 rxtx queue 1)":    setting.StatusPending,
 		"irqbalance":                     setting.StatusSkipped,
 	}
-	if !reflect.DeepEqual(status, want) {
-		t.Errorf("status %v\nwant %v", status, want)
+	if d := cmp.Diff(want, status); d != "" {
+		t.Errorf("status (-want +got):\n%s", d)
 	}
 	if ss[0].Note != ManagedSkip {
 		t.Errorf("managed skip reason %q", ss[0].Note)
