@@ -77,18 +77,8 @@ func TestAutoSeed004UnattributedWork(t *testing.T) {
 	sink := load.TaskLoad{PID: 4242, TID: 4242, Comm: "udp-sink", CPU: 1, Busy: 46}
 	sender := load.TaskLoad{PID: 5151, TID: 5151, Comm: "udp-send", CPU: 0, Busy: 59}
 	l := synthLoad(h, map[int]cpuProfile{0: {user: 9, sys: 50, soft: 41}, 1: {user: 30, sys: 54}}, nil, []load.TaskLoad{sink, sender})
-	p, err := Make("auto", h, seed004Options(l, "pid:4242"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if planChanges(p) != 0 {
-		t.Fatalf("auto moved work onto a CPU without headroom: %+v %+v\n%s", p.RxQueues, p.Apps, p.Why)
-	}
-	for _, want := range []string{"nothing is changed", "0% spare", "above the 80% a CPU may be filled to", "estimated from interrupt counts"} {
-		if !strings.Contains(p.Why, want) {
-			t.Errorf("why lacks %q: %s", want, p.Why)
-		}
-	}
+	wantNoChange(t, "auto moved work onto a CPU without headroom", h, seed004Options(l, "pid:4242"),
+		"nothing is changed", "0% spare", "above the 80% a CPU may be filled to", "estimated from interrupt counts")
 }
 
 // The application named by a selector other than pid: (what an operator
@@ -176,18 +166,8 @@ func TestAutoRejectsSaturatingCPU1(t *testing.T) {
 	sink := load.TaskLoad{PID: 4242, TID: 4242, Comm: "udp-sink", CPU: 1, Busy: 50}
 	other := load.TaskLoad{PID: 777, TID: 777, Comm: "cc1", CPU: 1, Busy: 48}
 	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 70, sys: 28}}, nil, []load.TaskLoad{sink, other})
-	p, err := Make("auto", h, seed004Options(l, "pid:4242"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if planChanges(p) != 0 {
-		t.Fatalf("auto planned onto CPU 1 at 98 %%: %+v %+v\n%s", p.RxQueues, p.Apps, p.Why)
-	}
-	for _, want := range []string{"nothing is changed", "onto CPU 1 (CPU 1 98% busy, 0% spare)", "no change: 24% of a CPU (busiest CPU1 98% busy, CPU0 72% in interrupts)", "ranked by the interrupt time taken from application threads"} {
-		if !strings.Contains(p.Why, want) {
-			t.Errorf("why lacks %q:\n%s", want, p.Why)
-		}
-	}
+	wantNoChange(t, "auto planned onto CPU 1 at 98 %", h, seed004Options(l, "pid:4242"),
+		"nothing is changed", "onto CPU 1 (CPU 1 98% busy, 0% spare)", "no change: 24% of a CPU (busiest CPU1 98% busy, CPU0 72% in interrupts)", "ranked by the interrupt time taken from application threads")
 }
 
 // Disturbances a shared machine adds, injected into seed 004's measured
@@ -237,6 +217,24 @@ func TestAutoSeed004Disturbances(t *testing.T) {
 		}
 		predictSeed004(t, c.name, h, l, o, p)
 		t.Logf("%s: %s", c.name, p.Why)
+	}
+}
+
+// wantNoChange makes auto's plan for o on h and fails the test (saying
+// what) unless it changes nothing, and unless its why says each of wants.
+func wantNoChange(t *testing.T, what string, h *host.Host, o Options, wants ...string) {
+	t.Helper()
+	p, err := Make("auto", h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planChanges(p) != 0 {
+		t.Fatalf("%s: %+v %+v\n%s", what, p.RxQueues, p.Apps, p.Why)
+	}
+	for _, want := range wants {
+		if !strings.Contains(p.Why, want) {
+			t.Errorf("why lacks %q:\n%s", want, p.Why)
+		}
 	}
 }
 

@@ -38,11 +38,7 @@ const lowIRQShare = 0.25
 //     IPIs; keep each queue's work on its core (seed 001).
 //  7. Otherwise (fewer queues than cores): per-queue (seed 002).
 func topologyChoice(h *host.Host, o Options) (*plan.Plan, error) {
-	b, err := newBuilder(h, o, "auto")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.targets()
+	b, ts, err := start(h, o, "auto", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,17 @@ func newBuilder(h *host.Host, o Options, policy string) (*builder, error) {
 	return b, nil
 }
 
+// start is how a policy begins: its builder, and the NICs it steers as
+// pick (targets or napiTargets) selects them.
+func start(h *host.Host, o Options, policy string, pick func(*builder) ([]*target, error)) (*builder, []*target, error) {
+	b, err := newBuilder(h, o, policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts, err := pick(b)
+	return b, ts, err
+}
+
 // target is a NIC the policy steers.
 type target struct {
 	nic *host.NIC

@@ -47,11 +47,7 @@ func init() {
 // napi_defer_hard_irqs 2 and gro_flush_timeout 20 µs (device-wide sysfs,
 // kernel 5.10+).
 func Efficiency(h *host.Host, o Options) (*plan.Plan, error) {
-	b, err := newBuilder(h, o, "efficiency")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.napiTargets()
+	b, ts, err := start(h, o, "efficiency", (*builder).napiTargets)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +85,7 @@ func Efficiency(h *host.Host, o Options) (*plan.Plan, error) {
 //     with SO_PREFER_BUSY_POLL / epoll busy-poll parameters keeps finding
 //     events), with deferral (2, 200 µs) as the safety net.
 func Latency(h *host.Host, o Options) (*plan.Plan, error) {
-	b, err := newBuilder(h, o, "latency")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.napiTargets()
+	b, ts, err := start(h, o, "latency", (*builder).napiTargets)
 	if err != nil {
 		return nil, err
 	}

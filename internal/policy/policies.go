@@ -141,11 +141,7 @@ func DedicatedCore(h *host.Host, o Options) (*plan.Plan, error) {
 // K=1, IRQ 0, RPS 0, app 1-3; 8/2 → K=1, IRQs 0,0, RPS 0-3 and 4-7, app 1-7;
 // 16/2 → K=2, IRQs 0,8, RPS 0-7 and 8-15, app 1-7,9-15.
 func PerQueue(h *host.Host, o Options) (*plan.Plan, error) {
-	b, err := newBuilder(h, o, "per-queue")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.targets()
+	b, ts, err := start(h, o, "per-queue", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}
@@ -307,11 +303,7 @@ func PerQueue(h *host.Host, o Options) (*plan.Plan, error) {
 // is left to other work. On the 32-CPU guest with 4 nodes and an 8-queue NIC
 // on node 2 (CPUs 8-11, siblings 24-27) that is CPUs 8, 9, 10, 11, then 24-27.
 func Colocate(h *host.Host, o Options) (*plan.Plan, error) {
-	b, err := newBuilder(h, o, "colocate")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.targets()
+	b, ts, err := start(h, o, "colocate", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}
@@ -378,11 +370,7 @@ func Colocate(h *host.Host, o Options) (*plan.Plan, error) {
 // 32768, rps_flow_cnt per rx queue = 32768 / rx queues. IRQs are not
 // touched. On a VLAN over a single-queue NIC, the VLAN device is steered too.
 func RPSSpread(h *host.Host, o Options) (*plan.Plan, error) {
-	b, err := newBuilder(h, o, "rps-spread")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.targets()
+	b, ts, err := start(h, o, "rps-spread", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
@@ -52,57 +54,46 @@ func TestPoliciesOnServerShapedGuest(t *testing.T) {
 	if nic := h.NIC("eth1"); nic == nil || nic.Node != 2 {
 		t.Fatalf("generated eth1: %+v", nic)
 	}
+	// used is where a plan puts eth1's queue IRQs, the application, and
+	// queue 0's RPS and XPS.
+	type used struct{ IRQs, App, RPSQueue0, XPSQueue0 string }
 	for _, tc := range []struct {
-		policy    string
-		irqs      string // per queue 0..7
-		app       string
-		rpsQueue0 string
-		xpsQueue0 string
+		policy string
+		want   used // IRQs: per queue 0..7
 	}{
 		// One queue per CPU of node 2, the four physical cores first,
 		// then their SMT siblings; the RPS group of each queue is its IRQ
 		// CPU (every CPU of the node takes a queue).
-		{"per-queue", "8 9 10 11 24 25 26 27", "0-7,12-23,28-31", "8", ""},
+		{"per-queue", used{"8 9 10 11 24 25 26 27", "0-7,12-23,28-31", "8", ""}},
 		// Full affinity: the queue's IRQ, stack, transmits and its worker
 		// on one CPU; the workers run on the queues' CPUs.
-		{"colocate", "8 9 10 11 24 25 26 27", "8-11,24-27", "8", "8"},
+		{"colocate", used{"8 9 10 11 24 25 26 27", "8-11,24-27", "8", "8"}},
 		// Every queue IRQ on CPU 0, RPS everywhere else.
-		{"dedicated-core", "0 0 0 0 0 0 0 0", "1-31", "1-31", ""},
+		{"dedicated-core", used{"0 0 0 0 0 0 0 0", "1-31", "1-31", ""}},
 		// IRQs untouched, RPS over the NIC's node.
-		{"rps-spread", "", "", "8-11,24-27", ""},
+		{"rps-spread", used{"", "", "8-11,24-27", ""}},
 	} {
 		p, err := Make(tc.policy, h, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.policy, err)
 		}
 		checkProperties(t, "server "+tc.policy, h, p)
-		if got := queueCPUs(h, p, "eth1"); got != tc.irqs {
-			t.Errorf("%s: queue IRQ CPUs %q, want %q", tc.policy, got, tc.irqs)
-		}
-		app := ""
+		got := used{IRQs: queueCPUs(h, p, "eth1")}
 		if p.AppCPUs != nil {
-			app = p.AppCPUs.String()
+			got.App = p.AppCPUs.String()
 		}
-		if app != tc.app {
-			t.Errorf("%s: app_cpus %q, want %q", tc.policy, app, tc.app)
-		}
-		rps := ""
 		for _, e := range p.RxQueues {
 			if e.Device == "eth1" && *e.Queue == 0 {
-				rps = e.RPSCPUs.String()
+				got.RPSQueue0 = e.RPSCPUs.String()
 			}
 		}
-		if rps != tc.rpsQueue0 {
-			t.Errorf("%s: rx-0 RPS %q, want %q", tc.policy, rps, tc.rpsQueue0)
-		}
-		xps := ""
 		for _, e := range p.TxQueues {
 			if e.Device == "eth1" && *e.Queue == 0 {
-				xps = e.XPSCPUs.String()
+				got.XPSQueue0 = e.XPSCPUs.String()
 			}
 		}
-		if xps != tc.xpsQueue0 {
-			t.Errorf("%s: tx-0 XPS %q, want %q", tc.policy, xps, tc.xpsQueue0)
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s: CPUs used (-want +got):\n%s", tc.policy, d)
 		}
 		if tc.policy != "dedicated-core" {
 			for _, e := range p.IRQs {
