@@ -65,20 +65,44 @@ func TestAutoSeed004TwoCPUs(t *testing.T) {
 	}
 }
 
-// The same scenario as CI's fresh machine measured it: CPU 0 saturated with
+// Two measurements of seed 004 where no CPU has the headroom for the work
+// any candidate moves, so auto changes nothing and says why, with the
+// prediction.
+//
+// Unattributed work on CPU 1, as a fresh CI machine measured the scenario: CPU 0 saturated with
 // 41 % softirq beside the sender, CPU 1 84 % busy of which the sink is only
 // 46 % (the rest unattributed). No CPU has the headroom (load.Headroom) for
 // the work any candidate moves: RPS alone fills CPU 1 past 100 %, and RPS
 // with the consumer moved beside the sender puts more work on CPU 0 than
-// RPS takes off it (predicted 109 %). auto changes nothing and says so
-// with the prediction.
-func TestAutoSeed004UnattributedWork(t *testing.T) {
+// RPS takes off it (predicted 109 %).
+//
+// CPU 1 at 98 %: every CPU busy — CPU 0 saturated by the sender and its
+// softirq, CPU 1 98 % busy with the consumer and another process. Any
+// steering moves softirq onto CPU 1, which has no headroom (the old
+// separate mode let RPS through at a predicted 122 %): auto changes
+// nothing, shows the prediction of what it rejected, and the ranking
+// carries units.
+func TestAutoSeed004NoHeadroom(t *testing.T) {
 	h := seed004Host()
-	sink := load.TaskLoad{PID: 4242, TID: 4242, Comm: "udp-sink", CPU: 1, Busy: 46}
-	sender := load.TaskLoad{PID: 5151, TID: 5151, Comm: "udp-send", CPU: 0, Busy: 59}
-	l := synthLoad(h, map[int]cpuProfile{0: {user: 9, sys: 50, soft: 41}, 1: {user: 30, sys: 54}}, nil, []load.TaskLoad{sink, sender})
-	wantNoChange(t, "auto moved work onto a CPU without headroom", h, seed004Options(l, "pid:4242"),
-		"nothing is changed", "0% spare", "above the 80% a CPU may be filled to", "estimated from interrupt counts")
+	task := func(pid, cpu int, comm string, busy float64) load.TaskLoad {
+		return load.TaskLoad{PID: pid, TID: pid, Comm: comm, CPU: cpu, Busy: busy}
+	}
+	for _, c := range []struct {
+		name  string
+		prof  map[int]cpuProfile
+		tasks []load.TaskLoad
+		why   []string
+	}{
+		{"unattributed work on CPU 1", map[int]cpuProfile{0: {user: 9, sys: 50, soft: 41}, 1: {user: 30, sys: 54}},
+			[]load.TaskLoad{task(4242, 1, "udp-sink", 46), task(5151, 0, "udp-send", 59)},
+			[]string{"nothing is changed", "0% spare", "above the 80% a CPU may be filled to", "estimated from interrupt counts"}},
+		{"CPU 1 at 98 %", map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 70, sys: 28}},
+			[]load.TaskLoad{task(4242, 1, "udp-sink", 50), task(777, 1, "cc1", 48)},
+			[]string{"nothing is changed", "onto CPU 1 (CPU 1 98% busy, 0% spare)", "no change: 24% of a CPU (busiest CPU1 98% busy, CPU0 72% in interrupts)", "ranked by the interrupt time taken from application threads"}},
+	} {
+		l := synthLoad(h, c.prof, nil, c.tasks)
+		wantNoChange(t, c.name+": auto moved work onto a CPU without headroom", h, seed004Options(l, "pid:4242"), c.why...)
+	}
 }
 
 // The application named by a selector other than pid: (what an operator
@@ -153,21 +177,6 @@ func TestAutoJudgeRules(t *testing.T) {
 			t.Errorf("%s: warning %q, want %q", c.name, warn, c.warn)
 		}
 	}
-}
-
-// The case: every CPU busy — CPU 0 saturated by the sender and its
-// softirq, CPU 1 98 % busy with the consumer and another process. Any
-// steering moves softirq onto CPU 1, which has no headroom (the old
-// separate mode let RPS through at a predicted 122 %): auto changes
-// nothing, shows the prediction of what it rejected, and the ranking
-// carries units.
-func TestAutoRejectsSaturatingCPU1(t *testing.T) {
-	h := seed004Host()
-	sink := load.TaskLoad{PID: 4242, TID: 4242, Comm: "udp-sink", CPU: 1, Busy: 50}
-	other := load.TaskLoad{PID: 777, TID: 777, Comm: "cc1", CPU: 1, Busy: 48}
-	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 70, sys: 28}}, nil, []load.TaskLoad{sink, other})
-	wantNoChange(t, "auto planned onto CPU 1 at 98 %", h, seed004Options(l, "pid:4242"),
-		"nothing is changed", "onto CPU 1 (CPU 1 98% busy, 0% spare)", "no change: 24% of a CPU (busiest CPU1 98% busy, CPU0 72% in interrupts)", "ranked by the interrupt time taken from application threads")
 }
 
 // Disturbances a shared machine adds, injected into seed 004's measured
