@@ -3,11 +3,13 @@ package plan
 import (
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -312,4 +314,91 @@ func FuzzLoad(f *testing.F) {
 		}
 		_, _ = Resolve(p, h)
 	})
+}
+
+// everyField is a plan with every field of every entry type set (to a
+// value other than its zero), for TestRoundTripEveryField.
+func everyField() *Plan {
+	cpus := func(s string) *cpuset.Set { c := cpuset.MustParse(s); return &c }
+	return &Plan{Version: Version, Policy: "hand", Host: "synth", Why: "every field", Notes: []string{"a note"}, AppCPUs: cpus("1-7"),
+		IRQs: []IRQEntry{{IRQ: ptr(9), CPUs: *cpus("0"), Reason: "by number"},
+			{Device: "eth0", Queue: ptr(1), CPUs: *cpus("2-3"), Reason: "by queue"},
+			{Action: "eth1-*", CPUs: *cpus("4-5"), Reason: "by action"}},
+		RxQueues:           []RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: cpus("0-3"), RPSFlowCnt: ptr(4096), Reason: "rps"}},
+		TxQueues:           []TxQueueEntry{{Device: "eth0", Queue: ptr(0), XPSCPUs: *cpus("0"), Reason: "xps"}},
+		RPSSockFlowEntries: &SockFlowEntry{Value: 32768, Reason: "rfs"},
+		Apps: []AppEntry{{PID: 42, CPUs: *cpus("1"), Reason: "pid"}, {Comm: "memcached", All: true, CPUs: *cpus("1-7"), Reason: "comm"},
+			{Unit: "nginx.service", CPUs: *cpus("6-7"), Reason: "unit"}, {Cgroup: "/web", CPUs: *cpus("5"), Reason: "cgroup"}},
+		Irqbalance: &IrqbalanceEntry{Mode: IrqbalanceBan, BannedCPUs: cpus("1-7"), Reason: "ban"},
+		Coalesce: []CoalesceEntry{{Device: "eth0", RxUsecs: ptr(uint32(50)), RxFrames: ptr(uint32(8)), TxUsecs: ptr(uint32(60)), TxFrames: ptr(uint32(9)),
+			AdaptiveRx: ptr(true), AdaptiveTx: ptr(false), Reason: "coalesce"}},
+		NAPI: []NAPIEntry{{Device: "eth0", ID: ptr(uint32(8193)), Threaded: ptr(true), DeferHardIRQs: ptr(uint32(2)), GROFlushTimeout: ptr(uint64(200000)),
+			IRQSuspendTimeout: ptr(uint64(20000000)), CPUs: cpus("3"), Reason: "napi"}},
+		BusyPoll: &BusyPollEntry{BusyRead: ptr(50), BusyPoll: ptr(60), Reason: "busy"},
+	}
+}
+
+// fieldsSet records, for each field the parse reads (yaml key not "-")
+// below v, that it exists (seen) and whether some entry gives it a value
+// other than its zero (set), walking into entries, lists and pointers.
+func fieldsSet(v reflect.Value, path string, seen, set map[string]bool) {
+	seen[path] = true
+	switch {
+	case v.Kind() == reflect.Pointer:
+		if !v.IsNil() { // given, whatever its value (adaptive_tx: false)
+			set[path] = true
+			fieldsSet(v.Elem(), path, seen, set)
+		}
+	case v.Kind() == reflect.Slice:
+		for i := range v.Len() {
+			fieldsSet(v.Index(i), path, seen, set)
+		}
+	case v.Type() == reflect.TypeOf(cpuset.Set{}):
+		set[path] = set[path] || !v.Interface().(cpuset.Set).IsEmpty()
+	case v.Kind() == reflect.Struct:
+		set[path] = true
+		for i := range v.NumField() {
+			key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+			if key != "" && key != "-" {
+				fieldsSet(v.Field(i), strings.TrimPrefix(path+"."+key, "."), seen, set)
+			}
+		}
+	default:
+		set[path] = set[path] || !v.IsZero()
+	}
+}
+
+// Every field the plan types declare survives a YAML and a JSON round
+// trip: the tag-driven parse reads what the marshallers write, for each
+// type of value. A field added to a type without a decoder for its type
+// fails here (everyField must set each field in some entry).
+func TestRoundTripEveryField(t *testing.T) {
+	p := everyField()
+	seen, set := map[string]bool{}, map[string]bool{}
+	fieldsSet(reflect.ValueOf(p).Elem(), "", seen, set)
+	for f := range seen {
+		if !set[f] {
+			t.Errorf("everyField leaves %s unset: give it a value", f)
+		}
+	}
+	if err := Check(p); err != nil {
+		t.Fatal(err)
+	}
+	y, err := p.MarshalFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.MarshalJSONFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, data := range map[string][]byte{"p.yaml": y, "p.json": j} {
+		q, err := Parse(file, data)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", file, err, data)
+		}
+		if d := cmp.Diff(p, q, plantest.IgnoreWhere); d != "" {
+			t.Errorf("%s: round trip differs (-made +read):\n%s", file, d)
+		}
+	}
 }

@@ -5,26 +5,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 )
-
-// ignoreLines compares plans by content: where an entry was read from
-// (its line, the file, the lines of its fields) is not part of it.
-var ignoreLines = cmp.Options{
-	cmpopts.IgnoreUnexported(plan.Plan{}),
-	cmpopts.IgnoreFields(plan.Plan{}, "File"),
-	cmpopts.IgnoreFields(plan.IRQEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.RxQueueEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.TxQueueEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.SockFlowEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.AppEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.IrqbalanceEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.CoalesceEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.NAPIEntry{}, "Line"),
-	cmpopts.IgnoreFields(plan.BusyPollEntry{}, "Line"),
-}
 
 // Policy output survives a YAML and a JSON round trip unchanged.
 func TestRoundTrip(t *testing.T) {
@@ -55,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s: %v\n%s", name, file, err, data)
 				}
-				if d := cmp.Diff(p, q, ignoreLines); d != "" {
+				if d := cmp.Diff(p, q, plantest.IgnoreWhere); d != "" {
 					t.Errorf("%s %s: round trip differs (-made +read):\n%s", name, file, d)
 				}
 			}
