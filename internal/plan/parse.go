@@ -130,7 +130,7 @@ var intRanges = map[string]intRange{
 	"defer":     {0, setting.MaxDeferHardIRQs, nil},
 	"ns":        {0, setting.MaxNAPITimeoutNs, nil},
 	"usecs":     {0, setting.MaxBusyPollUsecs, nil},
-	"":          {0, 1<<32 - 1, nil}, // a uint32 without a plan tag
+	"":          {0, 1<<32 - 1, nil}, // a uint32 without a plan tag (any other integer needs one)
 }
 
 // field is one key of an entry type.
@@ -181,6 +181,9 @@ func entryTypeOf(t reflect.Type) *entryType {
 				f.rng = opt
 			}
 		}
+		if k := deref(sf.Type).Kind(); f.rng == "" && (k == reflect.Int || k == reflect.Uint64) {
+			panic("plan: " + t.Name() + "." + sf.Name + " needs a plan tag naming its range")
+		}
 		et.known[key] = true
 		et.fields[key] = f
 	}
@@ -221,6 +224,13 @@ func join(path, key string) string {
 
 var setType = reflect.TypeOf(cpuset.Set{})
 
+func deref(t reflect.Type) reflect.Type {
+	if t.Kind() == reflect.Pointer {
+		return t.Elem()
+	}
+	return t
+}
+
 // value decodes n into v by v's type. line is the line an entry decoded
 // here starts on.
 func (d *decoder) value(n *yaml.Node, path string, v reflect.Value, f field, line int) {
@@ -253,10 +263,7 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value, f field, lin
 // scalar decodes a string, a true or false, or an integer in the range rng
 // names into v (or, when v is a pointer, into a new value v points to).
 func (d *decoder) scalar(n *yaml.Node, path string, v reflect.Value, rng string) {
-	t := v.Type()
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
+	t := deref(v.Type())
 	var x reflect.Value
 	switch t.Kind() {
 	case reflect.String:
