@@ -384,21 +384,5 @@ func TestRoundTripEveryField(t *testing.T) {
 	if err := Check(p); err != nil {
 		t.Fatal(err)
 	}
-	y, err := p.MarshalFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := p.MarshalJSONFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for file, data := range map[string][]byte{"p.yaml": y, "p.json": j} {
-		q, err := Parse(file, data)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", file, err, data)
-		}
-		if d := cmp.Diff(p, q, plantest.IgnoreWhere); d != "" {
-			t.Errorf("%s: round trip differs (-made +read):\n%s", file, d)
-		}
-	}
+	plantest.RoundTrip(t, "every field", p, Parse)
 }

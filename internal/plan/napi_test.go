@@ -46,17 +46,7 @@ func TestParseNAPI(t *testing.T) {
 		t.Errorf("%+v %+v", p.NAPI, p.BusyPoll)
 	}
 	// Round trip through the file format.
-	data, err := p.MarshalFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := Parse("again.yaml", data)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
-	if len(q.NAPI) != 3 || *q.NAPI[1].IRQSuspendTimeout != 20000000 || q.NAPI[2].CPUs.String() != "2" || *q.BusyPoll.BusyPoll != 50 {
-		t.Errorf("round trip: %+v\n%s", q.NAPI, data)
-	}
+	plantest.RoundTrip(t, "napi plan", p, Parse)
 }
 
 func TestParseNAPIErrors(t *testing.T) {

@@ -127,15 +127,7 @@ func TestPlansAtFleetScale(t *testing.T) {
 				t.Errorf("%s auto: CPU 3 saturated by a queue IRQ, yet no plan: %s", s.name, p.Why)
 			}
 			checkProperties(t, s.name+" "+pol, s.h, p)
-			data, err := p.MarshalFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := plan.Parse(s.name+".yaml", data)
-			if err != nil {
-				t.Errorf("%s %s: reload: %v", s.name, pol, err)
-				continue
-			}
+			q := plantest.RoundTrip(t, s.name+" "+pol, p, plan.Parse)
 			if _, err := plan.Resolve(q, s.h); err != nil {
 				t.Errorf("%s %s: reloaded plan does not resolve: %v", s.name, pol, err)
 			}
