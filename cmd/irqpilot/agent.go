@@ -18,7 +18,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/agent"
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/kernel"
-	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 )
 
 // agentOptions are agent's flags.
@@ -139,7 +139,7 @@ func (o *agentOptions) run(errOut io.Writer) error {
 	}
 	ag, err := agent.New(agent.Options{
 		App: o.app, Devices: o.devices,
-		PolicyOptions: plan.Options{IncludeDefaultRoute: o.withDefaultRt, MachineWide: o.machineWide},
+		PolicyOptions: policy.Options{IncludeDefaultRoute: o.withDefaultRt, MachineWide: o.machineWide},
 		FS:            fs, StateDir: o.stateDir, PlanFile: o.planFile, Policy: o.policy, Interval: o.interval,
 		Listen: o.listen, Socket: o.socket, Adapt: o.adapt, AdaptOptions: o.adaptOpts, RevertOnExit: o.revertOnExit,
 		PingPongLimit: o.pingPongLimit, PingPongWindow: o.pingPongWindow, KeepJournals: o.keepJournals, Log: log,

@@ -14,6 +14,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -36,11 +37,11 @@ type planOptions struct {
 	after           string
 	errOut          io.Writer
 	probeManaged    bool
-	load            *plan.MeasuredLoad // measured with --sample
-	netns           string             // a network namespace other than the host's, live only
-	all             bool               // --app comm:NAME may match several processes
-	appNote         string             // what --app matched on the live machine
-	appPIDs         []int              // the processes --app selected on the live machine
+	load            *policy.MeasuredLoad // measured with --sample
+	netns           string               // a network namespace other than the host's, live only
+	all             bool                 // --app comm:NAME may match several processes
+	appNote         string               // what --app matched on the live machine
+	appPIDs         []int                // the processes --app selected on the live machine
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -86,7 +87,7 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.policy, "policy", "auto", "policy `NAME`: "+strings.Join(plan.PolicyNames(), ", "))
+	f.StringVar(&o.policy, "policy", "auto", "policy `NAME`: "+strings.Join(policy.PolicyNames(), ", "))
 	f.StringVar(&o.housekeeping, "housekeeping", "", "dedicated-core: `CPUS` (cpulist) that take every movable IRQ (default: the lowest usable CPU, normally 0)")
 	f.StringVar(&o.appCPUs, "app-cpus", "", "give the application these `CPUS` (cpulist) instead of the policy's choice")
 	f.StringVar(&o.app, "app", "", "pin this application: comm:NAME, pid:N, unit:NAME.service or cgroup:PATH (default: only advise app_cpus)")
@@ -159,7 +160,7 @@ func (o *planOptions) run(out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		o.load = plan.Measured(l)
+		o.load = policy.Measured(l)
 		hostFS = second
 	}
 	h, err := readHost(hostFS, o.probeManaged)
@@ -182,7 +183,7 @@ func (o *planOptions) run(out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		o.load = plan.Measured(l)
+		o.load = policy.Measured(l)
 	}
 	return runPlan(out, h, *o, o.g.json, o.source())
 }
@@ -196,9 +197,9 @@ func (o *planOptions) source() string {
 }
 
 // options turns the flags into policy options.
-func (f planOptions) options() (plan.Options, error) {
-	var o plan.Options
-	if names := plan.PolicyNames(); !slices.Contains(names, f.policy) {
+func (f planOptions) options() (policy.Options, error) {
+	var o policy.Options
+	if names := policy.PolicyNames(); !slices.Contains(names, f.policy) {
 		msg := fmt.Sprintf("unknown policy %q (known: %s)", f.policy, strings.Join(names, ", "))
 		if s := suggest(f.policy, names); len(s) > 0 {
 			msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))

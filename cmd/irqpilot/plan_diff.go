@@ -11,6 +11,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -39,7 +40,7 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 	if err != nil {
 		return err
 	}
-	p, err := plan.Make(f.policy, h, o)
+	p, err := policy.Make(f.policy, h, o)
 	if err != nil {
 		return err
 	}

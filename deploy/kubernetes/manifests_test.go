@@ -31,6 +31,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 )
 
 // kustomization is the part of kustomize's Kustomization this directory uses.
@@ -437,8 +438,8 @@ func TestConfigMapPlanAndPolicy(t *testing.T) {
 	m := load(t)
 	cm := m.configmap[0]
 	pol := cm.Data["policy"]
-	if !slices.Contains(plan.PolicyNames(), pol) {
-		t.Errorf("ConfigMap %s: policy %q is not one of %v", cm.Name, pol, plan.PolicyNames())
+	if !slices.Contains(policy.PolicyNames(), pol) {
+		t.Errorf("ConfigMap %s: policy %q is not one of %v", cm.Name, pol, policy.PolicyNames())
 	}
 	text, ok := cm.Data["plan.yaml"]
 	if !ok {
@@ -448,8 +449,8 @@ func TestConfigMapPlanAndPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ConfigMap %s plan.yaml: %v", cm.Name, err)
 	}
-	if p.Policy != "" && !slices.Contains(plan.PolicyNames(), p.Policy) {
-		t.Errorf("plan.yaml names policy %q, not one of %v", p.Policy, plan.PolicyNames())
+	if p.Policy != "" && !slices.Contains(policy.PolicyNames(), p.Policy) {
+		t.Errorf("plan.yaml names policy %q, not one of %v", p.Policy, policy.PolicyNames())
 	}
 	if len(p.IRQs)+len(p.RxQueues)+len(p.TxQueues) == 0 {
 		t.Error("plan.yaml places nothing")
@@ -477,7 +478,7 @@ func TestConfigMapPlanAndPolicy(t *testing.T) {
 	}
 	v := f["policy"]
 	if !strings.HasPrefix(v, "$(") || !strings.HasSuffix(v, ")") {
-		if !slices.Contains(plan.PolicyNames(), v) {
+		if !slices.Contains(policy.PolicyNames(), v) {
 			t.Errorf("--policy=%s is not a known policy", v)
 		}
 		return

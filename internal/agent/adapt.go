@@ -17,6 +17,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -47,9 +48,9 @@ func appResolver(fs *kernel.FS, app string) (func() ([]int, error), error) {
 // base carries the scope flags the agent was given (--include-default-route,
 // --machine-wide), so that an adaptation plans over the same scope as the
 // plan it adapts.
-func autoPlanner(base plan.Options, devices []string, app string, resolve func() ([]int, error)) Planner {
+func autoPlanner(base policy.Options, devices []string, app string, resolve func() ([]int, error)) Planner {
 	return func(h *host.Host, l *load.Load) (*plan.Plan, error) {
-		o := plan.Options{Load: plan.Measured(l), Devices: devices,
+		o := policy.Options{Load: policy.Measured(l), Devices: devices,
 			IncludeDefaultRoute: base.IncludeDefaultRoute, MachineWide: base.MachineWide}
 		if resolve != nil {
 			pids, err := resolve()
@@ -58,11 +59,11 @@ func autoPlanner(base plan.Options, devices []string, app string, resolve func()
 			}
 			o.App, o.AppPIDs = app, pids
 		}
-		return plan.Make("auto", h, o)
+		return policy.Make("auto", h, o)
 	}
 }
 
-// The adaptation trigger is the planner's own evidence of harm (plan.Harm):
+// The adaptation trigger is the planner's own evidence of harm (policy.Harm):
 // the findings auto acts on, and a CPU saturated mostly by interrupt work
 // while every CPU is busy. Observations record only those.
 
@@ -105,8 +106,8 @@ type Adaptation struct {
 	// Result: "verifying", "kept", "reverted", "no-change" (the planner's
 	// plan was already in force, or changes nothing), "marginal" (the
 	// planner's choice does not survive ±10 % of the measured load, see
-	// plan.IsMarginal: nothing is changed), "refused" (the plan's predicted
-	// load breaks the headroom rules, plan.Violation: not applied), "failed".
+	// policy.IsMarginal: nothing is changed), "refused" (the plan's predicted
+	// load breaks the headroom rules, policy.Violation: not applied), "failed".
 	Result   string   `json:"result"`
 	Reason   string   `json:"reason"`
 	Policy   string   `json:"policy,omitempty"`
@@ -116,7 +117,7 @@ type Adaptation struct {
 
 // Observation is what one interval showed, for verification.
 type Observation struct {
-	// Findings are the ids of the evidence of harm (plan.Harm).
+	// Findings are the ids of the evidence of harm (policy.Harm).
 	Findings map[string]bool
 	// Busiest is the highest hardirq+softirq percentage of any CPU.
 	Busiest float64
@@ -326,7 +327,7 @@ func (ag *Agent) adaptStep() {
 	if ag.lastLoad == nil {
 		return
 	}
-	ob := observation(ag.lastLoad, plan.HarmFrom(ag.findings, ag.lastLoad)) // observe diagnosed lastLoad this pass
+	ob := observation(ag.lastLoad, policy.HarmFrom(ag.findings, ag.lastLoad)) // observe diagnosed lastLoad this pass
 	if m, err := ag.userMetric(); err == nil {
 		ob.Metric = &m
 	} else if err != errNoMetric {
@@ -384,7 +385,7 @@ func (ag *Agent) adaptStep() {
 		return
 	}
 	a.Policy, a.Why = p.Policy, p.Why
-	if plan.IsMarginal(p) {
+	if policy.IsMarginal(p) {
 		// A decision another interval of the same load could overturn is
 		// no reason to change the machine: nothing is applied, and the
 		// trigger must persist again before the next try.
@@ -397,12 +398,12 @@ func (ag *Agent) adaptStep() {
 	}
 	// Whatever the planner, a plan whose predicted load breaks the
 	// headroom rules is not applied (auto's own plans never do).
-	o := plan.Options{Devices: ag.o.Devices, App: ag.o.App,
+	o := policy.Options{Devices: ag.o.Devices, App: ag.o.App,
 		IncludeDefaultRoute: ag.o.PolicyOptions.IncludeDefaultRoute, MachineWide: ag.o.PolicyOptions.MachineWide}
 	if ag.sampler != nil && ag.sampler.TaskPIDs != nil {
 		o.AppPIDs = ag.sampler.TaskPIDs()
 	}
-	if why := plan.Violation(h, ag.lastLoad, p, o); why != "" {
+	if why := policy.Violation(h, ag.lastLoad, p, o); why != "" {
 		a.Result, a.Reason = "refused", "the plan's predicted load breaks the headroom rules: "+why
 		ag.adaptations = appendRecent(ag.adaptations, a)
 		s.streak = map[string]int{}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/load"
-	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 )
 
 // Adapt, live, on seed 004's shape (the bench udp workload): one-way UDP
 // into a single-queue veth with the sender pinned to CPU 0 and the sink to
 // CPU 1, so CPU 0 runs the sender and the whole receive softirq path. With
-// --adapt the agent sees the harm auto sees (plan.Harm: here CPU 0
+// --adapt the agent sees the harm auto sees (policy.Harm: here CPU 0
 // saturated by interrupt work) and asks auto for a plan. What it does is
 // robust whatever else runs on the machine (a build, another test, a CPU
 // hog on either CPU):
@@ -130,7 +130,7 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 			}
 		case "verifying":
 		case "marginal":
-			if !strings.HasPrefix(a.Why, plan.MarginalWhy) || !strings.Contains(a.Why, "→") {
+			if !strings.HasPrefix(a.Why, policy.MarginalWhy) || !strings.Contains(a.Why, "→") {
 				t.Errorf("marginal without the numbers: %s", a.Why)
 			}
 		case "no-change":

@@ -11,6 +11,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 )
 
 func obs(busiest, drops float64, ids ...string) Observation {
@@ -156,7 +157,7 @@ func TestUserMetricCommand(t *testing.T) {
 	}
 }
 
-// The trigger is the planner's evidence of harm (plan.Harm), on a
+// The trigger is the planner's evidence of harm (policy.Harm), on a
 // generated 2-CPU host: seed 004 with both CPUs busy (the sender and its
 // softirq saturate CPU 0, the consumer fills CPU 1 — no idle CPU, so load
 // has no interrupt-bound finding; the old trigger never fired there)
@@ -191,7 +192,7 @@ func TestAdaptTriggerIsPlanHarm(t *testing.T) {
 		{"CPU-bound application", mk(load.CPULoad{User: 97, System: 2}, load.CPULoad{User: 3}), ""},
 	} {
 		s := newAdaptState(AdaptOptions{Persist: 3})
-		ob := observation(c.l, plan.Harm(h, c.l))
+		ob := observation(c.l, policy.Harm(h, c.l))
 		var got []string
 		for i := 0; i < 3; i++ {
 			if id, _ := s.trigger(t0.Add(time.Duration(i)*time.Second), ob); id != "" {
@@ -232,7 +233,7 @@ func TestAdaptMarginalPlanNotApplied(t *testing.T) {
 	}
 	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{{ID: 0, SoftIRQ: 90, System: 6, Idle: 4}, {ID: 1, User: 10, Idle: 90}}}
 	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
-	why = plan.MarginalWhy + " the decision flips within ±10 % of the measured load"
+	why = policy.MarginalWhy + " the decision flips within ±10 % of the measured load"
 	for i := 0; i < 2; i++ {
 		ag.adaptStep()
 	}
@@ -257,7 +258,7 @@ func TestAdaptMarginalPlanNotApplied(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 // Whatever the planner, the agent applies no plan whose predicted load
-// breaks the headroom rules (plan.Violation): RPS moving CPU 0's softirq
+// breaks the headroom rules (policy.Violation): RPS moving CPU 0's softirq
 // onto CPU 2, 90 % busy, is refused and nothing is written; the same plan
 // onto idle CPU 1 is applied and verified.
 func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {

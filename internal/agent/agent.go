@@ -31,6 +31,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -53,7 +54,7 @@ type Options struct {
 	// PlanFile or Policy (exactly one) say what to enforce.
 	PlanFile      string
 	Policy        string
-	PolicyOptions plan.Options
+	PolicyOptions policy.Options
 	Interval      time.Duration
 	// Listen is the metrics address ("" disables the HTTP listener).
 	Listen string
@@ -204,8 +205,8 @@ func New(o Options) (*Agent, error) {
 		return nil, &BadInputError{errors.New("give exactly one of --plan FILE or --policy NAME")}
 	}
 	if o.Policy != "" {
-		if _, ok := plan.Policies[o.Policy]; !ok {
-			return nil, &BadInputError{fmt.Errorf("unknown policy %q (known: %s); nothing was changed", o.Policy, strings.Join(plan.PolicyNames(), ", "))}
+		if _, ok := policy.Policies[o.Policy]; !ok {
+			return nil, &BadInputError{fmt.Errorf("unknown policy %q (known: %s); nothing was changed", o.Policy, strings.Join(policy.PolicyNames(), ", "))}
 		}
 	}
 	files := o.FS.Held(0)
@@ -268,7 +269,7 @@ func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 		sum := sha256.Sum256(data)
 		return p, hex.EncodeToString(sum[:]), nil
 	}
-	p, err := plan.Make(ag.o.Policy, h, ag.o.PolicyOptions)
+	p, err := policy.Make(ag.o.Policy, h, ag.o.PolicyOptions)
 	if err != nil {
 		return nil, "", err
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
-	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 )
 
 // window is the test's own measurement of the machine, taken beside the
 // agent's: the per-CPU numbers a skip or a failure reports, and
-// plan.Harm's verdict on them (the evidence the agent's trigger uses).
+// policy.Harm's verdict on them (the evidence the agent's trigger uses).
 type window struct {
 	s    *load.Sampler
 	from *load.Sample
@@ -51,7 +51,7 @@ func (w *window) end(t *testing.T) (*load.Load, []load.Finding) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l, plan.Harm(h, l)
+	return l, policy.Harm(h, l)
 }
 
 // cpuLine: "CPU0 idle 2% soft 71% irq 0% user 10% sys 17%; CPU1 …".

@@ -9,6 +9,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -38,7 +39,7 @@ type AppInfo struct {
 	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
 	// "default" run, given to the policies (auto weighs it the way
 	// `plan --sample` does on a live machine); nil before the first one.
-	BaselineLoad *plan.MeasuredLoad `json:"-"`
+	BaselineLoad *policy.MeasuredLoad `json:"-"`
 }
 
 // Setup is one configuration made concrete for a host and an application.
@@ -61,7 +62,7 @@ type Setup struct {
 	Notes      []string `json:"notes,omitempty"`
 	// Baseline is the measured load the configuration was decided from
 	// (auto's evidence), nil for fixed configurations.
-	Baseline *plan.MeasuredLoad `json:"-"`
+	Baseline *policy.MeasuredLoad `json:"-"`
 	// Dropped are the changes the configuration wanted outside the devices
 	// under test, left out by Scope.Restrict.
 	Dropped []string `json:"dropped,omitempty"`
@@ -86,7 +87,7 @@ type Configurator interface {
 //     (repeatable with ";" between).
 type Configs struct {
 	// PlanOptions are passed to every policy (housekeeping CPUs …).
-	PlanOptions plan.Options
+	PlanOptions policy.Options
 }
 
 // Setup implements Configurator.
@@ -101,8 +102,8 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 	case strings.HasPrefix(config, "spec:"):
 		return specSetup(config, h, app)
 	}
-	if _, ok := plan.Policies[config]; !ok {
-		return nil, fmt.Errorf("unknown configuration %q (known: default, irqbalance, spec:…, %s)", config, strings.Join(plan.PolicyNames(), ", "))
+	if _, ok := policy.Policies[config]; !ok {
+		return nil, fmt.Errorf("unknown configuration %q (known: default, irqbalance, spec:…, %s)", config, strings.Join(policy.PolicyNames(), ", "))
 	}
 	o := c.PlanOptions
 	if app.Device != "" {
@@ -117,7 +118,7 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 	if o.Load == nil {
 		o.Load = app.BaselineLoad
 	}
-	p, err := plan.Make(config, h, o)
+	p, err := policy.Make(config, h, o)
 	if err != nil {
 		return nil, err
 	}

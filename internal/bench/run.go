@@ -19,7 +19,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
-	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -99,7 +99,7 @@ type Runner struct {
 	app   AppInfo
 	scope Scope
 	// baseline is the load of the latest "default" run (see AppInfo.BaselineLoad).
-	baseline *plan.MeasuredLoad
+	baseline *policy.MeasuredLoad
 	h        *host.Host
 	live     *apply.Applier
 	ns       *apply.Applier
@@ -433,7 +433,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		return run, err
 	}
 	if BaseConfig(config) == "default" && werr == nil {
-		r.baseline = plan.Measured(l)
+		r.baseline = policy.Measured(l)
 	}
 	for _, c := range l.CPUs {
 		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, User: c.User + c.Nice, System: c.System, IRQ: c.IRQ,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/host"
-	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -107,7 +107,7 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 			t.Skipf("%s not installed", b)
 		}
 	}
-	configs := append([]string{"default", "irqbalance", "spec:app=1,rps=0+1,flows=1024,irq=36:0;38:0;39:1"}, plan.PolicyNames()...)
+	configs := append([]string{"default", "irqbalance", "spec:app=1,rps=0+1,flows=1024,irq=36:0;38:0;39:1"}, policy.PolicyNames()...)
 	irqRe := regexp.MustCompile(`^proc/irq/(\d+)/`)
 	check := func(name string, r *Runner) {
 		t.Helper()

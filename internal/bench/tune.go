@@ -8,7 +8,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
-	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
 )
 
 // subsets lists the non-empty subsets of the online CPUs (2^n − 1; callers
@@ -96,7 +96,7 @@ func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
 // CPUs — a few dozen instead of the exhaustive space.
 func Candidates(h *host.Host, app AppInfo) []string {
 	out := []string{"default", "irqbalance"}
-	out = append(out, plan.PolicyNames()...)
+	out = append(out, policy.PolicyNames()...)
 	cpus := onlineCPUs(h)
 	all := cpuset.Of(cpus...)
 	seen := map[string]bool{}

@@ -105,7 +105,7 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 		t.Logf("baseline CPU %d: %s, %.0f%% in interrupts", c.ID, bl.Load.Headroom(c.ID), c.IRQTime())
 	}
 	if path := os.Getenv("IRQPILOT_RECORD_SEED004"); path != "" {
-		// Keep the measured load for auto's pure tests (plan/testdata).
+		// Keep the measured load for auto's pure tests (policy/testdata).
 		rec := struct {
 			AppPID int        `json:"app_pid"`
 			Load   *load.Load `json:"load"`

@@ -1,9 +1,15 @@
 package plan
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Error is one problem in a plan, located by file, line and field.
@@ -91,6 +97,66 @@ func (l *errList) err() error {
 		return nil
 	}
 	return l.errs
+}
+
+var (
+	yamlLineRE   = regexp.MustCompile(`line (\d+)`)
+	yamlLineLead = regexp.MustCompile(`^line \d+: `)
+)
+
+func yamlErrLine(err error) int {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+// syntaxErrLine is the line of a parse error: yaml.v3's "line N", or for a
+// JSON document (which yaml.v3 often reports without a line) the line of
+// encoding/json's syntax error offset.
+func syntaxErrLine(data []byte, err error) int {
+	if n := yamlErrLine(err); n > 0 {
+		return problemLine(data, err, n)
+	}
+	if t := bytes.TrimSpace(data); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		var v any
+		var se *json.SyntaxError
+		if jerr := json.Unmarshal(data, &v); errors.As(jerr, &se) {
+			return 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
+		}
+	}
+	return 0
+}
+
+// problemLine: yaml.v3 reports a syntax error at the line where the
+// enclosing construct began (its context mark: line 1 for a stray line in
+// the top-level mapping) rather than where the problem is, and does not
+// expose the problem's position. The problem's line is the first line
+// whose prefix of the document already fails with the same message; it is
+// at or after the context line. Only when a prefix reproduces the message
+// is that line used, else the reported one.
+func problemLine(data []byte, err error, reported int) int {
+	msg := yamlErrMsg(err)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	end := 0
+	for i, ln := range lines {
+		end += len(ln)
+		if i+1 < reported {
+			continue
+		}
+		var n yaml.Node
+		perr := yaml.Unmarshal(data[:end], &n)
+		if perr != nil && yamlErrMsg(perr) == msg {
+			return i + 1
+		}
+	}
+	return reported
+}
+
+func yamlErrMsg(err error) string {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	return strings.TrimSpace(yamlLineLead.ReplaceAllString(s, ""))
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

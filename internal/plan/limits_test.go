@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -210,22 +210,16 @@ func parseChild(t *testing.T) {
 	}
 }
 
-// vmSize is this process's address-space size (VmSize of /proc/self/status).
+// vmSize is this process's address-space size (vsize of /proc/self/stat,
+// VmSize in status).
 func vmSize(t *testing.T) uint64 {
-	fh, err := os.Open("/proc/self/status")
+	p, err := procfs.Self()
 	if err != nil {
 		t.Skip(err)
 	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "VmSize:" {
-			kb, err := strconv.ParseUint(f[1], 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
+	st, err := p.Stat()
+	if err != nil {
+		t.Skip(err)
 	}
-	t.Skip("no VmSize")
-	return 0
+	return uint64(st.VirtualMemory())
 }

@@ -7,15 +7,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
-func fullHost() synth {
-	return synth{cpus: 8, nics: []synthNIC{{name: "eth0", queues: 2}, {name: "eth1", queues: 2}}}
+func fullHost() plantest.Synth {
+	return plantest.Synth{CPUs: 8, NICs: []plantest.NIC{{Name: "eth0", Queues: 2}, {Name: "eth1", Queues: 2}}}
 }
 
 func TestLoadFullYAMLAndJSON(t *testing.T) {
-	h := fullHost().build()
+	h := fullHost().Build()
 	var resolved [][]setting.Change
 	for _, file := range []string{"testdata/full.yaml", "testdata/full.json"} {
 		p, err := LoadFile(file)
@@ -53,8 +57,8 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 			"irqbalance irqbalance":                    "=banned_cpus=1-7",
 			"coalesce eth0 coalescing":                 "=rx_usecs=50 adaptive_rx=off",
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: resolved\n%v\nwant\n%v", file, got, want)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: resolved (-want +got):\n%s", file, d)
 		}
 		resolved = append(resolved, ss)
 	}
@@ -63,83 +67,13 @@ func TestLoadFullYAMLAndJSON(t *testing.T) {
 		a, b := resolved[0][i], resolved[1][i]
 		a.Line, b.Line = 0, 0
 		a.App, b.App = nil, nil
-		if !reflect.DeepEqual(a, b) {
-			t.Errorf("setting %d differs: %+v vs %+v", i, a, b)
+		if d := cmp.Diff(a, b); d != "" {
+			t.Errorf("setting %d differs (-yaml +json):\n%s", i, d)
 		}
 	}
 	// Lines point at the entry.
 	if resolved[0][0].Line != 7 {
 		t.Errorf("irqs[0] line %d, want 7", resolved[0][0].Line)
-	}
-}
-
-// Policy output survives a YAML and a JSON round trip unchanged.
-func TestRoundTrip(t *testing.T) {
-	h := synth{cpus: 16, smt: true, balance: true, nics: []synthNIC{{name: "eth0", queues: 4}, {name: "eth0.7", queues: 1, kind: "vlan", lower: "eth0"}}}.build()
-	for _, name := range PolicyNames() {
-		for _, o := range []Options{{}, {App: "unit:memcached.service", Irqbalance: IrqbalanceBan}} {
-			p, err := Make(name, h, o)
-			if name == "rps-spread" && o.Irqbalance == IrqbalanceBan {
-				// Nothing is isolated and no IRQ is placed: nothing to ban.
-				if err == nil || !strings.Contains(err.Error(), "no CPU to ban") {
-					t.Errorf("rps-spread ban: %v", err)
-				}
-				continue
-			}
-			if err != nil {
-				t.Fatal(name, err)
-			}
-			y, err := p.MarshalFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			j, err := p.MarshalJSONFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for file, data := range map[string][]byte{"p.yaml": y, "p.json": j} {
-				q, err := Parse(file, data)
-				if err != nil {
-					t.Fatalf("%s %s: %v\n%s", name, file, err, data)
-				}
-				clearLines(q)
-				q.File = ""
-				if !reflect.DeepEqual(p, q) {
-					t.Errorf("%s %s: round trip differs\n%+v\n%+v", name, file, p, q)
-				}
-			}
-		}
-	}
-}
-
-func clearLines(p *Plan) {
-	p.fieldLines = nil
-	for i := range p.IRQs {
-		p.IRQs[i].Line = 0
-	}
-	for i := range p.RxQueues {
-		p.RxQueues[i].Line = 0
-	}
-	for i := range p.TxQueues {
-		p.TxQueues[i].Line = 0
-	}
-	for i := range p.Apps {
-		p.Apps[i].Line = 0
-	}
-	for i := range p.Coalesce {
-		p.Coalesce[i].Line = 0
-	}
-	if p.RPSSockFlowEntries != nil {
-		p.RPSSockFlowEntries.Line = 0
-	}
-	if p.Irqbalance != nil {
-		p.Irqbalance.Line = 0
-	}
-	for i := range p.NAPI {
-		p.NAPI[i].Line = 0
-	}
-	if p.BusyPoll != nil {
-		p.BusyPoll.Line = 0
 	}
 }
 
@@ -224,9 +158,9 @@ func TestLoadFileMissing(t *testing.T) {
 
 func TestResolveErrors(t *testing.T) {
 	s := fullHost()
-	s.offline = []int{7}
-	s.nics = append(s.nics, synthNIC{name: "nvme0n1", queues: 2, managed: true})
-	h := s.build()
+	s.Offline = []int{7}
+	s.NICs = append(s.NICs, plantest.NIC{Name: "nvme0n1", Queues: 2, Managed: true})
+	h := s.Build()
 	head := "version: 1\n"
 	cases := []struct{ text, want string }{
 		{"irqs:\n  - irq: 999\n    cpus: 0\n    reason: x\n", "host.yaml:3: irqs[0].irq: IRQ 999 does not exist on this host"},
@@ -261,8 +195,8 @@ func TestResolveErrors(t *testing.T) {
 
 func TestResolveManagedAndStatus(t *testing.T) {
 	s := fullHost()
-	s.nics = append(s.nics, synthNIC{name: "nvme0n1", queues: 2, managed: true})
-	h := s.build()
+	s.NICs = append(s.NICs, plantest.NIC{Name: "nvme0n1", Queues: 2, Managed: true})
+	h := s.Build()
 	p, err := Parse("m.yaml", []byte("version: 1\nirqs:\n  - action: \"nvme0n1-*\"\n    cpus: 0\n    reason: x\n  - irq: 100\n    cpus: 0-7\n    reason: y\n  - irq: 101\n    cpus: 1\n    reason: z\nirqbalance:\n  mode: leave\n  reason: l\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -285,8 +219,8 @@ func TestResolveManagedAndStatus(t *testing.T) {
 		"irq 101 (eth0 rxtx queue 1)":    setting.StatusPending,
 		"irqbalance":                     setting.StatusSkipped,
 	}
-	if !reflect.DeepEqual(status, want) {
-		t.Errorf("status %v\nwant %v", status, want)
+	if d := cmp.Diff(want, status); d != "" {
+		t.Errorf("status (-want +got):\n%s", d)
 	}
 	if ss[0].Note != ManagedSkip {
 		t.Errorf("managed skip reason %q", ss[0].Note)
@@ -294,7 +228,7 @@ func TestResolveManagedAndStatus(t *testing.T) {
 }
 
 func TestHostMismatch(t *testing.T) {
-	h := fullHost().build() // hostname "synth"
+	h := fullHost().Build() // hostname "synth"
 	p, err := LoadFile("testdata/full.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -306,4 +240,149 @@ func TestHostMismatch(t *testing.T) {
 	if m := HostMismatch(p, h); m != "plan testdata/full.yaml was made for host db7, this is synth" {
 		t.Errorf("mismatch: %q", m)
 	}
+}
+
+// An error on line 2 is reported on line 2: a key given again, and a YAML
+// syntax error that yaml.v3 reports at the line its enclosing mapping
+// began.
+func TestParseErrorLine(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		line int
+	}{
+		{"version: 1\nversion: 1\n", 2},
+		{"version: 1\n: x\n", 2},
+		{"version: 1\n- x\n", 2},
+		{"version: 1\nirqs: {a: 1\n", 2},
+		{"version: 1\nbogus: 3\n", 2},
+		{"version: 1\nirqs:\n- irq: 1\n cpus: 2\n", 4},
+		{"version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"zz\"\n    reason: x\n", 4},
+	} {
+		_, err := Parse("p.yaml", []byte(c.doc))
+		var el Errors
+		if !errors.As(err, &el) || len(el) == 0 {
+			t.Errorf("%q: error %v, want plan Errors", c.doc, err)
+			continue
+		}
+		if el[0].Line != c.line {
+			t.Errorf("%q: %v: line %d, want %d", c.doc, err, el[0].Line, c.line)
+		}
+	}
+}
+
+// FuzzLoad feeds arbitrary bytes to the loader: it must never panic, and a
+// plan it accepts must pass the static checks, survive a YAML round trip
+// and resolve against a host without panicking.
+func FuzzLoad(f *testing.F) {
+	for _, file := range []string{"testdata/full.yaml", "testdata/full.json"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"version: 1\n",
+		"version: 1\nirqs:\n  - irq: 3\n    cpus: 0-1\n    reason: r\n",
+		"version: 1\nirqs:\n  - &e {irq: 1, cpus: 0, reason: r}\n  - *e\n",
+		"version: 1\nrx_queues:\n  - device: eth0\n    rps_cpus: 0xff\n    rps_flow_cnt: 4096\n    reason: r\n",
+		"{\"version\": 1, \"apps\": [{\"pid\": 5, \"cpus\": [1, 2], \"reason\": \"r\"}]}",
+		"version: 1\nirqbalance: {mode: ban, banned_cpus: 0-3:2, reason: r}\n",
+		"a: [[[[[[[[[[]]]]]]]]]]",
+		"version: !!binary AAAA\n",
+	} {
+		f.Add([]byte(s))
+	}
+	h := fullHost().Build()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if err := Check(p); err != nil {
+			t.Fatalf("accepted plan fails Check: %v", err)
+		}
+		out, err := p.MarshalFile()
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		if _, err := Parse("again.yaml", out); err != nil {
+			t.Fatalf("re-load of marshalled plan: %v\n%s", err, out)
+		}
+		_, _ = Resolve(p, h)
+	})
+}
+
+// everyField is a plan with every field of every entry type set (to a
+// value other than its zero), for TestRoundTripEveryField.
+func everyField() *Plan {
+	cpus := func(s string) *cpuset.Set { c := cpuset.MustParse(s); return &c }
+	return &Plan{Version: Version, Policy: "hand", Host: "synth", Why: "every field", Notes: []string{"a note"}, AppCPUs: cpus("1-7"),
+		IRQs: []IRQEntry{{IRQ: ptr(9), CPUs: *cpus("0"), Reason: "by number"},
+			{Device: "eth0", Queue: ptr(1), CPUs: *cpus("2-3"), Reason: "by queue"},
+			{Action: "eth1-*", CPUs: *cpus("4-5"), Reason: "by action"}},
+		RxQueues:           []RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: cpus("0-3"), RPSFlowCnt: ptr(4096), Reason: "rps"}},
+		TxQueues:           []TxQueueEntry{{Device: "eth0", Queue: ptr(0), XPSCPUs: *cpus("0"), Reason: "xps"}},
+		RPSSockFlowEntries: &SockFlowEntry{Value: 32768, Reason: "rfs"},
+		Apps: []AppEntry{{PID: 42, CPUs: *cpus("1"), Reason: "pid"}, {Comm: "memcached", All: true, CPUs: *cpus("1-7"), Reason: "comm"},
+			{Unit: "nginx.service", CPUs: *cpus("6-7"), Reason: "unit"}, {Cgroup: "/web", CPUs: *cpus("5"), Reason: "cgroup"}},
+		Irqbalance: &IrqbalanceEntry{Mode: IrqbalanceBan, BannedCPUs: cpus("1-7"), Reason: "ban"},
+		Coalesce: []CoalesceEntry{{Device: "eth0", RxUsecs: ptr(uint32(50)), RxFrames: ptr(uint32(8)), TxUsecs: ptr(uint32(60)), TxFrames: ptr(uint32(9)),
+			AdaptiveRx: ptr(true), AdaptiveTx: ptr(false), Reason: "coalesce"}},
+		NAPI: []NAPIEntry{{Device: "eth0", ID: ptr(uint32(8193)), Threaded: ptr(true), DeferHardIRQs: ptr(uint32(2)), GROFlushTimeout: ptr(uint64(200000)),
+			IRQSuspendTimeout: ptr(uint64(20000000)), CPUs: cpus("3"), Reason: "napi"}},
+		BusyPoll: &BusyPollEntry{BusyRead: ptr(50), BusyPoll: ptr(60), Reason: "busy"},
+	}
+}
+
+// fieldsSet records, for each field the parse reads (yaml key not "-")
+// below v, that it exists (seen) and whether some entry gives it a value
+// other than its zero (set), walking into entries, lists and pointers.
+func fieldsSet(v reflect.Value, path string, seen, set map[string]bool) {
+	seen[path] = true
+	switch {
+	case v.Kind() == reflect.Pointer:
+		if !v.IsNil() { // given, whatever its value (adaptive_tx: false)
+			set[path] = true
+			fieldsSet(v.Elem(), path, seen, set)
+		}
+	case v.Kind() == reflect.Slice:
+		for i := range v.Len() {
+			fieldsSet(v.Index(i), path, seen, set)
+		}
+	case v.Type() == reflect.TypeOf(cpuset.Set{}):
+		set[path] = set[path] || !v.Interface().(cpuset.Set).IsEmpty()
+	case v.Kind() == reflect.Struct:
+		set[path] = true
+		for i := range v.NumField() {
+			key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+			if key != "" && key != "-" {
+				fieldsSet(v.Field(i), strings.TrimPrefix(path+"."+key, "."), seen, set)
+			}
+		}
+	default:
+		set[path] = set[path] || !v.IsZero()
+	}
+}
+
+// Every field the plan types declare survives a YAML and a JSON round
+// trip: the tag-driven parse reads what the marshallers write, for each
+// type of value. A field added to a type without a decoder for its type
+// fails here (everyField must set each field in some entry).
+func TestRoundTripEveryField(t *testing.T) {
+	p := everyField()
+	seen, set := map[string]bool{}, map[string]bool{}
+	fieldsSet(reflect.ValueOf(p).Elem(), "", seen, set)
+	for f := range seen {
+		if !set[f] {
+			t.Errorf("everyField leaves %s unset: give it a value", f)
+		}
+	}
+	if err := Check(p); err != nil {
+		t.Fatal(err)
+	}
+	plantest.RoundTrip(t, "every field", p, Parse)
 }

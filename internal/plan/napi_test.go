@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -46,17 +46,7 @@ func TestParseNAPI(t *testing.T) {
 		t.Errorf("%+v %+v", p.NAPI, p.BusyPoll)
 	}
 	// Round trip through the file format.
-	data, err := p.MarshalFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := Parse("again.yaml", data)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
-	if len(q.NAPI) != 3 || *q.NAPI[1].IRQSuspendTimeout != 20000000 || q.NAPI[2].CPUs.String() != "2" || *q.BusyPoll.BusyPoll != 50 {
-		t.Errorf("round trip: %+v\n%s", q.NAPI, data)
-	}
+	plantest.RoundTrip(t, "napi plan", p, Parse)
 }
 
 func TestParseNAPIErrors(t *testing.T) {
@@ -86,25 +76,8 @@ func TestParseNAPIErrors(t *testing.T) {
 	}
 }
 
-// withNAPI is the node_exporter capture (ens10f0, 8 queues) with NAPI facts
-// as a 6.18 kernel reports them: 8193 threaded (pid 4321 on CPUs 0-7),
-// 8194 not.
-func withNAPI(t *testing.T) *host.Host {
-	h := readSnapshot(t, "node_exporter")
-	f, tr := false, true
-	z32, z64 := uint32(0), uint64(0)
-	pid, irq := 4321, 40
-	all := cpuset.Of(0, 1, 2, 3, 4, 5, 6, 7)
-	h.NAPI = []host.NAPI{
-		{ID: 8193, Device: "ens10f0", IRQ: &irq, PID: &pid, CPUs: &all, PIDStart: 777, Threaded: &tr, DeferHardIRQs: &z32, GROFlushTimeout: &z64, IRQSuspendTimeout: &z64},
-		{ID: 8194, Device: "ens10f0", Threaded: &f, DeferHardIRQs: &z32, GROFlushTimeout: &z64, IRQSuspendTimeout: &z64},
-	}
-	h.Unavailable = nil
-	return h
-}
-
 func TestResolveNAPI(t *testing.T) {
-	h := withNAPI(t)
+	h := plantest.WithNAPI(t)
 	p, err := Parse("p.yaml", []byte(napiPlan))
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +140,7 @@ func TestResolveNAPI(t *testing.T) {
 // A captured older host (no NAPI facts): every per-NAPI setting comes back
 // skipped as unsupported, the plan still resolves.
 func TestResolveNAPIOlderCapture(t *testing.T) {
-	h := readSnapshot(t, "node_exporter")
+	h := plantest.ReadSnapshot(t, "node_exporter")
 	p, err := Parse("p.yaml", []byte(napiPlan))
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +164,7 @@ func TestResolveNAPIOlderCapture(t *testing.T) {
 }
 
 func TestScopeNAPI(t *testing.T) {
-	h := withNAPI(t)
+	h := plantest.WithNAPI(t)
 	parse := func() Plan {
 		p, err := Parse("p.yaml", []byte(strings.Replace(napiPlan, "busy_poll:", "  - {device: lo, threaded: true, reason: r}\nbusy_poll:", 1)))
 		if err != nil {

@@ -1,9 +1,7 @@
 // Package plan describes desired interrupt placement and steering as data (a
 // Plan), reads and writes it as versioned YAML or JSON with errors that name
-// file, line and field, checks it against a host, resolves its selectors into
-// concrete kernel settings, and produces plans from the policies distilled
-// from the seed documents (dedicated-core, per-queue, colocate, rps-spread,
-// auto).
+// file, line and field, checks it against a host and resolves its selectors
+// into concrete kernel settings. Making plans is package policy's job.
 //
 // A plan file (YAML; the same fields in JSON):
 //
@@ -40,6 +38,10 @@
 package plan
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 )
 
@@ -50,7 +52,7 @@ const Version = 1
 // the file format; Line and File fields are where an entry came from (for
 // error messages) and are never serialised.
 type Plan struct {
-	Version int `yaml:"version" json:"version"`
+	Version int `yaml:"version" json:"version" plan:"version"`
 	// Policy that produced the plan ("" for hand-written plans).
 	Policy string `yaml:"policy,omitempty" json:"policy,omitempty"`
 	// Host is the hostname the plan was made for (informational; optional).
@@ -71,7 +73,7 @@ type Plan struct {
 	Apps               []AppEntry       `yaml:"apps,omitempty" json:"apps,omitempty"`
 	Irqbalance         *IrqbalanceEntry `yaml:"irqbalance,omitempty" json:"irqbalance,omitempty"`
 	Coalesce           []CoalesceEntry  `yaml:"coalesce,omitempty" json:"coalesce,omitempty"`
-	// NAPI and BusyPoll: interrupt mitigation (napi.go).
+	// NAPI and BusyPoll: interrupt mitigation.
 	NAPI     []NAPIEntry    `yaml:"napi,omitempty" json:"napi,omitempty"`
 	BusyPoll *BusyPollEntry `yaml:"busy_poll,omitempty" json:"busy_poll,omitempty"`
 
@@ -86,9 +88,9 @@ type Plan struct {
 // IRQ (a number), Device+Queue (the queue's IRQs, rx and tx), or Action (a
 // glob, path.Match syntax, over the IRQ's action names as in /proc/interrupts).
 type IRQEntry struct {
-	IRQ    *int       `yaml:"irq,omitempty" json:"irq,omitempty"`
+	IRQ    *int       `yaml:"irq,omitempty" json:"irq,omitempty" plan:"irq"`
 	Device string     `yaml:"device,omitempty" json:"device,omitempty"`
-	Queue  *int       `yaml:"queue,omitempty" json:"queue,omitempty"`
+	Queue  *int       `yaml:"queue,omitempty" json:"queue,omitempty" plan:"queue"`
 	Action string     `yaml:"action,omitempty" json:"action,omitempty"`
 	CPUs   cpuset.Set `yaml:"cpus" json:"cpus"`
 	Reason string     `yaml:"reason" json:"reason"`
@@ -100,9 +102,9 @@ type IRQEntry struct {
 // RPSCPUs turns RPS off.
 type RxQueueEntry struct {
 	Device     string      `yaml:"device" json:"device"`
-	Queue      *int        `yaml:"queue,omitempty" json:"queue,omitempty"`
-	RPSCPUs    *cpuset.Set `yaml:"rps_cpus,omitempty" json:"rps_cpus,omitempty"`
-	RPSFlowCnt *int        `yaml:"rps_flow_cnt,omitempty" json:"rps_flow_cnt,omitempty"`
+	Queue      *int        `yaml:"queue,omitempty" json:"queue,omitempty" plan:"queue"`
+	RPSCPUs    *cpuset.Set `yaml:"rps_cpus,omitempty" json:"rps_cpus,omitempty" plan:"empty"`
+	RPSFlowCnt *int        `yaml:"rps_flow_cnt,omitempty" json:"rps_flow_cnt,omitempty" plan:"flows"`
 	Reason     string      `yaml:"reason" json:"reason"`
 	Line       int         `yaml:"-" json:"-"`
 }
@@ -111,15 +113,20 @@ type RxQueueEntry struct {
 // Queue is nil. An empty XPSCPUs turns XPS off.
 type TxQueueEntry struct {
 	Device  string     `yaml:"device" json:"device"`
-	Queue   *int       `yaml:"queue,omitempty" json:"queue,omitempty"`
-	XPSCPUs cpuset.Set `yaml:"xps_cpus" json:"xps_cpus"`
+	Queue   *int       `yaml:"queue,omitempty" json:"queue,omitempty" plan:"queue"`
+	XPSCPUs cpuset.Set `yaml:"xps_cpus" json:"xps_cpus" plan:"empty,required"`
 	Reason  string     `yaml:"reason" json:"reason"`
 	Line    int        `yaml:"-" json:"-"`
 }
 
+// missing says why a tx queue entry needs the key (plan:"required").
+func (TxQueueEntry) missing(string) string {
+	return `missing (a tx queue entry sets xps_cpus; "" turns XPS off)`
+}
+
 // SockFlowEntry sets net.core.rps_sock_flow_entries (0 turns RFS off).
 type SockFlowEntry struct {
-	Value  int    `yaml:"value" json:"value"`
+	Value  int    `yaml:"value" json:"value" plan:"sockflows"`
 	Reason string `yaml:"reason" json:"reason"`
 	Line   int    `yaml:"-" json:"-"`
 }
@@ -128,7 +135,7 @@ type SockFlowEntry struct {
 // selector: PID, Comm (process name as in /proc/PID/comm), Unit (a systemd
 // unit) or Cgroup (a cgroup path below /sys/fs/cgroup).
 type AppEntry struct {
-	PID    int    `yaml:"pid,omitempty" json:"pid,omitempty"`
+	PID    int    `yaml:"pid,omitempty" json:"pid,omitempty" plan:"pid"`
 	Comm   string `yaml:"comm,omitempty" json:"comm,omitempty"`
 	Unit   string `yaml:"unit,omitempty" json:"unit,omitempty"`
 	Cgroup string `yaml:"cgroup,omitempty" json:"cgroup,omitempty"`
@@ -153,6 +160,33 @@ func (a AppEntry) Selector() string {
 		return "cgroup " + a.Cgroup
 	}
 	return "(no selector)"
+}
+
+// ParseAppSelector reads "comm:NAME", "pid:N", "unit:NAME" or "cgroup:PATH"
+// (a bare word is a comm).
+func ParseAppSelector(s string) (AppEntry, error) {
+	kind, val, ok := strings.Cut(s, ":")
+	if !ok {
+		kind, val = "comm", s
+	}
+	if val == "" {
+		return AppEntry{}, fmt.Errorf("application selector %q: empty value", s)
+	}
+	switch kind {
+	case "comm":
+		return AppEntry{Comm: val}, nil
+	case "pid":
+		n, err := strconv.Atoi(val)
+		if err != nil || n <= 0 {
+			return AppEntry{}, fmt.Errorf("application selector %q: %q is not a process id", s, val)
+		}
+		return AppEntry{PID: n}, nil
+	case "unit":
+		return AppEntry{Unit: val}, nil
+	case "cgroup":
+		return AppEntry{Cgroup: val}, nil
+	}
+	return AppEntry{}, fmt.Errorf("application selector %q: want comm:NAME, pid:N, unit:NAME or cgroup:PATH", s)
 }
 
 // IrqbalanceMode says what to do with the irqbalance daemon.
@@ -189,6 +223,44 @@ type CoalesceEntry struct {
 	AdaptiveTx *bool   `yaml:"adaptive_tx,omitempty" json:"adaptive_tx,omitempty"`
 	Reason     string  `yaml:"reason" json:"reason"`
 	Line       int     `yaml:"-" json:"-"`
+}
+
+// NAPIEntry sets interrupt mitigation of a device's NAPI instances: without
+// ID the device-wide sysfs values (threaded, napi_defer_hard_irqs,
+// gro_flush_timeout; CPUs places every NAPI thread of the device), with ID
+// one instance through netlink napi-set. Nil fields are left as they are.
+//
+//	napi:
+//	  - {device: eth0, defer_hard_irqs: 2, gro_flush_timeout: 200000, reason: …}
+//	  - {device: eth0, id: 8193, threaded: true, irq_suspend_timeout: 20000000, reason: …}
+//	  - {device: eth0, id: 8193, cpus: 3, reason: …}
+type NAPIEntry struct {
+	Device string  `yaml:"device" json:"device"`
+	ID     *uint32 `yaml:"id,omitempty" json:"id,omitempty" plan:"napi-id"`
+	// Threaded runs the instance(s) in a kernel thread of their own.
+	Threaded *bool `yaml:"threaded,omitempty" json:"threaded,omitempty"`
+	// DeferHardIRQs is how many empty polls keep the IRQ masked.
+	DeferHardIRQs *uint32 `yaml:"defer_hard_irqs,omitempty" json:"defer_hard_irqs,omitempty" plan:"defer"`
+	// GROFlushTimeout (ns) holds GRO batches and polls on a timer.
+	GROFlushTimeout *uint64 `yaml:"gro_flush_timeout,omitempty" json:"gro_flush_timeout,omitempty" plan:"ns"`
+	// IRQSuspendTimeout (ns, per instance only) keeps the IRQ suspended
+	// while an application that opted in (SO_PREFER_BUSY_POLL, epoll
+	// busy-poll parameters) keeps finding events.
+	IRQSuspendTimeout *uint64 `yaml:"irq_suspend_timeout,omitempty" json:"irq_suspend_timeout,omitempty" plan:"ns"`
+	// CPUs places the instance's kernel thread (threaded only).
+	CPUs   *cpuset.Set `yaml:"cpus,omitempty" json:"cpus,omitempty"`
+	Reason string      `yaml:"reason" json:"reason"`
+	Line   int         `yaml:"-" json:"-"`
+}
+
+// BusyPollEntry sets the machine-wide busy-polling defaults (µs; 0 = off):
+// net.core.busy_read for blocking reads, net.core.busy_poll for
+// poll/select/epoll.
+type BusyPollEntry struct {
+	BusyRead *int   `yaml:"busy_read,omitempty" json:"busy_read,omitempty" plan:"usecs"`
+	BusyPoll *int   `yaml:"busy_poll,omitempty" json:"busy_poll,omitempty" plan:"usecs"`
+	Reason   string `yaml:"reason" json:"reason"`
+	Line     int    `yaml:"-" json:"-"`
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -2,8 +2,8 @@ package plan
 
 import (
 	"fmt"
-	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -18,60 +18,6 @@ import (
 // ManagedSkip is the reason a kernel-managed IRQ is left alone.
 const ManagedSkip = "kernel-managed affinity: the kernel spreads this queue's IRQ over the CPUs that use the queue and refuses writes; left as is"
 
-// cpuView is what resolving and policies need to know about a host's CPUs.
-type cpuView struct {
-	exists  cpuset.Set
-	online  cpuset.Set
-	nrCPUs  int // mask width (nr_cpu_ids)
-	unknown bool
-}
-
-func viewCPUs(h *host.Host) cpuView {
-	var v cpuView
-	var ids []int
-	for _, c := range h.CPUs {
-		ids = append(ids, c.ID)
-	}
-	v.exists = cpuset.Of(ids...).Union(h.Topology.Possible)
-	v.online = h.Topology.Online
-	if v.online.IsEmpty() {
-		var on []int
-		for _, c := range h.CPUs {
-			if c.Online {
-				on = append(on, c.ID)
-			}
-		}
-		v.online = cpuset.Of(on...)
-	}
-	v.exists = v.exists.Union(v.online)
-	v.nrCPUs = v.exists.Max() + 1
-	v.unknown = v.online.IsEmpty()
-	return v
-}
-
-// checkCPUs reports CPUs that do not exist or are offline.
-func (v cpuView) check(l *errList, line int, field string, s cpuset.Set) {
-	if v.unknown {
-		l.add(line, field, "cannot check CPUs %s: the host's CPU topology is unknown", s)
-		return
-	}
-	if gone := s.Difference(v.exists); !gone.IsEmpty() {
-		l.add(line, field, "%s not exist on this host (it has CPUs %s)", cpuWord(gone, "does", "do"), v.exists)
-		return
-	}
-	if off := s.Difference(v.online); !off.IsEmpty() {
-		l.add(line, field, "%s offline", cpuWord(off, "is", "are"))
-	}
-}
-
-// cpuWord formats "CPU 7 is" / "CPUs 6-7 are".
-func cpuWord(s cpuset.Set, one, many string) string {
-	if s.Len() == 1 {
-		return fmt.Sprintf("CPU %s %s", s, one)
-	}
-	return fmt.Sprintf("CPUs %s %s", s, many)
-}
-
 // Resolve checks the plan against the host and turns its selectors into
 // concrete settings, in plan order: IRQs, rx queues, tx queues,
 // rps_sock_flow_entries, apps, irqbalance, coalescing, NAPI, busy polling.
@@ -84,10 +30,11 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 	if len(l.errs) > 0 {
 		return nil, l.err()
 	}
-	v := viewCPUs(h)
+	v := ViewCPUs(h)
 	var out []setting.Change
 	claimed := map[string]int{} // path → line (or -1-index for generated) of the entry that set it
 	claim := func(line int, field string, s setting.Change) {
+		s.Line = line
 		key := s.Path
 		if key == "" {
 			return
@@ -105,10 +52,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		v.check(l, e.Line, f+".cpus", e.CPUs)
 		for _, q := range selectIRQs(h, e, l, f) {
 			s := setting.IRQAffinity(q.Number, irqTarget(q), e.CPUs, e.Reason)
-			s.Line, s.Device, s.Queue = e.Line, q.Device, q.Queue
-			if q.Affinity != nil {
-				s.Old = q.Affinity.String()
-			}
+			s.Device, s.Queue, s.Old = q.Device, q.Queue, oldOf(q.Affinity, cpuset.Set.String)
 			if q.Managed == host.ManagedYes {
 				s.Status, s.Note = setting.StatusSkipped, ManagedSkip
 			}
@@ -127,19 +71,13 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		}
 		for _, rq := range pickRx(nic, e.Queue, l, e.Line, f+".queue") {
 			if e.RPSCPUs != nil {
-				s := setting.RPSCPUs(nic.Name, rq.Index, *e.RPSCPUs, v.nrCPUs, e.Reason)
-				s.Line = e.Line
-				if rq.RPSCPUs != nil {
-					s.Old = rq.RPSCPUs.Mask(v.nrCPUs)
-				}
+				s := setting.RPSCPUs(nic.Name, rq.Index, *e.RPSCPUs, v.NrCPUs, e.Reason)
+				s.Old = oldOf(rq.RPSCPUs, v.mask)
 				claim(e.Line, f, s)
 			}
 			if e.RPSFlowCnt != nil {
 				s := setting.RPSFlowCnt(nic.Name, rq.Index, *e.RPSFlowCnt, e.Reason)
-				s.Line = e.Line
-				if rq.RPSFlowCnt != nil {
-					s.Old = itoa(*rq.RPSFlowCnt)
-				}
+				s.Old = oldOf(rq.RPSFlowCnt, itoa)
 				claim(e.Line, f, s)
 			}
 		}
@@ -153,21 +91,15 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		}
 		v.check(l, e.Line, f+".xps_cpus", e.XPSCPUs)
 		for _, tq := range pickTx(nic, e.Queue, l, e.Line, f+".queue") {
-			s := setting.XPSCPUs(nic.Name, tq.Index, e.XPSCPUs, v.nrCPUs, e.Reason)
-			s.Line = e.Line
-			if tq.XPSCPUs != nil {
-				s.Old = tq.XPSCPUs.Mask(v.nrCPUs)
-			}
+			s := setting.XPSCPUs(nic.Name, tq.Index, e.XPSCPUs, v.NrCPUs, e.Reason)
+			s.Old = oldOf(tq.XPSCPUs, v.mask)
 			claim(e.Line, f, s)
 		}
 	}
 
 	if e := p.RPSSockFlowEntries; e != nil {
 		s := setting.SockFlowEntries(e.Value, e.Reason)
-		s.Line = e.Line
-		if h.RPSSockFlowEntries != nil {
-			s.Old = itoa(*h.RPSSockFlowEntries)
-		}
+		s.Old = oldOf(h.RPSSockFlowEntries, itoa)
 		claim(e.Line, "rps_sock_flow_entries", s)
 	}
 
@@ -254,162 +186,167 @@ func coalesceValue(e CoalesceEntry, cur *host.Coalesce) string {
 	return strings.Join(parts, " ")
 }
 
-func irqTarget(q *host.IRQ) string {
-	name := strings.Join(q.Actions, ",")
-	switch {
-	case q.Device != "" && q.Queue != nil:
-		kind := q.QueueKind
-		if kind != "" {
-			kind += " "
-		}
-		return fmt.Sprintf("irq %d (%s %squeue %d)", q.Number, q.Device, kind, *q.Queue)
-	case name != "":
-		return fmt.Sprintf("irq %d (%s)", q.Number, name)
+// oldOf formats a value the host model read ("" when it read none).
+func oldOf[T any](v *T, format func(T) string) string {
+	if v == nil {
+		return ""
 	}
-	return fmt.Sprintf("irq %d", q.Number)
+	return format(*v)
 }
 
-// selectIRQs returns the IRQs an entry selects, recording an error when it
-// selects none.
-func selectIRQs(h *host.Host, e IRQEntry, l *errList, f string) []*host.IRQ {
-	var out []*host.IRQ
-	switch {
-	case e.IRQ != nil:
-		q := h.IRQ(*e.IRQ)
-		if q == nil {
-			l.add(e.Line, f+".irq", "IRQ %d does not exist on this host", *e.IRQ)
-			return nil
+// withOld sets c.Old from a value the host model read (nil: unknown).
+func withOld(c setting.Change, v *uint64) setting.Change {
+	if v != nil {
+		c.Old = strconv.FormatUint(*v, 10)
+	}
+	return c
+}
+
+// resolveNAPI turns napi and busy_poll entries into changes. A host (or
+// capture) without NAPI facts makes each per-instance setting a skipped
+// change saying so, not an error.
+func resolveNAPI(p *Plan, h *host.Host, v CPUView, l *errList) []setting.Change {
+	var out []setting.Change
+	add := func(e NAPIEntry, c setting.Change) {
+		c.Line = e.Line
+		out = append(out, c)
+	}
+	skip := func(e NAPIEntry, c setting.Change, note string) {
+		c.Status, c.Note = setting.StatusSkipped, note
+		add(e, c)
+	}
+	for i, e := range p.NAPI {
+		f := fmt.Sprintf("napi[%d]", i)
+		nic := findNIC(h, e.Device, l, e.Line, f+".device")
+		if nic == nil {
+			continue
 		}
-		return []*host.IRQ{q}
-	case e.Device != "":
-		known := false
-		var queues []int
-		for i := range h.IRQs {
-			q := &h.IRQs[i]
-			if q.Device != e.Device {
+		if e.CPUs != nil {
+			v.check(l, e.Line, f+".cpus", *e.CPUs)
+		}
+		if e.ID == nil {
+			// Old is the device-wide file as apply reads it ("" only
+			// when the file is absent or unreadable).
+			if e.Threaded != nil {
+				add(e, withOld(setting.DevThreaded(nic.Name, *e.Threaded, e.Reason), nic.Threaded))
+			}
+			if e.DeferHardIRQs != nil {
+				add(e, withOld(setting.DevDeferHardIRQs(nic.Name, *e.DeferHardIRQs, e.Reason), nic.DeferHardIRQs))
+			}
+			if e.GROFlushTimeout != nil {
+				add(e, withOld(setting.DevGROFlushTimeout(nic.Name, *e.GROFlushTimeout, e.Reason), nic.GROFlushTimeout))
+			}
+			if e.CPUs != nil {
+				napis := h.NAPIsOf(nic.Name)
+				if len(napis) == 0 {
+					skip(e, setting.Change{Kind: setting.KindThreadAffinity, Target: nic.Name + " napi threads", Device: nic.Name,
+						Value: e.CPUs.String(), Reason: e.Reason}, NAPIUnsupported(h, nic.Name))
+				}
+				for _, n := range napis {
+					out = append(out, napiThread(e, n)...)
+				}
+			}
+			continue
+		}
+		id := *e.ID
+		var inst *host.NAPI
+		for _, n := range h.NAPIsOf(nic.Name) {
+			if n.ID == id {
+				inst = &n
+				break
+			}
+		}
+		why := NAPIUnsupported(h, nic.Name)
+		if inst == nil && why == "" {
+			var ids []string
+			for _, n := range h.NAPIsOf(nic.Name) {
+				ids = append(ids, strconv.FormatUint(uint64(n.ID), 10))
+			}
+			sort.Strings(ids)
+			l.add(e.Line, f+".id", "%s has no NAPI instance %d (it has: %s; ids change when the device is reconfigured)", nic.Name, id, strings.Join(ids, ", "))
+			continue
+		}
+		type field struct {
+			kind setting.Kind
+			want *uint64
+			have *uint64
+		}
+		u64 := func(b *bool) *uint64 {
+			if b == nil {
+				return nil
+			}
+			x := uint64(0)
+			if *b {
+				x = 1
+			}
+			return &x
+		}
+		u32 := func(x *uint32) *uint64 {
+			if x == nil {
+				return nil
+			}
+			y := uint64(*x)
+			return &y
+		}
+		var have host.NAPI
+		if inst != nil {
+			have = *inst
+		}
+		for _, fl := range []field{
+			{setting.KindNAPIThreaded, u64(e.Threaded), u64(have.Threaded)},
+			{setting.KindNAPIDeferHardIRQs, u32(e.DeferHardIRQs), u32(have.DeferHardIRQs)},
+			{setting.KindNAPIGROFlushTimeout, e.GROFlushTimeout, have.GROFlushTimeout},
+			{setting.KindNAPIIRQSuspendTimeout, e.IRQSuspendTimeout, have.IRQSuspendTimeout},
+		} {
+			if fl.want == nil {
 				continue
 			}
-			known = true
-			if q.Queue != nil {
-				queues = append(queues, *q.Queue)
-				if *q.Queue == *e.Queue {
-					out = append(out, q)
-				}
-			}
-		}
-		if len(out) == 0 {
+			c := setting.NAPISetting(fl.kind, nic.Name, id, *fl.want, e.Reason)
 			switch {
-			case !known && h.NIC(e.Device) == nil && blockDev(h, e.Device) == nil:
-				l.add(e.Line, f+".device", "device %s not found on this host", e.Device)
-			case len(queues) == 0:
-				l.add(e.Line, f+".queue", "device %s has no queue IRQs", e.Device)
+			case inst == nil:
+				skip(e, c, why)
+			case fl.have == nil:
+				skip(e, c, fmt.Sprintf("unsupported: this kernel does not report %s per NAPI instance (napi-set: 6.13, threaded: 6.17)", c.Name()))
 			default:
-				l.add(e.Line, f+".queue", "device %s has no IRQ for queue %d (queues with IRQs: %s)",
-					e.Device, *e.Queue, cpuset.Of(queues...))
+				c.Old = strconv.FormatUint(*fl.have, 10)
+				add(e, c)
 			}
 		}
-		return out
-	case e.Action != "":
-		for i := range h.IRQs {
-			q := &h.IRQs[i]
-			for _, a := range q.Actions {
-				if ok, _ := path.Match(e.Action, a); ok {
-					out = append(out, q)
-					break
-				}
+		if e.CPUs != nil {
+			if inst == nil {
+				skip(e, setting.Change{Kind: setting.KindThreadAffinity, Target: fmt.Sprintf("%s napi %d thread", nic.Name, id), Device: nic.Name,
+					Value: e.CPUs.String(), Reason: e.Reason}, why)
+				continue
 			}
+			out = append(out, napiThread(e, *inst)...)
 		}
-		if len(out) == 0 {
-			l.add(e.Line, f+".action", "pattern %q matches no IRQ on this host", e.Action)
+	}
+	if e := p.BusyPoll; e != nil {
+		if e.BusyRead != nil {
+			c := setting.BusyRead(*e.BusyRead, e.Reason)
+			c.Line = e.Line
+			out = append(out, c)
+		}
+		if e.BusyPoll != nil {
+			c := setting.BusyPoll(*e.BusyPoll, e.Reason)
+			c.Line = e.Line
+			out = append(out, c)
 		}
 	}
 	return out
 }
 
-func blockDev(h *host.Host, name string) *host.BlockDev {
-	for i := range h.Block {
-		if h.Block[i].Name == name {
-			return &h.Block[i]
-		}
+// napiThread places the kernel thread of n, or says why it cannot.
+func napiThread(e NAPIEntry, n host.NAPI) []setting.Change {
+	c, err := setting.NAPIThread(n, *e.CPUs, e.Reason)
+	c.Line = e.Line
+	if err != nil {
+		return []setting.Change{{Kind: setting.KindThreadAffinity, Target: fmt.Sprintf("%s napi %d thread", n.Device, n.ID), Device: n.Device,
+			Value: e.CPUs.String(), Reason: e.Reason, Line: e.Line, Status: setting.StatusSkipped,
+			Note: err.Error() + ": its thread exists once threaded is on; apply the plan again to place it"}}
 	}
-	return nil
-}
-
-func findNIC(h *host.Host, name string, l *errList, line int, field string) *host.NIC {
-	if nic := h.NIC(name); nic != nil {
-		return nic
+	if n.CPUs != nil {
+		c.Old = n.CPUs.String()
 	}
-	if blockDev(h, name) != nil {
-		l.add(line, field, "%s is a block device, not a network interface", name)
-		return nil
-	}
-	names := make([]string, 0, len(h.NICs))
-	for _, n := range h.NICs {
-		names = append(names, n.Name)
-	}
-	sort.Strings(names)
-	l.add(line, field, "network interface %s not found on this host (it has: %s)", name, strings.Join(names, ", "))
-	return nil
-}
-
-func pickRx(nic *host.NIC, q *int, l *errList, line int, field string) []*host.RxQueue {
-	if q == nil {
-		out := make([]*host.RxQueue, 0, len(nic.RxQueues))
-		for i := range nic.RxQueues {
-			out = append(out, &nic.RxQueues[i])
-		}
-		if len(out) == 0 {
-			l.add(line, field, "%s has no rx queues", nic.Name)
-		}
-		return out
-	}
-	for i := range nic.RxQueues {
-		if nic.RxQueues[i].Index == *q {
-			return []*host.RxQueue{&nic.RxQueues[i]}
-		}
-	}
-	l.add(line, field, "%s has no rx queue %d (it has %d rx queues)", nic.Name, *q, len(nic.RxQueues))
-	return nil
-}
-
-func pickTx(nic *host.NIC, q *int, l *errList, line int, field string) []*host.TxQueue {
-	if q == nil {
-		out := make([]*host.TxQueue, 0, len(nic.TxQueues))
-		for i := range nic.TxQueues {
-			out = append(out, &nic.TxQueues[i])
-		}
-		if len(out) == 0 {
-			l.add(line, field, "%s has no tx queues", nic.Name)
-		}
-		return out
-	}
-	for i := range nic.TxQueues {
-		if nic.TxQueues[i].Index == *q {
-			return []*host.TxQueue{&nic.TxQueues[i]}
-		}
-	}
-	l.add(line, field, "%s has no tx queue %d (it has %d tx queues)", nic.Name, *q, len(nic.TxQueues))
-	return nil
-}
-
-// HostMismatch describes why the plan may not be meant for h ("" when it
-// is: the plan names no host, the host's name is unknown, or they match).
-func HostMismatch(p *Plan, h *host.Host) string {
-	if p.Host == "" || h.Hostname == "" || p.Host == h.Hostname {
-		return ""
-	}
-	return fmt.Sprintf("plan %s was made for host %s, this is %s", planName(p), p.Host, h.Hostname)
-}
-
-func planName(p *Plan) string {
-	if p.File != "" {
-		return p.File
-	}
-	return "(generated)"
-}
-
-// Processes is the entry's process selector as the setting registry takes
-// it (apply resolves it to threads; live callers to PIDs).
-func (a AppEntry) Processes() *setting.AppSelector {
-	return &setting.AppSelector{PID: a.PID, Comm: a.Comm, Unit: a.Unit, Cgroup: a.Cgroup, All: a.All}
+	return []setting.Change{c}
 }

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // lowIRQShare is the hardirq+softirq share of one CPU below which a single
@@ -36,16 +37,12 @@ const lowIRQShare = 0.25
 //     RSS already spreads over every core, so cross-CPU steering only adds
 //     IPIs; keep each queue's work on its core (seed 001).
 //  7. Otherwise (fewer queues than cores): per-queue (seed 002).
-func topologyChoice(h *host.Host, o Options) (*Plan, error) {
-	b, err := newBuilder(h, o, "auto")
+func topologyChoice(h *host.Host, o Options) (*plan.Plan, error) {
+	b, ts, err := start(h, o, "auto", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := b.targets()
-	if err != nil {
-		return nil, err
-	}
-	run := func(name, why string, o Options) (*Plan, error) {
+	run := func(name, why string, o Options) (*plan.Plan, error) {
 		var pol Policy
 		switch name {
 		case "dedicated-core":
@@ -69,7 +66,7 @@ func topologyChoice(h *host.Host, o Options) (*Plan, error) {
 		return p, nil
 	}
 
-	isolated := b.banned.Intersect(b.v.online)
+	isolated := b.banned.Intersect(b.v.Online)
 	if !isolated.IsEmpty() {
 		o2 := o
 		if o2.Housekeeping.IsEmpty() {
@@ -94,7 +91,7 @@ func topologyChoice(h *host.Host, o Options) (*Plan, error) {
 	if primary == nil || primary.queueCount() == 0 {
 		p := b.p
 		p.Why = "auto: no network interface with queues to steer; nothing to change"
-		p.Irqbalance = &IrqbalanceEntry{Mode: IrqbalanceLeave, Reason: "no IRQ is placed"}
+		p.Irqbalance = &plan.IrqbalanceEntry{Mode: plan.IrqbalanceLeave, Reason: "no IRQ is placed"}
 		return p, nil
 	}
 	P, local := b.nodeCPUs(primary.nic)
@@ -111,7 +108,7 @@ func topologyChoice(h *host.Host, o Options) (*Plan, error) {
 		if noQueues {
 			p := b.p
 			p.Why = "auto: " + desc + "; its queue IRQs cannot be moved and its rx queues are unknown, so there is nothing to change"
-			p.Irqbalance = &IrqbalanceEntry{Mode: IrqbalanceLeave, Reason: "no IRQ is placed"}
+			p.Irqbalance = &plan.IrqbalanceEntry{Mode: plan.IrqbalanceLeave, Reason: "no IRQ is placed"}
 			return p, nil
 		}
 		kind := "its queue IRQs are kernel-managed"

@@ -1,20 +1,22 @@
-package plan
+package policy
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // checkMitigation: the NAPI policies move no IRQ, steer nothing, leave
 // irqbalance, and place NAPI threads only on usable CPUs; every entry says
 // why.
-func checkMitigation(t *testing.T, name string, p *Plan, bad func(string, cpuset.Set)) {
+func checkMitigation(t *testing.T, name string, p *plan.Plan, bad func(string, cpuset.Set)) {
 	t.Helper()
 	if len(p.IRQs)+len(p.RxQueues)+len(p.TxQueues)+len(p.Apps) > 0 || p.RPSSockFlowEntries != nil ||
-		(p.Irqbalance != nil && p.Irqbalance.Mode != IrqbalanceLeave) {
+		(p.Irqbalance != nil && p.Irqbalance.Mode != plan.IrqbalanceLeave) {
 		t.Errorf("%s: a mitigation policy changed placement or steering: %+v", name, p)
 	}
 	for _, e := range p.NAPI {
@@ -31,7 +33,7 @@ func checkMitigation(t *testing.T, name string, p *Plan, bad func(string, cpuset
 }
 
 func TestEfficiencyPolicy(t *testing.T) {
-	h := withNAPI(t)
+	h := plantest.WithNAPI(t)
 	p, err := Make("efficiency", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,7 @@ func TestEfficiencyPolicy(t *testing.T) {
 		p.NAPI[0].ID != nil || !strings.Contains(p.NAPI[0].Reason, "20 µs") || p.BusyPoll != nil {
 		t.Errorf("%+v", p.NAPI)
 	}
-	got, err := Resolve(p, h)
+	got, err := plan.Resolve(p, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestEfficiencyPolicy(t *testing.T) {
 }
 
 func TestLatencyPolicyBusyPoll(t *testing.T) {
-	h := withNAPI(t)
+	h := plantest.WithNAPI(t)
 	p, err := Make("latency", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +68,7 @@ func TestLatencyPolicyBusyPoll(t *testing.T) {
 	if !strings.Contains(p.NAPI[1].Reason, "SO_PREFER_BUSY_POLL") || !strings.Contains(p.Why, "--app-cpus") {
 		t.Errorf("reasons: %q / %q", p.NAPI[1].Reason, p.Why)
 	}
-	if _, err := Resolve(p, h); err != nil {
+	if _, err := plan.Resolve(p, h); err != nil {
 		t.Fatal(err)
 	}
 	// --device keeps the device's entries, drops the machine-wide busy_poll.
@@ -75,7 +77,7 @@ func TestLatencyPolicyBusyPoll(t *testing.T) {
 		t.Errorf("scoped: %v %+v", err, p)
 	}
 	// An older capture: no suspension, and the plan says why.
-	old := readSnapshot(t, "node_exporter")
+	old := plantest.ReadSnapshot(t, "node_exporter")
 	p, err = Make("latency", old, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +88,7 @@ func TestLatencyPolicyBusyPoll(t *testing.T) {
 }
 
 func TestLatencyPolicyThreaded(t *testing.T) {
-	h := withNAPI(t)
+	h := plantest.WithNAPI(t)
 	app := cpuset.Of(2)
 	p, err := Make("latency", h, Options{AppCPUs: &app})
 	if err != nil {
@@ -109,7 +111,7 @@ func TestLatencyPolicyThreaded(t *testing.T) {
 	if !sib.IsEmpty() && !beside.Equal(sib) {
 		t.Errorf("beside %s, siblings of 2 are %s", beside, sib)
 	}
-	got, err := Resolve(p, h)
+	got, err := plan.Resolve(p, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
-package plan
+package policy
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -12,14 +13,14 @@ import (
 // belongs to the named devices, machine-wide settings only on request, and
 // the plan says what it left out.
 func TestDeviceBoundsEveryPolicy(t *testing.T) {
-	h := synth{cpus: 8, balance: true, nics: []synthNIC{{name: "eth0", queues: 2}, {name: "eth1", queues: 2}}}.build()
+	h := synth{CPUs: 8, Balance: true, NICs: []synthNIC{{Name: "eth0", Queues: 2}, {Name: "eth1", Queues: 2}}}.Build()
 	for _, name := range PolicyNames() {
 		for _, machineWide := range []bool{false, true} {
 			p, err := Make(name, h, Options{Devices: []string{"eth1"}, MachineWide: machineWide})
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			ss, err := Resolve(p, h)
+			ss, err := plan.Resolve(p, h)
 			if err != nil {
 				t.Fatalf("%s: resolve: %v", name, err)
 			}

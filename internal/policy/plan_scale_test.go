@@ -1,16 +1,16 @@
-package plan
+package policy
 
 import (
 	"compress/bzip2"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
-	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 )
 
 // Planner at fleet scale: the largest hosts irqpilot has data for — the
@@ -27,40 +27,13 @@ type scaleHost struct {
 	h    *host.Host
 }
 
-// genHost writes a hostgen tree for spec and reads it back.
-func genHost(t testing.TB, spec hostgen.Spec, interrupts []byte) *host.Host {
-	t.Helper()
-	dir, cleanup, err := hostgen.ScratchDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	L, err := hostgen.Build(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := L.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	if interrupts != nil {
-		if err := os.WriteFile(filepath.Join(dir, "proc/interrupts"), interrupts, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := host.Read(kernel.New(dir), host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 // pcp1152 is the 1 152-CPU machine: its real /proc/interrupts (PCP's QA
 // data) on a generated topology of the same width — 8 packages = 8 nodes of
 // 72 cores × 2 threads — since only /proc/interrupts and /proc/softirqs of
 // that machine were published. Its NICs are known only from their IRQ names.
 func pcp1152(t testing.TB) *host.Host {
 	t.Helper()
-	f, err := os.Open(fixtures + "pcp/interrupts-1152cpu-x86_64.bz2")
+	f, err := os.Open(plantest.Fixtures + "pcp/interrupts-1152cpu-x86_64.bz2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +42,7 @@ func pcp1152(t testing.TB) *host.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return genHost(t, hostgen.Spec{CPUs: 1152, Packages: 8, Nodes: 8, ThreadsPerCore: 2,
+	return plantest.GenHost(t, hostgen.Spec{CPUs: 1152, Packages: 8, Nodes: 8, ThreadsPerCore: 2,
 		Offline: hostgen.NoOffline, NICs: []hostgen.NICSpec{}, NVMeQueues: -1}, b)
 }
 
@@ -78,7 +51,7 @@ func pcp1152(t testing.TB) *host.Host {
 // a 128-queue NVMe drive.
 func gen1024(t testing.TB) *host.Host {
 	t.Helper()
-	return genHost(t, hostgen.Spec{CPUs: 1024, Packages: 4, Nodes: 8, ThreadsPerCore: 2,
+	return plantest.GenHost(t, hostgen.Spec{CPUs: 1024, Packages: 4, Nodes: 8, ThreadsPerCore: 2,
 		Isolated: cpuset.MustParse("60-63"),
 		NICs: []hostgen.NICSpec{
 			{Name: "eth0", Driver: "ice", Slot: 3, Node: 0, Queues: 128},
@@ -88,7 +61,7 @@ func gen1024(t testing.TB) *host.Host {
 
 func scaleHosts(t testing.TB) []scaleHost {
 	return []scaleHost{
-		{"master-112cpu", readSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")},
+		{"master-112cpu", plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")},
 		{"pcp-1152cpu", pcp1152(t)},
 		{"gen-1024cpu", gen1024(t)},
 	}
@@ -154,16 +127,8 @@ func TestPlansAtFleetScale(t *testing.T) {
 				t.Errorf("%s auto: CPU 3 saturated by a queue IRQ, yet no plan: %s", s.name, p.Why)
 			}
 			checkProperties(t, s.name+" "+pol, s.h, p)
-			data, err := p.MarshalFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := Parse(s.name+".yaml", data)
-			if err != nil {
-				t.Errorf("%s %s: reload: %v", s.name, pol, err)
-				continue
-			}
-			if _, err := Resolve(q, s.h); err != nil {
+			q := plantest.RoundTrip(t, s.name+" "+pol, p, plan.Parse)
+			if _, err := plan.Resolve(q, s.h); err != nil {
 				t.Errorf("%s %s: reloaded plan does not resolve: %v", s.name, pol, err)
 			}
 		}
@@ -185,7 +150,7 @@ func BenchmarkPlanFleetScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := Resolve(p, s.h); err != nil {
+					if _, err := plan.Resolve(p, s.h); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // The interrupt-mitigation policies: they set NAPI and busy-polling knobs
@@ -45,12 +46,8 @@ func init() {
 // larger GRO batches under load: every steered NIC gets
 // napi_defer_hard_irqs 2 and gro_flush_timeout 20 µs (device-wide sysfs,
 // kernel 5.10+).
-func Efficiency(h *host.Host, o Options) (*Plan, error) {
-	b, err := newBuilder(h, o, "efficiency")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.napiTargets()
+func Efficiency(h *host.Host, o Options) (*plan.Plan, error) {
+	b, ts, err := start(h, o, "efficiency", (*builder).napiTargets)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +59,7 @@ func Efficiency(h *host.Host, o Options) (*Plan, error) {
 			why = fmt.Sprintf("%s has no IRQ: after a poll finds work, poll again up to %d times within a %d µs timer instead of waiting to be woken; only softirq rescheduling and GRO batching change, and a packet may wait up to %d µs",
 				t.nic.Name, efficiencyDefer, efficiencyFlushNs/1000, efficiencyFlushNs/1000)
 		}
-		b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, DeferHardIRQs: ptr(uint32(efficiencyDefer)),
+		b.p.NAPI = append(b.p.NAPI, plan.NAPIEntry{Device: t.nic.Name, DeferHardIRQs: ptr(uint32(efficiencyDefer)),
 			GROFlushTimeout: ptr(uint64(efficiencyFlushNs)), Reason: why})
 		names = append(names, t.nic.Name)
 	}
@@ -87,19 +84,15 @@ func Efficiency(h *host.Host, o Options) (*Plan, error) {
 //     instance the host reports (20 ms while an application that opted in
 //     with SO_PREFER_BUSY_POLL / epoll busy-poll parameters keeps finding
 //     events), with deferral (2, 200 µs) as the safety net.
-func Latency(h *host.Host, o Options) (*Plan, error) {
-	b, err := newBuilder(h, o, "latency")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.napiTargets()
+func Latency(h *host.Host, o Options) (*plan.Plan, error) {
+	b, ts, err := start(h, o, "latency", (*builder).napiTargets)
 	if err != nil {
 		return nil, err
 	}
 	if o.AppCPUs != nil && !o.AppCPUs.IsEmpty() {
 		return b.latencyThreaded(ts, *o.AppCPUs)
 	}
-	b.p.BusyPoll = &BusyPollEntry{BusyRead: ptr(latencyBusyUsecs), BusyPoll: ptr(latencyBusyUsecs),
+	b.p.BusyPoll = &plan.BusyPollEntry{BusyRead: ptr(latencyBusyUsecs), BusyPoll: ptr(latencyBusyUsecs),
 		Reason: fmt.Sprintf("sockets busy-poll their device queue for up to %d µs before sleeping: lower wake-up latency, paid in CPU spinning; machine-wide (an application can instead set SO_BUSY_POLL on its own sockets)", latencyBusyUsecs)}
 	var suspended []string
 	without := map[string][]string{} // why → what
@@ -122,14 +115,14 @@ func Latency(h *host.Host, o Options) (*Plan, error) {
 			reason = fmt.Sprintf("safety net for suspension: %s has no IRQ; when the application stops polling, its NAPI is polled on a %d µs timer (%d empty polls) before it waits for the sender to schedule it again", t.nic.Name, latencyFlushNs/1000, latencyDefer)
 			suspendWhy = fmt.Sprintf("NAPI suspension (%s has no IRQ; the sender schedules its NAPI): while an application that opted in (SO_PREFER_BUSY_POLL, epoll busy-poll) keeps finding events, the NAPI is left to it for up to %d ms instead of the softirq (Cai & Karsten, SIGMETRICS 2024)", t.nic.Name, latencySuspendNs/1_000_000)
 		}
-		b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, DeferHardIRQs: ptr(uint32(latencyDefer)), GROFlushTimeout: ptr(uint64(latencyFlushNs)),
+		b.p.NAPI = append(b.p.NAPI, plan.NAPIEntry{Device: t.nic.Name, DeferHardIRQs: ptr(uint32(latencyDefer)), GROFlushTimeout: ptr(uint64(latencyFlushNs)),
 			Reason: reason})
 		switch {
 		case noSet:
 			without["this kernel's netdev netlink family has no napi-set operation"] = append(without["this kernel's netdev netlink family has no napi-set operation"], t.nic.Name)
 			continue
 		case len(napis) == 0:
-			why := napiUnsupported(h, t.nic.Name)
+			why := plan.NAPIUnsupported(h, t.nic.Name)
 			without[why] = append(without[why], t.nic.Name)
 			continue
 		}
@@ -139,7 +132,7 @@ func Latency(h *host.Host, o Options) (*Plan, error) {
 				without[why] = append(without[why], fmt.Sprintf("%s napi %d", t.nic.Name, n.ID))
 				continue
 			}
-			b.p.NAPI = append(b.p.NAPI, NAPIEntry{Device: t.nic.Name, ID: ptr(n.ID), IRQSuspendTimeout: ptr(uint64(latencySuspendNs)),
+			b.p.NAPI = append(b.p.NAPI, plan.NAPIEntry{Device: t.nic.Name, ID: ptr(n.ID), IRQSuspendTimeout: ptr(uint64(latencySuspendNs)),
 				Reason: suspendWhy})
 			suspended = append(suspended, fmt.Sprintf("%s napi %d", t.nic.Name, n.ID))
 		}
@@ -171,11 +164,11 @@ func hasIRQ(t *target, napis []host.NAPI) bool {
 }
 
 // latencyThreaded is the threaded-NAPI form of Latency.
-func (b *builder) latencyThreaded(ts []*target, app cpuset.Set) (*Plan, error) {
+func (b *builder) latencyThreaded(ts []*target, app cpuset.Set) (*plan.Plan, error) {
 	beside := b.besideCPUs(app)
 	var placed []string
 	for _, t := range ts {
-		e := NAPIEntry{Device: t.nic.Name, Threaded: ptr(true)}
+		e := plan.NAPIEntry{Device: t.nic.Name, Threaded: ptr(true)}
 		if beside.IsEmpty() {
 			e.Reason = "threaded NAPI: receive processing in kernel threads the scheduler can keep off the consumer's CPUs"
 			b.note("%s: no usable CPU beside the consumer's %s; NAPI threads are left where the scheduler puts them", t.nic.Name, app)

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"bytes"
@@ -9,10 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -25,7 +29,7 @@ func serverSpec() hostgen.Spec {
 }
 
 // queueCPUs lists, by queue, the CPUs a plan gives dev's queue IRQs.
-func queueCPUs(h *host.Host, p *Plan, dev string) string {
+func queueCPUs(h *host.Host, p *plan.Plan, dev string) string {
 	byQueue := map[int]string{}
 	n := 0
 	for _, e := range p.IRQs {
@@ -45,62 +49,51 @@ func queueCPUs(h *host.Host, p *Plan, dev string) string {
 // is not NIC-local work: per-queue gives it every CPU without a queue IRQ
 // (24 of 32, on every node), not the NIC node's remainder.
 func TestPoliciesOnServerShapedGuest(t *testing.T) {
-	h := genHost(t, serverSpec(), nil)
+	h := plantest.GenHost(t, serverSpec(), nil)
 	node2 := cpuset.MustParse("8-11,24-27")
 	if nic := h.NIC("eth1"); nic == nil || nic.Node != 2 {
 		t.Fatalf("generated eth1: %+v", nic)
 	}
+	// used is where a plan puts eth1's queue IRQs, the application, and
+	// queue 0's RPS and XPS.
+	type used struct{ IRQs, App, RPSQueue0, XPSQueue0 string }
 	for _, tc := range []struct {
-		policy    string
-		irqs      string // per queue 0..7
-		app       string
-		rpsQueue0 string
-		xpsQueue0 string
+		policy string
+		want   used // IRQs: per queue 0..7
 	}{
 		// One queue per CPU of node 2, the four physical cores first,
 		// then their SMT siblings; the RPS group of each queue is its IRQ
 		// CPU (every CPU of the node takes a queue).
-		{"per-queue", "8 9 10 11 24 25 26 27", "0-7,12-23,28-31", "8", ""},
+		{"per-queue", used{"8 9 10 11 24 25 26 27", "0-7,12-23,28-31", "8", ""}},
 		// Full affinity: the queue's IRQ, stack, transmits and its worker
 		// on one CPU; the workers run on the queues' CPUs.
-		{"colocate", "8 9 10 11 24 25 26 27", "8-11,24-27", "8", "8"},
+		{"colocate", used{"8 9 10 11 24 25 26 27", "8-11,24-27", "8", "8"}},
 		// Every queue IRQ on CPU 0, RPS everywhere else.
-		{"dedicated-core", "0 0 0 0 0 0 0 0", "1-31", "1-31", ""},
+		{"dedicated-core", used{"0 0 0 0 0 0 0 0", "1-31", "1-31", ""}},
 		// IRQs untouched, RPS over the NIC's node.
-		{"rps-spread", "", "", "8-11,24-27", ""},
+		{"rps-spread", used{"", "", "8-11,24-27", ""}},
 	} {
 		p, err := Make(tc.policy, h, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.policy, err)
 		}
 		checkProperties(t, "server "+tc.policy, h, p)
-		if got := queueCPUs(h, p, "eth1"); got != tc.irqs {
-			t.Errorf("%s: queue IRQ CPUs %q, want %q", tc.policy, got, tc.irqs)
-		}
-		app := ""
+		got := used{IRQs: queueCPUs(h, p, "eth1")}
 		if p.AppCPUs != nil {
-			app = p.AppCPUs.String()
+			got.App = p.AppCPUs.String()
 		}
-		if app != tc.app {
-			t.Errorf("%s: app_cpus %q, want %q", tc.policy, app, tc.app)
-		}
-		rps := ""
 		for _, e := range p.RxQueues {
 			if e.Device == "eth1" && *e.Queue == 0 {
-				rps = e.RPSCPUs.String()
+				got.RPSQueue0 = e.RPSCPUs.String()
 			}
 		}
-		if rps != tc.rpsQueue0 {
-			t.Errorf("%s: rx-0 RPS %q, want %q", tc.policy, rps, tc.rpsQueue0)
-		}
-		xps := ""
 		for _, e := range p.TxQueues {
 			if e.Device == "eth1" && *e.Queue == 0 {
-				xps = e.XPSCPUs.String()
+				got.XPSQueue0 = e.XPSCPUs.String()
 			}
 		}
-		if xps != tc.xpsQueue0 {
-			t.Errorf("%s: tx-0 XPS %q, want %q", tc.policy, xps, tc.xpsQueue0)
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s: CPUs used (-want +got):\n%s", tc.policy, d)
 		}
 		if tc.policy != "dedicated-core" {
 			for _, e := range p.IRQs {
@@ -113,7 +106,7 @@ func TestPoliciesOnServerShapedGuest(t *testing.T) {
 	// Four queues: one per physical core, no SMT sibling.
 	spec := serverSpec()
 	spec.NICs[0].Queues = 4
-	h4 := genHost(t, spec, nil)
+	h4 := plantest.GenHost(t, spec, nil)
 	p, err := Make("per-queue", h4, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +126,7 @@ func TestPoliciesOnServerShapedGuest(t *testing.T) {
 // Single-node hosts keep AWS Graviton memcached tuning's ratio, with at most two queues per
 // IRQ CPU: 8 CPUs and 8 queues is 4 IRQ CPUs, never all on CPU 0.
 func TestPerQueueSingleNodeManyQueues(t *testing.T) {
-	h := synth{cpus: 8, nics: []synthNIC{{name: "eth0", queues: 8}}}.build()
+	h := synth{CPUs: 8, NICs: []synthNIC{{Name: "eth0", Queues: 8}}}.Build()
 	p, err := Make("per-queue", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +155,7 @@ func TestPolicyPropertiesOnGeneratedHosts(t *testing.T) {
 		delete(specs, "1152 CPUs 8 nodes")
 	}
 	for name, spec := range specs {
-		h := genHost(t, spec, nil)
+		h := plantest.GenHost(t, spec, nil)
 		b, err := newBuilder(h, Options{}, "check")
 		if err != nil {
 			t.Fatal(err)
@@ -207,7 +200,7 @@ func TestPolicyPropertiesOnGeneratedHosts(t *testing.T) {
 // serve no device queue only with --machine-wide.
 func TestDefaultScopeLeavesOutDefaultRoute(t *testing.T) {
 	spec := hostgen.DefaultSpec()
-	h := genHost(t, spec, nil)
+	h := plantest.GenHost(t, spec, nil)
 	h.NIC("eth0").DefaultRoute = true
 	for _, pol := range []string{"per-queue", "colocate", "dedicated-core", "rps-spread", "efficiency", "latency"} {
 		p, err := Make(pol, h, Options{})
@@ -246,7 +239,7 @@ func TestDefaultScopeLeavesOutDefaultRoute(t *testing.T) {
 		t.Errorf("--machine-wide --include-default-route: %d IRQs, default %d", len(all.IRQs), len(p.IRQs))
 	}
 	// A VLAN over the default-route NIC is left out with it.
-	sh := synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}, {name: "eth0.7", kind: "vlan", lower: "eth0", queues: 1}, {name: "eth1", queues: 2}}}.build()
+	sh := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 1}, {Name: "eth0.7", Kind: "vlan", Lower: "eth0", Queues: 1}, {Name: "eth1", Queues: 2}}}.Build()
 	sh.NIC("eth0").DefaultRoute = true
 	p, _ = Make("rps-spread", sh, Options{})
 	if got := fmt.Sprint(planDevices(sh, p)); got != "[eth1]" {
@@ -256,7 +249,7 @@ func TestDefaultScopeLeavesOutDefaultRoute(t *testing.T) {
 
 // planDevices lists the devices a plan has entries for (IRQs by their
 // device), sorted.
-func planDevices(h *host.Host, p *Plan) []string {
+func planDevices(h *host.Host, p *plan.Plan) []string {
 	seen := map[string]bool{}
 	for _, e := range p.IRQs {
 		if e.IRQ != nil {
@@ -295,7 +288,7 @@ func planDevices(h *host.Host, p *Plan) []string {
 // A device without IRQs (veth) gets no IRQ wording in any policy's reasons:
 // nothing is "on its IRQ CPU", no IRQ is deferred or suspended.
 func TestReasonsFitDevicesWithoutIRQs(t *testing.T) {
-	h := synth{cpus: 4, nics: []synthNIC{{name: "vth0", kind: "veth", queues: 2, noIRQs: true}}}.build()
+	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "vth0", Kind: "veth", Queues: 2, NoIRQs: true}}}.Build()
 	irqWord := func(s string) bool {
 		s = strings.ReplaceAll(s, "Intel IRQ+process affinity study", "") // a source's name
 		return strings.Contains(strings.ReplaceAll(s, "has no IRQ", ""), "IRQ")
@@ -355,7 +348,7 @@ func TestEfficiencyReadsCurrentValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Resolve(p, h)
+	got, err := plan.Resolve(p, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +378,7 @@ func TestEfficiencyReadsCurrentValues(t *testing.T) {
 
 // latency's notes state what the host's probe found, not a kernel version.
 func TestLatencyNotesFromProbe(t *testing.T) {
-	h := withNAPI(t)
+	h := plantest.WithNAPI(t)
 	no := false
 	h.NAPISet = &no
 	p, err := Make("latency", h, Options{})

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // Robust decisions. A measurement is a few seconds of a load that varies:
@@ -214,7 +215,7 @@ func (a *autoRun) flips(l *load.Load, d *autoDecision) ([]flip, int) {
 
 // holds returns "" when plan p passes the rules on l and beats doing
 // nothing by the margin, else what becomes of it.
-func (a *autoRun) holds(l *load.Load, p *Plan) string {
+func (a *autoRun) holds(l *load.Load, p *plan.Plan) string {
 	d := a.prepare(l)
 	pred := d.m.Predict(p)
 	if _, reject := judge(l, d.base, pred); reject != "" {

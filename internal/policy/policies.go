@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // DedicatedCore is ClustrixDB core-0 write-up's policy: every movable hardware IRQ on the
@@ -13,7 +14,7 @@ import (
 // over the remaining usable CPUs, and RFS on: rps_sock_flow_entries 65536,
 // rps_flow_cnt per rx queue = 65536 / rx queues (ClustrixDB core-0 write-up: 8192 for its 8
 // queues). The application gets the CPUs other than the housekeeping ones.
-func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
+func DedicatedCore(h *host.Host, o Options) (*plan.Plan, error) {
 	b, err := newBuilder(h, o, "dedicated-core")
 	if err != nil {
 		return nil, err
@@ -24,9 +25,9 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 	}
 	for _, c := range hk.CPUs() {
 		switch {
-		case !b.v.exists.Contains(c):
-			return nil, fmt.Errorf("housekeeping CPU %d does not exist on this host (it has CPUs %s)", c, b.v.exists)
-		case !b.v.online.Contains(c):
+		case !b.v.Exists.Contains(c):
+			return nil, fmt.Errorf("housekeeping CPU %d does not exist on this host (it has CPUs %s)", c, b.v.Exists)
+		case !b.v.Online.Contains(c):
 			return nil, fmt.Errorf("housekeeping CPU %d is offline", c)
 		case b.banned.Contains(c):
 			return nil, fmt.Errorf("housekeeping CPU %d is isolated or nohz_full; IRQs never go there", c)
@@ -43,7 +44,7 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 		q := &h.IRQs[i]
 		switch {
 		case outside[q.Number] == "other" && q.Movable() && len(q.Actions) > 0 && q.Class != host.ClassTimer:
-			other = append(other, describeIRQ(h, q.Number))
+			other = append(other, plan.DescribeIRQ(h, q.Number))
 		case outside[q.Number] != "":
 			// Left out for the default route: ScopeDefault says so.
 		case len(q.Actions) == 0:
@@ -139,12 +140,8 @@ func DedicatedCore(h *host.Host, o Options) (*Plan, error) {
 // On single-node hosts this gives AWS Graviton memcached tuning's table exactly: 4 CPUs/1 queue →
 // K=1, IRQ 0, RPS 0, app 1-3; 8/2 → K=1, IRQs 0,0, RPS 0-3 and 4-7, app 1-7;
 // 16/2 → K=2, IRQs 0,8, RPS 0-7 and 8-15, app 1-7,9-15.
-func PerQueue(h *host.Host, o Options) (*Plan, error) {
-	b, err := newBuilder(h, o, "per-queue")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.targets()
+func PerQueue(h *host.Host, o Options) (*plan.Plan, error) {
+	b, ts, err := start(h, o, "per-queue", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}
@@ -293,37 +290,6 @@ func PerQueue(h *host.Host, o Options) (*Plan, error) {
 	return b.p, nil
 }
 
-// usableNodes counts the NUMA nodes with a usable CPU.
-func (b *builder) usableNodes() int {
-	n := 0
-	for _, nd := range b.h.Topology.Nodes {
-		if !nd.CPUs.Intersect(b.usable).IsEmpty() {
-			n++
-		}
-	}
-	return n
-}
-
-// groupsAround splits P among the IRQ CPUs in irq: each gets itself, its
-// SMT siblings in P that take no IRQ, and an equal contiguous share (in
-// ascending order) of the remaining CPUs of P that take no IRQ.
-func (b *builder) groupsAround(P, irq cpuset.Set) map[int]cpuset.Set {
-	out := map[int]cpuset.Set{}
-	owners := irq.CPUs()
-	taken := irq
-	for _, c := range owners {
-		sib := b.siblings(c).Intersect(P).Difference(taken)
-		out[c] = cpuset.Of(c).Union(sib)
-		taken = taken.Union(sib)
-	}
-	rest := P.Difference(taken).CPUs()
-	k := len(owners)
-	for j, o := range owners {
-		out[o] = out[o].Union(cpuset.Of(rest[j*len(rest)/k : (j+1)*len(rest)/k]...))
-	}
-	return out
-}
-
 // Colocate is Intel IRQ+process affinity study's "full affinity": each queue gets its own core
 // (NUMA-local, distinct physical cores first, SMT siblings only when cores
 // run out), and the queue's IRQs, its RPS and XPS CPUs and the application
@@ -336,12 +302,8 @@ func (b *builder) groupsAround(P, irq cpuset.Set) map[int]cpuset.Set {
 // which consume the queues — only the queues' CPUs; the rest of the machine
 // is left to other work. On the 32-CPU guest with 4 nodes and an 8-queue NIC
 // on node 2 (CPUs 8-11, siblings 24-27) that is CPUs 8, 9, 10, 11, then 24-27.
-func Colocate(h *host.Host, o Options) (*Plan, error) {
-	b, err := newBuilder(h, o, "colocate")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.targets()
+func Colocate(h *host.Host, o Options) (*plan.Plan, error) {
+	b, ts, err := start(h, o, "colocate", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}
@@ -407,12 +369,8 @@ func Colocate(h *host.Host, o Options) (*Plan, error) {
 // NIC's NUMA node (all usable CPUs when unknown), rps_sock_flow_entries
 // 32768, rps_flow_cnt per rx queue = 32768 / rx queues. IRQs are not
 // touched. On a VLAN over a single-queue NIC, the VLAN device is steered too.
-func RPSSpread(h *host.Host, o Options) (*Plan, error) {
-	b, err := newBuilder(h, o, "rps-spread")
-	if err != nil {
-		return nil, err
-	}
-	ts, err := b.targets()
+func RPSSpread(h *host.Host, o Options) (*plan.Plan, error) {
+	b, ts, err := start(h, o, "rps-spread", (*builder).targets)
 	if err != nil {
 		return nil, err
 	}
@@ -449,93 +407,4 @@ func RPSSpread(h *host.Host, o Options) (*Plan, error) {
 		return nil, err
 	}
 	return b.p, nil
-}
-
-// skipStacked reports whether t is a VLAN handled with its lower device (or
-// not steered at all), noting why.
-func skipStacked(b *builder, ts []*target, t *target) bool {
-	if t.nic.Kind != "vlan" {
-		return false
-	}
-	if !t.steer {
-		b.note("%s: not steered; its multi-queue lower device %s receives and spreads the packets", t.nic.Name, t.nic.Lower)
-		return true
-	}
-	for _, o := range ts {
-		if o.nic.Name == t.nic.Lower {
-			return true // placed together with its lower device
-		}
-	}
-	return false
-}
-
-// queuePos maps a queue index to its position among t's queues with IRQs
-// (index modulo the queue count for queues without an IRQ).
-func queuePos(t *target, index int) int {
-	for pos, q := range t.queues {
-		if q == index {
-			return pos
-		}
-	}
-	n := t.queueCount()
-	if n == 0 {
-		return 0
-	}
-	return index % n
-}
-
-// pickCPU chooses an IRQ CPU from block: the first CPU that is no SMT
-// sibling of a CPU in used, else the first not in used, else the first.
-func (b *builder) pickCPU(block []int, used cpuset.Set) int {
-	avoid := b.siblingsOf(used)
-	for _, c := range block {
-		if !avoid.Contains(c) {
-			return c
-		}
-	}
-	for _, c := range block {
-		if !used.Contains(c) {
-			return c
-		}
-	}
-	return block[0]
-}
-
-// coreOrder lists P for one-queue-per-core placement: one CPU of each
-// physical core first, then the remaining SMT siblings; within each, CPUs
-// not already used (by another NIC) before used ones.
-func (b *builder) coreOrder(P, used cpuset.Set) []int {
-	var first, second []int
-	taken := cpuset.Set{}
-	for _, c := range P.CPUs() {
-		if taken.Intersect(b.siblings(c)).IsEmpty() {
-			first = append(first, c)
-			taken = taken.Add(c)
-		} else {
-			second = append(second, c)
-		}
-	}
-	avoid := b.siblingsOf(used)
-	var out []int
-	for _, list := range [][]int{first, second} {
-		var fresh, old []int
-		for _, c := range list {
-			if avoid.Contains(c) {
-				old = append(old, c)
-			} else {
-				fresh = append(fresh, c)
-			}
-		}
-		out = append(out, fresh...)
-		out = append(out, old...)
-	}
-	return out
-}
-
-// irqWord formats "IRQ 36 is" / "IRQs 103-104 are".
-func irqWord(irqs []int, one, many string) string {
-	if len(irqs) == 1 {
-		return fmt.Sprintf("IRQ %d %s", irqs[0], one)
-	}
-	return fmt.Sprintf("IRQs %s %s", cpuset.Of(irqs...), many)
 }

@@ -1,11 +1,13 @@
-package plan
+package policy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -23,7 +25,7 @@ func TestPerQueueSeed002Table(t *testing.T) {
 		{16, 2, []string{"0", "8"}, []string{"0-7", "8-15"}, "1-7,9-15"},
 	}
 	for _, c := range cases {
-		h := synth{cpus: c.cpus, nics: []synthNIC{{name: "eth0", queues: c.queues}}, balance: true}.build()
+		h := synth{CPUs: c.cpus, NICs: []synthNIC{{Name: "eth0", Queues: c.queues}}, Balance: true}.Build()
 		p, err := Make("per-queue", h, Options{App: "comm:memcached"})
 		if err != nil {
 			t.Fatalf("%d CPUs: %v", c.cpus, err)
@@ -47,12 +49,12 @@ func TestPerQueueSeed002Table(t *testing.T) {
 		if len(p.Apps) != 1 || p.Apps[0].CPUs.String() != c.app || p.Apps[0].Comm != "memcached" {
 			t.Errorf("%d CPUs: apps %+v, AWS Graviton memcached tuning says %s", c.cpus, p.Apps, c.app)
 		}
-		if p.Irqbalance == nil || p.Irqbalance.Mode != IrqbalanceStop {
+		if p.Irqbalance == nil || p.Irqbalance.Mode != plan.IrqbalanceStop {
 			t.Errorf("%d CPUs: AWS Graviton memcached tuning stops a running irqbalance, plan: %+v", c.cpus, p.Irqbalance)
 		}
 		// The same table through the resolved kernel settings: the masks the
 		// seed's script wrote (rx-0 "1"/"f"/"ff", rx-1 "f0"/"ff00").
-		ss, err := Resolve(p, h)
+		ss, err := plan.Resolve(p, h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +74,7 @@ func TestPerQueueSeed002Table(t *testing.T) {
 
 // Without an application selector the plan only advises app CPUs.
 func TestPerQueueAppAdvice(t *testing.T) {
-	h := synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 2}}}.build()
+	h := synth{CPUs: 16, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
 	p, err := Make("per-queue", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +95,7 @@ func TestPerQueueAppAdvice(t *testing.T) {
 // SMT: with siblings (i, i+8), per-queue's second IRQ CPU is not CPU 8 (the
 // sibling of CPU 0) but the next CPU of its block.
 func TestPerQueueAvoidsSiblings(t *testing.T) {
-	h := synth{cpus: 16, smt: true, nics: []synthNIC{{name: "eth0", queues: 2}}}.build()
+	h := synth{CPUs: 16, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
 	p, err := Make("per-queue", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +104,7 @@ func TestPerQueueAvoidsSiblings(t *testing.T) {
 		t.Fatalf("IRQ CPUs %q, want 0 9 (8 is CPU 0's sibling)", got)
 	}
 	// colocate: one queue per physical core first.
-	h = synth{cpus: 8, smt: true, nics: []synthNIC{{name: "eth0", queues: 4}}}.build()
+	h = synth{CPUs: 8, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 4}}}.Build()
 	p, err = Make("colocate", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,14 +113,14 @@ func TestPerQueueAvoidsSiblings(t *testing.T) {
 		t.Fatalf("colocate IRQ CPUs %q, want 0 1 2 3 (4-7 are siblings)", got)
 	}
 	// 6 queues on 4 cores: the extra two go to siblings.
-	h = synth{cpus: 8, smt: true, nics: []synthNIC{{name: "eth0", queues: 6}}}.build()
+	h = synth{CPUs: 8, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 6}}}.Build()
 	p, _ = Make("colocate", h, Options{})
 	if got := irqCPUs(p); got != "0 1 2 3 4 5" {
 		t.Fatalf("colocate IRQ CPUs %q", got)
 	}
 }
 
-func irqCPUs(p *Plan) string {
+func irqCPUs(p *plan.Plan) string {
 	var s []string
 	for _, e := range p.IRQs {
 		s = append(s, e.CPUs.String())
@@ -128,7 +130,7 @@ func irqCPUs(p *Plan) string {
 
 // NUMA: the NIC on node 1 gets its IRQs and RPS on node 1's CPUs.
 func TestPoliciesNUMALocal(t *testing.T) {
-	h := synth{cpus: 32, nodes: 2, nics: []synthNIC{{name: "eth0", queues: 4, node: 1}}}.build()
+	h := synth{CPUs: 32, Nodes: 2, NICs: []synthNIC{{Name: "eth0", Queues: 4, Node: 1}}}.Build()
 	node1 := cpuset.Range(16, 31)
 	for _, name := range []string{"per-queue", "colocate", "rps-spread"} {
 		p, err := Make(name, h, Options{})
@@ -171,7 +173,7 @@ func TestPoliciesNUMALocal(t *testing.T) {
 }
 
 func TestDedicatedCore(t *testing.T) {
-	h := synth{cpus: 8, balance: true, nics: []synthNIC{{name: "eth0", queues: 3}, {name: "nvme-ish", queues: 2, managed: true}}}.build()
+	h := synth{CPUs: 8, Balance: true, NICs: []synthNIC{{Name: "eth0", Queues: 3}, {Name: "nvme-ish", Queues: 2, Managed: true}}}.Build()
 	p, err := Make("dedicated-core", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -206,17 +208,17 @@ func TestDedicatedCore(t *testing.T) {
 			t.Errorf("eth0 rx-%d: rps %s flow %d, want 1-7 and 65536/3→16384", *e.Queue, e.RPSCPUs, *e.RPSFlowCnt)
 		}
 	}
-	if p.Irqbalance.Mode != IrqbalanceStop {
+	if p.Irqbalance.Mode != plan.IrqbalanceStop {
 		t.Errorf("irqbalance %v, want stop (ClustrixDB core-0 write-up)", p.Irqbalance.Mode)
 	}
 	// The ClustrixDB core-0 write-up: 8 queues → 8192 per queue.
-	h8 := synth{cpus: 32, nics: []synthNIC{{name: "eth0", queues: 8}}}.build()
+	h8 := synth{CPUs: 32, NICs: []synthNIC{{Name: "eth0", Queues: 8}}}.Build()
 	p, _ = Make("dedicated-core", h8, Options{Housekeeping: cpuset.MustParse("0-1")})
 	if *p.RxQueues[0].RPSFlowCnt != 8192 || p.RxQueues[0].RPSCPUs.String() != "2-31" || p.IRQs[0].CPUs.String() != "0-1" {
 		t.Errorf("ClustrixDB core-0 write-up shape: %+v %+v", p.RxQueues[0], p.IRQs[0])
 	}
 	// Bad housekeeping CPUs are clear errors.
-	hb := synth{cpus: 8, offline: []int{3}, isolated: []int{5}, nics: []synthNIC{{name: "eth0", queues: 1}}}.build()
+	hb := synth{CPUs: 8, Offline: []int{3}, Isolated: []int{5}, NICs: []synthNIC{{Name: "eth0", Queues: 1}}}.Build()
 	for hk, want := range map[string]string{"3": "CPU 3 is offline", "5": "CPU 5 is isolated", "64": "CPU 64 does not exist"} {
 		_, err := Make("dedicated-core", hb, Options{Housekeeping: cpuset.MustParse(hk)})
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -227,7 +229,7 @@ func TestDedicatedCore(t *testing.T) {
 
 func TestRPSSpreadSeed004(t *testing.T) {
 	// RPS/RFS on a single-queue NIC: 2 cores/4 threads, single-queue 82574L, VLAN eth1.xx.
-	h := synth{cpus: 4, nics: []synthNIC{{name: "eth1", queues: 1}, {name: "eth1.10", queues: 1, kind: "vlan", lower: "eth1"}}}.build()
+	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth1", Queues: 1}, {Name: "eth1.10", Queues: 1, Kind: "vlan", Lower: "eth1"}}}.Build()
 	p, err := Make("rps-spread", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -237,17 +239,17 @@ func TestRPSSpreadSeed004(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, e := range p.RxQueues {
-		got[e.Device] = e.RPSCPUs.Mask(4) + "/" + itoa(*e.RPSFlowCnt)
+		got[e.Device] = e.RPSCPUs.Mask(4) + "/" + strconv.Itoa(*e.RPSFlowCnt)
 	}
 	// rps_cpus=f on the VLAN device (RPS/RFS on a single-queue NIC), flow cnt = 32768 / 1 queue.
 	if got["eth1.10"] != "0000000f/32768" || got["eth1"] != "0000000f/32768" {
 		t.Errorf("rps %v", got)
 	}
-	if p.RPSSockFlowEntries.Value != 32768 || p.Irqbalance.Mode != IrqbalanceLeave {
+	if p.RPSSockFlowEntries.Value != 32768 || p.Irqbalance.Mode != plan.IrqbalanceLeave {
 		t.Errorf("sock flow %d, irqbalance %s", p.RPSSockFlowEntries.Value, p.Irqbalance.Mode)
 	}
 	// A VLAN on a multi-queue NIC is not steered itself.
-	h = synth{cpus: 4, nics: []synthNIC{{name: "eth1", queues: 4}, {name: "eth1.10", queues: 1, kind: "vlan", lower: "eth1"}}}.build()
+	h = synth{CPUs: 4, NICs: []synthNIC{{Name: "eth1", Queues: 4}, {Name: "eth1.10", Queues: 1, Kind: "vlan", Lower: "eth1"}}}.Build()
 	p, _ = Make("rps-spread", h, Options{})
 	for _, e := range p.RxQueues {
 		if e.Device == "eth1.10" {
@@ -255,7 +257,7 @@ func TestRPSSpreadSeed004(t *testing.T) {
 		}
 	}
 	// per-queue steers the VLAN like its single-queue lower.
-	h = synth{cpus: 16, nics: []synthNIC{{name: "eth1", queues: 1}, {name: "eth1.10", queues: 1, kind: "vlan", lower: "eth1"}}}.build()
+	h = synth{CPUs: 16, NICs: []synthNIC{{Name: "eth1", Queues: 1}, {Name: "eth1.10", Queues: 1, Kind: "vlan", Lower: "eth1"}}}.Build()
 	p, _ = Make("per-queue", h, Options{})
 	got = map[string]string{}
 	for _, e := range p.RxQueues {
@@ -268,7 +270,7 @@ func TestRPSSpreadSeed004(t *testing.T) {
 
 func TestColocateVeth(t *testing.T) {
 	// A veth pair (no IRQs) selected by name: steering only, one core per queue.
-	h := synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}, {name: "veth0", queues: 4, kind: "veth"}}}.build()
+	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 1}, {Name: "veth0", Queues: 4, Kind: "veth"}}}.Build()
 	p, err := Make("colocate", h, Options{Devices: []string{"veth0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +279,7 @@ func TestColocateVeth(t *testing.T) {
 		t.Fatalf("irqs %d rx %d tx %d", len(p.IRQs), len(p.RxQueues), len(p.TxQueues))
 	}
 	for i := range 4 {
-		if p.RxQueues[i].RPSCPUs.String() != itoa(i) || p.TxQueues[i].XPSCPUs.String() != itoa(i) {
+		if p.RxQueues[i].RPSCPUs.String() != strconv.Itoa(i) || p.TxQueues[i].XPSCPUs.String() != strconv.Itoa(i) {
 			t.Errorf("queue %d: rps %s xps %s", i, p.RxQueues[i].RPSCPUs, p.TxQueues[i].XPSCPUs)
 		}
 	}
@@ -287,7 +289,7 @@ func TestColocateVeth(t *testing.T) {
 }
 
 func TestPoliciesAvoidOfflineAndIsolated(t *testing.T) {
-	h := synth{cpus: 16, offline: []int{0, 8}, isolated: []int{1, 9, 10}, nics: []synthNIC{{name: "eth0", queues: 4}}}.build()
+	h := synth{CPUs: 16, Offline: []int{0, 8}, Isolated: []int{1, 9, 10}, NICs: []synthNIC{{Name: "eth0", Queues: 4}}}.Build()
 	for _, name := range PolicyNames() {
 		p, err := Make(name, h, Options{})
 		if err != nil {
@@ -299,7 +301,7 @@ func TestPoliciesAvoidOfflineAndIsolated(t *testing.T) {
 		}
 	}
 	// Every CPU isolated: a clear error.
-	h = synth{cpus: 2, isolated: []int{0, 1}, nics: []synthNIC{{name: "eth0", queues: 1}}}.build()
+	h = synth{CPUs: 2, Isolated: []int{0, 1}, NICs: []synthNIC{{Name: "eth0", Queues: 1}}}.Build()
 	if _, err := Make("per-queue", h, Options{}); err == nil || !strings.Contains(err.Error(), "no usable CPU") {
 		t.Errorf("all isolated: %v", err)
 	}
@@ -314,20 +316,20 @@ func TestTopologyChoices(t *testing.T) {
 		load *MeasuredLoad
 		want string
 	}{
-		{"single queue spreads", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}}, nil, "rps-spread"},
-		{"single queue, idle IRQ CPU", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}},
+		{"single queue spreads", synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 1}}}, nil, "rps-spread"},
+		{"single queue, idle IRQ CPU", synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 1}}},
 			&MeasuredLoad{IRQShare: map[int]float64{0: 0.05, 1: 0.01, 2: 0, 3: 0}}, "per-queue"},
-		{"single queue, hot IRQ CPU", synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 1}}},
+		{"single queue, hot IRQ CPU", synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 1}}},
 			&MeasuredLoad{IRQShare: map[int]float64{0: 0.53, 1: 0.1}}, "rps-spread"},
-		{"few queues", synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 2}}}, nil, "per-queue"},
-		{"queues per core", synth{cpus: 16, smt: true, nics: []synthNIC{{name: "eth0", queues: 8}}}, nil, "colocate"},
-		{"managed queues", synth{cpus: 16, nics: []synthNIC{{name: "eth0", queues: 4, managed: true}}}, nil, "rps-spread"},
-		{"isolated CPUs", synth{cpus: 8, isolated: []int{2, 3, 4, 5, 6, 7}, nics: []synthNIC{{name: "eth0", queues: 4}}}, nil, "dedicated-core"},
-		{"one CPU", synth{cpus: 1, nics: []synthNIC{{name: "eth0", queues: 1}}}, nil, "dedicated-core"},
-		{"no NIC", synth{cpus: 4}, nil, "auto"},
+		{"few queues", synth{CPUs: 16, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}, nil, "per-queue"},
+		{"queues per core", synth{CPUs: 16, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 8}}}, nil, "colocate"},
+		{"managed queues", synth{CPUs: 16, NICs: []synthNIC{{Name: "eth0", Queues: 4, Managed: true}}}, nil, "rps-spread"},
+		{"isolated CPUs", synth{CPUs: 8, Isolated: []int{2, 3, 4, 5, 6, 7}, NICs: []synthNIC{{Name: "eth0", Queues: 4}}}, nil, "dedicated-core"},
+		{"one CPU", synth{CPUs: 1, NICs: []synthNIC{{Name: "eth0", Queues: 1}}}, nil, "dedicated-core"},
+		{"no NIC", synth{CPUs: 4}, nil, "auto"},
 	}
 	for _, c := range cases {
-		h := c.s.build()
+		h := c.s.Build()
 		p, err := topologyChoice(h, Options{Load: c.load})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -341,7 +343,7 @@ func TestTopologyChoices(t *testing.T) {
 		checkProperties(t, "auto/"+c.name, h, p)
 	}
 	// isolated: housekeeping = the usable CPUs.
-	h := cases[6].s.build()
+	h := cases[6].s.Build()
 	p, _ := topologyChoice(h, Options{})
 	if p.IRQs[0].CPUs.String() != "0-1" || p.RxQueues[0].RPSCPUs.String() != "0-1" {
 		t.Errorf("auto with isolated CPUs: irq %s rps %s", p.IRQs[0].CPUs, p.RxQueues[0].RPSCPUs)
@@ -353,9 +355,9 @@ func TestTopologyChoices(t *testing.T) {
 // movable queue IRQ of a steered physical NIC is placed (policies that place
 // IRQs); queue IRQs are NUMA-local when the NIC's node has usable CPUs; no
 // two distinct queue-IRQ CPUs are SMT siblings when there are cores enough.
-func checkProperties(t *testing.T, name string, h *host.Host, p *Plan) {
+func checkProperties(t *testing.T, name string, h *host.Host, p *plan.Plan) {
 	t.Helper()
-	if _, err := Resolve(p, h); err != nil {
+	if _, err := plan.Resolve(p, h); err != nil {
 		t.Errorf("%s: plan does not resolve on its own host: %v", name, err)
 		return
 	}
@@ -370,7 +372,7 @@ func checkProperties(t *testing.T, name string, h *host.Host, p *Plan) {
 	}
 	placed := map[int]cpuset.Set{}
 	for _, e := range p.IRQs {
-		bad("irq "+itoa(*e.IRQ), e.CPUs)
+		bad("irq "+strconv.Itoa(*e.IRQ), e.CPUs)
 		placed[*e.IRQ] = e.CPUs
 	}
 	for _, e := range p.RxQueues {
@@ -435,7 +437,7 @@ func checkProperties(t *testing.T, name string, h *host.Host, p *Plan) {
 }
 
 func TestAppCPUsChecked(t *testing.T) {
-	h := synth{cpus: 8, offline: []int{6}, nics: []synthNIC{{name: "eth0", queues: 2}}}.build()
+	h := synth{CPUs: 8, Offline: []int{6}, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
 	for list, want := range map[string]string{"5-6": "application CPU 6 is offline", "7-9": "application CPUs 8-9 do not exist"} {
 		s := cpuset.MustParse(list)
 		_, err := Make("per-queue", h, Options{AppCPUs: &s})

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 )
 
 // propertyHosts are the hosts auto's properties are checked on: every real
@@ -25,7 +27,7 @@ func propertyHosts(t *testing.T) map[string]*host.Host {
 		"cluster-node-tuning-operator/sno-sysinfo.tgz",
 		"node_exporter", "procfs", "sysstat/root3", "sysstat/root4",
 	} {
-		hosts[name] = readSnapshot(t, name)
+		hosts[name] = plantest.ReadSnapshot(t, name)
 	}
 	for name, spec := range map[string]hostgen.Spec{
 		"hostgen default (256 CPUs)": hostgen.DefaultSpec(),
@@ -42,7 +44,7 @@ func propertyHosts(t *testing.T) map[string]*host.Host {
 		}
 		hosts[name] = h
 	}
-	seed := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	seed := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range seed.NICs {
 		seed.NICs[i].Virtual = true
 	}
@@ -138,7 +140,7 @@ func TestAutoProperties(t *testing.T) {
 			}
 			m := newModel(h, l, steered)
 			m.selected = selectedPIDs(o)
-			base, pred := m.Predict(&Plan{}), m.Predict(p)
+			base, pred := m.Predict(&plan.Plan{}), m.Predict(p)
 			if _, b0 := base.Max(); maxBusy(pred) > b0+moveEpsilon {
 				t.Errorf("%s: predicted busiest CPU rises %.1f%% → %.1f%%\n%s", what, b0, maxBusy(pred), p.Why)
 			}

@@ -1,8 +1,10 @@
-package plan
+package policy
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
@@ -45,4 +47,51 @@ func HarmFrom(findings []load.Finding, l *load.Load) []load.Finding {
 			Summary: fmt.Sprintf("CPU %s saturated (≤ %.0f%% idle) and mostly by interrupt work (≥ %.0f%%), while every CPU is busy", saturated, load.BoundIdlePct, load.CriticalIRQPct)})
 	}
 	return harm
+}
+
+// harmIDs are the findings that are evidence of harm when their severity
+// is warning or worse.
+var harmIDs = map[string]bool{load.IDInterruptBound: true, load.IDSoftnetDrops: true, load.IDSoftnetSqueeze: true,
+	load.IDIRQRemoteNUMA: true, load.IDAppOnIRQCPU: true}
+
+func harmful(fs []load.Finding) []load.Finding {
+	var out []load.Finding
+	for _, f := range fs {
+		if harmIDs[f.ID] && f.Severity.AtLeast(load.Warning) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func hotCPUs(fs []load.Finding) cpuset.Set {
+	var s cpuset.Set
+	for _, f := range fs {
+		if f.ID == load.IDInterruptBound || f.ID == load.IDSoftnetDrops || f.ID == load.IDSoftnetSqueeze || f.ID == load.IDAppOnIRQCPU {
+			s = s.Add(f.CPUs...)
+		}
+	}
+	return s
+}
+
+func describeHarm(fs []load.Finding) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, f.Summary)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// saturatedCPUs are the CPUs at most BoundIdlePct idle with at least
+// CriticalIRQPct in interrupts.
+func saturatedCPUs(l *load.Load) cpuset.Set {
+	var s cpuset.Set
+	for i := range l.CPUs {
+		// Interrupt time as load's own interrupt-bound rule judges it
+		// (measured with the eBPF collector, else from /proc/stat).
+		if c := &l.CPUs[i]; !c.NoTicks && c.Idle <= load.BoundIdlePct && l.CostPct(c) >= load.CriticalIRQPct {
+			s = s.Add(c.ID)
+		}
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"strings"
@@ -8,35 +8,10 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
-
-const fixtures = "../../../shared/fixtures/"
-
-// readSnapshot reads a host from a shared fixture (a .tgz snapshot or a
-// directory tree).
-func readSnapshot(t testing.TB, name string) *host.Host {
-	t.Helper()
-	var fs *kernel.FS
-	if strings.HasSuffix(name, "gz") {
-		f, done, err := kernel.OpenSnapshot(fixtures + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(done)
-		fs = f
-	} else {
-		fs = kernel.New(fixtures + name)
-	}
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	if len(h.CPUs) == 0 || len(h.IRQs) == 0 {
-		t.Fatalf("%s: host has %d CPUs and %d IRQs; the readers returned nothing", name, len(h.CPUs), len(h.IRQs))
-	}
-	return h
-}
 
 // Every policy on every real captured host: the plan is valid, resolves
 // against its host, survives a YAML round trip, and keeps the placement
@@ -48,7 +23,7 @@ func TestPoliciesOnFixtures(t *testing.T) {
 		"cluster-node-tuning-operator/sno-sysinfo.tgz",
 		"node_exporter", "procfs", "sysstat/root3", "sysstat/root4",
 	} {
-		h := readSnapshot(t, name)
+		h := plantest.ReadSnapshot(t, name)
 		for _, pol := range PolicyNames() {
 			p, err := Make(pol, h, Options{App: "comm:memcached"})
 			if err != nil {
@@ -56,16 +31,8 @@ func TestPoliciesOnFixtures(t *testing.T) {
 				continue
 			}
 			checkProperties(t, name+" "+pol, h, p)
-			data, err := p.MarshalFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := Parse(name+".yaml", data)
-			if err != nil {
-				t.Errorf("%s %s: reload: %v", name, pol, err)
-				continue
-			}
-			if _, err := Resolve(q, h); err != nil {
+			q := plantest.RoundTrip(t, name+" "+pol, p, plan.Parse)
+			if _, err := plan.Resolve(q, h); err != nil {
 				t.Errorf("%s %s: reloaded plan does not resolve: %v", name, pol, err)
 			}
 		}
@@ -75,7 +42,7 @@ func TestPoliciesOnFixtures(t *testing.T) {
 // bare-metal master: 112 CPUs, node 0 = even CPUs, SMT siblings n and n+56;
 // 8 NICs (i40e eno12399…, ice ens3f0…) all on node 0.
 func TestPerQueueBareMetalMaster(t *testing.T) {
-	h := readSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
 	p, err := Make("per-queue", h, Options{App: "comm:memcached"})
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +104,7 @@ func TestPerQueueBareMetalMaster(t *testing.T) {
 // worker1 runs an RT kernel with nohz_full=0-4,11-79 and
 // isolcpus=managed_irq,0-4,11-79: only CPUs 5-10 may take IRQs.
 func TestAutoIsolatedWorker(t *testing.T) {
-	h := readSnapshot(t, "cluster-node-tuning-operator/bare-metal-worker1.internal-sysinfo.tgz")
+	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-worker1.internal-sysinfo.tgz")
 	p, err := Make("auto", h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +120,7 @@ func TestAutoIsolatedWorker(t *testing.T) {
 			t.Fatalf("irq %d on %s", *e.IRQ, e.CPUs)
 		}
 	}
-	ss, err := Resolve(p, h)
+	ss, err := plan.Resolve(p, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +139,7 @@ func TestAutoIsolatedWorker(t *testing.T) {
 // sno: a KVM guest with virtio-net known only from its IRQs (the capture has
 // no /sys/class/net): one queue with separate input and output IRQs.
 func TestSNOVirtio(t *testing.T) {
-	h := readSnapshot(t, "cluster-node-tuning-operator/sno-sysinfo.tgz")
+	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/sno-sysinfo.tgz")
 	p, err := topologyChoice(h, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +219,7 @@ func TestPoliciesOnGeneratedHost(t *testing.T) {
 // BenchmarkPolicyMaster runs each policy plus Resolve on the 112-CPU,
 // 1862-IRQ bare-metal master.
 func BenchmarkPolicyMaster(b *testing.B) {
-	h := readSnapshot(b, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	h := plantest.ReadSnapshot(b, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
 	for _, pol := range PolicyNames() {
 		b.Run(pol, func(b *testing.B) {
 			for b.Loop() {
@@ -260,10 +227,31 @@ func BenchmarkPolicyMaster(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := Resolve(p, h); err != nil {
+				if _, err := plan.Resolve(p, h); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// Policy output survives a YAML and a JSON round trip unchanged.
+func TestRoundTrip(t *testing.T) {
+	h := synth{CPUs: 16, SMT: true, Balance: true, NICs: []synthNIC{{Name: "eth0", Queues: 4}, {Name: "eth0.7", Queues: 1, Kind: "vlan", Lower: "eth0"}}}.Build()
+	for _, name := range PolicyNames() {
+		for _, o := range []Options{{}, {App: "unit:memcached.service", Irqbalance: plan.IrqbalanceBan}} {
+			p, err := Make(name, h, o)
+			if name == "rps-spread" && o.Irqbalance == plan.IrqbalanceBan {
+				// Nothing is isolated and no IRQ is placed: nothing to ban.
+				if err == nil || !strings.Contains(err.Error(), "no CPU to ban") {
+					t.Errorf("rps-spread ban: %v", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(name, err)
+			}
+			plantest.RoundTrip(t, name, p, plan.Parse)
+		}
 	}
 }

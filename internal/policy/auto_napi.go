@@ -1,10 +1,11 @@
-package plan
+package policy
 
 import (
 	"fmt"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // Threaded NAPI as one of auto's candidates. With threaded NAPI
@@ -53,7 +54,7 @@ const (
 
 type namedPlan struct {
 	name string
-	p    *Plan
+	p    *plan.Plan
 }
 
 // napiThreadedPlans are the threaded NAPI candidates for the hot CPUs
@@ -95,8 +96,8 @@ func napiThreadedPlansOff(b *builder, ts []*target, l *load.Load, sat cpuset.Set
 			continue
 		}
 		cpus := to
-		p := &Plan{Version: Version, Policy: "auto", Host: b.h.Hostname}
-		p.NAPI = append(p.NAPI, NAPIEntry{Device: t.nic.Name, Threaded: ptr(true), CPUs: &cpus,
+		p := &plan.Plan{Version: plan.Version, Policy: "auto", Host: b.h.Hostname}
+		p.NAPI = append(p.NAPI, plan.NAPIEntry{Device: t.nic.Name, Threaded: ptr(true), CPUs: &cpus,
 			Reason: fmt.Sprintf("threaded NAPI: the receive processing of %s's %d NAPI instance(s) runs in kernel threads on CPUs %s, %s, instead of in softirq on saturated CPU %s; the scheduler can share those threads with other work (a thread that does not exist yet is placed by a second apply)",
 				t.nic.Name, len(napis), cpus, where, sat)})
 		out = append(out, namedPlan{fmt.Sprintf("threaded NAPI for %s on CPUs %s", t.nic.Name, cpus), p})
@@ -110,7 +111,7 @@ func napiThreadedPlansOff(b *builder, ts []*target, l *load.Load, sat cpuset.Set
 // devNet is each device's network softirq per CPU after p's IRQ moves;
 // a device p also steers with RPS is left to RPS (the model does not split
 // the two), and so is one without NAPI instances or with unplaced threads.
-func (m *model) predictNAPIThreads(p *Plan, st map[int]cpuUse, devNet map[string]map[int]float64, steered map[string]bool) {
+func (m *model) predictNAPIThreads(p *plan.Plan, st map[int]cpuUse, devNet map[string]map[int]float64, steered map[string]bool) {
 	done := map[string]bool{}
 	for _, e := range p.NAPI {
 		if e.ID != nil || e.Threaded == nil || !*e.Threaded || e.CPUs == nil || e.CPUs.IsEmpty() ||

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // The cost model predicts each CPU's load after a plan from one
@@ -215,7 +216,7 @@ func (p Prediction) Max() (int, float64) {
 }
 
 // Predict is what the model expects of p on the measured machine.
-func (m *model) Predict(p *Plan) Prediction {
+func (m *model) Predict(p *plan.Plan) Prediction {
 	st := map[int]cpuUse{}
 	for c, u := range m.cpus {
 		st[c] = u

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -25,7 +26,7 @@ func addNAPIs(h *host.Host, dev string) {
 // which they saturate (12 % irq, 75 % softirq), CPU 1 at cpu1 % (user).
 func saturatedEth0(t *testing.T, s synth, cpu1 float64) (*host.Host, *load.Load) {
 	t.Helper()
-	h := s.build()
+	h := s.Build()
 	rates := map[int]map[int]float64{}
 	for _, n := range h.NIC("eth0").IRQs {
 		rates[n] = map[int]float64{0: 20000}
@@ -38,7 +39,7 @@ func saturatedEth0(t *testing.T, s synth, cpu1 float64) (*host.Host, *load.Load)
 // model predicts the device's softirq leaving CPU 0 (RPS's coefficient and
 // hand-off cost), so auto scores it among the others.
 func TestAutoNAPIThreadedCandidateGeneratedAndScored(t *testing.T) {
-	h, l := saturatedEth0(t, synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 2}}}, 25)
+	h, l := saturatedEth0(t, synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}, 25)
 	addNAPIs(h, "eth0")
 	b, err := newBuilder(h, Options{}, "auto")
 	if err != nil {
@@ -61,14 +62,14 @@ func TestAutoNAPIThreadedCandidateGeneratedAndScored(t *testing.T) {
 		p.NAPI[0].CPUs == nil || p.NAPI[0].CPUs.String() != "1-3" {
 		t.Fatalf("candidate %+v", p.NAPI)
 	}
-	if err := Check(p); err != nil {
+	if err := plan.Check(p); err != nil {
 		t.Fatalf("candidate does not check: %v", err)
 	}
 	if !strings.Contains(p.NAPI[0].Reason, "saturated CPU 0") || !strings.Contains(cands[0].name, "threaded NAPI for eth0 on CPUs 1-3") {
 		t.Errorf("name %q, reason %q", cands[0].name, p.NAPI[0].Reason)
 	}
 	m := newModel(h, l, []string{"eth0"})
-	base, pred := m.Predict(&Plan{}), m.Predict(p)
+	base, pred := m.Predict(&plan.Plan{}), m.Predict(p)
 	// CPU 0's 75 % softirq is all eth0's network softirq (NET_RX only):
 	// 0.95 of it moves, 5 % of that stays as the wake-up cost.
 	wantCPU0 := base.Busy[0] - 75*NAPIThreadMoved*(1-NAPIThreadWakeCost)
@@ -96,7 +97,7 @@ func TestAutoNAPIThreadedCandidateGeneratedAndScored(t *testing.T) {
 // GRO, which RPS leaves on the IRQ CPU — and is auto's choice; it resolves
 // to the device's threaded switch.
 func TestAutoChoosesNAPIThreadedManagedIRQs(t *testing.T) {
-	h, l := saturatedEth0(t, synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 2, managed: true}}}, 0)
+	h, l := saturatedEth0(t, synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2, Managed: true}}}, 0)
 	addNAPIs(h, "eth0")
 	p, err := Make("auto", h, Options{Load: Measured(l)})
 	if err != nil {
@@ -108,7 +109,7 @@ func TestAutoChoosesNAPIThreadedManagedIRQs(t *testing.T) {
 	if !strings.Contains(p.Why, "auto chose threaded NAPI for eth0") {
 		t.Errorf("why: %s", p.Why)
 	}
-	sets, err := Resolve(p, h)
+	sets, err := plan.Resolve(p, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestAutoChoosesNAPIThreadedManagedIRQs(t *testing.T) {
 // instance of eth0 (a capture without NAPI facts, a driver without NAPI);
 // and the device has NAPI but no CPU is saturated.
 func TestAutoNAPIThreadedNotApplicable(t *testing.T) {
-	h, l := saturatedEth0(t, synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 2}}}, 25)
+	h, l := saturatedEth0(t, synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}, 25)
 	b, _ := newBuilder(h, Options{}, "auto")
 	ts, _ := b.targets()
 	hot := hotCPUs(harmful(load.Diagnose(h, l)))
@@ -144,12 +145,12 @@ func TestAutoNAPIThreadedNotApplicable(t *testing.T) {
 	// A threaded entry for a device without NAPI predicts nothing.
 	m := newModel(h, l, []string{"eth0"})
 	all := cpuset.Range(1, 3)
-	q := &Plan{NAPI: []NAPIEntry{{Device: "eth0", Threaded: ptr(true), CPUs: &all}}}
-	if base, pred := m.Predict(&Plan{}), m.Predict(q); pred.Busy[0] != base.Busy[0] {
+	q := &plan.Plan{NAPI: []plan.NAPIEntry{{Device: "eth0", Threaded: ptr(true), CPUs: &all}}}
+	if base, pred := m.Predict(&plan.Plan{}), m.Predict(q); pred.Busy[0] != base.Busy[0] {
 		t.Errorf("threaded NAPI without NAPI instances predicted CPU 0 %.1f → %.1f", base.Busy[0], pred.Busy[0])
 	}
 
-	h2, _ := saturatedEth0(t, synth{cpus: 4, nics: []synthNIC{{name: "eth0", queues: 2}}}, 25)
+	h2, _ := saturatedEth0(t, synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}, 25)
 	addNAPIs(h2, "eth0")
 	calm := synthLoad(h2, map[int]cpuProfile{0: {user: 10, sys: 5, irq: 2, soft: 10}}, nil, nil)
 	b2, _ := newBuilder(h2, Options{}, "auto")

@@ -1,4 +1,4 @@
-package plan
+package policy
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 // saturated-CPU path); an idle machine and a spread load (memcached on 2
 // CPUs) are not. Auto plans exactly when Harm finds something.
 func TestHarm(t *testing.T) {
-	h := synth{cpus: 2, nics: []synthNIC{{name: "vs1", queues: 1, kind: "veth", noIRQs: true}}}.build()
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range h.NICs {
 		h.NICs[i].Virtual = true
 	}

@@ -1,0 +1,308 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/hostgen"
+	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
+)
+
+// cpuProfile is one CPU's measured time split, percent.
+type cpuProfile struct{ user, sys, irq, soft float64 }
+
+// synthLoad builds a measurement of h: every online CPU idle but for the
+// given profiles; IRQ rates per CPU; NET_RX softirqs where soft time is.
+func synthLoad(h *host.Host, prof map[int]cpuProfile, rates map[int]map[int]float64, tasks []load.TaskLoad) *load.Load {
+	l := &load.Load{Interval: 5 * time.Second, SoftirqTypes: []string{"TIMER", "NET_TX", "NET_RX", "BLOCK", "RCU"}}
+	for _, c := range h.CPUs {
+		if !c.Online {
+			continue
+		}
+		p := prof[c.ID]
+		cl := load.CPULoad{ID: c.ID, User: p.user, System: p.sys, IRQ: p.irq, SoftIRQ: p.soft,
+			Idle: 100 - p.user - p.sys - p.irq - p.soft, Softirqs: map[string]float64{"TIMER": 250, "RCU": 100}}
+		if p.soft > 0 {
+			cl.Softirqs["NET_RX"] = p.soft * 1000
+			cl.NetRx = p.soft * 1000
+		}
+		l.CPUs = append(l.CPUs, cl)
+	}
+	for irq, per := range rates {
+		r := load.IRQRate{IRQ: irq, PerCPU: per}
+		for c, v := range per {
+			r.Rate += v
+			if v > 0 {
+				r.CPUs = r.CPUs.Add(c)
+			}
+		}
+		l.IRQs = append(l.IRQs, r)
+	}
+	l.Tasks = tasks
+	return l
+}
+
+func planChanges(p *plan.Plan) int {
+	return len(p.IRQs) + len(p.RxQueues) + len(p.TxQueues) + len(p.Apps)
+}
+
+// An idle host gets an empty plan that says why, with numbers.
+func TestAutoIdleHostPlansNothing(t *testing.T) {
+	for _, s := range []synth{
+		{CPUs: 2, NICs: []synthNIC{{Name: "eth0", Queues: 1}}},
+		{CPUs: 16, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 8}}},
+		{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 4, Managed: true}}},
+	} {
+		h := s.Build()
+		l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 5, irq: 1, soft: 3}}, nil, nil)
+		p, err := Make("auto", h, Options{Load: Measured(l)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if planChanges(p) != 0 || p.RPSSockFlowEntries != nil || !strings.Contains(p.Why, "no evidence of harm") || !strings.Contains(p.Why, "CPU0 19% busy") {
+			t.Errorf("%d CPUs idle: %d changes, why %q", s.CPUs, planChanges(p), p.Why)
+		}
+	}
+}
+
+// CPU 0 saturated by two queues' softirq while the others wait: auto plans,
+// the predicted busiest CPU is lower than before, and no isolated or offline
+// CPU is used.
+func TestAutoSaturatedCPUPlansAwayFromIt(t *testing.T) {
+	for _, s := range []synth{
+		{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}},
+		{CPUs: 8, Offline: []int{7}, Isolated: []int{5, 6}, NICs: []synthNIC{{Name: "eth0", Queues: 2}}},
+		{CPUs: 16, SMT: true, Nodes: 2, NICs: []synthNIC{{Name: "eth0", Queues: 2}}},
+	} {
+		h := s.Build()
+		nic := h.NIC("eth0")
+		// Both queue IRQs fire on CPU 0 only (e.g. a BIOS default).
+		rates := map[int]map[int]float64{}
+		for _, n := range nic.IRQs {
+			rates[n] = map[int]float64{0: 20000}
+		}
+		l := synthLoad(h, map[int]cpuProfile{0: {user: 5, sys: 5, irq: 12, soft: 75}, 1: {user: 20, sys: 5}}, rates, nil)
+		p, err := Make("auto", h, Options{Load: Measured(l)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if planChanges(p) == 0 {
+			t.Fatalf("%+v: CPU0 at 87%% interrupts and auto changed nothing: %s", s, p.Why)
+		}
+		// With isolated CPUs the breach decides (dedicated-core); else the
+		// plan gives the model's prediction.
+		if len(s.Isolated) == 0 && (!strings.Contains(p.Why, "Predicted") || !strings.Contains(p.Why, "CPU0")) {
+			t.Errorf("why does not give the prediction: %s", p.Why)
+		}
+		checkProperties(t, "auto/saturated", h, p)
+		var nics []string
+		for _, n := range h.NICs {
+			nics = append(nics, n.Name)
+		}
+		m := newModel(h, l, nics)
+		before, after := m.Predict(&plan.Plan{}), m.Predict(p)
+		if after.Busy[0] >= before.Busy[0] {
+			t.Errorf("predicted CPU0 %.0f%% → %.0f%%: not lower", before.Busy[0], after.Busy[0])
+		}
+		if _, mx := after.Max(); mx > Overload {
+			t.Errorf("plan predicted to overload a CPU (%.0f%%)", mx)
+		}
+		usable := cpuset.Range(0, s.CPUs-1).Difference(cpuset.Of(s.Offline...)).Difference(cpuset.Of(s.Isolated...))
+		for _, e := range p.IRQs {
+			if !e.CPUs.IsSubsetOf(usable) {
+				t.Errorf("IRQ %d on %s, outside usable %s", *e.IRQ, e.CPUs, usable)
+			}
+		}
+		for _, e := range p.RxQueues {
+			if e.RPSCPUs != nil && !e.RPSCPUs.IsSubsetOf(usable) {
+				t.Errorf("RPS on %s, outside usable %s", e.RPSCPUs, usable)
+			}
+		}
+	}
+}
+
+// A snapshot without a second sample has no load: nothing is changed, and
+// the plan says so — but IRQs allowed on isolated CPUs are a breach the
+// host alone shows.
+func TestAutoWithoutLoad(t *testing.T) {
+	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
+	p, err := Make("auto", h, Options{})
+	if err != nil || planChanges(p) != 0 || !strings.Contains(p.Why, "no load to judge") {
+		t.Errorf("no load: %v %d %q", err, planChanges(p), p.Why)
+	}
+	h = synth{CPUs: 8, Isolated: []int{2, 3, 4, 5, 6, 7}, NICs: []synthNIC{{Name: "eth0", Queues: 4}}}.Build()
+	p, err = Make("auto", h, Options{})
+	if err != nil || p.Policy != "dedicated-core" || !strings.Contains(p.Why, "isolated") {
+		t.Fatalf("isolated: %v %s %q", err, p.Policy, p.Why)
+	}
+	checkProperties(t, "auto/isolated", h, p)
+}
+
+// The generated 256-CPU host (4 nodes, SMT, offline CPUs, 2×64-queue NICs):
+// idle → nothing; CPU 0 saturated by two of eth0's queues → a plan that
+// lowers it; eth1's loaded queue IRQ served on a remote node → a plan.
+func TestAutoOnGeneratedHost(t *testing.T) {
+	h := plantest.GenHost(t, hostgen.DefaultSpec(), nil)
+	idle := synthLoad(h, nil, nil, nil)
+	if p, err := Make("auto", h, Options{Load: Measured(idle)}); err != nil || planChanges(p) != 0 {
+		t.Errorf("idle 256-CPU host: %v, %d changes", err, planChanges(p))
+	}
+
+	eth0 := h.NIC("eth0")
+	rates := map[int]map[int]float64{}
+	for _, n := range eth0.IRQs[:2] {
+		rates[n] = map[int]float64{0: 30000}
+	}
+	hot := synthLoad(h, map[int]cpuProfile{0: {sys: 5, irq: 15, soft: 78}}, rates, nil)
+	p, err := Make("auto", h, Options{Load: Measured(hot)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planChanges(p) == 0 {
+		t.Fatalf("CPU 0 saturated: no plan: %s", p.Why)
+	}
+	checkProperties(t, "auto/generated", h, p)
+	m := newModel(h, hot, []string{"eth0", "eth1"})
+	if b, a := m.Predict(&plan.Plan{}).Busy[0], m.Predict(p).Busy[0]; a >= b {
+		t.Errorf("CPU0 predicted %.0f%% → %.0f%%", b, a)
+	}
+
+	// eth1 lives on node 3; one of its queue IRQs fires hard on CPU 1 (node 0).
+	eth1 := h.NIC("eth1")
+	remote := synthLoad(h, map[int]cpuProfile{1: {irq: 20, soft: 40}}, map[int]map[int]float64{eth1.IRQs[0]: {1: 40000}}, nil)
+	p, err = Make("auto", h, Options{Load: Measured(remote)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planChanges(p) == 0 {
+		t.Errorf("remote-node queue IRQ: no plan: %s", p.Why)
+	}
+	checkProperties(t, "auto/remote", h, p)
+}
+
+// With the eBPF collector's measured times the model uses them, not the
+// tick-sampled /proc/stat split: here /proc/stat says CPU0 is 80 %
+// softirq, the collector measured 20 % — and 20 % is what is predicted to
+// move.
+func TestModelUsesMeasuredCost(t *testing.T) {
+	h := seed004Host()
+	l := synthLoad(h, map[int]cpuProfile{0: {soft: 80}}, nil, nil)
+	l.CostSource = load.CostBPF
+	for i := range l.CPUs {
+		l.CPUs[i].SoftirqTime = map[string]float64{}
+	}
+	l.CPUs[0].SoftirqTime["NET_RX"] = 0.20
+	m := newModel(h, l, []string{"vs1"})
+	if got := m.cpus[0].netSoft; got < 19.9 || got > 20.1 {
+		t.Errorf("network softirq on CPU0 = %.1f %%, want the measured 20 %%", got)
+	}
+	one := cpuset.Of(1)
+	p := &plan.Plan{RxQueues: []plan.RxQueueEntry{{Device: "vs1", Queue: ptr(0), RPSCPUs: &one}}}
+	if got := m.Predict(p).IRQ[1]; got < 18 || got > 20 {
+		t.Errorf("predicted CPU1 interrupt time %.1f %%, want ≈ %.1f %% moved", got, 20*RPSMovedVirtual)
+	}
+}
+
+// On a real captured host (OpenShift master, 112 CPUs, 1875 IRQs): idle →
+// nothing; one ice queue IRQ taking 65 % of CPU 3 beside 30 % of system
+// time → a plan predicted to lower it that uses only usable CPUs. (At 90 %
+// the only relief, the whole IRQ moved to one idle CPU, would fill that
+// CPU to the headroom ceiling: marginal, see TestAutoMarginal…)
+func TestAutoOnCapturedMaster(t *testing.T) {
+	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	if p, err := Make("auto", h, Options{Load: Measured(synthLoad(h, nil, nil, nil))}); err != nil || planChanges(p) != 0 {
+		t.Fatalf("idle master: %v %d changes", err, planChanges(p))
+	}
+	var q *host.IRQ
+	for i := range h.IRQs {
+		// A queue's IRQ: a NIC's control vector (i40e …:misc) is outside
+		// a plan's default scope.
+		if h.IRQs[i].Class == host.ClassNetwork && h.IRQs[i].Device != "" && h.IRQs[i].Queue != nil && h.IRQs[i].Movable() {
+			q = &h.IRQs[i]
+			break
+		}
+	}
+	if q == nil {
+		t.Skip("no movable network queue IRQ in the capture")
+	}
+	l := synthLoad(h, map[int]cpuProfile{3: {sys: 30, irq: 15, soft: 50}}, map[int]map[int]float64{q.Number: {3: 50000}}, nil)
+	p, err := Make("auto", h, Options{Load: Measured(l)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planChanges(p) == 0 {
+		t.Fatalf("CPU 3 saturated by %s: no plan: %s", q.Device, p.Why)
+	}
+	checkProperties(t, "auto/master", h, p)
+	var nics []string
+	for _, n := range h.NICs {
+		nics = append(nics, n.Name)
+	}
+	m := newModel(h, l, nics)
+	if b, a := m.Predict(&plan.Plan{}).Busy[3], m.Predict(p).Busy[3]; a >= b {
+		t.Errorf("CPU3 predicted %.0f%% → %.0f%%", b, a)
+	}
+}
+
+// A decision that ±10 % of one input overturns is marginal: on the captured
+// master, one queue IRQ takes 90 % of CPU 3; the only relief moves it whole
+// onto an idle CPU, filling that CPU to 78 % — and with CPU 3's interrupt
+// time 10 % higher, past the 80 % ceiling. auto changes nothing and says
+// which input overturns it, with the numbers.
+func TestAutoMarginalOnCapturedMaster(t *testing.T) {
+	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
+	var q *host.IRQ
+	for i := range h.IRQs {
+		if h.IRQs[i].Class == host.ClassNetwork && h.IRQs[i].Device != "" && h.IRQs[i].Movable() {
+			q = &h.IRQs[i]
+			break
+		}
+	}
+	if q == nil {
+		t.Fatal("no movable network queue IRQ in the capture")
+	}
+	l := synthLoad(h, map[int]cpuProfile{3: {sys: 4, irq: 20, soft: 70}}, map[int]map[int]float64{q.Number: {3: 50000}}, nil)
+	// The queue's NIC is named: without --device auto leaves out the NIC
+	// that carries the capture's default route, and this one may be it.
+	p, err := Make("auto", h, Options{Load: Measured(l), Devices: []string{q.Device}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planChanges(p) != 0 || !IsMarginal(p) {
+		t.Fatalf("a choice ±10 %% overturns was not reported marginal: %d changes\n%s", planChanges(p), p.Why)
+	}
+	for _, want := range []string{"CPU 3 interrupt time 10 % higher (90.0% → 99.0%)", "it would be rejected", "above the 80% a CPU may be filled to", "nothing is changed"} {
+		if !strings.Contains(p.Why, want) {
+			t.Errorf("why lacks %q:\n%s", want, p.Why)
+		}
+	}
+	// The same load decided twice: the same words.
+	if p2, _ := Make("auto", h, Options{Load: Measured(l), Devices: []string{q.Device}}); p2.Why != p.Why {
+		t.Errorf("not deterministic:\n%s\n%s", p.Why, p2.Why)
+	}
+}
+
+// Violation refuses a plan that changes a device outside the model's
+// targets (--device): it cannot predict that load, so it cannot say the
+// plan keeps to the headroom rules.
+func TestViolationRefusesDeviceOutsideModel(t *testing.T) {
+	h := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}, {Name: "vs2", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
+	for i := range h.NICs {
+		h.NICs[i].Virtual = true
+	}
+	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 10, soft: 20}, 1: {user: 10}}, nil, nil)
+	one := cpuset.Of(1)
+	p := &plan.Plan{Version: plan.Version, RxQueues: []plan.RxQueueEntry{{Device: "vs2", RPSCPUs: &one, Reason: "test"}}}
+	if why := Violation(h, l, p, Options{Devices: []string{"vs1"}}); !strings.Contains(why, "vs2, outside the devices the model predicts (vs1)") {
+		t.Errorf("a plan for vs2 judged with only vs1 modelled: %q", why)
+	}
+	p.RxQueues[0].Device = "vs1"
+	if why := Violation(h, l, p, Options{Devices: []string{"vs1"}}); why != "" {
+		t.Errorf("RPS for vs1 onto an idle CPU refused: %q", why)
+	}
+}
