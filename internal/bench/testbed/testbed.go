@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultStateDir holds one state file per testbed. /run is cleared at boot,
@@ -117,14 +119,6 @@ func (t *Testbed) save() error {
 	return os.Rename(tmp, t.StatePath())
 }
 
-func run(name string, args ...string) error {
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
 // Up cleans stale testbeds, then creates a new one. On any failure
 // everything created so far is removed.
 func Up(o Options) (t *Testbed, err error) {
@@ -183,27 +177,19 @@ func Up(o Options) (t *Testbed, err error) {
 		return t, err
 	}
 	for _, ns := range []string{t.ServerNS, t.ClientNS} {
-		if err = run("ip", "netns", "add", ns); err != nil {
+		if err = addNetns(ns); err != nil {
 			return t, err
 		}
 	}
-	q := strconv.Itoa(o.Queues)
-	if err = run("ip", "link", "add", t.ServerDev, "numrxqueues", q, "numtxqueues", q, "netns", t.ServerNS,
-		"type", "veth", "peer", "name", t.ClientDev, "numrxqueues", q, "numtxqueues", q, "netns", t.ClientNS); err != nil {
+	if err = addVeth(t.ServerNS, t.ServerDev, t.ClientNS, t.ClientDev, o.Queues); err != nil {
 		return t, err
 	}
 	for _, s := range []struct{ ns, dev, addr string }{{t.ServerNS, t.ServerDev, ServerAddr}, {t.ClientNS, t.ClientDev, ClientAddr}} {
-		for _, args := range [][]string{
-			{"-n", s.ns, "addr", "add", s.addr + "/24", "dev", s.dev},
-			{"-n", s.ns, "link", "set", s.dev, "up"},
-			{"-n", s.ns, "link", "set", "lo", "up"},
-		} {
-			if err = run("ip", args...); err != nil {
-				return t, err
-			}
+		if err = linkUp(s.ns, s.dev, s.addr); err != nil {
+			return t, err
 		}
 		if o.GRO {
-			if err = run("ip", "netns", "exec", s.ns, "ethtool", "-K", s.dev, "gro", "on", "rx-udp-gro-forwarding", "on"); err != nil {
+			if err = setFeatures(s.ns, s.dev, groFeatures); err != nil {
 				return t, err
 			}
 		}
@@ -233,9 +219,9 @@ func (t *Testbed) Root() string {
 	return ""
 }
 
-// NetNSPath is the nsfs file of the server namespace (`ip netns add`
-// bind-mounts it there): netlink sockets opened in it see the server veth.
-func (t *Testbed) NetNSPath() string { return filepath.Join("/run/netns", t.ServerNS) }
+// NetNSPath is the nsfs file of the server namespace (bind-mounted there
+// as `ip netns add` does): netlink sockets opened in it see the server veth.
+func (t *Testbed) NetNSPath() string { return filepath.Join(netnsDir, t.ServerNS) }
 
 func (t *Testbed) nsWrite(rel, value string) error {
 	r := t.Root()
@@ -365,21 +351,34 @@ func (t *Testbed) StartProgram(role, comm string, port int, argv ...string) (Pro
 }
 
 // waitPort waits until something listens on ServerAddr:port in the server
-// namespace (ss inside the namespace).
+// namespace.
 func (t *Testbed) waitPort(port int) error { return t.WaitListen(port, 5*time.Second) }
 
 // WaitListen waits up to timeout until something listens on
 // ServerAddr:port (TCP) in the server namespace: for a server that takes
 // longer to start than StartProgram waits (a database).
 func (t *Testbed) WaitListen(port int, timeout time.Duration) error {
+	return t.wait(unix.IPPROTO_TCP, "listens on", port, timeout)
+}
+
+// WaitBound waits up to timeout until a UDP socket is bound to
+// ServerAddr:port in the server namespace.
+func (t *Testbed) WaitBound(port int, timeout time.Duration) error {
+	return t.wait(unix.IPPROTO_UDP, "is bound to (udp)", port, timeout)
+}
+
+func (t *Testbed) wait(proto int, what string, port int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		out, err := exec.Command("ip", "netns", "exec", t.ServerNS, "ss", "-Hltn", "sport", "= :"+strconv.Itoa(port)).Output()
-		if err == nil && strings.Contains(string(out), ServerAddr+":"+strconv.Itoa(port)) {
+		ok, err := listening(t.ServerNS, proto, ServerAddr, port)
+		if ok {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("nothing listens on %s:%d in %s after %s", ServerAddr, port, t.ServerNS, timeout)
+			if err != nil {
+				return fmt.Errorf("sockets of %s: %w", t.ServerNS, err)
+			}
+			return fmt.Errorf("nothing %s %s:%d in %s after %s", what, ServerAddr, port, t.ServerNS, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -447,7 +446,7 @@ func (t *Testbed) Down() error {
 		for _, pid := range nsPIDs(ns) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if err := run("ip", "netns", "del", ns); err != nil {
+		if err := delNetns(ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -600,14 +599,9 @@ func Load(dir, id string) (*Testbed, error) {
 	return nil, fmt.Errorf("no testbed %q in %s", id, dir)
 }
 
-func nsExists(ns string) bool {
-	_, err := os.Stat(filepath.Join("/run/netns", ns))
-	return err == nil
-}
-
 // Namespaces lists the network namespaces named with Prefix.
 func Namespaces() []string {
-	ents, _ := os.ReadDir("/run/netns")
+	ents, _ := os.ReadDir(netnsDir)
 	var out []string
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), Prefix) {
@@ -615,20 +609,6 @@ func Namespaces() []string {
 		}
 	}
 	return out
-}
-
-func nsPIDs(ns string) []int {
-	out, err := exec.Command("ip", "netns", "pids", ns).Output()
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if p, err := strconv.Atoi(f); err == nil && p != os.Getpid() {
-			pids = append(pids, p)
-		}
-	}
-	return pids
 }
 
 func readComm(pid int) (string, error) {
