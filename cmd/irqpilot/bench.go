@@ -14,6 +14,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/report"
 )
 
 // workloadFlags are shared by bench and tune.
@@ -260,7 +261,7 @@ func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
 		}
 	}
 	if o.chart != "" && len(rep.Summary) > 0 {
-		if err := rep.Chart(o.chart); err != nil {
+		if err := report.BenchChart(rep, o.chart); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 	}
@@ -330,7 +331,7 @@ func (o *benchOptions) writeSweep(w io.Writer, sw *bench.Sweep) error {
 		}
 	}
 	if o.chart != "" {
-		if err := sw.Chart(o.chart); err != nil {
+		if err := report.SweepChart(sw, o.chart); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 	}

@@ -4,15 +4,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // Summary is one configuration over all its runs.
@@ -286,15 +281,15 @@ func (r *Report) Method() string {
 	if u {
 		how += fmt.Sprintf("; unpaired ratios (of the medians) judged by a Mann-Whitney U test at %.0f %%", 100*(1-Confidence))
 	}
-	if obj, lower := r.objective(); lower {
+	if obj, lower := r.Objective(); lower {
 		how += "; the objective is the " + obj + ": lower is better, a ratio below 1 is an improvement"
 	}
 	return how + fmt.Sprintf("; a verdict needs %d rounds or more (fewer: \"indicative\", a direction only)", MinRuns)
 }
 
-// objective names the report's figure of merit and whether lower is
+// Objective names the report's figure of merit and whether lower is
 // better (a latency workload's).
-func (r *Report) objective() (string, bool) {
+func (r *Report) Objective() (string, bool) {
 	for _, s := range r.Summary {
 		if s.LowerIsBetter {
 			obj := s.Objective
@@ -313,7 +308,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration, r.Method())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "throughput (median)"
-	if obj, lower := r.objective(); lower {
+	if obj, lower := r.Objective(); lower {
 		head = obj + " (median, lower is better)"
 	}
 	fmt.Fprintf(tw, "config\t%s\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", head, 100*Confidence, r.Baseline)
@@ -468,105 +463,4 @@ func num(v float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.0f", v)
-}
-
-// Chart writes two charts next to each other: throughput per configuration
-// with its interval, and per-CPU %soft per configuration (RPS/RFS on a single-queue NIC's
-// before/after). The format follows the file's extension (.png, .svg, .pdf).
-func (r *Report) Chart(path string) error {
-	p1 := plot.New()
-	obj, lower := r.objective()
-	if lower {
-		obj += ", lower is better"
-	}
-	p1.Title.Text = fmt.Sprintf("%s: %s (median, %.0f%% interval)", r.Workload, obj, 100*Confidence)
-	unit := ""
-	var vals plotter.Values
-	var errs plotter.YErrors
-	var names []string
-	for _, s := range r.Summary {
-		v := s.Throughput.Point
-		if math.IsNaN(v) {
-			v = 0
-		}
-		vals = append(vals, v)
-		lo, hi := v-s.Throughput.Low, s.Throughput.High-v
-		if !s.Throughput.Finite() { // too few runs for an interval: no error bar
-			lo, hi = 0, 0
-		}
-		errs = append(errs, struct{ Low, High float64 }{lo, hi})
-		names = append(names, shortName(s.Config))
-		if s.Unit != "" {
-			unit = s.Unit
-		}
-	}
-	p1.Y.Label.Text = unit
-	bars, err := plotter.NewBarChart(vals, vg.Points(18))
-	if err != nil {
-		return err
-	}
-	p1.Add(bars)
-	eb := &plotter.YErrorBars{XYs: make(plotter.XYs, len(vals)), YErrors: errs}
-	for i, v := range vals {
-		eb.XYs[i] = plotter.XY{X: float64(i), Y: v}
-	}
-	eb.LineStyle.Width = vg.Points(1.5)
-	p1.Add(eb)
-	p1.NominalX(names...)
-	p1.X.Tick.Label.Rotation = 0.5
-	p1.X.Tick.Label.XAlign = -1
-
-	p2 := plot.New()
-	p2.Title.Text = "%soft per CPU (median over runs)"
-	p2.Y.Label.Text = "% of CPU in softirq"
-	ncpu := 0
-	for _, s := range r.Summary {
-		ncpu = max(ncpu, len(s.CPUs))
-	}
-	w := vg.Points(10)
-	for c := 0; c < ncpu; c++ {
-		var v plotter.Values
-		for _, s := range r.Summary {
-			if c < len(s.CPUs) {
-				v = append(v, s.CPUs[c].SoftIRQ)
-			} else {
-				v = append(v, 0)
-			}
-		}
-		b, err := plotter.NewBarChart(v, w)
-		if err != nil {
-			return err
-		}
-		b.Offset = w * vg.Length(float64(c)-float64(ncpu-1)/2)
-		b.Color = plotColor(c)
-		p2.Add(b)
-		p2.Legend.Add(fmt.Sprintf("CPU %d", c), b)
-	}
-	p2.Legend.Top = true
-	p2.NominalX(names...)
-	p2.X.Tick.Label.Rotation = 0.5
-	p2.X.Tick.Label.XAlign = -1
-
-	width := vg.Length(max(6, 0.9*float64(len(names)))) * vg.Inch
-	img, err := newCanvas(path, 2*width, 4*vg.Inch)
-	if err != nil {
-		return err
-	}
-	return img.draw([]*plot.Plot{p1, p2})
-}
-
-func shortName(c string) string {
-	if len(c) > 28 {
-		return c[:27] + "…"
-	}
-	return c
-}
-
-// chartExt is the image format for a file name.
-func chartExt(path string) string {
-	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
-	if ext == "" {
-		ext = "png"
-	}
-	return ext
 }

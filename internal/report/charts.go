@@ -12,7 +12,6 @@ import (
 	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
@@ -356,7 +355,6 @@ func nanRow(n int) []float64 {
 func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
 	p := linePlot("interrupts per second")
-	p.Y.Tick.Marker = plot.TickerFunc(compactTicks)
 
 	var all []IRQSeries
 	for _, r := range runs {
@@ -399,17 +397,19 @@ func linePlot(yLabel string) *plot.Plot {
 	p.Y.Label.Text = yLabel
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.Padding = 1
+	p.Y.Tick.Marker = plot.TickerFunc(valueTicks)
 	p.Add(plotter.NewGrid())
 	return p
 }
 
 // addLines draws n series, series(i) giving the i-th one's legend name,
-// times and values, and sets the y range from 0 to the highest value with
-// headroom so that the legend (top left, a line per series) does not hide
-// the lines.
+// times and values, each in its own colour, and sets the y range from 0 to
+// the highest value with room for the legend (top left, a row per series)
+// above the lines.
 func addLines(p *plot.Plot, n int, series func(i int) (name string, t, y []float64)) error {
 	var peak float64
-	var args []any
+	names := make([]string, n)
+	lines := make([]plotter.XYs, n)
 	for k := range n {
 		name, t, y := series(k)
 		xys := make(plotter.XYs, len(t))
@@ -417,13 +417,13 @@ func addLines(p *plot.Plot, n int, series func(i int) (name string, t, y []float
 			xys[i] = plotter.XY{X: t[i], Y: y[i]}
 			peak = math.Max(peak, y[i])
 		}
-		args = append(args, name, xys)
+		names[k], lines[k] = name, xys
 	}
-	if err := plotutil.AddLines(p, args...); err != nil {
+	if err := addSeries(p, names, lines, false); err != nil {
 		return err
 	}
 	p.Y.Min = 0
-	p.Y.Max = peak * (1.1 + 0.085*float64(n))
+	p.Y.Max = legendRoom(peak, n)
 	return nil
 }
 
@@ -439,25 +439,4 @@ func percentTicks() []plot.Tick {
 		t = append(t, plot.Tick{Value: float64(v), Label: l})
 	}
 	return t
-}
-
-// compactTicks are gonum's default ticks with labels like 250, 1.5k, 2M
-// instead of "250.00".
-func compactTicks(min, max float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(min, max)
-	for i := range ticks {
-		if ticks[i].Label == "" {
-			continue
-		}
-		v := ticks[i].Value
-		switch a := math.Abs(v); {
-		case a >= 1e6:
-			ticks[i].Label = strconv.FormatFloat(v/1e6, 'g', 4, 64) + "M"
-		case a >= 1e3:
-			ticks[i].Label = strconv.FormatFloat(v/1e3, 'g', 4, 64) + "k"
-		default:
-			ticks[i].Label = strconv.FormatFloat(v, 'g', 4, 64)
-		}
-	}
-	return ticks
 }
