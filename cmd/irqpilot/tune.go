@@ -133,7 +133,7 @@ func writeTune(w io.Writer, res *bench.TuneResult) {
 		}
 		fmt.Fprintf(w, "  %s per-CPU median:", s.Config)
 		for _, c := range s.CPUs {
-			fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.Idle)
+			fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.IdleOrIOWait())
 		}
 		fmt.Fprintln(w)
 	}

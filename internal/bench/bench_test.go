@@ -11,6 +11,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 func TestSummarizeFixedRuns(t *testing.T) {
@@ -18,7 +19,7 @@ func TestSummarizeFixedRuns(t *testing.T) {
 		var out []Run
 		for i, v := range tps {
 			out = append(out, Run{Config: c, Round: i, Result: Result{Throughput: v, Unit: "ops/s"},
-				CPUs: []CPUStat{{ID: 0, SoftIRQ: 50, Idle: float64(i)}, {ID: 1, SoftIRQ: 10, Idle: 40}}})
+				CPUs: []CPUStat{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 50, Idle: float64(i)}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 10, Idle: 40}}}})
 		}
 		return out
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Summary is one configuration over all its runs.
@@ -149,7 +151,7 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 		}
 		s.Throughput = SampleMedian(xs, Confidence)
 		var p50, p99, p999, rate, cpuOp []float64
-		cpuCols := map[int][][5]float64{}
+		cpuRuns := map[int][]load.CPUTime{}
 		for _, r := range by[c] {
 			if r.Error == "" {
 				s.Unit = r.Unit
@@ -170,7 +172,7 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 				}
 			}
 			for _, cs := range r.CPUs {
-				cpuCols[cs.ID] = append(cpuCols[cs.ID], [5]float64{cs.User, cs.System, cs.IRQ, cs.SoftIRQ, cs.Idle})
+				cpuRuns[cs.ID] = append(cpuRuns[cs.ID], cs.CPUTime)
 			}
 		}
 		if len(p50) > 0 {
@@ -186,19 +188,13 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			s.ServerCPUPerOp = Median(cpuOp)
 		}
 		var ids []int
-		for id := range cpuCols {
+		for id := range cpuRuns {
 			ids = append(ids, id)
 		}
 		sort.Ints(ids)
 		for _, id := range ids {
-			col := func(k int) float64 {
-				var v []float64
-				for _, row := range cpuCols[id] {
-					v = append(v, row[k])
-				}
-				return round1(Median(v))
-			}
-			s.CPUs = append(s.CPUs, CPUStat{ID: id, User: col(0), System: col(1), IRQ: col(2), SoftIRQ: col(3), Idle: col(4)})
+			med := load.CombineCPUTimes(cpuRuns[id], func(v []float64) float64 { return round1(Median(v)) })
+			s.CPUs = append(s.CPUs, CPUStat{ID: id, CPUTime: med})
 		}
 		s.Warnings = Warnings(by[c], s.CPUs)
 		var pa, pb []float64
@@ -336,7 +332,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		var soft, idle []string
 		for _, c := range s.CPUs {
 			soft = append(soft, fmt.Sprintf("%d:%.1f", c.ID, c.SoftIRQ))
-			idle = append(idle, fmt.Sprintf("%d:%.1f", c.ID, c.Idle))
+			idle = append(idle, fmt.Sprintf("%d:%.1f", c.ID, c.IdleOrIOWait()))
 		}
 		failed := ""
 		if s.Failed > 0 {

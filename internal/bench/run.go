@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -25,17 +26,37 @@ import (
 
 func liveFS() *kernel.FS { return kernel.New("/") }
 
-// CPUStat is one CPU's utilisation over a run, in percent.
+// CPUStat is one CPU's utilisation over a run: its time split in percent
+// (as load.Rates measures it), NET_RX softirqs and numbered IRQs per
+// second.
 type CPUStat struct {
-	ID      int     `json:"cpu"`
-	User    float64 `json:"usr"`
-	System  float64 `json:"sys"`
-	IRQ     float64 `json:"irq"`
-	SoftIRQ float64 `json:"soft"`
-	Idle    float64 `json:"idle"`
-	// NetRx is NET_RX softirqs per second; Interrupts numbered IRQs per second.
+	ID int `json:"cpu"`
+	load.CPUTime
 	NetRx      float64 `json:"net_rx_per_s"`
 	Interrupts float64 `json:"irqs_per_s"`
+}
+
+// UnmarshalJSON reads a CPUStat, also as reports written before it held
+// the whole split recorded it: "usr" (user and nice), "sys", "soft" and
+// "idle" (idle and iowait), read into User, System, SoftIRQ and Idle.
+func (c *CPUStat) UnmarshalJSON(b []byte) error {
+	type plain CPUStat // without this method
+	var v struct {
+		plain
+		Usr  *float64 `json:"usr"`
+		Sys  *float64 `json:"sys"`
+		Soft *float64 `json:"soft"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*c = CPUStat(v.plain)
+	for _, old := range []struct{ from, to *float64 }{{v.Usr, &c.User}, {v.Sys, &c.System}, {v.Soft, &c.SoftIRQ}} {
+		if old.from != nil {
+			*old.to = *old.from
+		}
+	}
+	return nil
 }
 
 // Run is one measurement of one configuration.
@@ -436,8 +457,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		r.baseline = plan.Measured(l)
 	}
 	for _, c := range l.CPUs {
-		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, User: c.User + c.Nice, System: c.System, IRQ: c.IRQ,
-			SoftIRQ: c.SoftIRQ, Idle: c.Idle + c.IOWait, NetRx: c.NetRx, Interrupts: c.Interrupts})
+		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, CPUTime: c.CPUTime, NetRx: c.NetRx, Interrupts: c.Interrupts})
 	}
 	if werr != nil {
 		run.Error = werr.Error()

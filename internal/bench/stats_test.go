@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 func TestMedian(t *testing.T) {
@@ -476,7 +478,7 @@ func TestWithTwin(t *testing.T) {
 // Warnings: saturated only on the server's measured CPUs, shared only
 // where the load generator's CPUs meet the server's.
 func TestWarnings(t *testing.T) {
-	cpus := []CPUStat{{ID: 0, User: 60, SoftIRQ: 38, Idle: 2}, {ID: 1, User: 50, Idle: 4.9}, {ID: 2}}
+	cpus := []CPUStat{{ID: 0, CPUTime: load.CPUTime{User: 60, SoftIRQ: 38, Idle: 2}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 4.9}}, {ID: 2}}
 	run := func(app, client string) []Run { return []Run{{Config: "x", AppCPUs: app, ClientCPUs: client}} }
 	for _, c := range []struct {
 		runs []Run
@@ -493,7 +495,7 @@ func TestWarnings(t *testing.T) {
 			t.Errorf("app %q client %q: %q, want %q", c.runs[0].AppCPUs, c.runs[0].ClientCPUs, got, c.want)
 		}
 	}
-	if got := Warnings(run("0-1", "0-1"), []CPUStat{{ID: 0, User: 50, Idle: 5}, {ID: 1, User: 50, Idle: 50}}); strings.Join(got, ";") != "shared CPU 0-1" {
+	if got := Warnings(run("0-1", "0-1"), []CPUStat{{ID: 0, CPUTime: load.CPUTime{User: 50, Idle: 5}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 50}}}); strings.Join(got, ";") != "shared CPU 0-1" {
 		t.Errorf("5 %% idle counts as saturated: %v", got)
 	}
 }

@@ -81,7 +81,7 @@ func vethRun(t *testing.T) *Run {
 	for i := range 3 {
 		loads = append(loads, &load.Load{
 			Start: start.Add(time.Duration(i) * time.Second), End: start.Add(time.Duration(i+1) * time.Second), Interval: time.Second,
-			CPUs: []load.CPULoad{{ID: 0, Idle: 50}, {ID: 1, Idle: 50}},
+			CPUs: []load.CPULoad{{ID: 0, CPUTime: load.CPUTime{Idle: 50}}, {ID: 1, CPUTime: load.CPUTime{Idle: 50}}},
 			IRQs: []load.IRQRate{{IRQ: 36, Actions: []string{"virtio1-req.0"}, Rate: 400, PerCPU: map[int]float64{1: 400}}},
 			NAPI: []bpfcost.NAPIRate{{Dev: "vs1a2b", Polls: 9000, PollsPerCPU: map[int]float64{0: 6000, 1: 3000}}},
 		})
@@ -138,7 +138,7 @@ func benchReport(rounds int) *bench.Report {
 		for i, c := range cs {
 			runs = append(runs, bench.Run{Config: c, Round: r,
 				Result: bench.Result{Throughput: 1000 * (1 + 0.1*float64(i)) * (1 + 0.01*float64(r%3)), Unit: "req/s"},
-				CPUs:   []bench.CPUStat{{ID: 0, SoftIRQ: 20, Idle: 40}, {ID: 1, SoftIRQ: 60, Idle: 10}}})
+				CPUs:   []bench.CPUStat{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 20, Idle: 40}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 60, Idle: 10}}}})
 		}
 	}
 	return &bench.Report{Workload: "nginx", Baseline: "default", Rounds: rounds, Runs: runs, Summary: bench.Summarize(cs, runs, "default", true)}

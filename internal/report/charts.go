@@ -106,8 +106,8 @@ func newLayout(runs []*Run, o Options) (*layout, error) {
 		rows += len(r.CPUs)
 	}
 	l := &layout{heatH: vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch}
-	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
-	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
+	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", (*load.CPUTime).IRQTime)
+	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", (*load.CPUTime).Busy)
 	irq, err := IRQChart(runs, o)
 	if err != nil {
 		return nil, err
@@ -184,7 +184,7 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 			{"softirq", colSoft, func(m CPUMean) float64 { return m.SoftIRQ }},
 			{"system", colSystem, func(m CPUMean) float64 { return m.System }},
 			{"user", colUser, func(m CPUMean) float64 { return m.User }},
-			{"nice+iowait+steal", colOther, func(m CPUMean) float64 { return m.Others }},
+			{"nice+iowait+steal", colOther, func(m CPUMean) float64 { return m.Others() }},
 		}
 		var below *plotter.BarChart
 		for _, c := range comp {
@@ -237,11 +237,6 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	return p, nil
 }
 
-// cpuPoint is what overTime reads from one CPU in one interval.
-type cpuPoint struct {
-	User, Nice, System, IOWait, IRQ, SoftIRQ, Steal, Idle float64
-}
-
 // grid is a heat map grid: rows are host/CPU, columns are intervals.
 type grid struct {
 	z      [][]float64 // [row][col], NaN where missing
@@ -262,13 +257,12 @@ func (g *grid) cols() int          { return len(g.xs) }
 // interval, colour from blue (0 %) to red (100 %). A heat map stays
 // readable for hundreds of cores where one line per core would not.
 // It returns the top of its colour range too.
-func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot, float64) {
+func overTime(runs []*Run, title string, v func(*load.CPUTime) float64) (*plot.Plot, float64) {
 	g, peak := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) {
 		if cl.NoTicks {
 			return 0, false
 		}
-		pt := cpuPoint{cl.User, cl.Nice, cl.System, cl.IOWait, cl.IRQ, cl.SoftIRQ, cl.Steal, cl.Idle}
-		return math.Max(0, math.Min(100, v(&pt))), true
+		return math.Max(0, math.Min(100, v(&cl.CPUTime))), true
 	})
 	// Colour range 0 … the highest value rounded up to 10 % (at least
 	// 10 %), so that a few percent of interrupt time is still visible.

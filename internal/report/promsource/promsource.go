@@ -247,8 +247,8 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		add    func(model.Metric, int, float64)
 	}{
 		{MetricCPUModes, b.addMode},
-		{MetricIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *cpuAcc) { c.irq = v }) }},
-		{MetricSoftIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *cpuAcc) { c.soft = v }) }},
+		{MetricIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *load.CPUTime) { c.IRQ = v }) }},
+		{MetricSoftIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *load.CPUTime) { c.SoftIRQ = v }) }},
 		{MetricQueue, b.addQueue},
 	} {
 		query := fmt.Sprintf("rate(%s[%s])", o.metric(q.metric), w)
@@ -376,15 +376,11 @@ func RateWindow(step, scrape time.Duration) time.Duration {
 	return w
 }
 
-// cpuAcc is one CPU's rates at one point (fractions of a second per
-// second; NaN: missing).
-type cpuAcc struct {
-	user, nice, system, idle, iowait, steal, irq, soft float64
-}
-
-func newCPUAcc() *cpuAcc {
+// newCPUAcc is one CPU's rates at one point (seconds per second), NaN
+// (missing) until read. The guest modes stay 0: User and Nice include them.
+func newCPUAcc() *load.CPUTime {
 	n := math.NaN()
-	return &cpuAcc{n, n, n, n, n, n, n, n}
+	return &load.CPUTime{User: n, Nice: n, System: n, Idle: n, IOWait: n, Steal: n, IRQ: n, SoftIRQ: n}
 }
 
 type queueAcc struct {
@@ -393,8 +389,8 @@ type queueAcc struct {
 }
 
 type nodeAcc struct {
-	cpus   []map[int]*cpuAcc // [point][cpu]
-	irqs   []map[int]float64 // [point][irq] rate
+	cpus   []map[int]*load.CPUTime // [point][cpu]
+	irqs   []map[int]float64       // [point][irq] rate
 	queues map[int]queueAcc
 }
 
@@ -413,7 +409,7 @@ func (b *builder) node(m model.Metric) *nodeAcc {
 	inst := string(m[model.InstanceLabel])
 	a := b.nodes[inst]
 	if a == nil {
-		a = &nodeAcc{cpus: make([]map[int]*cpuAcc, b.n), irqs: make([]map[int]float64, b.n), queues: map[int]queueAcc{}}
+		a = &nodeAcc{cpus: make([]map[int]*load.CPUTime, b.n), irqs: make([]map[int]float64, b.n), queues: map[int]queueAcc{}}
 		b.nodes[inst] = a
 	}
 	return a
@@ -438,14 +434,14 @@ func (b *builder) add(m model.Matrix, fn func(model.Metric, int, float64)) {
 	}
 }
 
-func (b *builder) addCPU(m model.Metric, i int, set func(*cpuAcc)) {
+func (b *builder) addCPU(m model.Metric, i int, set func(*load.CPUTime)) {
 	cpu, err := strconv.Atoi(string(m["cpu"]))
 	if err != nil || cpu < 0 {
 		return
 	}
 	a := b.node(m)
 	if a.cpus[i] == nil {
-		a.cpus[i] = map[int]*cpuAcc{}
+		a.cpus[i] = map[int]*load.CPUTime{}
 	}
 	c := a.cpus[i][cpu]
 	if c == nil {
@@ -456,20 +452,20 @@ func (b *builder) addCPU(m model.Metric, i int, set func(*cpuAcc)) {
 }
 
 func (b *builder) addMode(m model.Metric, i int, v float64) {
-	b.addCPU(m, i, func(c *cpuAcc) {
+	b.addCPU(m, i, func(c *load.CPUTime) {
 		switch m["mode"] {
 		case "user":
-			c.user = v
+			c.User = v
 		case "nice":
-			c.nice = v
+			c.Nice = v
 		case "system":
-			c.system = v
+			c.System = v
 		case "idle":
-			c.idle = v
+			c.Idle = v
 		case "iowait":
-			c.iowait = v
+			c.IOWait = v
 		case "steal":
-			c.steal = v
+			c.Steal = v
 		}
 	})
 }
@@ -493,28 +489,19 @@ func (b *builder) addQueue(m model.Metric, i int, v float64) {
 	}
 }
 
-// cpuLoad turns one CPU's rates into percentages of its time, as
-// load.Rates does from /proc/stat (of the sum of all modes, so that an
-// idle counter that stalls on a tickless CPU does not break the sum). ok is
-// false when a mode is missing.
-// Not load.Rates: that takes two /proc/stat Samples; these are PromQL rate() values with NaN gaps.
-func cpuLoad(id int, c *cpuAcc) (load.CPULoad, bool) {
-	parts := []float64{c.user, c.nice, c.system, c.idle, c.iowait, c.steal, c.irq, c.soft}
-	total := 0.0
-	for _, v := range parts {
+// cpuLoad turns one CPU's rates into percentages of its time with
+// load.CPUTime.Percent, as load.Rates does from /proc/stat. ok is false
+// when a mode is missing.
+func cpuLoad(id int, c *load.CPUTime) (load.CPULoad, bool) {
+	for _, v := range []float64{c.User, c.Nice, c.System, c.Idle, c.IOWait, c.Steal, c.IRQ, c.SoftIRQ} {
 		if math.IsNaN(v) {
 			return load.CPULoad{}, false
 		}
-		total += max(0, v)
 	}
 	l := load.CPULoad{ID: id}
-	if total <= 0 {
-		l.NoTicks = true // as load.Rates: no tick counted, no percentages
-		return l, true
-	}
-	pc := func(v float64) float64 { return 100 * max(0, v) / total }
-	l.User, l.Nice, l.System, l.Idle = pc(c.user), pc(c.nice), pc(c.system), pc(c.idle)
-	l.IOWait, l.Steal, l.IRQ, l.SoftIRQ = pc(c.iowait), pc(c.steal), pc(c.irq), pc(c.soft)
+	var ok bool
+	l.CPUTime, ok = c.Percent()
+	l.NoTicks = !ok // as load.Rates: no tick counted, no percentages
 	return l, true
 }
 
