@@ -9,20 +9,21 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Summary is one configuration over all its runs.
 type Summary struct {
-	Config     string   `json:"config"`
-	N          int      `json:"runs"`
-	Failed     int      `json:"failed"`
-	Throughput Interval `json:"throughput"`
-	Unit       string   `json:"unit"`
+	Config     string         `json:"config"`
+	N          int            `json:"runs"`
+	Failed     int            `json:"failed"`
+	Throughput stats.Interval `json:"throughput"`
+	Unit       string         `json:"unit"`
 	// PerCPUSecond is the work per busy CPU-second (median, interval).
-	PerCPUSecond *Interval `json:"per_cpu_second,omitempty"`
+	PerCPUSecond *stats.Interval `json:"per_cpu_second,omitempty"`
 	// Ratio to the baseline (nil for the baseline itself or without one).
-	Ratio *Interval `json:"ratio,omitempty"`
+	Ratio *stats.Interval `json:"ratio,omitempty"`
 	// Paired is how many rounds the ratio was paired over (the median of
 	// per-round ratios, see Summarize); 0: the ratio of the medians.
 	Paired int `json:"paired_rounds,omitempty"`
@@ -89,22 +90,6 @@ type Decision struct {
 	Changes int      `json:"changes"`
 }
 
-// MinRuns is the fewest successful runs (rounds, when paired) per
-// configuration from which bench and tune report an interval and a
-// verdict at Confidence: MinRounds(Confidence), 6 for 95 %. Below it a
-// ratio is "indicative": its direction, no verdict.
-var MinRuns = MinRounds(Confidence)
-
-// Verdicts.
-const (
-	VerdictBaseline   = "baseline"
-	VerdictBetter     = "better"
-	VerdictWorse      = "worse"
-	VerdictNoise      = "within noise"
-	VerdictIndicative = "indicative"
-	VerdictNoData     = "no data"
-)
-
 // Summarize computes medians with their distribution-free intervals at
 // Confidence and ratios to baseline (the first configuration when baseline
 // is "").
@@ -146,10 +131,10 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			}
 		}
 		if len(eff) > 0 {
-			e := SampleMedian(eff, Confidence)
+			e := stats.SampleMedian(eff, stats.Confidence)
 			s.PerCPUSecond = &e
 		}
-		s.Throughput = SampleMedian(xs, Confidence)
+		s.Throughput = stats.SampleMedian(xs, stats.Confidence)
 		var p50, p99, p999, rate, cpuOp []float64
 		cpuRuns := map[int][]load.CPUTime{}
 		for _, r := range by[c] {
@@ -176,16 +161,16 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			}
 		}
 		if len(p50) > 0 {
-			s.LatencyP50, s.LatencyP99 = Median(p50), Median(p99)
+			s.LatencyP50, s.LatencyP99 = stats.Median(p50), stats.Median(p99)
 		}
 		if len(p999) > 0 {
-			s.LatencyP999 = Median(p999)
+			s.LatencyP999 = stats.Median(p999)
 		}
 		if len(rate) > 0 {
-			s.Rate = Median(rate)
+			s.Rate = stats.Median(rate)
 		}
 		if len(cpuOp) > 0 {
-			s.ServerCPUPerOp = Median(cpuOp)
+			s.ServerCPUPerOp = stats.Median(cpuOp)
 		}
 		var ids []int
 		for id := range cpuRuns {
@@ -193,7 +178,7 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 		}
 		sort.Ints(ids)
 		for _, id := range ids {
-			med := load.CombineCPUTimes(cpuRuns[id], func(v []float64) float64 { return round1(Median(v)) })
+			med := load.CombineCPUTimes(cpuRuns[id], func(v []float64) float64 { return round1(stats.Median(v)) })
 			s.CPUs = append(s.CPUs, CPUStat{ID: id, CPUTime: med})
 		}
 		s.Warnings = Warnings(by[c], s.CPUs)
@@ -203,37 +188,30 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 		}
 		switch {
 		case c == baseline:
-			s.Verdict = VerdictBaseline
+			s.Verdict = stats.VerdictBaseline
 		case len(xs) == 0 || len(base) == 0:
-			s.Verdict = VerdictNoData
-		case len(pa) < MinRuns && (len(xs) < MinRuns || len(base) < MinRuns):
+			s.Verdict = stats.VerdictNoData
+		case len(pa) < stats.MinRuns && (len(xs) < stats.MinRuns || len(base) < stats.MinRuns):
 			// No interval and no verdict from fewer rounds than the
 			// confidence needs: the ratio is a point (paired when it can
 			// be; Low = High = Point in JSON) and its direction only.
-			s.Verdict = VerdictIndicative
-			pt := Median(xs) / Median(base)
+			s.Verdict = stats.VerdictIndicative
+			pt := stats.Median(xs) / stats.Median(base)
 			if len(pa) > 0 {
-				pt = PairedRatio(pa, pb, Confidence).Ratio.Point
+				pt = stats.PairedRatio(pa, pb, stats.Confidence).Ratio.Point
 				s.Paired = len(pa)
 			}
-			ratio := Interval{Point: pt, Low: pt, High: pt}
+			ratio := stats.Interval{Point: pt, Low: pt, High: pt}
 			s.Ratio = &ratio
 		default:
-			var cmp Comparison
-			if len(pa) >= MinRuns {
-				cmp = PairedRatio(pa, pb, Confidence)
+			var cmp stats.Comparison
+			if len(pa) >= stats.MinRuns {
+				cmp = stats.PairedRatio(pa, pb, stats.Confidence)
 			} else {
-				cmp = UnpairedRatio(base, xs, Confidence)
+				cmp = stats.UnpairedRatio(base, xs, stats.Confidence)
 			}
 			s.Ratio, s.Paired, s.P, s.Test = &cmp.Ratio, cmp.Paired, cmp.P, cmp.Test
-			switch {
-			case !cmp.Significant(Confidence):
-				s.Verdict = VerdictNoise
-			case cmp.Ratio.Point > 1 && !s.LowerIsBetter, cmp.Ratio.Point < 1 && s.LowerIsBetter: // a latency is better below its baseline
-				s.Verdict = VerdictBetter
-			default:
-				s.Verdict = VerdictWorse
-			}
+			s.Verdict = stats.Verdict(cmp, s.LowerIsBetter)
 		}
 		out = append(out, s)
 	}
@@ -264,23 +242,23 @@ func (r *Report) Method() string {
 	paired, sign, u := false, false, false
 	for _, s := range r.Summary {
 		paired = paired || s.Paired > 0
-		sign = sign || s.Test == TestSign
-		u = u || s.Test == TestU
+		sign = sign || s.Test == stats.TestSign
+		u = u || s.Test == stats.TestU
 	}
-	how := fmt.Sprintf("medians with %.0f %% distribution-free intervals (order statistics)", 100*Confidence)
+	how := fmt.Sprintf("medians with %.0f %% distribution-free intervals (order statistics)", 100*stats.Confidence)
 	if paired {
 		how += "; ratios paired by round (the median of each round's ratio to " + r.Baseline + "'s run of that round, its interval the order statistics of those ratios)"
 	}
 	if sign {
-		how += fmt.Sprintf("; verdicts by a sign test of the per-round ratios at %.0f %%", 100*(1-Confidence))
+		how += fmt.Sprintf("; verdicts by a sign test of the per-round ratios at %.0f %%", 100*(1-stats.Confidence))
 	}
 	if u {
-		how += fmt.Sprintf("; unpaired ratios (of the medians) judged by a Mann-Whitney U test at %.0f %%", 100*(1-Confidence))
+		how += fmt.Sprintf("; unpaired ratios (of the medians) judged by a Mann-Whitney U test at %.0f %%", 100*(1-stats.Confidence))
 	}
 	if obj, lower := r.Objective(); lower {
 		how += "; the objective is the " + obj + ": lower is better, a ratio below 1 is an improvement"
 	}
-	return how + fmt.Sprintf("; a verdict needs %d rounds or more (fewer: \"indicative\", a direction only)", MinRuns)
+	return how + fmt.Sprintf("; a verdict needs %d rounds or more (fewer: \"indicative\", a direction only)", stats.MinRuns)
 }
 
 // Objective names the report's figure of merit and whether lower is
@@ -307,13 +285,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if obj, lower := r.Objective(); lower {
 		head = obj + " (median, lower is better)"
 	}
-	fmt.Fprintf(tw, "config\t%s\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", head, 100*Confidence, r.Baseline)
+	fmt.Fprintf(tw, "config\t%s\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", head, 100*stats.Confidence, r.Baseline)
 	latency := false
 	for _, s := range r.Summary {
 		ratio, p := "—", "—"
 		if s.Ratio != nil {
 			ratio = fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
-			if s.Verdict == VerdictIndicative || !s.Ratio.Finite() {
+			if s.Verdict == stats.VerdictIndicative || !s.Ratio.Finite() {
 				ratio = fmt.Sprintf("%.3f", s.Ratio.Point)
 			}
 		}
@@ -327,7 +305,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			point = fmt.Sprintf("%.1f", s.Throughput.Point)
 		}
 		if !s.Throughput.Finite() {
-			interval = fmt.Sprintf("needs %d runs", MinRuns)
+			interval = fmt.Sprintf("needs %d runs", stats.MinRuns)
 		}
 		var soft, idle []string
 		for _, c := range s.CPUs {
@@ -398,7 +376,7 @@ func (r *Report) noiseFloorLine() string {
 	width := 0.0
 	for i, s := range r.Summary {
 		if s.Config == r.Baseline || BaseConfig(s.Config) != BaseConfig(r.Baseline) || s.Ratio == nil ||
-			s.Verdict == VerdictIndicative || !s.Ratio.Finite() {
+			s.Verdict == stats.VerdictIndicative || !s.Ratio.Finite() {
 			continue
 		}
 		if w := math.Max(1-s.Ratio.Low, s.Ratio.High-1); twin == nil || w > width {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -64,7 +65,7 @@ type Run struct {
 	Config string    `json:"config"`
 	Round  int       `json:"round"`
 	Start  time.Time `json:"start"`
-	Result
+	workload.Result
 	CPUs []CPUStat `json:"cpus"`
 	// BusyCPUs is how many CPUs' worth of time the machine was busy during
 	// the run (sum of busy shares), and PerCPUSecond the work done per
@@ -89,7 +90,7 @@ func BaseConfig(label string) string {
 
 // Runner runs configurations against a workload, interleaved.
 type Runner struct {
-	Workload Workload
+	Workload workload.Workload
 	Configs  []string
 	Rounds   int
 	Duration time.Duration
@@ -117,7 +118,7 @@ type Runner struct {
 	// kept (Report.MachineWide).
 	MachineWide map[string][]string
 
-	app   AppInfo
+	app   workload.AppInfo
 	scope Scope
 	// baseline is the load of the latest "default" run (see AppInfo.BaselineLoad).
 	baseline *plan.MeasuredLoad
@@ -203,7 +204,7 @@ func (r *Runner) Scope() Scope { return r.scope }
 // floor every other ratio is read against. "NAME/KEY=VAL/…" is NAME with
 // run options (see CutRunOptions): `latency/busypoll=50` is the latency
 // policy's settings measured with the udp sink busy polling.
-func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
+func (r *Runner) Setup(config string, app workload.AppInfo) (*Setup, error) {
 	name, opts, err := CutRunOptions(BaseConfig(config))
 	if err != nil {
 		return nil, err
@@ -257,7 +258,7 @@ func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
 func (r *Runner) Host() *host.Host { return r.h }
 
 // App is what the workload lets configurations place.
-func (r *Runner) App() AppInfo { return r.app }
+func (r *Runner) App() workload.AppInfo { return r.app }
 
 // Close stops the workload.
 func (r *Runner) Close() error {
@@ -309,7 +310,7 @@ func (r *Runner) All(ctx context.Context) ([]Run, error) {
 
 // currentApp is the application with its process ids read again: thread
 // ids change (nginx may respawn a worker).
-func (r *Runner) currentApp() AppInfo {
+func (r *Runner) currentApp() workload.AppInfo {
 	app := r.app
 	if len(app.PIDs) > 0 {
 		app.PIDs = append([]int{app.PIDs[0]}, testbed.Children(app.PIDs[0])...)
@@ -335,7 +336,7 @@ func (r *Runner) prime(ctx context.Context) (err error) {
 	}
 	defer func() { err = errors.Join(err, undo()) }()
 	r.progress("priming: %s of unmeasured load", r.Prime)
-	if _, err := r.Workload.Run(ctx, r.Prime, s); err != nil {
+	if _, err := r.Workload.Run(ctx, r.Prime, s.Placement()); err != nil {
 		return fmt.Errorf("priming run: %w", err)
 	}
 	return nil
@@ -420,7 +421,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	// Warm-up: the workload runs, unmeasured, so caches, connection pools
 	// and the scheduler settle into the configuration before it counts.
 	if r.Warmup > 0 {
-		if _, werr := r.Workload.Run(ctx, r.Warmup, s); werr != nil {
+		if _, werr := r.Workload.Run(ctx, r.Warmup, s.Placement()); werr != nil {
 			run.Error = "warm-up: " + werr.Error()
 			return run, nil
 		}
@@ -432,15 +433,15 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	// A workload that marks its traffic's window is sampled inside it; a
 	// failed sample at a mark keeps the outer one.
 	var on, off *load.Sample
-	var res Result
+	var res workload.Result
 	var werr error
-	if wl, ok := r.Workload.(windowed); ok {
-		res, werr = wl.RunWindow(ctx, r.Duration, s, Window{
+	if wl, ok := r.Workload.(workload.Windowed); ok {
+		res, werr = wl.RunWindow(ctx, r.Duration, s.Placement(), workload.Window{
 			On:  func() { on, _ = sampler.Sample() },
 			Off: func() { off, _ = sampler.Sample() },
 		})
 	} else {
-		res, werr = r.Workload.Run(ctx, r.Duration, s)
+		res, werr = r.Workload.Run(ctx, r.Duration, s.Placement())
 	}
 	s1, err := sampler.Sample()
 	if err != nil {
@@ -493,7 +494,7 @@ func (r *Runner) placement(s *Setup) (app, client string) {
 	}
 	app = pick(s.AppCPUs)
 	switch r.Workload.(type) {
-	case *NetWorkload, *DBWorkload, *SockperfWorkload:
+	case *workload.NetWorkload, *workload.DBWorkload, *workload.SockperfWorkload:
 		client = pick(s.ClientCPUs)
 	}
 	return app, client
@@ -502,7 +503,7 @@ func (r *Runner) placement(s *Setup) (app, client string) {
 // applySetup applies a setup's changes, each where it is seen: the testbed
 // device's queue files and NAPI instances in its namespace, the rest on the
 // live machine. The returned function reverts both.
-func (r *Runner) applySetup(config string, s *Setup, app AppInfo) (func() error, error) {
+func (r *Runner) applySetup(config string, s *Setup, app workload.AppInfo) (func() error, error) {
 	var liveCh, nsCh []setting.Change
 	for _, c := range s.Changes {
 		if inTestbedNS(&c, app.Device) {
@@ -612,7 +613,7 @@ func (r *Runner) irqbalance() (func() error, error) {
 		return nil, fmt.Errorf("restore after irqbalance: %w", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("irqbalance --oneshot: %v: %s", err, tail(out, 300))
+		return nil, fmt.Errorf("irqbalance --oneshot: %v: %s", err, workload.Tail(out, 300))
 	}
 	r.progress("irqbalance --oneshot moved %d IRQs", len(its))
 	if len(its) == 0 {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
 )
 
 // SweepParams are the workload parameters a sweep can vary.
@@ -142,7 +144,7 @@ func (sw *Sweep) WriteTable(w io.Writer) error {
 	if lower {
 		dir = ", lower is better"
 	}
-	fmt.Fprintf(w, "sweep of %s: %s in %s (median, %.0f %% interval%s; ratio to each bench's baseline, verdict)\n", sw.Param, name, unit, 100*Confidence, dir)
+	fmt.Fprintf(w, "sweep of %s: %s in %s (median, %.0f %% interval%s; ratio to each bench's baseline, verdict)\n", sw.Param, name, unit, 100*stats.Confidence, dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	cs := sw.Configs()
 	fmt.Fprintf(tw, "%s\t%s\t\n", sw.Param, strings.Join(cs, "\t"))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 )
 
 func TestParseSweep(t *testing.T) {
@@ -27,8 +28,8 @@ func sweepRuns(rounds int, base, f float64) []Run {
 	for r := 0; r < rounds; r++ {
 		d := base * (1 + 0.01*float64(r%3))
 		runs = append(runs,
-			Run{Config: "default", Round: r, Result: Result{Throughput: d, Unit: "trx/s"}},
-			Run{Config: "rps-spread", Round: r, Result: Result{Throughput: d * f, Unit: "trx/s"}})
+			Run{Config: "default", Round: r, Result: workload.Result{Throughput: d, Unit: "trx/s"}},
+			Run{Config: "rps-spread", Round: r, Result: workload.Result{Throughput: d * f, Unit: "trx/s"}})
 	}
 	return runs
 }

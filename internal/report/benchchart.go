@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
 )
 
 // BenchChart writes a bench's two charts side by side to path (.png,
@@ -30,7 +31,7 @@ func benchPlots(r *bench.Report) (*plot.Plot, *plot.Plot, error) {
 	if lower {
 		obj += ", lower is better"
 	}
-	p1 := barPlot(fmt.Sprintf("%s: %s (median, %.0f%% interval)", r.Workload, obj, 100*bench.Confidence))
+	p1 := barPlot(fmt.Sprintf("%s: %s (median, %.0f%% interval)", r.Workload, obj, 100*stats.Confidence))
 	var vals plotter.Values
 	var errs plotter.YErrors
 	var names []string
@@ -141,7 +142,7 @@ func SweepChart(sw *bench.Sweep, path string) error {
 	if lower {
 		dir = ", lower is better"
 	}
-	p.Title.Text = fmt.Sprintf("%s: %s against %s (median, %.0f%% interval%s)", sw.Points[0].Report.Workload, name, sw.Param, 100*bench.Confidence, dir)
+	p.Title.Text = fmt.Sprintf("%s: %s against %s (median, %.0f%% interval%s)", sw.Points[0].Report.Workload, name, sw.Param, 100*stats.Confidence, dir)
 	p.X.Label.Text = sw.Param
 	p.Y.Label.Text = unit
 	p.X.Scale = plot.LogScale{}
@@ -183,7 +184,7 @@ func SweepChart(sw *bench.Sweep, path string) error {
 	}
 	p.Y.Max = math.Max(1, legendRoom(peak, len(curves)))
 	if indicative {
-		p.Title.Text += fmt.Sprintf("\nbars from fewer than %d runs: the range of the runs, not an interval", bench.MinRuns)
+		p.Title.Text += fmt.Sprintf("\nbars from fewer than %d runs: the range of the runs, not an interval", stats.MinRuns)
 	}
 	return SavePlots(path, 7*vg.Inch, 4.5*vg.Inch, p)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/sim"
@@ -137,7 +138,7 @@ func benchReport(rounds int) *bench.Report {
 	for r := range rounds {
 		for i, c := range cs {
 			runs = append(runs, bench.Run{Config: c, Round: r,
-				Result: bench.Result{Throughput: 1000 * (1 + 0.1*float64(i)) * (1 + 0.01*float64(r%3)), Unit: "req/s"},
+				Result: workload.Result{Throughput: 1000 * (1 + 0.1*float64(i)) * (1 + 0.01*float64(r%3)), Unit: "req/s"},
 				CPUs:   []bench.CPUStat{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 20, Idle: 40}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 60, Idle: 10}}}})
 		}
 	}

@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import (
 	"context"
@@ -108,7 +108,7 @@ func (w *SockperfWorkload) Prepare() (AppInfo, error) {
 func (w *SockperfWorkload) waitUDP(timeout time.Duration) error {
 	if err := w.TB.WaitBound(sockperfPort, timeout); err != nil {
 		b, _ := os.ReadFile(filepath.Join(w.TB.Dir, "sockperf.log"))
-		return fmt.Errorf("sockperf server: %w: %s", err, tail(b, 300))
+		return fmt.Errorf("sockperf server: %w: %s", err, Tail(b, 300))
 	}
 	return nil
 }
@@ -117,7 +117,7 @@ func (w *SockperfWorkload) waitUDP(timeout time.Duration) error {
 // over it (the sum over its threads of /proc/PID/task/TID/schedstat's
 // time on CPU, in ns; the kernel's accounting at nanosecond resolution,
 // where /proc/PID/stat's utime and stime count 10 ms ticks).
-func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 	argv := []string{"ip", "netns", "exec", w.TB.ClientNS, "sockperf", w.Opts.Mode, "-i", testbed.ServerAddr,
 		"-p", strconv.Itoa(sockperfPort), "-t", secs}

@@ -1,4 +1,11 @@
-package bench
+// Package workload is what bench measures: servers and their load
+// generators in a testbed (memcached with memcaslap, nginx with wrk,
+// MariaDB with sysbench, sockperf, and the udp sink and flood that this
+// program runs itself in helper mode), fio on a disk and any command, each
+// with the parser of its load generator's output into a Result. A workload
+// starts processes by design; where they run is the Placement a
+// configuration gives each run.
+package workload
 
 import (
 	"bytes"
@@ -15,6 +22,9 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"golang.org/x/sys/unix"
 )
 
 // Workload is a server (or none) and a load generator.
@@ -23,10 +33,56 @@ type Workload interface {
 	// Prepare starts what the workload serves from and says what may be
 	// placed.
 	Prepare() (AppInfo, error)
-	// Run drives load for d, with the setup's client and application CPUs.
-	Run(ctx context.Context, d time.Duration, s *Setup) (Result, error)
+	// Run drives load for d, with the placement's client and application
+	// CPUs.
+	Run(ctx context.Context, d time.Duration, s Placement) (Result, error)
 	// Close removes everything Prepare made.
 	Close() error
+}
+
+// Placement is what one configuration says about the processes a workload
+// starts for a run: bench's Setup (the kernel settings besides) gives it.
+type Placement struct {
+	// Config names the configuration (for errors).
+	Config string
+	// AppCPUs places an application started per run (fio, a command);
+	// empty: free. A server started by Prepare is placed by the
+	// configuration's thread affinities instead.
+	AppCPUs cpuset.Set
+	// ClientCPUs places the load generator (empty: free).
+	ClientCPUs cpuset.Set
+	// BusyPoll, when set, is how the udp workload's sink waits in this
+	// configuration (NetOptions.BusyPoll otherwise).
+	BusyPoll *BusyPoll
+}
+
+// AppInfo is what a configuration may place besides IRQs and queues.
+type AppInfo struct {
+	// PIDs are the server processes (all threads of each are pinned).
+	PIDs []int `json:"pids,omitempty"`
+	// Device is the server-side network device of the testbed ("" for
+	// storage and commands).
+	Device string `json:"device,omitempty"`
+	// NSRoot is a root directory whose sys/ shows Device (the testbed's
+	// namespace view); changes whose Path is below sys/class/net/Device are
+	// applied there.
+	NSRoot string `json:"-"`
+	// NetNS is the nsfs file of Device's network namespace
+	// (/run/netns/NAME): its NAPI instances are read and set with netlink
+	// sockets opened there.
+	NetNS string `json:"-"`
+	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
+	NAPIThreads []int `json:"napi_threads,omitempty"`
+	// Disk is the block device the storage workload reads ("" otherwise);
+	// its IRQs are the only IRQs a storage configuration may place.
+	Disk string `json:"disk,omitempty"`
+	// ClientFixed: the scenario pins the load generator (--client-cpus), so
+	// tune and the exhaustive search do not vary the client's CPUs.
+	ClientFixed bool `json:"client_fixed,omitempty"`
+	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
+	// "default" run, given to the policies (auto weighs it the way
+	// `plan --sample` does on a live machine); nil before the first one.
+	BaselineLoad *plan.MeasuredLoad `json:"-"`
 }
 
 // NetOptions shape the network workloads' testbed and load.
@@ -107,7 +163,7 @@ func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
 		return nil, fmt.Errorf("network workload %q: want memcached, nginx or udp", kind)
 	}
 	o.defaults(kind, machineCPUs())
-	if err := o.BusyPoll.check(); err != nil {
+	if err := o.BusyPoll.Check(); err != nil {
 		return nil, err
 	}
 	if kind != "udp" && !o.BusyPoll.IsZero() {
@@ -159,19 +215,19 @@ type Window struct {
 	On, Off func()
 }
 
-// windowed workloads report their traffic's window (see Window).
-type windowed interface {
-	RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error)
+// Windowed workloads report their traffic's window (see Window).
+type Windowed interface {
+	RunWindow(ctx context.Context, d time.Duration, s Placement, win Window) (Result, error)
 }
 
 // Run implements Workload.
-func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	return w.RunWindow(ctx, d, s, Window{})
 }
 
 // RunWindow is Run that reports the udp flood's window (memcaslap and wrk
 // start in milliseconds and print no marks).
-func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error) {
+func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s Placement, win Window) (Result, error) {
 	secs := strconv.Itoa(int(d.Round(time.Second) / time.Second))
 	if secs == "0" {
 		secs = "1"
@@ -245,7 +301,7 @@ func runMarked(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []str
 	err := cmd.Run()
 	out := buf.b.Bytes()
 	if err != nil {
-		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, tail(out, 400))
+		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, Tail(out, 400))
 	}
 	return out, nil
 }
@@ -290,7 +346,8 @@ func (m *markWriter) Write(p []byte) (int, error) {
 	return m.out.Write(p)
 }
 
-func tail(b []byte, n int) string {
+// Tail is the last n bytes of a program's output, for an error message.
+func Tail(b []byte, n int) string {
 	s := strings.TrimSpace(string(b))
 	if len(s) > n {
 		s = "…" + s[len(s)-n:]
@@ -347,7 +404,7 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 		"--rw=write", "--bs=1M", "--create_only=0", "--end_fsync=1", "--output-format=terse").CombinedOutput()
 	if err != nil {
 		os.Remove(w.file)
-		return AppInfo{}, fmt.Errorf("fio layout of %s: %v: %s", w.file, err, tail(out, 300))
+		return AppInfo{}, fmt.Errorf("fio layout of %s: %v: %s", w.file, err, Tail(out, 300))
 	}
 	disk, err := DiskOf(w.file)
 	if err != nil {
@@ -358,7 +415,7 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 }
 
 // Run implements Workload.
-func (w *StorageWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *StorageWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 	out, err := runPinned(ctx, d, s.AppCPUs, []string{"fio", "--name=randread", "--filename=" + w.file,
 		"--size=" + strconv.Itoa(w.SizeMB) + "M", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=" + w.Engine,
@@ -406,7 +463,7 @@ func (w *CommandWorkload) Prepare() (AppInfo, error) {
 
 // Run implements Workload. The command should run about d by itself; it is
 // stopped after d plus 30 s.
-func (w *CommandWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *CommandWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	out, err := runPinned(ctx, d, s.AppCPUs, w.Argv)
 	if err != nil {
 		return Result{}, err
@@ -420,7 +477,7 @@ func (w *CommandWorkload) Close() error { return nil }
 // machineCPUs counts the machine's online CPUs (the load generator's
 // default size); 0 when unreadable.
 func machineCPUs() int {
-	v, err := liveFS().ReadString("/sys/devices/system/cpu/online")
+	v, err := kernel.New("/").ReadString("/sys/devices/system/cpu/online")
 	if err != nil {
 		return 0
 	}
@@ -429,4 +486,24 @@ func machineCPUs() int {
 		return 0
 	}
 	return s.Len()
+}
+
+// DiskOf names the whole-disk block device holding path (vda for a file on
+// /dev/vda or /dev/vda1), from the file's device number and
+// /sys/dev/block/MAJ:MIN.
+func DiskOf(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	major, minor := unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))
+	link := fmt.Sprintf("/sys/dev/block/%d:%d", major, minor)
+	dev, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", fmt.Errorf("%s is on device %d:%d, not a block device (%w)", path, major, minor, err)
+	}
+	if _, err := os.Stat(filepath.Join(dev, "partition")); err == nil {
+		dev = filepath.Dir(dev)
+	}
+	return filepath.Base(dev), nil
 }
