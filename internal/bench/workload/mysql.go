@@ -1,17 +1,12 @@
 package workload
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
@@ -48,8 +43,7 @@ type DBOptions struct {
 // in that 0700 directory, and is stopped by PID with the testbed.
 type DBWorkload struct {
 	Opts DBOptions
-	TB   *testbed.Testbed
-	srv  testbed.Proc
+	served
 }
 
 // NewDB returns the mysql workload.
@@ -92,7 +86,7 @@ func (w *DBWorkload) Prepare() (AppInfo, error) {
 		w.TB = nil
 		return AppInfo{}, fmt.Errorf("mysql workload: %w", err)
 	}
-	return AppInfo{PIDs: []int{w.srv.PID}, Device: tb.ServerDev, NSRoot: tb.Root(), NetNS: tb.NetNSPath(), NAPIThreads: tb.NAPIThreads()}, nil
+	return w.app([]int{w.srv.PID}), nil
 }
 
 func (w *DBWorkload) startServer() error {
@@ -141,123 +135,4 @@ func (w *DBWorkload) sysbenchArgs(command string, extra ...string) []string {
 		"--mysql-port=" + strconv.Itoa(mysqlPort), "--mysql-user=sbtest", "--mysql-password=sbtest", "--mysql-db=sbtest",
 		"--tables=1", "--table-size=" + strconv.Itoa(w.Opts.TableSize)}
 	return append(append(args, extra...), command)
-}
-
-// Run implements Workload: sysbench oltp_point_select for d at the
-// workload's concurrency.
-func (w *DBWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
-	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
-	argv := append([]string{"ip", "netns", "exec", w.TB.ClientNS, "sysbench"}, w.sysbenchArgs("run",
-		"--threads="+strconv.Itoa(w.Opts.Connections), "--time="+secs, "--report-interval=0",
-		"--percentile=99", "--histogram=on")...)
-	out, err := runPinned(ctx, d, s.ClientCPUs, argv)
-	if err != nil {
-		return Result{}, err
-	}
-	return ParseSysbench(out)
-}
-
-// Close stops mariadbd (by PID) and removes the testbed.
-func (w *DBWorkload) Close() error {
-	if w.TB == nil {
-		return nil
-	}
-	err := w.TB.Down()
-	w.TB = nil
-	return err
-}
-
-var (
-	sysbenchTPS    = regexp.MustCompile(`(?m)^\s*transactions:\s+(\d+)\s+\(([0-9.]+) per sec\.\)`)
-	sysbenchP99    = regexp.MustCompile(`(?m)^\s*99th percentile:\s+([0-9.]+)`)
-	sysbenchErrors = regexp.MustCompile(`(?m)^\s*ignored errors:\s+(\d+)`)
-)
-
-// ParseSysbench reads the output of sysbench 1.0's `run` of an OLTP
-// test: transactions per second as the throughput and, from its latency
-// histogram (--histogram=on), p50 and p99 in µs; without the histogram,
-// p99 from its "99th percentile" line (--percentile=99).
-func ParseSysbench(out []byte) (Result, error) {
-	r := Result{Unit: "trx/s"}
-	if bytes.Contains(out, []byte("FATAL:")) {
-		return r, fmt.Errorf("sysbench failed: %s", Tail(out, 300))
-	}
-	m := sysbenchTPS.FindSubmatch(out)
-	if m == nil {
-		return r, fmt.Errorf("sysbench output has no 'transactions: N (X per sec.)' line (did it run to the end?)")
-	}
-	r.Throughput, _ = strconv.ParseFloat(string(m[2]), 64)
-	if r.Throughput <= 0 {
-		return r, fmt.Errorf("sysbench ran no transactions")
-	}
-	if e := sysbenchErrors.FindSubmatch(out); e != nil && string(e[1]) != "0" {
-		return r, fmt.Errorf("sysbench: %s queries failed", e[1])
-	}
-	if h := sysbenchHistogram(out); len(h) > 0 {
-		r.LatencyP50 = h.percentile(0.50) * 1e3
-		r.LatencyP99 = h.percentile(0.99) * 1e3
-	} else if p := sysbenchP99.FindSubmatch(out); p != nil {
-		v, _ := strconv.ParseFloat(string(p[1]), 64)
-		r.LatencyP99 = v * 1e3
-	}
-	return r, nil
-}
-
-// valueHist is a histogram as (value, count) rows in increasing value.
-type valueHist []struct {
-	v float64
-	n uint64
-}
-
-// percentile is the value of the row holding the q-quantile.
-func (h valueHist) percentile(q float64) float64 {
-	var total uint64
-	for _, r := range h {
-		total += r.n
-	}
-	want := uint64(math.Ceil(q * float64(total)))
-	var seen uint64
-	for _, r := range h {
-		seen += r.n
-		if seen >= want {
-			return r.v
-		}
-	}
-	return h[len(h)-1].v
-}
-
-// sysbenchHistogram reads the rows "  VALUE |*** COUNT" after "Latency
-// histogram (values are in milliseconds)".
-func sysbenchHistogram(out []byte) valueHist {
-	i := bytes.Index(out, []byte("Latency histogram"))
-	if i < 0 {
-		return nil
-	}
-	sc := bufio.NewScanner(bytes.NewReader(out[i:]))
-	sc.Scan() // the title
-	var h valueHist
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "value") || (line == "" && len(h) == 0) {
-			continue // the column heads
-		}
-		left, right, ok := strings.Cut(line, "|")
-		if !ok {
-			break
-		}
-		f := strings.Fields(right)
-		v, err := strconv.ParseFloat(strings.TrimSpace(left), 64)
-		if len(f) == 0 || err != nil {
-			break
-		}
-		n, err := strconv.ParseUint(f[len(f)-1], 10, 64)
-		if err != nil {
-			break
-		}
-		h = append(h, struct {
-			v float64
-			n uint64
-		}{v, n})
-	}
-	return h
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -50,8 +49,7 @@ type SockperfOptions struct {
 // the message rate reached and the server's CPU time per message.
 type SockperfWorkload struct {
 	Opts SockperfOptions
-	TB   *testbed.Testbed
-	srv  testbed.Proc
+	served
 }
 
 // NewSockperf returns the sockperf workload.
@@ -100,7 +98,7 @@ func (w *SockperfWorkload) Prepare() (AppInfo, error) {
 		w.TB = nil
 		return AppInfo{}, fmt.Errorf("sockperf workload: %w", err)
 	}
-	return AppInfo{PIDs: []int{w.srv.PID}, Device: tb.ServerDev, NSRoot: tb.Root(), NetNS: tb.NetNSPath(), NAPIThreads: tb.NAPIThreads()}, nil
+	return w.app([]int{w.srv.PID}), nil
 }
 
 // waitUDP waits until the server's UDP socket is bound (in the server
@@ -119,8 +117,8 @@ func (w *SockperfWorkload) waitUDP(timeout time.Duration) error {
 // where /proc/PID/stat's utime and stime count 10 ms ticks).
 func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
-	argv := []string{"ip", "netns", "exec", w.TB.ClientNS, "sockperf", w.Opts.Mode, "-i", testbed.ServerAddr,
-		"-p", strconv.Itoa(sockperfPort), "-t", secs}
+	argv := w.client("sockperf", w.Opts.Mode, "-i", testbed.ServerAddr,
+		"-p", strconv.Itoa(sockperfPort), "-t", secs)
 	if w.Opts.Mode == SockperfUnderLoad {
 		argv = append(argv, "--mps="+strconv.Itoa(w.Opts.Rate), "--reply-every="+strconv.Itoa(sockperfReplyEvery))
 	}
@@ -138,16 +136,6 @@ func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement
 		st.ServerCPUPerOp = float64(cpu1-cpu0) / 1e3 / float64(st.TotalSent)
 	}
 	return st.Result, nil
-}
-
-// Close stops the server (by PID) and removes the testbed.
-func (w *SockperfWorkload) Close() error {
-	if w.TB == nil {
-		return nil
-	}
-	err := w.TB.Down()
-	w.TB = nil
-	return err
 }
 
 // procCPUNanos sums the time on CPU of every thread of pid
@@ -174,81 +162,4 @@ func procCPUNanos(pid int) (uint64, error) {
 		sum += v
 	}
 	return sum, nil
-}
-
-// SockperfStats is one sockperf client run.
-type SockperfStats struct {
-	Result
-	// Observations is how many latencies the percentiles are taken from.
-	Observations int
-	// TotalSent is every message the client sent, warm-up included: what
-	// the server handled while it was measured.
-	TotalSent int64
-	Dropped   int64
-}
-
-var (
-	ansiEscape       = regexp.MustCompile(`\x1b\[[0-9;]*m`)
-	sockperfValid    = regexp.MustCompile(`\[Valid Duration\] RunTime=([0-9.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)`)
-	sockperfTotal    = regexp.MustCompile(`\[Total Run\] RunTime=[0-9.]+ sec; Warm up time=\d+ msec; SentMessages=(\d+);`)
-	sockperfObs      = regexp.MustCompile(`Total (\d+) observations`)
-	sockperfPct      = regexp.MustCompile(`(?m)---> percentile ([0-9.]+) =\s+([0-9.]+)`)
-	sockperfDropped  = regexp.MustCompile(`# dropped messages = (\d+)`)
-	sockperfMinCount = 100 // the fewest observations with a p99 that is not the largest one
-)
-
-// ParseSockperf reads the client's output of sockperf 3 (ping-pong or
-// under-load): the latency percentiles it prints (in µs, half the round
-// trip, as sockperf reports latency; exact order statistics of its
-// observations), the message rate over its valid duration, and the
-// messages sent. The p99.9 is left out (0) below 1000 observations, where
-// it would be the largest observation, and a run with fewer than 100
-// observations is refused: its p99 would be too.
-func ParseSockperf(out []byte) (SockperfStats, error) {
-	out = ansiEscape.ReplaceAll(out, nil)
-	st := SockperfStats{Result: Result{Unit: "µs", Objective: "p99 latency", LowerIsBetter: true}}
-	v := sockperfValid.FindSubmatch(out)
-	if v == nil {
-		return st, fmt.Errorf("sockperf output has no '[Valid Duration] RunTime=… SentMessages=…' line (did it run to the end?)")
-	}
-	secs, _ := strconv.ParseFloat(string(v[1]), 64)
-	sent, _ := strconv.ParseFloat(string(v[2]), 64)
-	if secs > 0 {
-		st.Rate = sent / secs
-	}
-	if t := sockperfTotal.FindSubmatch(out); t != nil {
-		st.TotalSent, _ = strconv.ParseInt(string(t[1]), 10, 64)
-	}
-	if dr := sockperfDropped.FindSubmatch(out); dr != nil {
-		st.Dropped, _ = strconv.ParseInt(string(dr[1]), 10, 64)
-	}
-	o := sockperfObs.FindSubmatch(out)
-	if o == nil {
-		return st, fmt.Errorf("sockperf output has no 'Total N observations' line")
-	}
-	st.Observations, _ = strconv.Atoi(string(o[1]))
-	if st.Observations < sockperfMinCount {
-		return st, fmt.Errorf("sockperf: %d latency observations, fewer than the %d a p99 needs (a longer --duration or a higher --rate)", st.Observations, sockperfMinCount)
-	}
-	for _, m := range sockperfPct.FindAllSubmatch(out, -1) {
-		val, err := strconv.ParseFloat(string(m[2]), 64)
-		if err != nil {
-			continue
-		}
-		switch string(m[1]) {
-		case "50.000":
-			st.LatencyP50 = val
-		case "99.000":
-			st.LatencyP99 = val
-		case "99.900":
-			if st.Observations >= 1000 {
-				st.LatencyP999 = val
-			}
-		}
-	}
-	if st.LatencyP99 <= 0 || st.LatencyP50 <= 0 {
-		return st, fmt.Errorf("sockperf output has no 50.000 and 99.000 percentiles")
-	}
-	st.Throughput = st.LatencyP99
-	return st, nil
 }
