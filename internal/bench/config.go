@@ -8,6 +8,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -29,6 +30,9 @@ type AppInfo struct {
 	NetNS string `json:"-"`
 	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
 	NAPIThreads []int `json:"napi_threads,omitempty"`
+	// FS is the machine the application runs on (set by Runner.Start;
+	// nil: the live machine).
+	FS *kernel.FS `json:"-"`
 	// Disk is the block device the storage workload reads ("" otherwise);
 	// its IRQs are the only IRQs a storage configuration may place.
 	Disk string `json:"disk,omitempty"`
@@ -39,6 +43,14 @@ type AppInfo struct {
 	// "default" run, given to the policies (auto weighs it the way
 	// `plan --sample` does on a live machine); nil before the first one.
 	BaselineLoad *plan.MeasuredLoad `json:"-"`
+}
+
+// fs is the machine the application runs on.
+func (a AppInfo) fs() *kernel.FS {
+	if a.FS != nil {
+		return a.FS
+	}
+	return kernel.New("/")
 }
 
 // Setup is one configuration made concrete for a host and an application.
@@ -157,7 +169,7 @@ func SettingsToChanges(sets []setting.Change, app AppInfo) ([]setting.Change, cp
 			}
 			appCPUs = cpus
 			for _, pid := range app.PIDs {
-				ch, err := setting.PinProcess(liveFS(), pid, "app", cpus, st.Reason)
+				ch, err := setting.PinProcess(app.fs(), pid, "app", cpus, st.Reason)
 				if err != nil {
 					return nil, appCPUs, nil, err
 				}
@@ -297,7 +309,7 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 	if sp.App != nil {
 		s.AppCPUs = *sp.App
 		for _, pid := range app.PIDs {
-			ch, err := setting.PinProcess(liveFS(), pid, "app", *sp.App, config)
+			ch, err := setting.PinProcess(app.fs(), pid, "app", *sp.App, config)
 			if err != nil {
 				return nil, err
 			}
@@ -309,7 +321,7 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 			s.Notes = append(s.Notes, "napi= given but the testbed has no threaded NAPI")
 		}
 		for _, tid := range app.NAPIThreads {
-			start, _ := liveFS().TaskStart(tid)
+			start, _ := app.fs().TaskStart(tid)
 			s.Changes = append(s.Changes, setting.ThreadAffinity(tid, start, fmt.Sprintf("napi thread %d", tid), *sp.NAPI, config))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -171,7 +172,7 @@ func (s Scope) ownsThread(tid int) bool {
 }
 
 func tgid(tid int) int {
-	n, err := liveFS().Tgid(tid)
+	n, err := kernel.New("/").Tgid(tid) // the application runs here
 	if err != nil {
 		return 0
 	}

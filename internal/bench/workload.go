@@ -15,6 +15,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // Workload is a server (or none) and a load generator.
@@ -420,7 +421,7 @@ func (w *CommandWorkload) Close() error { return nil }
 // machineCPUs counts the machine's online CPUs (the load generator's
 // default size); 0 when unreadable.
 func machineCPUs() int {
-	v, err := liveFS().ReadString("/sys/devices/system/cpu/online")
+	v, err := kernel.New("/").ReadString("/sys/devices/system/cpu/online")
 	if err != nil {
 		return 0
 	}

@@ -1,8 +1,6 @@
 package host
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	iofs "io/fs"
@@ -250,21 +248,13 @@ func onlineFromDirs(fs *kernel.FS, dirs []int, offline cpuset.Set, haveOffline b
 // onlineFromStat reads the cpuN lines of /proc/stat (the kernel prints one per
 // online CPU).
 func onlineFromStat(fs *kernel.FS) (cpuset.Set, error) {
-	b, err := fs.ReadFile("proc/stat")
+	st, err := fs.StatCPUs()
 	if err != nil {
 		return cpuset.Set{}, err
 	}
 	var ids []int
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64*1024), 4<<20) // the intr line can be long
-	for sc.Scan() {
-		f, _, _ := strings.Cut(sc.Text(), " ")
-		if id, ok := numberedName(f, "cpu"); ok {
-			ids = append(ids, id)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return cpuset.Set{}, fmt.Errorf("/proc/stat: %w", err)
+	for _, c := range st {
+		ids = append(ids, c.CPU)
 	}
 	if len(ids) == 0 {
 		return cpuset.Set{}, errors.New("/proc/stat: no cpuN lines")
@@ -274,14 +264,7 @@ func onlineFromStat(fs *kernel.FS) (cpuset.Set, error) {
 
 // onlineFromInterrupts reads the CPU columns of the /proc/interrupts header.
 func onlineFromInterrupts(fs *kernel.FS) (cpuset.Set, error) {
-	b, err := fs.ReadFile("proc/interrupts")
-	if err != nil {
-		return cpuset.Set{}, err
-	}
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		b = b[:i+1]
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", b)
+	in, err := fs.Interrupts()
 	if err != nil {
 		return cpuset.Set{}, err
 	}
@@ -292,7 +275,7 @@ func onlineFromInterrupts(fs *kernel.FS) (cpuset.Set, error) {
 // falling back to the kernel command line.
 func readIsolation(fs *kernel.FS, h *Host) {
 	t := &h.Topology
-	cl, clErr := fs.ReadString("proc/cmdline")
+	cl, clErr := fs.Cmdline()
 	var cmd bootIsolation
 	if clErr == nil {
 		var errs []error
@@ -338,18 +321,15 @@ type bootIsolation struct {
 // "managed_irq," select what is isolated; no flag means "domain". Arguments
 // after "--" belong to init and are ignored; a later parameter overrides an
 // earlier one of the same name. last is the highest CPU id, for "N".
-func parseCmdlineIsolation(cmdline string, last int) (bootIsolation, []error) {
+func parseCmdlineIsolation(cmdline []kernel.CmdlineParam, last int) (bootIsolation, []error) {
 	var b bootIsolation
 	var errs []error
-	for _, f := range strings.Fields(cmdline) {
-		if f == "--" {
-			break
-		}
-		name, val, ok := strings.Cut(f, "=")
-		if !ok {
+	for _, p := range cmdline {
+		if !p.HasValue {
 			continue
 		}
-		switch name {
+		val := p.Value
+		switch p.Name {
 		case "isolcpus":
 			var domain, managed, nohz bool
 			rest := val

@@ -61,7 +61,7 @@ func readFixture(tb testing.TB, name string) []byte {
 
 func parseFixture(tb testing.TB, name string) *Interrupts {
 	tb.Helper()
-	in, err := ParseInterrupts(name, readFixture(tb, name))
+	in, err := parseInterrupts(name, readFixture(tb, name))
 	if err != nil {
 		tb.Fatalf("parse %s: %v", name, err)
 	}
@@ -263,7 +263,7 @@ func TestParseInterruptsFixtures(t *testing.T) {
 }
 
 func TestParseInterruptsShapes(t *testing.T) {
-	in, err := ParseInterrupts("t", []byte("           CPU0       CPU1\r\n"+
+	in, err := parseInterrupts("t", []byte("           CPU0       CPU1\r\n"+
 		"  0:         1          2   IO-APIC   2-edge      timer\r\n"+
 		" 16:  18446744073709551615 0   IO-APIC  16-fasteoi   ehci_hcd:usb1, mmc0 , \r\n"+
 		" 17:         0          0   weird-chip\n"+
@@ -318,7 +318,7 @@ func TestParseInterruptsErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseInterrupts("/proc/interrupts", []byte(tc.data))
+			_, err := parseInterrupts("/proc/interrupts", []byte(tc.data))
 			var pe *ParseError
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %v is not a *ParseError", err)
@@ -345,7 +345,7 @@ func FuzzParseInterrupts(f *testing.F) {
 	f.Add([]byte("CPU0\n 0: 1 IR-PCI-MSI-edge\u00a0\u00a0\u00a0 bbbbbbbbbb\n"))
 	f.Add([]byte("CPU0\n 0: 1 \v\v\vchip\f 1-edge\r x,,y\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in, err := ParseInterrupts("fuzz", data)
+		in, err := parseInterrupts("fuzz", data)
 		if err != nil {
 			var pe *ParseError
 			if !errors.As(err, &pe) {
@@ -399,7 +399,7 @@ func FuzzParseInterrupts(f *testing.F) {
 			}
 			sb.WriteByte('\n')
 		}
-		again, err := ParseInterrupts("again", []byte(sb.String()))
+		again, err := parseInterrupts("again", []byte(sb.String()))
 		if err != nil {
 			t.Fatalf("re-parse of %q: %v", sb.String(), err)
 		}
@@ -470,7 +470,7 @@ func TestWhereProcfsIsWrong(t *testing.T) {
 	t.Run("offline CPU columns", func(t *testing.T) {
 		// sysstat root4: header "CPU0 … CPU5 CPU7 CPU8", CPU6 offline.
 		data := readFixture(t, "sysstat/root4/proc/interrupts")
-		ours, err := ParseInterrupts("root4", data)
+		ours, err := parseInterrupts("root4", data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -498,7 +498,7 @@ func TestWhereProcfsIsWrong(t *testing.T) {
 	})
 	t.Run("glued arm64 IPI rows", func(t *testing.T) {
 		data := readFixture(t, "node_exporter/proc/interrupts_aarch64")
-		ours, err := ParseInterrupts("aarch64", data)
+		ours, err := parseInterrupts("aarch64", data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -563,7 +563,7 @@ func pcpWithin(tb testing.TB, limit int) (data []byte, nIRQ, nSummary int) {
 
 func TestProcfsFailsOnLargeFile(t *testing.T) {
 	data := readFixture(t, "pcp/interrupts-1152cpu-x86_64.bz2")
-	ours, err := ParseInterrupts("pcp", data)
+	ours, err := parseInterrupts("pcp", data)
 	if err != nil || len(ours.Lines) != 1034+22 {
 		t.Fatalf("ours: %v, %d rows", err, len(ours.Lines))
 	}
@@ -581,7 +581,7 @@ func TestProcfsFailsOnLargeFile(t *testing.T) {
 	t.Logf("procfs on the 1152-CPU file: panic %v", panicked)
 	// On the cut-down file both agree on the rows and the values.
 	small, nIRQ, nSum := pcpWithin(t, procfsReadLimit)
-	in, err := ParseInterrupts("pcp-1MiB", small)
+	in, err := parseInterrupts("pcp-1MiB", small)
 	if err != nil || len(in.Lines) != nIRQ+nSum || nIRQ < 50 {
 		t.Fatalf("ours on cut file: %v, %d rows, want %d+%d", err, len(in.Lines), nIRQ, nSum)
 	}
@@ -620,7 +620,7 @@ func BenchmarkInterrupts(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			in, err := ParseInterrupts("interrupts", raw)
+			in, err := parseInterrupts("interrupts", raw)
 			if err != nil || len(in.Lines) != nIRQ+nSum {
 				b.Fatal(err)
 			}
@@ -645,7 +645,7 @@ func BenchmarkInterrupts(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if in, err := ParseInterrupts("interrupts", raw); err != nil || len(in.Lines) != 1056 {
+			if in, err := parseInterrupts("interrupts", raw); err != nil || len(in.Lines) != 1056 {
 				b.Fatal(err)
 			}
 		}

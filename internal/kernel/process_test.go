@@ -115,7 +115,7 @@ func TestParseStatStartTime(t *testing.T) {
 		{"12 x S", 0, "no (comm)"},
 		{strings.Replace(statLine(1, "x", 5), " 5 ", " -5 ", 1), 0, `field 22 (starttime) "-5" is not a number`},
 	} {
-		got, err := ParseStatStartTime([]byte(tc.in))
+		got, err := parseStatStartTime([]byte(tc.in))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want error %q", tc.in, err, tc.err)
@@ -141,7 +141,7 @@ func TestProcessesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	self, _ := os.ReadFile("/proc/self/stat")
-	start, err := ParseStatStartTime(self)
+	start, err := parseStatStartTime(self)
 	if err != nil {
 		t.Fatal(err)
 	}

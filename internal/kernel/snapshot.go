@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"archive/tar"
-	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -105,7 +104,7 @@ func openSnapshot(file string, lim snapshotLimits) (*FS, func(), error) {
 	d.mu.Lock()
 	registerSnapshot(d)
 	self := os.Getpid()
-	start, _ := procStartTime(self) // 0 when /proc is not mounted
+	start, _ := New("/").ProcStart(self) // 0 when /proc is not mounted
 	dir, err := os.MkdirTemp(parent, fmt.Sprintf("%s%d-%d-", snapshotPrefix, self, start))
 	d.path = dir
 	d.mu.Unlock()
@@ -309,7 +308,7 @@ func snapshotOwner(name string) (pid int, start uint64, ok bool) {
 // processGone reports whether the process pid that started at start (clock
 // ticks after boot; 0 = unknown) has ended. In doubt it says no.
 func processGone(pid int, start uint64) bool {
-	st, err := procStartTime(pid)
+	st, err := New("/").ProcStart(pid)
 	switch {
 	case err == nil:
 		return start != 0 && st != start // the pid was reused
@@ -319,25 +318,6 @@ func processGone(pid int, start uint64) bool {
 		return serr == nil
 	}
 	return false
-}
-
-// procStartTime is field 22 of /proc/<pid>/stat: when the process started, in
-// clock ticks after boot. With the pid it identifies a process for good.
-func procStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // unpacker holds the state of one unpack.

@@ -24,7 +24,7 @@ func craft(n int) *crafted {
 			s.Interrupts.CPUs = append(s.Interrupts.CPUs, i)
 			s.Softnet = append(s.Softnet, SoftnetCounters{CPU: i, Processed: 1000, Columns: 13})
 		}
-		s.Softirqs = &Softirqs{CPUs: s.Interrupts.CPUs, Types: []string{"NET_RX", "NET_TX", "BLOCK"}}
+		s.Softirqs = &kernel.Softirqs{CPUs: s.Interrupts.CPUs, Types: []string{"NET_RX", "NET_TX", "BLOCK"}}
 		for range s.Softirqs.Types {
 			s.Softirqs.Counts = append(s.Softirqs.Counts, make([]uint64, n))
 		}
