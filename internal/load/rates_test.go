@@ -360,11 +360,3 @@ func readSoftnetRows(t *testing.T, root string) []kernel.SoftnetStat {
 	return rows
 }
 
-func indexOf(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
-}
