@@ -359,4 +359,3 @@ func readSoftnetRows(t *testing.T, root string) []kernel.SoftnetStat {
 	}
 	return rows
 }
-
