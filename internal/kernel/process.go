@@ -174,27 +174,6 @@ func (f *FS) ProcStart(pid int) (uint64, error) {
 	return v, nil
 }
 
-// parseStatStartTime returns field 22 (starttime) of a /proc/PID/stat or
-// /proc/PID/task/TID/stat line. The command name (field 2) is in
-// parentheses and may hold spaces and parentheses itself, so fields are
-// counted from the last ')'.
-func parseStatStartTime(data []byte) (uint64, error) {
-	closing := bytes.LastIndexByte(data, ')')
-	if closing < 0 || bytes.IndexByte(data, '(') < 0 {
-		return 0, fmt.Errorf("no (comm) in %q", truncate(data))
-	}
-	f := bytes.Fields(data[closing+1:])
-	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 22-2 {
-		return 0, fmt.Errorf("%d fields after comm, want at least %d", len(f), 22-2)
-	}
-	v, err := strconv.ParseUint(string(f[22-3]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("field 22 (starttime) %q is not a number", truncate(f[22-3]))
-	}
-	return v, nil
-}
-
 // Environ returns the environment of process pid (/proc/PID/environ) as
 // "KEY=value" strings. The whole environment is a daemon's secret as much
 // as its configuration: it is never recorded, and callers keep only the

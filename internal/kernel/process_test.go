@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )
 
@@ -124,6 +125,35 @@ func TestParseStatStartTime(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("%q: %d, %v, want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseTaskStat(t *testing.T) {
+	line := "4242 (my (odd) app) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 4 0 900 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n"
+	tt, err := parseTaskStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(TaskStat{TID: 4242, Comm: "my (odd) app", Flags: 4194560, UTime: 1234, STime: 567, CPU: 3}, tt); d != "" || tt.KernelThread() {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	k, err := parseTaskStat([]byte("12 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 31 0 0 20 0 1 0 10 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0"))
+	if err != nil || !k.KernelThread() || k.CPU != 1 || k.STime != 31 {
+		t.Fatalf("kthread %+v %v", k, err)
+	}
+	// This test process's own main thread, read live through FS.
+	pid := os.Getpid()
+	self, err := New("/").TaskStat(pid, pid)
+	if err != nil {
+		t.Skip(err)
+	}
+	if self.TID != pid || self.KernelThread() {
+		t.Errorf("self %+v", self)
+	}
+	for _, bad := range []string{"", "12 ksoftirqd S", "x (a) S 1", "12 (a) S 1 2 3"} {
+		if _, err := parseTaskStat([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }
