@@ -124,3 +124,26 @@ func TestProcStartSelf(t *testing.T) {
 		t.Errorf("pid 2^30: %v, want not-exist", err)
 	}
 }
+
+// TestUptime reads /proc/uptime of the live machine and of trees whose
+// file is missing or not a number of seconds.
+func TestUptime(t *testing.T) {
+	if up, err := New("/").Uptime(); err != nil || up <= 0 {
+		t.Errorf("live uptime %v, %v", up, err)
+	}
+	for content, want := range map[string]string{"": "/proc/uptime: empty", "x 1\n": `/proc/uptime: "x" is not a number of seconds`} {
+		dir := t.TempDir()
+		if err := os.MkdirAll(dir+"/proc", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dir+"/proc/uptime", []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(dir).Uptime(); err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%q: %v, want …%s", content, err, want)
+		}
+	}
+	if _, err := New(t.TempDir()).Uptime(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("no file: %v", err)
+	}
+}

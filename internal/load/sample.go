@@ -9,8 +9,8 @@ package load
 import (
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -178,19 +178,11 @@ func (s *Sampler) Sample() (*Sample, error) {
 }
 
 func (s *Sampler) uptime() (time.Duration, error) {
-	str, err := s.fs.ReadString("proc/uptime")
-	if err != nil {
+	up, err := s.fs.Uptime()
+	if errors.As(err, new(*iofs.PathError)) {
 		return 0, fmt.Errorf("interval clock below %s: %w", s.fs.Root(), err)
 	}
-	f := strings.Fields(str)
-	if len(f) == 0 {
-		return 0, fmt.Errorf("%s: empty", s.fs.Path("proc/uptime"))
-	}
-	sec, err := strconv.ParseFloat(f[0], 64)
-	if err != nil || sec < 0 {
-		return 0, fmt.Errorf("%s: %q is not a number of seconds", s.fs.Path("proc/uptime"), f[0])
-	}
-	return time.Duration(sec * float64(time.Second)), nil
+	return up, err
 }
 
 // unavailable says why an optional source is missing: a parse error names
