@@ -314,6 +314,17 @@ func (f *FS) ReadFile(rel string) ([]byte, error) {
 	return b, err
 }
 
+// readParsed reads a kernel file and parses it; parse names the file by
+// its kernel path in its errors.
+func readParsed[T any](f *FS, rel string, parse func(name string, data []byte) (T, error)) (T, error) {
+	data, err := f.ReadFile(rel)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return parse("/"+rel, data)
+}
+
 // readCapped reads a file of a snapshot or --root tree, refusing one larger
 // than limit before reading it (its size is known there, unlike in /proc
 // and /sys): an untrusted tree must not make a reader hold more.

@@ -86,11 +86,7 @@ const maxIRQ = 1 << 24
 
 // Interrupts reads /proc/interrupts (parseInterrupts).
 func (f *FS) Interrupts() (*Interrupts, error) {
-	data, err := f.ReadFile("proc/interrupts")
-	if err != nil {
-		return nil, err
-	}
-	return parseInterrupts("/proc/interrupts", data)
+	return readParsed(f, "proc/interrupts", parseInterrupts)
 }
 
 // parseInterrupts parses the text of /proc/interrupts. name is used in errors.

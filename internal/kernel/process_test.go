@@ -26,23 +26,8 @@ func statLine(pid int, comm string, start uint64) string {
 	return strings.Join(f, " ") + "\n"
 }
 
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
 func TestProcessesFakeTree(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := tree(t, map[string]string{
 		"proc/1/comm":         "init\n",
 		"proc/1/stat":         statLine(1, "init", 2),
 		"proc/4242/comm":      "irqbalance\n",
@@ -92,7 +77,7 @@ func TestProcessesFakeTree(t *testing.T) {
 	}
 
 	// A malformed stat is an error naming the file.
-	bad := writeTree(t, map[string]string{"proc/5/comm": "x\n", "proc/5/stat": "5 (x) S 1 2\n"})
+	bad := tree(t, map[string]string{"proc/5/comm": "x\n", "proc/5/stat": "5 (x) S 1 2\n"})
 	if _, err := New(bad).Processes(); err == nil || !strings.Contains(err.Error(), "/proc/5/stat") {
 		t.Errorf("short stat: %v", err)
 	}

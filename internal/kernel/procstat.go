@@ -31,13 +31,7 @@ type CPUStat struct {
 const statCPUColumns = 10
 
 // StatCPUs reads the per-CPU lines of /proc/stat (parseStatCPUs).
-func (f *FS) StatCPUs() ([]CPUStat, error) {
-	data, err := f.ReadFile("proc/stat")
-	if err != nil {
-		return nil, err
-	}
-	return parseStatCPUs("/proc/stat", data)
-}
+func (f *FS) StatCPUs() ([]CPUStat, error) { return readParsed(f, "proc/stat", parseStatCPUs) }
 
 // parseStatCPUs parses the per-CPU lines ("cpu0 …") of /proc/stat, which
 // the kernel prints for online CPUs only, and returns them by ascending CPU
@@ -100,11 +94,7 @@ const softnetMinColumns = 9
 
 // Softnet reads /proc/net/softnet_stat (parseSoftnet).
 func (f *FS) Softnet() ([]SoftnetStat, error) {
-	data, err := f.ReadFile("proc/net/softnet_stat")
-	if err != nil {
-		return nil, err
-	}
-	return parseSoftnet("/proc/net/softnet_stat", data)
+	return readParsed(f, "proc/net/softnet_stat", parseSoftnet)
 }
 
 // parseSoftnet parses /proc/net/softnet_stat, one SoftnetStat per row in

@@ -15,13 +15,7 @@ type Softirqs struct {
 }
 
 // Softirqs reads /proc/softirqs (parseSoftirqs).
-func (f *FS) Softirqs() (*Softirqs, error) {
-	data, err := f.ReadFile("proc/softirqs")
-	if err != nil {
-		return nil, err
-	}
-	return parseSoftirqs("/proc/softirqs", data)
-}
+func (f *FS) Softirqs() (*Softirqs, error) { return readParsed(f, "proc/softirqs", parseSoftirqs) }
 
 // parseSoftirqs parses /proc/softirqs keeping the CPU ids of the header.
 // name is used in errors; bad input yields a *ParseError.

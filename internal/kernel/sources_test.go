@@ -132,14 +132,7 @@ func TestUptime(t *testing.T) {
 		t.Errorf("live uptime %v, %v", up, err)
 	}
 	for content, want := range map[string]string{"": "/proc/uptime: empty", "x 1\n": `/proc/uptime: "x" is not a number of seconds`} {
-		dir := t.TempDir()
-		if err := os.MkdirAll(dir+"/proc", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dir+"/proc/uptime", []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := New(dir).Uptime(); err == nil || !strings.HasSuffix(err.Error(), want) {
+		if _, err := New(tree(t, map[string]string{"proc/uptime": content})).Uptime(); err == nil || !strings.HasSuffix(err.Error(), want) {
 			t.Errorf("%q: %v, want …%s", content, err, want)
 		}
 	}
