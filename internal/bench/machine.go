@@ -80,7 +80,7 @@ func (r *Runner) apply(config string, liveCh, nsCh []setting.Change) (func() err
 // apply, and the returned function reverts that journal — so a killed bench
 // leaves a journal `irqpilot revert` undoes.
 func (r *Runner) irqbalance() (func() error, error) {
-	before, err := irqAffinities()
+	before, err := irqAffinities(r.fs())
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (r *Runner) irqbalance() (func() error, error) {
 		args = append(args, "--banirq="+strconv.Itoa(n))
 	}
 	out, err := exec.Command("irqbalance", args...).CombinedOutput()
-	after, aerr := irqAffinities()
+	after, aerr := irqAffinities(r.fs())
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -150,9 +150,8 @@ func (r *Runner) irqbalance() (func() error, error) {
 	return func() error { _, err := r.live.Revert(id, false); return err }, nil
 }
 
-// irqAffinities reads every IRQ's affinity on the live machine.
-func irqAffinities() (map[int]cpuset.Set, error) {
-	fs := liveFS()
+// irqAffinities reads every IRQ's affinity.
+func irqAffinities(fs *kernel.FS) (map[int]cpuset.Set, error) {
 	irqs, err := fs.ProcIRQs()
 	if err != nil {
 		return nil, err
@@ -177,7 +176,7 @@ type MachineState map[string]string
 
 // ReadMachineState reads the state of the live machine.
 func ReadMachineState() (MachineState, error) {
-	fs := liveFS()
+	fs := kernel.New("/")
 	st := MachineState{}
 	for _, g := range setting.StateGlobs() {
 		names, err := fs.Glob(g)
