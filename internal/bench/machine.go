@@ -8,7 +8,9 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -214,4 +216,19 @@ func (a MachineState) Diff(b MachineState) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// secureStateDir creates the bench's state directory under the state
+// directory's rules (apply.SecureStateDir: 0700, owned by root, writable by
+// no one else), and a missing parent as a state directory too: the default,
+// /var/lib/irqpilot/bench, would otherwise create /var/lib/irqpilot 0755.
+func secureStateDir(dir string) error {
+	if parent := filepath.Dir(dir); parent != dir {
+		if _, err := os.Lstat(parent); errors.Is(err, os.ErrNotExist) {
+			if err := apply.SecureStateDir(parent); err != nil {
+				return err
+			}
+		}
+	}
+	return apply.SecureStateDir(dir)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -124,21 +123,6 @@ type Runner struct {
 	live     *apply.Applier
 	ns       *apply.Applier
 	started  bool
-}
-
-// secureStateDir creates the bench's state directory under the state
-// directory's rules (apply.SecureStateDir: 0700, owned by root, writable by
-// no one else), and a missing parent as a state directory too: the default,
-// /var/lib/irqpilot/bench, would otherwise create /var/lib/irqpilot 0755.
-func secureStateDir(dir string) error {
-	if parent := filepath.Dir(dir); parent != dir {
-		if _, err := os.Lstat(parent); errors.Is(err, os.ErrNotExist) {
-			if err := apply.SecureStateDir(parent); err != nil {
-				return err
-			}
-		}
-	}
-	return apply.SecureStateDir(dir)
 }
 
 // Start prepares the workload and reads the host (with the testbed's device).
