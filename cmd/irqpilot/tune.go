@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
@@ -38,7 +40,7 @@ only if a Mann-Whitney U test of its runs against the baseline's says it is
 faster at %.0f %% (from at least %d runs of each; fewer give a direction only);
 otherwise the baseline stays and tune says so. Every change is reverted after
 each measurement; the winner is written to --output (its changes and the
-report).`, 100*(1-bench.Confidence), bench.MinRuns),
+report).`, 100*(1-stats.Confidence), stats.MinRuns),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
@@ -47,7 +49,7 @@ report).`, 100*(1-bench.Confidence), bench.MinRuns),
 	cmd.Flags().StringVar(&o.search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
 	cmd.Flags().DurationVar(&o.budget, "budget", 10*time.Minute, "time budget of the auto search")
 	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "length of one measurement")
-	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than %d gives no verdict at %.0f %% confidence", bench.MinRuns, 100*bench.Confidence))
+	cmd.Flags().IntVar(&o.rounds, "rounds", stats.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than %d gives no verdict at %.0f %% confidence", stats.MinRuns, 100*stats.Confidence))
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
 	return cmd
 }
@@ -124,16 +126,16 @@ func writeTune(w io.Writer, res *bench.TuneResult) {
 		if i >= 10 {
 			break
 		}
-		fmt.Fprintf(w, "  %2d. %-45s median %.0f%s over %d runs\n", i+1, c, bench.Median(res.Obs[c]), unit, len(res.Obs[c]))
+		fmt.Fprintf(w, "  %2d. %-45s median %.0f%s over %d runs\n", i+1, c, stats.Median(res.Obs[c]), unit, len(res.Obs[c]))
 	}
-	fmt.Fprintf(w, "baseline %s median %.0f%s over %d runs\n", res.Baseline, bench.Median(res.Obs[res.Baseline]), unit, len(res.Obs[res.Baseline]))
+	fmt.Fprintf(w, "baseline %s median %.0f%s over %d runs\n", res.Baseline, stats.Median(res.Obs[res.Baseline]), unit, len(res.Obs[res.Baseline]))
 	for _, s := range res.Summary {
 		if s.Config != res.Baseline && s.Config != res.Best {
 			continue
 		}
 		fmt.Fprintf(w, "  %s per-CPU median:", s.Config)
 		for _, c := range s.CPUs {
-			fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.Idle)
+			fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.IdleOrIOWait())
 		}
 		fmt.Fprintln(w)
 	}

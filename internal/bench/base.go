@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -16,7 +17,7 @@ type Pinned struct {
 }
 
 // Setup implements Configurator.
-func (p Pinned) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+func (p Pinned) Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	s, err := p.Inner.Setup(config, h, app)
 	if err != nil {
 		return nil, err
@@ -30,7 +31,7 @@ func (p Pinned) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) 
 	if s.AppCPUs.IsEmpty() && !p.App.IsEmpty() {
 		s.AppCPUs = p.App
 		for _, pid := range app.PIDs {
-			ch, err := setting.PinProcess(liveFS(), pid, "app", p.App, "scenario: application CPUs")
+			ch, err := setting.PinProcess(appFS(app), pid, "app", p.App, "scenario: application CPUs")
 			if err != nil {
 				return nil, err
 			}

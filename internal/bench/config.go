@@ -2,44 +2,27 @@ package bench
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
-// AppInfo is what a configuration may place besides IRQs and queues.
-type AppInfo struct {
-	// PIDs are the server processes (all threads of each are pinned).
-	PIDs []int `json:"pids,omitempty"`
-	// Device is the server-side network device of the testbed ("" for
-	// storage and commands).
-	Device string `json:"device,omitempty"`
-	// NSRoot is a root directory whose sys/ shows Device (the testbed's
-	// namespace view); changes whose Path is below sys/class/net/Device are
-	// applied there.
-	NSRoot string `json:"-"`
-	// NetNS is the nsfs file of Device's network namespace
-	// (/run/netns/NAME): its NAPI instances are read and set with netlink
-	// sockets opened there.
-	NetNS string `json:"-"`
-	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
-	NAPIThreads []int `json:"napi_threads,omitempty"`
-	// Disk is the block device the storage workload reads ("" otherwise);
-	// its IRQs are the only IRQs a storage configuration may place.
-	Disk string `json:"disk,omitempty"`
-	// ClientFixed: the scenario pins the load generator (--client-cpus), so
-	// tune and the exhaustive search do not vary the client's CPUs.
-	ClientFixed bool `json:"client_fixed,omitempty"`
-	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
-	// "default" run, given to the policies (auto weighs it the way
-	// `plan --sample` does on a live machine); nil before the first one.
-	BaselineLoad *policy.MeasuredLoad `json:"-"`
+// appFS is the machine the application runs on (AppInfo.FS; nil: the
+// live machine).
+func appFS(a workload.AppInfo) *kernel.FS {
+	if a.FS != nil {
+		return a.FS
+	}
+	return kernel.New("/")
 }
 
 // Setup is one configuration made concrete for a host and an application.
@@ -56,7 +39,7 @@ type Setup struct {
 	ClientCPUs cpuset.Set `json:"client_cpus"`
 	// BusyPoll, when set, is how the udp workload's sink waits in this
 	// configuration (NetOptions.BusyPoll otherwise).
-	BusyPoll *BusyPoll `json:"busy_poll,omitempty"`
+	BusyPoll *workload.BusyPoll `json:"busy_poll,omitempty"`
 	// Irqbalance: run `irqbalance --oneshot` and measure its placement.
 	Irqbalance bool     `json:"irqbalance,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
@@ -68,9 +51,14 @@ type Setup struct {
 	Dropped []string `json:"dropped,omitempty"`
 }
 
+// Placement is what the setup says about the workload's own processes.
+func (s *Setup) Placement() workload.Placement {
+	return workload.Placement{Config: s.Config, AppCPUs: s.AppCPUs, ClientCPUs: s.ClientCPUs, BusyPoll: s.BusyPoll}
+}
+
 // Configurator turns a configuration name into a Setup for a host.
 type Configurator interface {
-	Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
+	Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error)
 }
 
 // Configs is the built-in configurator:
@@ -91,7 +79,7 @@ type Configs struct {
 }
 
 // Setup implements Configurator.
-func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+func (c Configs) Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	s := &Setup{Config: config}
 	switch {
 	case config == "default":
@@ -143,7 +131,7 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 // (the plan selected the first; the others are its workers). Skipped
 // settings and kinds bench does not write (irqbalance: bench measures it as
 // a configuration of its own; coalescing) become notes.
-func SettingsToChanges(sets []setting.Change, app AppInfo) ([]setting.Change, cpuset.Set, []string, error) {
+func SettingsToChanges(sets []setting.Change, app workload.AppInfo) ([]setting.Change, cpuset.Set, []string, error) {
 	var out []setting.Change
 	var notes []string
 	var appCPUs cpuset.Set
@@ -158,7 +146,7 @@ func SettingsToChanges(sets []setting.Change, app AppInfo) ([]setting.Change, cp
 			}
 			appCPUs = cpus
 			for _, pid := range app.PIDs {
-				ch, err := setting.PinProcess(liveFS(), pid, "app", cpus, st.Reason)
+				ch, err := setting.PinProcess(appFS(app), pid, "app", cpus, st.Reason)
 				if err != nil {
 					return nil, appCPUs, nil, err
 				}
@@ -269,13 +257,8 @@ func (s *Spec) String() string {
 	if s.Flows > 0 {
 		parts = append(parts, "flows="+strconv.Itoa(s.Flows))
 	}
-	var irqs []int
-	for n := range s.IRQs {
-		irqs = append(irqs, n)
-	}
-	sort.Ints(irqs)
 	var is []string
-	for _, n := range irqs {
+	for _, n := range slices.Sorted(maps.Keys(s.IRQs)) {
 		c := s.IRQs[n]
 		is = append(is, fmt.Sprintf("%d:%s", n, cl(&c)))
 	}
@@ -285,7 +268,7 @@ func (s *Spec) String() string {
 	return "spec:" + strings.Join(parts, ",")
 }
 
-func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+func specSetup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	sp, err := ParseSpec(config)
 	if err != nil {
 		return nil, err
@@ -298,7 +281,7 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 	if sp.App != nil {
 		s.AppCPUs = *sp.App
 		for _, pid := range app.PIDs {
-			ch, err := setting.PinProcess(liveFS(), pid, "app", *sp.App, config)
+			ch, err := setting.PinProcess(appFS(app), pid, "app", *sp.App, config)
 			if err != nil {
 				return nil, err
 			}
@@ -310,7 +293,7 @@ func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
 			s.Notes = append(s.Notes, "napi= given but the testbed has no threaded NAPI")
 		}
 		for _, tid := range app.NAPIThreads {
-			start, _ := liveFS().TaskStart(tid)
+			start, _ := appFS(app).TaskStart(tid)
 			s.Changes = append(s.Changes, setting.ThreadAffinity(tid, start, fmt.Sprintf("napi thread %d", tid), *sp.NAPI, config))
 		}
 	}
@@ -364,7 +347,7 @@ func nrCPUs(h *host.Host) int {
 type RunOptions struct {
 	// BusyPoll: "busypoll=US" (the udp sink's socket busy polling) and
 	// "epollbusy=US" (its epoll busy polling, which IRQ suspension needs).
-	BusyPoll *BusyPoll
+	BusyPoll *workload.BusyPoll
 }
 
 // CutRunOptions splits "NAME/KEY=VAL/…" into NAME and its options
@@ -387,7 +370,7 @@ func CutRunOptions(config string) (string, RunOptions, error) {
 			return "", o, fmt.Errorf("configuration %q: %q is not KEY=MICROSECONDS (busypoll, epollbusy)", config, kv)
 		}
 		if o.BusyPoll == nil {
-			o.BusyPoll = &BusyPoll{}
+			o.BusyPoll = &workload.BusyPoll{}
 		}
 		switch k {
 		case "busypoll":
@@ -399,7 +382,7 @@ func CutRunOptions(config string) (string, RunOptions, error) {
 		}
 	}
 	if o.BusyPoll != nil {
-		if err := o.BusyPoll.check(); err != nil {
+		if err := o.BusyPoll.Check(); err != nil {
 			return "", o, fmt.Errorf("configuration %q: %w", config, err)
 		}
 	}

@@ -2,15 +2,15 @@ package bench
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -57,7 +57,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 
 	// Network testbed: no IRQ at all (veth has none), only vs1's queues,
 	// the RFS table because vs1 is steered, and its NAPI thread.
-	net := NewScope(h, AppInfo{Device: "vs1", NAPIThreads: []int{4242}})
+	net := NewScope(h, workload.AppInfo{Device: "vs1", NAPIThreads: []int{4242}})
 	if len(net.IRQs) != 0 {
 		t.Errorf("veth scope IRQs %v", net.IRQs)
 	}
@@ -73,7 +73,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 	}
 
 	// Storage on vda: only vda's IRQs; no network queue, no sysctl.
-	st := NewScope(h, AppInfo{Disk: "vda"})
+	st := NewScope(h, workload.AppInfo{Disk: "vda"})
 	if fmt.Sprint(st.IRQs) != "[35 36]" {
 		t.Errorf("storage scope IRQs %v", st.IRQs)
 	}
@@ -96,17 +96,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 // the one under test) or an IRQ that is not the tested device's. Nothing
 // is applied.
 func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live test (-short)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, b := range []string{"memcached", "fio", "ip"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
+	livetest.NeedRoot(t, "memcached", "fio", "ip")
 	configs := append([]string{"default", "irqbalance", "spec:app=1,rps=0+1,flows=1024,irq=36:0;38:0;39:1"}, policy.PolicyNames()...)
 	irqRe := regexp.MustCompile(`^proc/irq/(\d+)/`)
 	check := func(name string, r *Runner) {
@@ -171,7 +161,7 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 	}
 
 	tbDir := t.TempDir()
-	w, err := NewNet("memcached", NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}})
+	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +174,7 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 		t.Error(err)
 	}
 
-	sw := &StorageWorkload{Dir: "/var/tmp", SizeMB: 4}
+	sw := &workload.StorageWorkload{Dir: "/var/tmp", SizeMB: 4}
 	rs := &Runner{Workload: sw, Rounds: 1, StateDir: t.TempDir()}
 	if err := rs.Start(); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/policy"
@@ -42,7 +44,7 @@ func onlineCPUs(h *host.Host) []int {
 // scenario fixes the client) × RPS mask (off or any subset) × NAPI-thread
 // CPUs (threaded NAPI only). For storage (no network device) only the
 // application's CPUs vary. "default" is always first.
-func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
+func ExhaustiveSpace(h *host.Host, app workload.AppInfo) ([]string, error) {
 	cpus := onlineCPUs(h)
 	if len(cpus) > 4 {
 		return nil, fmt.Errorf("exhaustive search is for machines with at most 4 CPUs (this one has %d): %d plans", len(cpus), 1<<(4*len(cpus)))
@@ -94,7 +96,7 @@ func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
 // receive work (application and RPS on c), and the client off the
 // application (unless the scenario fixes the client); plus RPS over all
 // CPUs — a few dozen instead of the exhaustive space.
-func Candidates(h *host.Host, app AppInfo) []string {
+func Candidates(h *host.Host, app workload.AppInfo) []string {
 	out := []string{"default", "irqbalance"}
 	out = append(out, policy.PolicyNames()...)
 	cpus := onlineCPUs(h)
@@ -145,7 +147,7 @@ type TuneResult struct {
 	Ranked     []string             `json:"ranked"`
 	Obs        map[string][]float64 `json:"observations"`
 	Best       string               `json:"best"`
-	Ratio      Interval             `json:"ratio_to_baseline"`
+	Ratio      stats.Interval       `json:"ratio_to_baseline"`
 	// P is the Mann-Whitney U test's p-value behind Kept (the runs of a
 	// search are not paired by round).
 	P       float64       `json:"p_value,omitempty"`
@@ -222,7 +224,9 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 			}
 		}
 		res.Ranked = append([]string(nil), cands...)
-		sort.SliceStable(res.Ranked, func(i, j int) bool { return Median(res.Obs[res.Ranked[i]]) > Median(res.Obs[res.Ranked[j]]) })
+		sort.SliceStable(res.Ranked, func(i, j int) bool {
+			return stats.Median(res.Obs[res.Ranked[i]]) > stats.Median(res.Obs[res.Ranked[j]])
+		})
 	default:
 		idx := make([]int, len(cands))
 		for i := range idx {
@@ -231,7 +235,7 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 		total := int(budget / per)
 		// The baseline is measured alongside the final round, so keep some
 		// budget for it.
-		ranked, obs := SuccessiveHalving(idx, total-4, func(c, n int) []float64 { return measure(c, n) })
+		ranked, obs := stats.SuccessiveHalving(idx, total-4, func(c, n int) []float64 { return measure(c, n) })
 		for c, xs := range obs {
 			res.Obs[cands[c]] = xs
 		}
@@ -274,7 +278,7 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	}
 	res.Best = res.Ranked[0]
 	base := res.Obs[res.Baseline]
-	cmp := UnpairedRatio(base, res.Obs[res.Best], Confidence)
+	cmp := stats.UnpairedRatio(base, res.Obs[res.Best], stats.Confidence)
 	res.Ratio, res.P = cmp.Ratio, cmp.P
 	switch {
 	case res.Best == res.Baseline:
@@ -283,13 +287,13 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	// identical placements measured 1.12x apart on this machine
 	// (memcached, docs/benchmarks.md), and with 3 the best a test can say
 	// is p = 0.1.
-	case len(base) < MinRuns || len(res.Obs[res.Best]) < MinRuns:
-		res.Why = fmt.Sprintf("%s measured best (%.3fx, indicative) but with fewer than %d runs each no test at %.0f %% can tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point, MinRuns, 100*Confidence)
-	case cmp.Significant(Confidence) && res.Ratio.Point > 1:
+	case len(base) < stats.MinRuns || len(res.Obs[res.Best]) < stats.MinRuns:
+		res.Why = fmt.Sprintf("%s measured best (%.3fx, indicative) but with fewer than %d runs each no test at %.0f %% can tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point, stats.MinRuns, 100*stats.Confidence)
+	case cmp.Significant(stats.Confidence) && res.Ratio.Point > 1:
 		res.Kept = true
-		res.Why = fmt.Sprintf("%s beats %s by %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f), outside the noise", res.Best, res.Baseline, res.Ratio.Point, 100*Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
+		res.Why = fmt.Sprintf("%s beats %s by %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f), outside the noise", res.Best, res.Baseline, res.Ratio.Point, 100*stats.Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
 	default:
-		res.Why = fmt.Sprintf("%s measured best (%.3fx, %.0f %% interval %.3f–%.3f, %s p = %.3f) but not outside the noise; keeping the baseline", res.Best, res.Ratio.Point, 100*Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
+		res.Why = fmt.Sprintf("%s measured best (%.3fx, %.0f %% interval %.3f–%.3f, %s p = %.3f) but not outside the noise; keeping the baseline", res.Best, res.Ratio.Point, 100*stats.Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
 	}
 	if res.Kept {
 		s, err := r.Setup(res.Best, r.app)
