@@ -128,34 +128,6 @@ func TestAdaptTrigger(t *testing.T) {
 	}
 }
 
-func TestPromValue(t *testing.T) {
-	v, err := PromValue(strings.NewReader(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000.1,"42.5"]}]}}`))
-	if err != nil || v != 42.5 {
-		t.Fatalf("PromValue = %v, %v", v, err)
-	}
-	if _, err := PromValue(strings.NewReader(`{"status":"success","data":{"resultType":"vector","result":[]}}`)); err == nil || !strings.Contains(err.Error(), "exactly one") {
-		t.Errorf("empty result: %v", err)
-	}
-	if _, err := PromValue(strings.NewReader(`{"status":"error","error":"parse error"}`)); err == nil || !strings.Contains(err.Error(), "parse error") {
-		t.Errorf("error answer: %v", err)
-	}
-}
-
-func TestUserMetricCommand(t *testing.T) {
-	ag := &Agent{o: Options{Interval: time.Second}, adapt: newAdaptState(AdaptOptions{MetricCommand: "echo 42.5"})}
-	if v, err := ag.userMetric(); err != nil || v != 42.5 {
-		t.Fatalf("userMetric = %v, %v", v, err)
-	}
-	ag.adapt.o.MetricCommand = "echo fast"
-	if _, err := ag.userMetric(); err == nil || !strings.Contains(err.Error(), `printed "fast", not a number`) {
-		t.Errorf("non-numeric output: %v", err)
-	}
-	ag.adapt.o.MetricCommand = ""
-	if _, err := ag.userMetric(); err != errNoMetric {
-		t.Errorf("no metric configured: %v", err)
-	}
-}
-
 // The trigger is the planner's evidence of harm (plan.Harm), on a
 // generated 2-CPU host: seed 004 with both CPUs busy (the sender and its
 // softirq saturate CPU 0, the consumer fills CPU 1 — no idle CPU, so load

@@ -2,15 +2,19 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 )
 
 // maxMetricOutput bounds what the agent keeps of the metric command's
@@ -69,33 +73,89 @@ func metricCommand(ctx context.Context, command string) *exec.Cmd {
 	return cmd
 }
 
-// PromValue reads the single value of a Prometheus instant query answer
-// (/api/v1/query).
-func PromValue(r io.Reader) (float64, error) {
-	var ans struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Value [2]any `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
+// maxPromAnswer bounds the Prometheus answer the agent reads: one sample
+// needs a few hundred bytes. client_golang's API client reads a whole
+// answer into memory and has no size limit of its own, so its transport's
+// bodies are capped (cappedBody): the agent is a long-running root process
+// and a query that matches a huge answer fails rather than filling it.
+const maxPromAnswer = 1 << 20
+
+// cappedTransport caps every response body at maxPromAnswer bytes.
+type cappedTransport struct{ rt http.RoundTripper }
+
+func (c cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(r)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&ans); err != nil {
-		return 0, fmt.Errorf("prometheus answer: %w", err)
+	resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxPromAnswer}
+	return resp, nil
+}
+
+// cappedBody fails a read past its limit, where io.LimitReader would end
+// the body quietly and leave a truncated answer to the decoder.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// More than the limit, or exactly it: one byte more tells.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("prometheus answer larger than %d bytes", maxPromAnswer)
+		}
+		return 0, err
 	}
-	if ans.Status != "success" {
-		return 0, fmt.Errorf("prometheus query failed: %s", ans.Error)
+	n, err := b.ReadCloser.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(n)
+	return n, err
+}
+
+// promInstantQuery splits an instant query URL
+// (http://host:9090/api/v1/query?query=…) into the server's address, for
+// client_golang's API client, and the PromQL expression. The query is
+// evaluated at the time it is asked; other parameters are not sent.
+func promInstantQuery(raw string) (addr, expr string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", err
 	}
-	if len(ans.Data.Result) != 1 {
-		return 0, fmt.Errorf("prometheus query returned %d series; the metric query must return exactly one", len(ans.Data.Result))
+	base, ok := strings.CutSuffix(u.Path, "/api/v1/query")
+	expr = u.Query().Get("query")
+	if !ok || expr == "" {
+		return "", "", fmt.Errorf("%q is not a Prometheus instant query URL (…/api/v1/query?query=…)", raw)
 	}
-	str, ok := ans.Data.Result[0].Value[1].(string)
+	u.Path, u.RawPath, u.RawQuery, u.Fragment = base, "", "", ""
+	return u.String(), expr, nil
+}
+
+// promValue asks Prometheus (client_golang's API client, the one
+// `irqpilot report --prometheus` uses) the instant query rawURL names and
+// returns its single sample's value.
+func promValue(ctx context.Context, rawURL string) (float64, error) {
+	addr, expr, err := promInstantQuery(rawURL)
+	if err != nil {
+		return 0, err
+	}
+	c, err := api.NewClient(api.Config{Address: addr, RoundTripper: cappedTransport{http.DefaultTransport}})
+	if err != nil {
+		return 0, err
+	}
+	v, _, _, err := promv1.NewAPI(c).Query(ctx, expr, time.Now())
+	if err != nil {
+		return 0, fmt.Errorf("prometheus query failed: %w", err)
+	}
+	vec, ok := v.(model.Vector)
 	if !ok {
-		return 0, fmt.Errorf("prometheus answer: value is not a string")
+		return 0, fmt.Errorf("prometheus query returned a %s; the metric query must return one series", v.Type())
 	}
-	return strconv.ParseFloat(str, 64)
+	if len(vec) != 1 {
+		return 0, fmt.Errorf("prometheus query returned %d series; the metric query must return exactly one", len(vec))
+	}
+	return float64(vec[0].Value), nil
 }
 
 var errNoMetric = fmt.Errorf("no user metric")
@@ -118,16 +178,7 @@ func (ag *Agent) userMetric() (float64, error) {
 		}
 		return v, nil
 	case o.MetricQuery != "":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.MetricQuery, nil)
-		if err != nil {
-			return 0, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		return PromValue(resp.Body)
+		return promValue(ctx, o.MetricQuery)
 	}
 	return 0, errNoMetric
 }

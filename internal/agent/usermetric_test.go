@@ -2,12 +2,17 @@ package agent
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // A metric command that outlives its timeout through a child ("sleep;
@@ -84,5 +89,74 @@ func TestMetricCommandOutputCapped(t *testing.T) {
 	out, err := runMetricCommand(ctx, "echo 42")
 	if err != nil || strings.TrimSpace(string(out)) != "42" {
 		t.Errorf("echo 42: %q %v", out, err)
+	}
+}
+
+// The Prometheus metric query goes through client_golang's API client to
+// a server answering as Prometheus's /api/v1/query does: one series is the
+// value; none, an error answer, another result type, an answer over
+// maxPromAnswer and a URL that is no instant query are errors that say so.
+func TestUserMetricPrometheus(t *testing.T) {
+	answers := map[string]string{
+		"one":    `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000.1,"42.5"]}]}}`,
+		"none":   `{"status":"success","data":{"resultType":"vector","result":[]}}`,
+		"bad":    `{"status":"error","errorType":"bad_data","error":"parse error at char 4"}`,
+		"scalar": `{"status":"success","data":{"resultType":"scalar","result":[1700000000.1,"1"]}}`,
+		"huge": `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pad":"` +
+			strings.Repeat("x", maxPromAnswer) + `"},"value":[1700000000.1,"1"]}]}}`,
+	}
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			t.Error(err)
+		}
+		q := r.Form.Get("query")
+		got = append(got, r.URL.Path+" "+q)
+		w.Header().Set("Content-Type", "application/json")
+		if q == "bad" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		io.WriteString(w, answers[q])
+	}))
+	defer srv.Close()
+	ag := &Agent{o: Options{Interval: 10 * time.Second}, adapt: newAdaptState(AdaptOptions{})}
+	for _, c := range []struct{ url, err string }{
+		{srv.URL + "/api/v1/query?query=one", ""},
+		{srv.URL + "/prom/api/v1/query?query=one", ""},
+		{srv.URL + "/api/v1/query?query=none", "exactly one"},
+		{srv.URL + "/api/v1/query?query=bad", "parse error at char 4"},
+		{srv.URL + "/api/v1/query?query=scalar", "returned a scalar"},
+		{srv.URL + "/api/v1/query?query=huge", "larger than"},
+		{srv.URL + "/api/v1/query_range?query=one", "not a Prometheus instant query URL"},
+		{srv.URL + "/api/v1/query", "not a Prometheus instant query URL"},
+	} {
+		ag.adapt.o.MetricQuery = c.url
+		v, err := ag.userMetric()
+		switch {
+		case c.err == "" && (err != nil || v != 42.5):
+			t.Errorf("%s: %v, %v; want 42.5", c.url, v, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: %v, %v; want an error saying %q", c.url, v, err, c.err)
+		}
+	}
+	want := []string{"/api/v1/query one", "/prom/api/v1/query one", "/api/v1/query none", "/api/v1/query bad",
+		"/api/v1/query scalar", "/api/v1/query huge"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("queries asked (-want +got):\n%s", d)
+	}
+}
+
+func TestUserMetricCommand(t *testing.T) {
+	ag := &Agent{o: Options{Interval: time.Second}, adapt: newAdaptState(AdaptOptions{MetricCommand: "echo 42.5"})}
+	if v, err := ag.userMetric(); err != nil || v != 42.5 {
+		t.Fatalf("userMetric = %v, %v", v, err)
+	}
+	ag.adapt.o.MetricCommand = "echo fast"
+	if _, err := ag.userMetric(); err == nil || !strings.Contains(err.Error(), `printed "fast", not a number`) {
+		t.Errorf("non-numeric output: %v", err)
+	}
+	ag.adapt.o.MetricCommand = ""
+	if _, err := ag.userMetric(); err != errNoMetric {
+		t.Errorf("no metric configured: %v", err)
 	}
 }
