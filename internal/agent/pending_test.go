@@ -8,13 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/irqpilot/irqpilot/internal/agent/metrics"
-	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -229,57 +226,4 @@ irqs:
 		// pass; the drift checks above still held.
 		t.Skipf("irq %d lands on %s inside %s (fired: %v): no pending move to watch", irq, eff, to, fired)
 	}
-}
-
-// The one metric label holding a CPU set, irqpilot_irq_info's cpus, is a
-// cpulist (smp_affinity_list as read), never a mask.
-func TestMetricsCPUsLabelIsCPUList(t *testing.T) {
-	root := t.TempDir()
-	if err := hostgen.Generate(root, hostgen.Spec{CPUs: 40, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1}); err != nil {
-		t.Fatal(err)
-	}
-	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, _, err := metrics.New(&metrics.Source{FS: fs, Host: func() *host.Host { return h }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		if mf.GetName() != "irqpilot_irq_info" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			q := h.IRQ(atoi(t, labels["irq"]))
-			got, err := cpuset.Parse(labels["cpus"])
-			if err != nil || q == nil || q.Affinity == nil || !got.Equal(*q.Affinity) || labels["cpus"] != q.Affinity.String() {
-				t.Errorf("irq_info %v: cpus is not irq's affinity as a cpulist (%v)", labels, err)
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		t.Fatal("no irqpilot_irq_info series")
-	}
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

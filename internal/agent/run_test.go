@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -106,14 +110,11 @@ func TestRunConcurrent(t *testing.T) {
 		t.Errorf("a broken plan was accepted on reload")
 	}
 	halt()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `irqpilot_drift_repairs_total{device="eth0",setting="rps-cpus"} 1`) {
-		t.Errorf("metrics:\n%s", grepLines(string(body), "drift"))
+	// The repair as served on /metrics.
+	want := fmt.Sprintf("# HELP %[1]s Settings the agent found changed behind its back and restored.\n"+
+		"# TYPE %[1]s counter\n%[1]s{device=\"eth0\",setting=\"rps-cpus\"} 1\n", names.DriftRepairs)
+	if err := testutil.ScrapeAndCompare("http://"+addr+"/metrics", strings.NewReader(want), names.DriftRepairs); err != nil {
+		t.Error(err)
 	}
 	cancel()
 	if err := <-done; err != nil {

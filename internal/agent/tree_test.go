@@ -3,7 +3,6 @@ package agent
 import (
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/irqpilot/irqpilot/internal/agent/metrics"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -139,72 +137,6 @@ func fmtInt(n int) string {
 		n /= 10
 	}
 	return string(b)
-}
-
-// The metrics of a 256-CPU host pass promtool and stay low-cardinality:
-// per CPU, per device IRQ, per finding.
-func TestMetricsPromtoolClean(t *testing.T) {
-	root := treeCopy(t)
-	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, m, err := metrics.New(&metrics.Source{FS: fs, Host: func() *host.Host { return h }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.DriftRepairs.WithLabelValues("rps-cpus", "eth0").Inc()
-	m.FindingActive.WithLabelValues("interrupt-bound-cpu").Set(1)
-	rec := httptest.NewRecorder()
-	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	text := rec.Body.String()
-	count := map[string]int{}
-	for _, l := range strings.Split(text, "\n") {
-		if l == "" || l[0] == '#' {
-			continue
-		}
-		name, _, _ := strings.Cut(l, "{")
-		name, _, _ = strings.Cut(name, " ")
-		count[name]++
-	}
-	devIRQs := 0
-	for _, q := range h.IRQs {
-		if q.Device != "" {
-			devIRQs++
-		}
-	}
-	for name, want := range map[string]int{
-		"irqpilot_cpu_irq_seconds_total": 250, "irqpilot_cpu_softirq_seconds_total": 250, "irqpilot_cpu_seconds_total": 6 * 250,
-		"irqpilot_node_info":             1,
-		"irqpilot_softnet_dropped_total": 250, "irqpilot_softnet_times_squeezed_total": 250,
-		"irqpilot_irq_info": devIRQs, "irqpilot_drift_repairs_total": 1, "irqpilot_finding_active": 1,
-		"irqpilot_process_cpu_seconds_total": 1, "irqpilot_scrape_collector_success": len(metrics.Names()),
-	} {
-		if count[name] != want {
-			t.Errorf("%s: %d series, want %d", name, count[name], want)
-		}
-	}
-	if q := count["irqpilot_queue_interrupts_total"]; q == 0 || q > devIRQs {
-		t.Errorf("irqpilot_queue_interrupts_total: %d series (device IRQs %d)", q, devIRQs)
-	}
-	for _, c := range metrics.Names() {
-		if strings.Contains(text, `irqpilot_scrape_collector_success{collector="`+c+`"} 0`) {
-			t.Errorf("%s collector failed", c)
-		}
-	}
-	if h.Hostname == "" || !strings.Contains(text, `irqpilot_node_info{nodename="`+h.Hostname+`"} 1`) {
-		t.Errorf("irqpilot_node_info does not name host %q", h.Hostname)
-	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian package prometheus; make deps)")
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(text)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
 }
 
 // One enforcement pass on the generated 256-CPU host, steady state (the
