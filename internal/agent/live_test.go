@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // Drift: rps_cpus and an IRQ affinity written behind the agent's back are
@@ -18,13 +20,9 @@ import (
 // irqpilot_drift_repairs_total as a real Prometheus scraping the agent sees
 // it, and the exported metrics pass promtool.
 func TestLiveDriftRepaired(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	b := newBed(t, 2)
-	irq, orig := movableIRQ(t)
-	want := lastCPU(t)
-	if want == orig {
-		want = "0"
-	}
+	irq, orig, want := irqToMove(t)
 	pf := writePlan(t, fmt.Sprintf(`version: 1
 irqs:
   - irq: %d
@@ -142,7 +140,7 @@ func grepLines(text, sub string) string {
 // A deleted and re-created device gets its part of the plan again from the
 // link event, without waiting for the interval.
 func TestLiveRecreatedDevice(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	b := newBed(t, 2)
 	pf := writePlan(t, `version: 1
 rx_queues:
@@ -184,11 +182,8 @@ rx_queues:
 // other IRQ banned, and made to re-place its IRQs with SIGHUP (its rescan);
 // every IRQ affinity is restored afterwards.
 func TestLiveIrqbalanceFight(t *testing.T) {
-	needRoot(t)
-	ib, err := exec.LookPath("irqbalance")
-	if err != nil {
-		t.Skip("irqbalance not installed")
-	}
+	livetest.NeedRoot(t, "irqbalance")
+	ib, _ := exec.LookPath("irqbalance")
 	if out, _ := exec.Command("pgrep", "-x", "irqbalance").Output(); len(out) > 0 {
 		t.Skip("an irqbalance is already running on this machine; not starting a second one")
 	}
@@ -211,20 +206,7 @@ func TestLiveIrqbalanceFight(t *testing.T) {
 	}
 	cmd := exec.Command(ib, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	done := livetest.Start(t, cmd, 10*time.Second)
 	// Until irqbalance has set up its handlers, SIGHUP would end it.
 	time.Sleep(1500 * time.Millisecond)
 	hup := func() { cmd.Process.Signal(syscall.SIGHUP); time.Sleep(400 * time.Millisecond) }

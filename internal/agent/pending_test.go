@@ -166,7 +166,7 @@ rx_queues:
 // at its next interrupt, so it stays pending pass after pass. No repair, no
 // second write, nothing frozen; status says the move is pending.
 func TestLivePendingMoveIsNotDrift(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	fs := kernel.New("/")
 	irq, to := livetest.QuietIRQ(t, fs)
 	count := livetest.IRQCount(t, fs, irq)

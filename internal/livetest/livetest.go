@@ -14,7 +14,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -246,4 +248,26 @@ func IRQCount(t testing.TB, fs *kernel.FS, irq int) uint64 {
 	}
 	t.Fatalf("irq %d is not in /proc/interrupts", irq)
 	return 0
+}
+
+// Start starts cmd and, when the test ends, stops it by PID: SIGTERM, then
+// SIGKILL if it has not exited after grace. The channel closes when it
+// has exited (its Wait returned).
+func Start(t testing.TB, cmd *exec.Cmd, grace time.Duration) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", strings.Join(cmd.Args, " "), err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(grace):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return done
 }
