@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/irqpilot/irqpilot/internal/setting"
 	"os"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
+	"github.com/irqpilot/irqpilot/internal/setting"
 
 	"github.com/safchain/ethtool"
 
@@ -224,22 +226,9 @@ const nsChildEnv = "IRQPILOT_APPLY_COALESCE_NS_CHILD"
 // pair and runs TestCoalescePlanNamespaceChild inside it (ip netns exec
 // mounts that namespace's sysfs, so the veth's queue files are visible).
 func TestLiveCoalescePlanInNamespace(t *testing.T) {
-	needRoot(t)
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("iproute2 not installed")
-	}
-	ns := fmt.Sprintf("irqpc%d", os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	run("-n", ns, "link", "add", "vc0", "type", "veth", "peer", "name", "vc1")
-	run("-n", ns, "link", "set", "vc0", "up")
-	run("-n", ns, "link", "set", "vc1", "up")
+	livetest.NeedRoot(t, "ip")
+	ns := livetest.Netns(t, livetest.Name("irqpc"))
+	livetest.Veth(t, ns, "vc0", "vc1", 1)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
