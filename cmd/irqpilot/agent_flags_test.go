@@ -42,7 +42,7 @@ func TestAgentRefusesBadFlags(t *testing.T) {
 		{[]string{"--machine-wide"}, "with --plan FILE and no --adapt the file alone says what is in scope"},
 	} {
 		args := append([]string{"--root", sharedFixtures + "/node_exporter", "agent", "--plan", pf, "--state-dir", sd, "--listen", ""}, tc.args...)
-		cmd := invCmd(nil, args...)
+		cmd := selfCmd(nil, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()

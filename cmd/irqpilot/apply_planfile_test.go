@@ -19,7 +19,7 @@ func TestApplyRefusesPlanThatIsNotAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ file, want string }{{"/dev/zero", "character device"}, {fifo, "FIFO"}} {
-		cmd := obsCmd(t, "apply", "--dry-run", "--state-dir", filepath.Join(t.TempDir(), "s"), tc.file)
+		cmd := selfCmd(nil, "apply", "--dry-run", "--state-dir", filepath.Join(t.TempDir(), "s"), tc.file)
 		var errb strings.Builder
 		cmd.Stderr = &errb
 		if err := cmd.Start(); err != nil {

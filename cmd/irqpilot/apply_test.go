@@ -169,7 +169,7 @@ func TestApplyRejectsBadPlansLive(t *testing.T) {
 			f := filepath.Join(dir, "bad.yaml")
 			os.WriteFile(f, []byte(body), 0o644)
 			before := steeringState(t, ns)
-			cmd := invCmd(ns.exec, "apply", "--state-dir", filepath.Join(dir, "state"), f)
+			cmd := selfCmd(ns.exec, "apply", "--state-dir", filepath.Join(dir, "state"), f)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("bad plan applied:\n%s", out)
@@ -190,7 +190,7 @@ func TestApplyRejectsBadPlansLive(t *testing.T) {
 }
 
 func TestApplyRefusesSnapshotAndNonRootHint(t *testing.T) {
-	cmd := invCmd(nil, "apply", "--snapshot", "../../testdata/snapshots/veth4.tar.gz", "x.yaml")
+	cmd := selfCmd(nil, "apply", "--snapshot", "../../testdata/snapshots/veth4.tar.gz", "x.yaml")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "cannot run on a --snapshot") {
 		t.Errorf("apply on a snapshot: %v\n%s", err, out)

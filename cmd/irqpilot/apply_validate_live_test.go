@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,34 +11,8 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
-
-// ownVethNamespace makes a network namespace of this test's own (random
-// name) holding the veth pair vq0/vq1 with 4 queues each, removed at the
-// end; it returns the namespace's name.
-func ownVethNamespace(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command")
-	}
-	name := fmt.Sprintf("irqpilot-val-%d-%d", os.Getpid(), rand.IntN(1<<30))
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	sh("ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	sh("ip", "-n", name, "link", "add", "vq0", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
-		"peer", "name", "vq1", "numtxqueues", "4", "numrxqueues", "4")
-	sh("ip", "-n", name, "link", "set", "vq0", "up")
-	sh("ip", "-n", name, "link", "set", "vq1", "up")
-	return name
-}
 
 // possibleCPUs is the number of CPUs this machine may have (one past the
 // highest in /sys/devices/system/cpu/possible).
@@ -64,14 +37,10 @@ func possibleCPUs(t *testing.T) int {
 // /proc or /sys for writing, and creates no state directory. A valid plan
 // that names only a veth writes only that veth's files.
 func TestApplyValidatesBeforeWritingLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the writes this guards against only happen as root")
-	}
-	straceBin, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("no strace (apt-get install strace)")
-	}
-	ns := ownVethNamespace(t)
+	// Root: the writes this guards against only happen as root.
+	livetest.NeedRoot(t, "strace")
+	straceBin, _ := exec.LookPath("strace")
+	ns := newVethPair(t).name
 	restoreIRQs(t) // should apply write IRQ affinities after all, put them back
 	dir := t.TempDir()
 	nCPU := possibleCPUs(t)
@@ -79,7 +48,7 @@ func TestApplyValidatesBeforeWritingLive(t *testing.T) {
 	run := func(t *testing.T, name string, args ...string) (code int, stderr string, writes []string) {
 		t.Helper()
 		log := filepath.Join(dir, "strace-"+name+".log")
-		cmd := invCmd([]string{"ip", "netns", "exec", ns, straceBin, "-f", "-y", "-qq",
+		cmd := selfCmd([]string{"ip", "netns", "exec", ns, straceBin, "-f", "-y", "-qq",
 			"-e", "trace=open,openat,openat2,creat", "-o", log}, args...)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -138,7 +107,7 @@ func TestApplyValidatesBeforeWritingLive(t *testing.T) {
 				t.Errorf("a plan naming only vq0 rx-1 opened for writing: %s", w)
 			}
 		}
-		if out, err := invCmd([]string{"ip", "netns", "exec", ns}, "revert", "--state-dir", state).CombinedOutput(); err != nil {
+		if out, err := selfCmd([]string{"ip", "netns", "exec", ns}, "revert", "--state-dir", state).CombinedOutput(); err != nil {
 			t.Errorf("revert: %v\n%s", err, out)
 		}
 	})
@@ -166,7 +135,7 @@ func TestApplyValidatesBeforeWritingLive(t *testing.T) {
 				t.Errorf("a plan naming only irq %d opened for writing: %s", irq, w)
 			}
 		}
-		if out, err := invCmd(nil, "revert", "--state-dir", state).CombinedOutput(); err != nil {
+		if out, err := selfCmd(nil, "revert", "--state-dir", state).CombinedOutput(); err != nil {
 			t.Errorf("revert: %v\n%s", err, out)
 		}
 	})

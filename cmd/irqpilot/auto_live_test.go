@@ -2,18 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // Issue 10, live: on this machine at rest `plan --policy auto` measures the
 // load and plans no change, saying why with the numbers; if something on
 // the machine is hurting right now, the plan must name the evidence.
 func TestLiveAutoPlansNothingAtRest(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to read every IRQ's placement")
-	}
+	livetest.NeedRoot(t) // to read every IRQ's placement
 	out, errOut, err := runIrqpilot(t, "plan", "--policy", "auto", "--sample", "1s", "--json")
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, errOut)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 var recapture = flag.Bool("recapture", false, "as root: recapture testdata/snapshots/{this-machine,veth4}.tar.gz from this machine")
@@ -296,44 +297,19 @@ func nicNames(h *host.Host) []string {
 	return s
 }
 
-type vethNamespace struct {
-	name string
-	exec []string // "ip netns exec NAME"
-}
-
-// newVethNamespace creates a network namespace with a veth pair vq0/vq1 of
-// 4 rx and 4 tx queues, sets RPS on vq0 rx-1 (cpu 1), rx-3 (0-1), a flow
-// count on rx-2 and XPS on tx-3 (cpu 0), and removes it all in t.Cleanup.
-// Nothing outside the namespace is touched.
+// newVethNamespace is newVethPair with RPS on vq0 rx-1 (cpu 1), rx-3
+// (0-1), a flow count on rx-2 and XPS on tx-3 (cpu 0). Nothing outside the
+// namespace is touched.
 func newVethNamespace(t *testing.T) *vethNamespace {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command")
-	}
-	ns := &vethNamespace{name: fmt.Sprintf("irqpilot-inv-%d", os.Getpid())}
-	ns.exec = []string{"ip", "netns", "exec", ns.name}
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	sh("ip", "netns", "add", ns.name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns.name).Run() })
-	sh("ip", "-n", ns.name, "link", "add", "vq0", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
-		"peer", "name", "vq1", "numtxqueues", "4", "numrxqueues", "4")
-	sh("ip", "-n", ns.name, "link", "set", "vq0", "up")
-	sh("ip", "-n", ns.name, "link", "set", "vq1", "up")
+	ns := newVethPair(t)
 	for path, v := range map[string]string{
 		"/sys/class/net/vq0/queues/rx-1/rps_cpus":     "2",
 		"/sys/class/net/vq0/queues/rx-3/rps_cpus":     "3",
 		"/sys/class/net/vq0/queues/rx-2/rps_flow_cnt": "4096",
 		"/sys/class/net/vq0/queues/tx-3/xps_cpus":     "1",
 	} {
-		sh(append(append([]string{}, ns.exec...), "sh", "-c", "echo "+v+" > "+path)...)
+		livetest.Run(t, "ip", "netns", "exec", ns.name, "sh", "-c", "echo "+v+" > "+path)
 	}
 	return ns
 }

@@ -58,7 +58,7 @@ func TestCLIMistakes(t *testing.T) {
 			[]string{`unknown policy "per-queu" (known: auto, colocate, dedicated-core, efficiency, latency, per-queue, rps-spread); did you mean per-queue?`}},
 	}
 	for _, tc := range tests {
-		cmd := invCmd(nil, tc.args...)
+		cmd := selfCmd(nil, tc.args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()

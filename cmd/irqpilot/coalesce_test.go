@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // coalesceShowJSON runs `irqpilot ARGS coalesce show --json` and returns the
@@ -147,9 +148,7 @@ func TestCoalesceShowLiveEth0(t *testing.T) {
 // per-queue ioctl needs CAP_NET_ADMIN) and checks that a NIC without
 // coalescing is reported, not fatal.
 func TestCoalesceShowPerQueueLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CI runs as root)")
-	}
+	livetest.NeedRoot(t)
 	if _, err := os.Stat("/sys/class/net/eth0"); err != nil {
 		t.Skip("no eth0")
 	}
@@ -321,14 +320,14 @@ func TestCoalesceNVMeDryRunDefault(t *testing.T) {
 			t.Errorf("line %q: want nvme0, kept or dry run, nothing sent", l)
 		}
 	}
-	cmd := invCmd(nil, "--root", root, "coalesce", "nvme", "--count", "1", "--epoch", "1ms", "--dry-run=false")
+	cmd := selfCmd(nil, "--root", root, "coalesce", "nvme", "--count", "1", "--epoch", "1ms", "--dry-run=false")
 	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "--dry-run=false only works on the live machine") {
 		t.Errorf("--dry-run=false on a tree: %v: %s", err, b)
 	}
 	if _, err := os.Stat("/sys/class/nvme"); err == nil {
 		return // this machine has NVMe: the no-NVMe message cannot be checked here
 	}
-	cmd = invCmd(nil, "coalesce", "nvme", "--count", "0")
+	cmd = selfCmd(nil, "coalesce", "nvme", "--count", "0")
 	b, err := cmd.CombinedOutput()
 	if exitCode(err) != 1 || !strings.Contains(string(b), "no NVMe controllers found under /sys/class/nvme") {
 		t.Errorf("live without NVMe: exit %d: %s", exitCode(err), b)

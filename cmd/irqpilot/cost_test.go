@@ -6,27 +6,12 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
-
-// buildShared builds the binary into a directory any user can read, for
-// running it as another user.
-func buildShared(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "irqpilot")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // runAs runs the binary as an unprivileged user (nobody) with setpriv.
 func runAs(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
@@ -54,7 +39,7 @@ func TestCostFallbackUnprivileged(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("needs setpriv (util-linux)")
 	}
-	bin := buildShared(t)
+	bin := livetest.Irqpilot(t)
 	const why = "interrupt cost: estimated from counts, eBPF unavailable: not permitted"
 
 	out, errOut, code := runAs(t, bin, "top", "--once", "--json", "--interval", "200ms")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
@@ -43,13 +43,6 @@ func startKilled(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func hrRun(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
 // The issue's machine, live: memcached in a namespace of its own behind a
 // 2-queue veth pair, memcaslap loading it from the host side and two
 // CPU-bound stress-ng workers keeping both CPUs saturated. doctor (the
@@ -58,19 +51,14 @@ func hrRun(t *testing.T, args ...string) {
 // the consumer of the traffic, and no fix may ever move memcaslap, the load
 // generator.
 func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("live: needs root, not -short")
-	}
+	livetest.NeedRoot(t, "ip", "memcached", "memcaslap", "stress-ng")
 	var tools []string
 	for _, name := range []string{"ip", "memcached", "memcaslap", "stress-ng"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Skipf("%s not installed", name)
-		}
+		p, _ := exec.LookPath(name)
 		tools = append(tools, p)
 	}
 	mc, mcs, stress := tools[1], tools[2], tools[3]
-	bin := buildIrqpilot(t)
+	bin := livetest.Irqpilot(t)
 
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -78,16 +66,14 @@ func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
 	ns, hostEnd, peer := "ihr"+sfx, "vhr"+sfx, "vhp"+sfx
 	o3 := int(b[1]%200) + 20
 	hostIP, peerIP := fmt.Sprintf("10.216.%d.1", o3), fmt.Sprintf("10.216.%d.2", o3)
-	hrRun(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	hrRun(t, "ip", "link", "add", hostEnd, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
+	livetest.Netns(t, ns)
+	livetest.Run(t, "ip", "link", "add", hostEnd, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
 		"peer", "name", peer, "numtxqueues", "2", "numrxqueues", "2", "netns", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostEnd).Run() })
-	hrRun(t, "ip", "addr", "add", hostIP+"/24", "dev", hostEnd)
-	hrRun(t, "ip", "link", "set", hostEnd, "up")
-	hrRun(t, "ip", "-n", ns, "addr", "add", peerIP+"/24", "dev", peer)
-	hrRun(t, "ip", "-n", ns, "link", "set", peer, "up")
-	hrRun(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	livetest.Run(t, "ip", "addr", "add", hostIP+"/24", "dev", hostEnd)
+	livetest.Run(t, "ip", "link", "set", hostEnd, "up")
+	livetest.Run(t, "ip", "-n", ns, "addr", "add", peerIP+"/24", "dev", peer)
+	livetest.Run(t, "ip", "-n", ns, "link", "set", peer, "up")
 
 	// `ip netns exec` execs memcached: the PID is memcached's.
 	server := startKilled(t, "ip", "netns", "exec", ns, mc, "-u", "nobody", "-l", peerIP, "-p", "11211", "-U", "0", "-t", "2")

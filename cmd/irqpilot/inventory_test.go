@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,35 +13,12 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 )
 
-// The inventory and capture tests run the test binary itself as irqpilot
-// when invMainEnv is set: no separate build, and the same binary can be
-// started inside a network namespace. Own names and an init function, so
-// that no test file of this package needs to own TestMain.
-const invMainEnv = "IRQPILOT_INVENTORY_TEST_MAIN"
-
-func init() {
-	if os.Getenv(invMainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-}
-
 var updateGolden = flag.Bool("update-inventory", false, "rewrite the golden inventories of testdata/snapshots from the committed snapshots")
 
 const (
 	sharedFixtures = "../../../shared/fixtures"
 	snapshotsDir   = "../../testdata/snapshots"
 )
-
-// invCmd returns a command running irqpilot with args (prefix: a wrapper
-// such as "ip netns exec NS", or nil).
-func invCmd(prefix []string, args ...string) *exec.Cmd {
-	self, _ := os.Executable()
-	argv := append(append(append([]string{}, prefix...), self), args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), invMainEnv+"=1")
-	return cmd
-}
 
 // invRun runs irqpilot and returns its standard output; any failure fails t.
 func invRun(t *testing.T, args ...string) []byte {
@@ -53,13 +28,11 @@ func invRun(t *testing.T, args ...string) []byte {
 
 func invRunIn(t *testing.T, prefix []string, args ...string) []byte {
 	t.Helper()
-	cmd := invCmd(prefix, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("irqpilot %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	stdout, stderr, err := runCmd(selfCmd(prefix, args...))
+	if err != nil {
+		t.Fatalf("irqpilot %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
-	return stdout.Bytes()
+	return []byte(stdout)
 }
 
 // inventoryJSON runs `irqpilot ARGS inventory --json` and decodes the host.

@@ -23,7 +23,7 @@ func TestLabRefusesBeforeBooting(t *testing.T) {
 		{[]string{"lab", "--fleet", "0", "--fleet-dir", "/nonexistent"}, "--fleet needs a number of guests"},
 		{[]string{"lab", "--fleet", "2", "--", "true"}, "--fleet takes neither --shell nor a command"},
 	} {
-		cmd := invCmd(nil, tc.args...)
+		cmd := selfCmd(nil, tc.args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()

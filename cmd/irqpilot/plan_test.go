@@ -146,14 +146,14 @@ func TestPlanBadFlags(t *testing.T) {
 // --sample feeds the measured per-CPU interrupt share to auto, which says
 // what it measured; on a captured tree it is refused.
 func TestPlanSampleLoad(t *testing.T) {
-	out, err := invCmd(nil, "--root", sharedFixtures+"/node_exporter", "plan", "--sample", "1s").CombinedOutput()
+	out, err := selfCmd(nil, "--root", sharedFixtures+"/node_exporter", "plan", "--sample", "1s").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--sample measures the live machine") {
 		t.Errorf("--sample with --root: %v\n%s", err, out)
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("the live part reads managed IRQs as root")
 	}
-	live, err := invCmd(nil, "plan", "--policy", "auto", "--sample", "300ms", "--json").Output()
+	live, err := selfCmd(nil, "plan", "--policy", "auto", "--sample", "300ms", "--json").Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, live)
 	}

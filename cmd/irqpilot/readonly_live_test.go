@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // TestReadOnlyVerbsNeverWriteLive runs the verbs that only read, as root on
@@ -22,23 +24,10 @@ import (
 // write every IRQ's affinity back to find kernel-managed IRQs). record and
 // capture write their own output files, outside /proc and /sys.
 func TestReadOnlyVerbsNeverWriteLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the writes this guards against only happen as root")
-	}
-	straceBin, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("no strace (apt-get install strace)")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "irqpilot")
-	build := exec.Command(goBin, "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	// Root: the writes this guards against only happen as root.
+	livetest.NeedRoot(t, "strace")
+	straceBin, _ := exec.LookPath("strace")
+	bin, dir := livetest.Irqpilot(t), t.TempDir()
 
 	// Should a verb write IRQ affinities after all, put them back.
 	restoreIRQs(t)

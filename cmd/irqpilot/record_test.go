@@ -94,7 +94,7 @@ func TestRecordLive(t *testing.T) {
 func TestRecordKilledAndTruncated(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "killed.jsonl")
-	cmd := obsCmd(t, "record", "--interval", "50ms", "--duration", "0", "-o", path)
+	cmd := selfCmd(nil, "record", "--interval", "50ms", "--duration", "0", "-o", path)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestRecordKilledAndTruncated(t *testing.T) {
 
 	// SIGTERM: clean stop, exit status 0, summary printed, complete file.
 	term := filepath.Join(dir, "term.jsonl")
-	cmd = obsCmd(t, "record", "--interval", "50ms", "--duration", "0", "-o", term)
+	cmd = selfCmd(nil, "record", "--interval", "50ms", "--duration", "0", "-o", term)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {

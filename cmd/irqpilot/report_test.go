@@ -24,7 +24,7 @@ func TestReportTwoHosts(t *testing.T) {
 	errs := make([]error, 2)
 	outs := make([]bytes.Buffer, 2)
 	for i, r := range []struct{ path, host string }{{a, "alpha"}, {b, "beta"}} {
-		cmd := obsCmd(t, "record", "--interval", "100ms", "--duration", "1s", "-o", r.path, "--hostname", r.host)
+		cmd := selfCmd(nil, "record", "--interval", "100ms", "--duration", "1s", "-o", r.path, "--hostname", r.host)
 		cmd.Stderr = &outs[i]
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = cmd.Run() }()

@@ -35,11 +35,8 @@ func nsWrite(t *testing.T, ns, path, v string) {
 // runWrapped runs irqpilot (this test binary) with a wrapper prefix and returns
 // its exit status and output.
 func runWrapped(prefix []string, args ...string) (int, string, string) {
-	cmd := invCmd(prefix, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	return exitCode(err), out.String(), errb.String()
+	out, errb, err := runCmd(selfCmd(prefix, args...))
+	return exitCode(err), out, errb
 }
 
 func journalStates(t *testing.T, state string) map[string]string {
@@ -59,7 +56,7 @@ func journalStates(t *testing.T, state string) map[string]string {
 // directory"), stay applied and block every later revert. Live: the veth
 // is deleted after apply; revert completes, reporting its settings gone.
 func TestRevertVethGoneLive(t *testing.T) {
-	ns := ownVethNamespace(t)
+	ns := newVethPair(t).name
 	in := []string{"ip", "netns", "exec", ns}
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -95,7 +92,7 @@ func TestRevertDeletedNamespaceLive(t *testing.T) {
 	if _, err := exec.LookPath("strace"); err != nil {
 		t.Skip("no strace")
 	}
-	ns := ownVethNamespace(t)
+	ns := newVethPair(t).name
 	restoreIRQs(t)
 	irq, cur := quietIRQ(t)
 	want := "0"
@@ -150,7 +147,7 @@ func TestRevertSessionUndoesAgentRunLive(t *testing.T) {
 	if err != nil {
 		t.Skip("no strace")
 	}
-	ns := ownVethNamespace(t)
+	ns := newVethPair(t).name
 	in := []string{"ip", "netns", "exec", ns}
 	const rps = "/sys/class/net/vq0/queues/rx-1/rps_cpus"
 	before := nsRead(t, ns, rps)
@@ -160,7 +157,7 @@ func TestRevertSessionUndoesAgentRunLive(t *testing.T) {
 	os.WriteFile(planFile, []byte("version: 1\npolicy: test\nrx_queues:\n  - {device: vq0, queue: 1, rps_cpus: 0, reason: test}\n"+
 		"tx_queues:\n  - {device: vq0, queue: 0, xps_cpus: 0, reason: test}\n"), 0o644)
 
-	agentCmd := invCmd(in, "agent", "--plan", planFile, "--state-dir", state, "--interval", "100ms", "--listen", "", "--keep-journals", "100")
+	agentCmd := selfCmd(in, "agent", "--plan", planFile, "--state-dir", state, "--interval", "100ms", "--listen", "", "--keep-journals", "100")
 	var agentLog bytes.Buffer
 	agentCmd.Stdout, agentCmd.Stderr = &agentLog, &agentLog
 	if err := agentCmd.Start(); err != nil {
