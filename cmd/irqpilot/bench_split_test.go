@@ -6,9 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
 )
@@ -22,8 +23,8 @@ func TestSplitConfigs(t *testing.T) {
 		"spec:app=0,client=1,spec:rps=off,flows=8": {"spec:app=0,client=1", "spec:rps=off,flows=8"},
 		"spec:app=0,rps=1#best,default#aa":         {"spec:app=0,rps=1#best", "default#aa"},
 	} {
-		if got := splitConfigs(in); !reflect.DeepEqual(got, want) {
-			t.Errorf("splitConfigs(%q) = %q, want %q", in, got, want)
+		if d := cmp.Diff(want, splitConfigs(in)); d != "" {
+			t.Errorf("splitConfigs(%q) (-want +got):\n%s", in, d)
 		}
 	}
 }

@@ -12,9 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -54,17 +55,14 @@ func captureJSON(t *testing.T, out string, args ...string) (map[string]any, []by
 	return summary, res["host"]
 }
 
-// sameJSON compares two JSON documents semantically.
-func sameJSON(t *testing.T, a, b []byte) bool {
+// jsonOf decodes a JSON document, to compare documents semantically.
+func jsonOf(t *testing.T, data []byte) any {
 	t.Helper()
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		t.Fatal(err)
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%v\n%.300s", err, data)
 	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		t.Fatal(err)
-	}
-	return reflect.DeepEqual(x, y)
+	return v
 }
 
 func archiveNames(t *testing.T, file string) map[string]*tar.Header {
@@ -106,24 +104,19 @@ func TestCaptureRoundTripStatic(t *testing.T) {
 			orig := invRun(t, append(src, "inventory", "--json")...)
 			snap := invRun(t, "--snapshot", a, "inventory", "--json")
 			if !bytes.Equal(orig, snap) {
-				t.Errorf("inventory from the capture differs from the source:\n%s", firstDiff(orig, snap))
+				t.Errorf("inventory from the capture differs from the source (-source +capture):\n%s", lineDiff(orig, snap))
 			}
-			if !sameJSON(t, captured, orig) {
-				t.Error("capture --json host differs from inventory --json")
+			if d := cmp.Diff(jsonOf(t, orig), jsonOf(t, captured)); d != "" {
+				t.Errorf("capture --json host differs from inventory --json (-inventory +capture):\n%s", d)
 			}
 			// (Determinism and capturing a capture: internal/capture tests.)
 		})
 	}
 }
 
-func firstDiff(a, b []byte) string {
-	al, bl := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
-	for i := 0; i < len(al) && i < len(bl); i++ {
-		if al[i] != bl[i] {
-			return fmt.Sprintf("line %d:\n  want %s\n  got  %s", i+1, al[i], bl[i])
-		}
-	}
-	return fmt.Sprintf("lengths %d and %d lines", len(al), len(bl))
+// lineDiff is cmp.Diff of two texts' lines, (-want +got).
+func lineDiff(want, got []byte) string {
+	return cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n"))
 }
 
 // The live machine: the snapshot reproduces exactly the model the capture
@@ -136,11 +129,11 @@ func TestCaptureRoundTripLive(t *testing.T) {
 	summary, captured := captureJSON(t, file)
 	live := invRun(t, "inventory", "--json")
 	snap := invRun(t, "--snapshot", file, "inventory", "--json")
-	if !sameJSON(t, captured, snap) {
-		t.Errorf("snapshot inventory differs from the captured model:\n%s", firstDiff(captured, snap))
+	if d := cmp.Diff(jsonOf(t, captured), jsonOf(t, snap)); d != "" {
+		t.Errorf("snapshot inventory differs from the captured model (-captured +snapshot):\n%s", d)
 	}
-	if !reflect.DeepEqual(stripCounts(t, live), stripCounts(t, snap)) {
-		t.Errorf("snapshot inventory differs from a live inventory beyond counts:\n%s", firstDiff(live, snap))
+	if d := cmp.Diff(stripCounts(t, live), stripCounts(t, snap)); d != "" {
+		t.Errorf("snapshot inventory differs from a live inventory beyond counts (-live +snapshot):\n%s", d)
 	}
 	if r, _ := summary["refused"].([]any); len(r) != 0 {
 		t.Errorf("live capture refused paths the tool read: %v", r)
@@ -204,7 +197,7 @@ func TestCommittedSnapshots(t *testing.T) {
 				t.Fatalf("%v (run go test -run TestCommittedSnapshots -update-inventory)", err)
 			}
 			if !bytes.Equal(bytes.TrimSpace(want), bytes.TrimSpace(got)) {
-				t.Errorf("inventory of %s differs from %s:\n%s", file, golden, firstDiff(bytes.TrimSpace(want), bytes.TrimSpace(got)))
+				t.Errorf("inventory of %s differs from %s (-want +got):\n%s", file, golden, lineDiff(bytes.TrimSpace(want), bytes.TrimSpace(got)))
 			}
 			switch name {
 			case "this-machine":
@@ -372,7 +365,7 @@ func TestInventoryVethNamespaceLive(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "veth4.tar.gz")
 	invRunIn(t, ns.exec, "capture", "-o", file)
 	snap := invRun(t, "--snapshot", file, "inventory", "--json")
-	if !reflect.DeepEqual(stripCounts(t, data), stripCounts(t, snap)) {
-		t.Errorf("namespace snapshot differs from the live namespace inventory:\n%s", firstDiff(data, snap))
+	if d := cmp.Diff(stripCounts(t, data), stripCounts(t, snap)); d != "" {
+		t.Errorf("namespace snapshot differs from the live namespace inventory beyond counts (-live +snapshot):\n%s", d)
 	}
 }

@@ -8,11 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/livetest"
@@ -123,11 +124,11 @@ func TestCoalesceShowLiveEth0(t *testing.T) {
 		got.TxFrames != want.TxFrames || got.AdaptiveRx != want.AdaptiveRx || got.AdaptiveTx != want.AdaptiveTx {
 		t.Errorf("eth0 coalesce %+v, ethtool -c shows %+v", got, want)
 	}
-	if k := keysOf(raw[i]); !reflect.DeepEqual(k, []string{"channels", "coalesce", "driver", "name"}) {
-		t.Errorf("eth0 JSON keys %v", k)
+	if d := cmp.Diff([]string{"channels", "coalesce", "driver", "name"}, keysOf(raw[i])); d != "" {
+		t.Errorf("eth0 JSON keys (-want +got):\n%s", d)
 	}
-	if k := keysOf(raw[i]["coalesce"].(map[string]any)); !reflect.DeepEqual(k, coalesceJSONKeys) {
-		t.Errorf("coalesce JSON keys %v, documented %v", k, coalesceJSONKeys)
+	if d := cmp.Diff(coalesceJSONKeys, keysOf(raw[i]["coalesce"].(map[string]any))); d != "" {
+		t.Errorf("coalesce JSON keys (-documented +got):\n%s", d)
 	}
 	// The text table shows the same numbers in eth0's row.
 	text := string(invRun(t, "coalesce", "show"))
@@ -135,7 +136,7 @@ func TestCoalesceShowLiveEth0(t *testing.T) {
 		strconv.Itoa(int(want.TxUsecs)), strconv.Itoa(int(want.TxFrames)), onOff(want.AdaptiveRx), onOff(want.AdaptiveTx)}
 	found := false
 	for _, l := range strings.Split(text, "\n") {
-		if f := strings.Fields(l); len(f) >= 8 && reflect.DeepEqual(f[:8], wantRow) {
+		if f := strings.Fields(l); len(f) >= 8 && cmp.Equal(f[:8], wantRow) {
 			found = true
 		}
 	}
