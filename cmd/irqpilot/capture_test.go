@@ -65,18 +65,24 @@ func jsonOf(t *testing.T, data []byte) any {
 	return v
 }
 
-func archiveNames(t *testing.T, file string) map[string]*tar.Header {
+// openTarGz opens a .tar.gz archive for reading (closed when the test ends).
+func openTarGz(t *testing.T, file string) *tar.Reader {
 	t.Helper()
 	fh, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fh.Close()
+	t.Cleanup(func() { fh.Close() })
 	gz, err := gzip.NewReader(fh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(gz)
+	return tar.NewReader(gz)
+}
+
+func archiveNames(t *testing.T, file string) map[string]*tar.Header {
+	t.Helper()
+	tr := openTarGz(t, file)
 	out := map[string]*tar.Header{}
 	for {
 		h, err := tr.Next()
@@ -374,19 +380,10 @@ func TestInventoryVethNamespaceLive(t *testing.T) {
 // and no word. The verb that unpacks it now warns on stderr, naming them,
 // and still reads the rest.
 func TestSnapshotWarningsReachStderr(t *testing.T) {
-	src, err := os.Open(filepath.Join(snapshotsDir, "this-machine.tar.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	gz, err := gzip.NewReader(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := openTarGz(t, filepath.Join(snapshotsDir, "this-machine.tar.gz"))
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
-	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
@@ -196,16 +194,7 @@ func TestCoalesceShowPerQueueLive(t *testing.T) {
 // independently of the kernel package.
 func snapshotEthtool(t *testing.T, file string) map[string]host.EthtoolFacts {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
+	tr := openTarGz(t, file)
 	for {
 		h, err := tr.Next()
 		if err != nil {

@@ -77,20 +77,7 @@ func TestDoctorCapturedPairs(t *testing.T) {
 
 	// The same pair with 300 backlog drops on CPU1 in the second sample:
 	// a softnet-drops warning and exit status 1.
-	dir := t.TempDir()
-	copyTree(t, filepath.Join(loadTestdata, "udp-loopback"), dir)
-	sn := filepath.Join(dir, "b/proc/net/softnet_stat")
-	data, err := os.ReadFile(sn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	f := strings.Fields(lines[1])
-	f[1] = fmt.Sprintf("%08x", 300)
-	lines[1] = strings.Join(f, " ")
-	if err := os.WriteFile(sn, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := udpLoopbackWithDrops(t)
 	out, errOut, err = runIrqpilot(t, "doctor", "--root", filepath.Join(dir, "a"), "--after", filepath.Join(dir, "b"), "--json")
 	if exitCode(err) != 1 {
 		t.Fatalf("exit %v (want 1): %s %s", err, out, errOut)
@@ -251,4 +238,25 @@ func TestCostMeasuredTop(t *testing.T) {
 	if e.Len() != 0 {
 		t.Errorf("stderr with eBPF working: %q", e.String())
 	}
+}
+
+// udpLoopbackWithDrops copies the captured pair of a UDP flood over
+// loopback (a, b) and gives CPU1 300 backlog drops in the second sample.
+func udpLoopbackWithDrops(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyTree(t, filepath.Join(loadTestdata, "udp-loopback"), dir)
+	sn := filepath.Join(dir, "b/proc/net/softnet_stat")
+	data, err := os.ReadFile(sn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	f := strings.Fields(lines[1])
+	f[1] = fmt.Sprintf("%08x", 300)
+	lines[1] = strings.Join(f, " ")
+	if err := os.WriteFile(sn, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

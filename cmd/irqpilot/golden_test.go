@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"flag"
-	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -105,20 +104,7 @@ func TestGoldenDoctor(t *testing.T) {
 	if c := exitCode(err); c != 0 {
 		t.Fatalf("doctor: exit %d: %s", c, errOut)
 	}
-	dir := t.TempDir()
-	copyTree(t, path.Join(loadTestdata, "udp-loopback"), dir)
-	sn := filepath.Join(dir, "b/proc/net/softnet_stat")
-	data, err := os.ReadFile(sn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	f := strings.Fields(lines[1])
-	f[1] = fmt.Sprintf("%08x", 300)
-	lines[1] = strings.Join(f, " ")
-	if err := os.WriteFile(sn, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := udpLoopbackWithDrops(t)
 	drops, errOut, err := runIrqpilot(t, "doctor", "--root", filepath.Join(dir, "a"), "--after", filepath.Join(dir, "b"))
 	if c := exitCode(err); c != 1 {
 		t.Fatalf("doctor with drops: exit %d: %s", c, errOut)
