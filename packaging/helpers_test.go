@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // The .deb is built once per test binary (both tests install it) into a
@@ -29,18 +31,12 @@ func TestMain(m *testing.M) {
 }
 
 // needPackagingRoot skips unless the test can install and purge a Debian
-// package here: root, apt-get and dpkg, and no irqpilot package installed
-// already (the tests purge theirs; they must never purge an operator's).
+// package here: a live test (root, not -short), apt-get and dpkg, and no
+// irqpilot package installed already (the tests purge theirs; they must
+// never purge an operator's).
 func needPackagingRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to install and purge the package")
-	}
-	for _, c := range []string{"apt-get", "dpkg-deb", "dpkg-query", "make", "git", "go"} {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Skipf("no %s command", c)
-		}
-	}
+	livetest.NeedRoot(t, "apt-get", "dpkg-deb", "dpkg-query", "make", "git", "go")
 	if packageInstalled() {
 		t.Skip("the irqpilot package is installed on this machine; these tests install and purge their own, so they do not run here")
 	}
@@ -101,7 +97,8 @@ func aptGet(args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
-// run runs a command and fails the test on error, returning its stdout.
+// run runs a command and fails the test on error, returning its stdout
+// (livetest.Run would mix in stderr: dpkg and apt-get warn there).
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
