@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -132,8 +133,8 @@ func TestLiveRevertWrongNamespaceAndUndoAsPrinted(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("undo as printed (%s): %v\n%s", undo, err, b)
 	}
-	if after := steeringState(t, ns); !mapsEqual(before, after) {
-		t.Errorf("after the printed undo: %v, want %v", after, before)
+	if d := cmp.Diff(before, steeringState(t, ns)); d != "" {
+		t.Errorf("after the printed undo (-before +after):\n%s", d)
 	}
 }
 
@@ -183,27 +184,15 @@ func TestLiveApplyReplace(t *testing.T) {
 	if out, errOut, code := runIn(t, ns, bin, "revert", "--state-dir", state); code != 0 {
 		t.Fatalf("revert B: %d\n%s%s", code, out, errOut)
 	}
-	if got := steeringState(t, ns); !mapsEqual(got, afterA) {
-		t.Errorf("after reverting B: %v, want A's state %v", got, afterA)
+	if d := cmp.Diff(afterA, steeringState(t, ns)); d != "" {
+		t.Errorf("after reverting B, want A's state (-want +got):\n%s", d)
 	}
 	if out, errOut, code := runIn(t, ns, bin, "revert", "--state-dir", state); code != 0 {
 		t.Fatalf("revert A: %d\n%s%s", code, out, errOut)
 	}
-	if got := steeringState(t, ns); !mapsEqual(got, before) {
-		t.Errorf("after reverting A: %v, want %v", got, before)
+	if d := cmp.Diff(before, steeringState(t, ns)); d != "" {
+		t.Errorf("after reverting A (-want +got):\n%s", d)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Live: in a namespace of our own with two veth pairs and a default route
