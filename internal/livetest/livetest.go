@@ -158,14 +158,7 @@ func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := fs.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := interrupts(t, fs)
 	best, fewest := -1, uint64(0)
 	var bestTo cpuset.Set
 	var bestCur string
@@ -235,14 +228,7 @@ func MovableIRQ(t testing.TB, fs *kernel.FS) (int, string) {
 // IRQCount is irq's interrupts so far, all CPUs (/proc/interrupts).
 func IRQCount(t testing.TB, fs *kernel.FS, irq int) uint64 {
 	t.Helper()
-	data, err := fs.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := interrupts(t, fs)
 	if l := in.Line(irq); l != nil {
 		return l.Total()
 	}
@@ -270,4 +256,18 @@ func Start(t testing.TB, cmd *exec.Cmd, grace time.Duration) <-chan struct{} {
 		}
 	})
 	return done
+}
+
+// interrupts reads and parses /proc/interrupts.
+func interrupts(t testing.TB, fs *kernel.FS) *kernel.Interrupts {
+	t.Helper()
+	data, err := fs.ReadFile("proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
