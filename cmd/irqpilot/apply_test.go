@@ -15,7 +15,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
-	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -239,15 +239,8 @@ func TestApplyRefusesPlanThatIsNotAFile(t *testing.T) {
 // x86 IRQ is not moved until it fires): the write is done and said to be
 // pending; applying again changes nothing and still says so.
 func TestApplyPendingMove(t *testing.T) {
-	root := t.TempDir()
-	if err := hostgen.Generate(root, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.Read(kernel.New(root), host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, h := livetest.GenHost(t, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1})
 	q := h.IRQ(*h.NIC("eth0").RxQueues[3].IRQ)
 	lands := *q.EffectiveAffinity
 	want := 0

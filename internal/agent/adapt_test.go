@@ -9,6 +9,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
@@ -135,15 +136,8 @@ func TestAdaptTrigger(t *testing.T) {
 // triggers after Persist intervals; an idle machine, a spread load and a
 // finding that is no harm (a busy CPU without interrupt work) never do.
 func TestAdaptTriggerIsPlanHarm(t *testing.T) {
-	dir := t.TempDir()
-	if err := hostgen.Generate(dir, hostgen.Spec{CPUs: 2, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline,
-		NICs: []hostgen.NICSpec{}, NVMeQueues: -1, Hostname: "two"}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.Read(kernel.New(dir), host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := livetest.GenHost(t, hostgen.Spec{CPUs: 2, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{}, NVMeQueues: -1, Hostname: "two"})
 	mk := func(c0, c1 load.CPULoad) *load.Load {
 		c0.ID, c1.ID = 0, 1
 		for _, c := range []*load.CPULoad{&c0, &c1} {

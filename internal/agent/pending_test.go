@@ -31,16 +31,9 @@ var hexMaskRE = regexp.MustCompile(`=[0-9a-f]{8}(,[0-9a-f]{8})*\b`)
 func TestPendingMoveIsNotDrift(t *testing.T) {
 	// A small generated host (8 CPUs, eth0 with 4 queues): the rule does
 	// not depend on size, and the machine running tests is shared.
-	root := t.TempDir()
-	if err := hostgen.Generate(root, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1}); err != nil {
-		t.Fatal(err)
-	}
+	root, h := livetest.GenHost(t, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1})
 	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	q := h.IRQ(*h.NIC("eth0").RxQueues[0].IRQ)
 	if q.EffectiveAffinity == nil || q.EffectiveAffinity.IsEmpty() {
 		t.Fatalf("irq %d of the generated host has no effective affinity", q.Number)

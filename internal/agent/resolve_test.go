@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -18,16 +18,9 @@ import (
 // A plan mistake (a CPU the host lacks) is still an error for New and a
 // reload (resolve), and only an entry left out of passes (resolveEach).
 func TestResolveEach(t *testing.T) {
-	root := t.TempDir()
-	if err := hostgen.Generate(root, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, Offline: hostgen.NoOffline, NVMeQueues: -1,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}, {Name: "eth1", Driver: "ice", Slot: 4, Queues: 2}}}); err != nil {
-		t.Fatal(err)
-	}
+	root, h := livetest.GenHost(t, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, Offline: hostgen.NoOffline, NVMeQueues: -1,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}, {Name: "eth1", Driver: "ice", Slot: 4, Queues: 2}}})
 	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	text := `version: 1
 irqs:
   - irq: 99999

@@ -18,6 +18,7 @@ import (
 	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // Run on the generated host with status queries, metric scrapes, reloads
@@ -25,11 +26,8 @@ import (
 // 0600, drift is repaired and counted, a rejected reload keeps the plan,
 // and the socket is gone after the agent stops.
 func TestRunConcurrent(t *testing.T) {
-	root := t.TempDir()
-	if err := hostgen.Generate(root, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, Offline: hostgen.NoOffline, NVMeQueues: -1,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}}); err != nil {
-		t.Fatal(err)
-	}
+	root, _ := livetest.GenHost(t, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, Offline: hostgen.NoOffline, NVMeQueues: -1,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}})
 	sd := stateDir(t)
 	pf := writePlan(t, "version: 1\nrx_queues:\n  - device: eth0\n    queue: 0\n    rps_cpus: \"3\"\n    reason: test\n")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -21,17 +22,7 @@ import (
 // kernel would print.
 func tree(t *testing.T, files map[string]string) *kernel.FS {
 	t.Helper()
-	root := t.TempDir()
-	for p, v := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return kernel.New(root)
+	return kernel.New(livetest.WriteTree(t, files))
 }
 
 func snapshotFiles(t *testing.T, fs *kernel.FS, paths []string) map[string]string {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -270,4 +271,37 @@ func interrupts(t testing.TB, fs *kernel.FS) *kernel.Interrupts {
 		t.Fatal(err)
 	}
 	return in
+}
+
+// WriteTree writes files (path below the root → content) under a new
+// temporary directory and returns it: a small kernel tree whose files hold
+// what a real kernel prints, for tests that need no live machine.
+func WriteTree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, v := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// GenHost generates the host spec describes (internal/hostgen) under a new
+// temporary directory and returns its root and irqpilot's model of it.
+func GenHost(t testing.TB, spec hostgen.Spec) (string, *host.Host) {
+	t.Helper()
+	root := t.TempDir()
+	if err := hostgen.Generate(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Read(kernel.New(root), host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, h
 }

@@ -17,20 +17,14 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // The metrics of a 256-CPU host pass client_golang's lint and promtool and
 // stay low-cardinality: per CPU, per device IRQ, per finding.
 func TestMetricsPromtoolClean(t *testing.T) {
-	root := t.TempDir()
-	if err := hostgen.Generate(root, hostgen.DefaultSpec()); err != nil {
-		t.Fatal(err)
-	}
+	root, h := livetest.GenHost(t, hostgen.DefaultSpec())
 	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg, m, err := New(&Source{FS: fs, Host: func() *host.Host { return h }})
 	if err != nil {
 		t.Fatal(err)
@@ -103,16 +97,9 @@ func TestMetricsPromtoolClean(t *testing.T) {
 // The one metric label holding a CPU set, irqpilot_irq_info's cpus, is a
 // cpulist (smp_affinity_list as read), never a mask.
 func TestMetricsCPUsLabelIsCPUList(t *testing.T) {
-	root := t.TempDir()
-	if err := hostgen.Generate(root, hostgen.Spec{CPUs: 40, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1}); err != nil {
-		t.Fatal(err)
-	}
+	root, h := livetest.GenHost(t, hostgen.Spec{CPUs: 40, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1})
 	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg, _, err := New(&Source{FS: fs, Host: func() *host.Host { return h }})
 	if err != nil {
 		t.Fatal(err)
