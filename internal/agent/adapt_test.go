@@ -227,12 +227,7 @@ func ptr[T any](v T) *T { return &v }
 // onto CPU 2, 90 % busy, is refused and nothing is written; the same plan
 // onto idle CPU 1 is applied and verified.
 func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
-	root := treeCopy(t)
-	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, fs, h := bigHostCopy(t)
 	irq := *h.NIC("eth0").RxQueues[0].IRQ
 	rps := "sys/class/net/eth0/queues/rx-0/rps_cpus"
 	before := readTree(t, root, rps)

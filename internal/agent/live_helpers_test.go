@@ -253,3 +253,16 @@ scrape_configs:
 	livetest.Start(t, cmd, 15*time.Second)
 	return "http://" + addr
 }
+
+// TestMain removes the binary and the generated host the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bigHostBuilt {
+		if dir, _ := bigHost(); dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	livetest.RemoveBuilt()
+	removeNobodyBinary()
+	os.Exit(code)
+}

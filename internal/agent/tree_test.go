@@ -47,6 +47,18 @@ func treeCopy(t testing.TB) string {
 	return dst
 }
 
+// bigHostCopy is treeCopy with its file system and host model.
+func bigHostCopy(t testing.TB) (string, *kernel.FS, *host.Host) {
+	t.Helper()
+	root := treeCopy(t)
+	fs := kernel.New(root)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, fs, h
+}
+
 func stateDir(t testing.TB) string {
 	d := filepath.Join(t.TempDir(), "state")
 	if err := os.Mkdir(d, 0o700); err != nil {
@@ -77,12 +89,7 @@ func readTree(t testing.TB, root, rel string) string {
 // An entry naming an offline CPU waits for it (nothing written to that
 // IRQ, the rest of the plan enforced) and is applied once the CPU is online.
 func TestOfflineCPUWaits(t *testing.T) {
-	root := treeCopy(t)
-	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, fs, h := bigHostCopy(t)
 	nic := h.NIC("eth0")
 	irq := *nic.RxQueues[0].IRQ
 	affPath := filepath.Join("proc/irq", itoa(irq), "smp_affinity_list")
@@ -176,12 +183,7 @@ func BenchmarkEnforcePass256(b *testing.B) {
 // not fill the state directory. Reverting what is left, newest first, still
 // restores the values from before the agent.
 func TestRepairJournalsBounded(t *testing.T) {
-	root := treeCopy(t)
-	fs := kernel.New(root)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, fs, h := bigHostCopy(t)
 	irq := *h.NIC("eth0").RxQueues[0].IRQ
 	aff := filepath.Join("proc/irq", itoa(irq), "smp_affinity_list")
 	rps := "sys/class/net/eth0/queues/rx-1/rps_cpus"
