@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -53,14 +52,7 @@ var coalesceJSONKeys = []string{"adaptive_rx", "adaptive_tx", "rate_sample_inter
 // field; the ioctl reports 0 for it).
 func ethtoolC(t *testing.T, dev string) host.Coalesce {
 	t.Helper()
-	bin, err := exec.LookPath("ethtool")
-	if err != nil {
-		t.Skip("ethtool not installed (make deps installs it)")
-	}
-	out, err := exec.Command(bin, "-c", dev).CombinedOutput()
-	if err != nil {
-		t.Skipf("ethtool -c %s: %v: %s", dev, err, out)
-	}
+	out := livetest.Ethtool(t, "-c", dev)
 	var c host.Coalesce
 	seen := 0
 	num := func(s string) uint32 {
@@ -73,7 +65,7 @@ func ethtoolC(t *testing.T, dev string) host.Coalesce {
 		}
 		return uint32(n)
 	}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		if len(f) == 5 && f[0] == "Adaptive" && f[1] == "RX:" && f[3] == "TX:" {
 			c.AdaptiveRx, c.AdaptiveTx = f[2] == "on", f[4] == "on"

@@ -153,14 +153,7 @@ func TestReadCoalesceBadValueStopsBeforeDevice(t *testing.T) {
 // ioctl returns for it).
 func ethtoolShow(t *testing.T, dev string) map[string]string {
 	t.Helper()
-	bin, err := exec.LookPath("ethtool")
-	if err != nil {
-		t.Skip("ethtool not installed (make deps installs it)")
-	}
-	out, err := exec.Command(bin, "-c", dev).CombinedOutput()
-	if err != nil {
-		t.Skipf("ethtool -c %s: %v: %s", dev, err, out)
-	}
+	out := livetest.Ethtool(t, "-c", dev)
 	got := map[string]string{}
 	na := func(s, zero string) string {
 		if s == "n/a" {
@@ -168,7 +161,7 @@ func ethtoolShow(t *testing.T, dev string) map[string]string {
 		}
 		return s
 	}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		switch {
 		case len(f) == 5 && f[0] == "Adaptive" && f[1] == "RX:" && f[3] == "TX:":

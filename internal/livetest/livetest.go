@@ -305,3 +305,19 @@ func GenHost(t testing.TB, spec hostgen.Spec) (string, *host.Host) {
 	}
 	return root, h
 }
+
+// Ethtool runs ethtool with args (such as "-c", "eth0") and returns its
+// output; it skips the test where ethtool is not installed or the query
+// fails (a driver that does not support it).
+func Ethtool(t testing.TB, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("ethtool")
+	if err != nil {
+		t.Skip("ethtool not installed (make deps installs it)")
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Skipf("ethtool %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
