@@ -14,6 +14,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 var updateGolden = flag.Bool("update-inventory", false, "rewrite the golden inventories of testdata/snapshots from the committed snapshots")
@@ -361,7 +362,6 @@ func TestInventoryCoreGrouping(t *testing.T) {
 // The text inventory of a sysfs tree whose core_id repeats within the
 // package (two cores report core_id 0, two core_id 1) lists four cores.
 func TestInventoryCoresBySiblings(t *testing.T) {
-	root := t.TempDir()
 	cpu := "sys/devices/system/cpu"
 	files := map[string]string{
 		cpu + "/online":                         "0-7\n",
@@ -375,15 +375,7 @@ func TestInventoryCoresBySiblings(t *testing.T) {
 		files[topo+"physical_package_id"] = "0\n"
 		files[topo+"thread_siblings_list"] = fmt.Sprintf("%d,%d\n", id%4, id%4+4)
 	}
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root := livetest.WriteTree(t, files)
 	text := string(invRun(t, "--root", root, "inventory"))
 	for _, want := range []string{"package 0  4 cores, 8 threads", "core 0: 0,4  core 0: 1,5  core 1: 2,6  core 1: 3,7"} {
 		if !strings.Contains(text, want) {

@@ -135,13 +135,7 @@ rx_queues:
 func TestLiveRecreatedDeviceIsNotDrift(t *testing.T) {
 	livetest.NeedRoot(t)
 	b := newBed(t, 2)
-	pf := writePlan(t, `version: 1
-rx_queues:
-  - device: va0
-    rps_cpus: "0"
-    rps_flow_cnt: 256
-    reason: re-creation test
-`)
+	pf := writePlan(t, va0RPSPlan("re-creation test"))
 	sd := mkState(t)
 	const keep = 2
 	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "200ms", "--listen", "",

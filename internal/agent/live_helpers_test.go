@@ -266,3 +266,9 @@ func TestMain(m *testing.M) {
 	removeNobodyBinary()
 	os.Exit(code)
 }
+
+// va0RPSPlan is a plan that steers va0's receive queues to CPU 0 with an
+// RFS flow count.
+func va0RPSPlan(reason string) string {
+	return "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    rps_flow_cnt: 256\n    reason: " + reason + "\n"
+}

@@ -142,13 +142,7 @@ func grepLines(text, sub string) string {
 func TestLiveRecreatedDevice(t *testing.T) {
 	livetest.NeedRoot(t)
 	b := newBed(t, 2)
-	pf := writePlan(t, `version: 1
-rx_queues:
-  - device: va0
-    rps_cpus: "0"
-    rps_flow_cnt: 256
-    reason: agent device test
-`)
+	pf := writePlan(t, va0RPSPlan("agent device test"))
 	sd := mkState(t)
 	// A long interval: only the link event can converge in time.
 	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "30s", "--listen", "")

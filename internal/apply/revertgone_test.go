@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -118,12 +119,7 @@ func closeWrites(t *testing.T, files []string, fn func()) map[string]int {
 // --session undoes the session in one step and writes each setting once,
 // with its value from before the session.
 func TestRevertSessionRestoresPreSessionValues(t *testing.T) {
-	fs := tree(t, baseTree)
-	clock := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	state := filepath.Join(t.TempDir(), "state")
-	mk := func(session string) *Applier {
-		return &Applier{Env: setting.Env{FS: fs}, StateDir: state, Session: session, Now: func() time.Time { return clock }}
-	}
+	fs, mk, tick := sessionAppliers(t)
 	irq40 := setting.Change{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "1"}
 	rps := setting.Change{Kind: setting.KindRPSCPUs, Target: "veth0 rx-0", Path: "sys/class/net/veth0/queues/rx-0/rps_cpus", Value: "3"}
 
@@ -133,7 +129,7 @@ func TestRevertSessionRestoresPreSessionValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := mk("agent-run-1")
-	clock = clock.Add(time.Minute)
+	tick()
 	if _, err := agent.Apply([]setting.Change{irq40}, Meta{PlanFile: "agent"}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +137,7 @@ func TestRevertSessionRestoresPreSessionValues(t *testing.T) {
 	if err := os.WriteFile(fs.Path("proc/irq/40/smp_affinity_list"), []byte("2-3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	clock = clock.Add(time.Minute)
+	tick()
 	repair, err := agent.Apply([]setting.Change{irq40, rps}, Meta{PlanFile: "agent"})
 	if err != nil || repair.Journal == nil {
 		t.Fatalf("repair: %v", err)
@@ -200,17 +196,12 @@ func TestRevertSessionRestoresPreSessionValues(t *testing.T) {
 // A journal of another session, newer and holding the same setting, is in
 // the way of revert --session, as it is of revert --to.
 func TestRevertSessionRefusesNewerOutsider(t *testing.T) {
-	fs := tree(t, baseTree)
-	clock := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	state := filepath.Join(t.TempDir(), "state")
-	mk := func(session string) *Applier {
-		return &Applier{Env: setting.Env{FS: fs}, StateDir: state, Session: session, Now: func() time.Time { return clock }}
-	}
+	fs, mk, tick := sessionAppliers(t)
 	c := setting.Change{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: "proc/irq/40/smp_affinity_list", Value: "1"}
 	if _, err := mk("s1").Apply([]setting.Change{c}, Meta{}); err != nil {
 		t.Fatal(err)
 	}
-	clock = clock.Add(time.Minute)
+	tick()
 	c.Value = "2"
 	if _, err := mk("s2").Apply([]setting.Change{c}, Meta{}); err != nil {
 		t.Fatal(err)
@@ -240,4 +231,17 @@ func TestWrongNetNSGoneMessage(t *testing.T) {
 	if strings.Contains(msg, "ip netns exec") {
 		t.Errorf("%q suggests running in a namespace that is gone", msg)
 	}
+}
+
+// sessionAppliers returns the base tree, a maker of appliers of a session
+// on it, all with one state directory and a clock that stands still, and
+// tick, which moves that clock on by a minute.
+func sessionAppliers(t *testing.T) (fs *kernel.FS, mk func(session string) *Applier, tick func()) {
+	fs = tree(t, baseTree)
+	clock := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	state := filepath.Join(t.TempDir(), "state")
+	mk = func(session string) *Applier {
+		return &Applier{Env: setting.Env{FS: fs}, StateDir: state, Session: session, Now: func() time.Time { return clock }}
+	}
+	return fs, mk, func() { clock = clock.Add(time.Minute) }
 }
