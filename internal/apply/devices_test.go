@@ -221,7 +221,7 @@ const nsChildEnv = "IRQPILOT_APPLY_COALESCE_NS_CHILD"
 func TestLiveCoalescePlanInNamespace(t *testing.T) {
 	livetest.NeedRoot(t, "ip")
 	ns := livetest.Netns(t, livetest.Name("irqpc"))
-	livetest.Veth(t, ns, "vc0", "vc1", 1)
+	livetest.Veth(t, ns, "vc0", "vc1", 0)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -83,9 +83,10 @@ func Netns(t testing.TB, name string) string {
 	return name
 }
 
-// Veth adds a veth pair name/peer with queues RX and TX queues on each end,
-// both ends in the named namespace ns and up. Removing the namespace
-// removes the pair.
+// Veth adds a veth pair name/peer with queues RX and TX queues on each end
+// (0: the kernel's default, one per possible CPU for veth, as `ip link add`
+// without numrxqueues gives), both ends in the named namespace ns and up.
+// Removing the namespace removes the pair.
 func Veth(t testing.TB, ns, name, peer string, queues int) {
 	t.Helper()
 	h, err := netns.GetFromName(ns)
