@@ -37,29 +37,6 @@ func steeringState(t *testing.T, ns *vethNamespace) map[string]string {
 	return m
 }
 
-// restoreIRQs puts every IRQ affinity back as it was, whatever a failing
-// test left behind.
-func restoreIRQs(t *testing.T) {
-	before := map[string]string{}
-	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil {
-			before[p] = strings.TrimSpace(string(b))
-		}
-	}
-	t.Cleanup(func() {
-		for p, v := range before {
-			if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != v {
-				if err := os.WriteFile(p, []byte(v), 0); err != nil {
-					t.Errorf("restore %s to %q: %v", p, v, err)
-				} else {
-					t.Errorf("%s was %q after the test, restored to %q", p, b, v)
-				}
-			}
-		}
-	})
-}
-
 // steeringOnly drops the plan's IRQ entries: this test checks each policy's
 // steering of a veth it created; moving the machine's real IRQs (eth0's,
 // the console's) is tested once, with restore, in internal/apply.
@@ -84,7 +61,7 @@ func steeringOnly(t *testing.T, file string) {
 // byte-identical to before).
 func TestApplyPoliciesLive(t *testing.T) {
 	ns := newVethNamespace(t)
-	restoreIRQs(t)
+	livetest.RestoreAllIRQs(t, true)
 	for _, policy := range []string{"rps-spread", "per-queue", "colocate", "dedicated-core", "auto"} {
 		t.Run(policy, func(t *testing.T) {
 			dir := t.TempDir()
@@ -157,7 +134,7 @@ func TestApplyPoliciesLive(t *testing.T) {
 // written: the steering files are compared before and after.
 func TestApplyRejectsBadPlansLive(t *testing.T) {
 	ns := newVethNamespace(t)
-	restoreIRQs(t)
+	livetest.RestoreAllIRQs(t, true)
 	cases := map[string]string{
 		"malformed YAML":  "version: 1\nrx_queues: [\n",
 		"unknown IRQ":     "version: 1\nirqs:\n  - irq: 99999\n    cpus: 0\n    reason: r\n",

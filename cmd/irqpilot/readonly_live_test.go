@@ -31,7 +31,7 @@ func TestReadOnlyVerbsNeverWriteLive(t *testing.T) {
 	bin, dir := livetest.Irqpilot(t), t.TempDir()
 
 	// Should a verb write IRQ affinities after all, put them back.
-	restoreIRQs(t)
+	livetest.RestoreAllIRQs(t, true)
 
 	// apply --dry-run of a plan for a veth pair in a namespace of our own
 	// (RPS, flow count and XPS), plus the lowest-numbered IRQ of this machine.
@@ -197,7 +197,7 @@ func TestApplyValidatesBeforeWritingLive(t *testing.T) {
 	livetest.NeedRoot(t, "strace")
 	straceBin, _ := exec.LookPath("strace")
 	ns := newVethPair(t).name
-	restoreIRQs(t) // should apply write IRQ affinities after all, put them back
+	livetest.RestoreAllIRQs(t, true) // should apply write IRQ affinities after all, put them back
 	dir := t.TempDir()
 	nCPU := possibleCPUs(t)
 
@@ -299,7 +299,7 @@ func TestApplyValidatesBeforeWritingLive(t *testing.T) {
 
 // quietIRQ finds an IRQ of this machine that is neither network, disk nor
 // virtio (ACPI, serial) and returns it with its affinity; it writes
-// nothing (restoreIRQs puts every IRQ back at the end).
+// nothing (livetest.RestoreAllIRQs puts every IRQ back at the end).
 func quietIRQ(t *testing.T) (int, string) {
 	t.Helper()
 	data, err := os.ReadFile("/proc/interrupts")

@@ -14,6 +14,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -149,7 +150,7 @@ func TestRevertDeletedNamespaceLive(t *testing.T) {
 		t.Skip("no strace")
 	}
 	ns := newVethPair(t).name
-	restoreIRQs(t)
+	livetest.RestoreAllIRQs(t, true)
 	irq, cur := quietIRQ(t)
 	want := "0"
 	if cur == "0" {

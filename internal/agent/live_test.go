@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -181,7 +180,7 @@ func TestLiveIrqbalanceFight(t *testing.T) {
 	if out, _ := exec.Command("pgrep", "-x", "irqbalance").Output(); len(out) > 0 {
 		t.Skip("an irqbalance is already running on this machine; not starting a second one")
 	}
-	restoreAllIRQs(t)
+	livetest.RestoreAllIRQs(t, false) // what irqbalance may have moved
 	irq, _ := movableIRQ(t)
 	want := lastCPU(t)
 	pf := writePlan(t, fmt.Sprintf("version: 1\nirqs:\n  - irq: %d\n    cpus: \"%s\"\n    reason: fight test\n", irq, want))
@@ -246,26 +245,4 @@ func TestLiveIrqbalanceFight(t *testing.T) {
 	if !strings.Contains(string(out), "FROZEN irq-affinity") {
 		t.Errorf("irqpilot status does not report the frozen setting:\n%s", out)
 	}
-}
-
-// restoreAllIRQs puts back every IRQ affinity as it was (what irqbalance
-// may have moved).
-func restoreAllIRQs(t *testing.T) {
-	t.Helper()
-	saved := map[string]string{}
-	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil {
-			saved[p] = strings.TrimSpace(string(b))
-		}
-	}
-	t.Cleanup(func() {
-		for p, v := range saved {
-			if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) != v {
-				if err := os.WriteFile(p, []byte(v), 0); err != nil {
-					t.Logf("restore %s to %s: %v", p, v, err)
-				}
-			}
-		}
-	})
 }

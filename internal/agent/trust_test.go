@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/vishvananda/netns"
 
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -396,26 +394,7 @@ func asNobody(t *testing.T, ns, mode string, env ...string) *nobodyProc {
 		t.Fatal(err)
 	}
 	p.stdin, p.out = stdin, bufio.NewReader(stdout)
-	started := make(chan error, 1)
-	go func() {
-		// This thread enters ns and is never returned to the pool (the
-		// goroutine ends locked, so the runtime discards the thread).
-		runtime.LockOSThread()
-		if ns != "" {
-			h, err := netns.GetFromName(ns)
-			if err != nil {
-				started <- err
-				return
-			}
-			defer h.Close()
-			if err := netns.Set(h); err != nil {
-				started <- err
-				return
-			}
-		}
-		started <- cmd.Start()
-	}()
-	if err := <-started; err != nil {
+	if err := livetest.InNetns(ns, cmd.Start); err != nil {
 		t.Fatalf("start the unprivileged child: %v", err)
 	}
 	go func() { cmd.Wait(); close(p.done) }()

@@ -321,3 +321,31 @@ func Ethtool(t testing.TB, args ...string) string {
 	}
 	return string(out)
 }
+
+// RestoreAllIRQs saves every IRQ's affinity now and puts back, when the
+// test ends, each one that differs then (what a daemon the test ran, or a
+// verb that should not have, moved). With changedIsError a difference
+// fails the test; else it is logged.
+func RestoreAllIRQs(t testing.TB, changedIsError bool) {
+	t.Helper()
+	saved := map[string]string{}
+	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			saved[p] = strings.TrimSpace(string(b))
+		}
+	}
+	t.Cleanup(func() {
+		for p, v := range saved {
+			b, err := os.ReadFile(p)
+			if err != nil || strings.TrimSpace(string(b)) == v {
+				continue
+			}
+			if err := os.WriteFile(p, []byte(v), 0); err != nil {
+				t.Errorf("restore %s to %q: %v", p, v, err)
+			} else if changedIsError {
+				t.Errorf("%s was %q after the test, restored to %q", p, b, v)
+			}
+		}
+	})
+}
