@@ -51,16 +51,7 @@ func TestLiveAgentWithUnitCapabilities(t *testing.T) {
 	t.Logf("unit capabilities: %v", caps)
 	b := newBed(t, 2)
 	irq, orig, want := irqToMove(t)
-	pf := writePlan(t, fmt.Sprintf(`version: 1
-irqs:
-  - irq: %d
-    cpus: "%s"
-    reason: agent capability test
-rx_queues:
-  - device: va0
-    rps_cpus: "0"
-    reason: agent capability test
-`, irq, want))
+	pf := writePlan(t, irqAndVa0Plan(irq, want, "agent capability test"))
 	sd := mkState(t)
 	p := startCmd(t, sd, "ip", "netns", "exec", b.ns, setpriv, "--bounding-set", bound, "--inh-caps", "-all", "--no-new-privs",
 		irqpilot(t), "agent", "--state-dir", sd, "--plan", pf, "--interval", "200ms", "--revert-on-exit")

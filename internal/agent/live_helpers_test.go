@@ -272,3 +272,10 @@ func TestMain(m *testing.M) {
 func va0RPSPlan(reason string) string {
 	return "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    rps_flow_cnt: 256\n    reason: " + reason + "\n"
 }
+
+// irqAndVa0Plan is a plan that moves irq to cpus and steers va0's receive
+// queues to CPU 0.
+func irqAndVa0Plan(irq int, cpus, reason string) string {
+	return fmt.Sprintf("version: 1\nirqs:\n  - irq: %d\n    cpus: %q\n    reason: %s\n"+
+		"rx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    reason: %s\n", irq, cpus, reason, reason)
+}

@@ -22,16 +22,7 @@ func TestLiveDriftRepaired(t *testing.T) {
 	livetest.NeedRoot(t)
 	b := newBed(t, 2)
 	irq, orig, want := irqToMove(t)
-	pf := writePlan(t, fmt.Sprintf(`version: 1
-irqs:
-  - irq: %d
-    cpus: "%s"
-    reason: agent drift test
-rx_queues:
-  - device: va0
-    rps_cpus: "0"
-    reason: agent drift test
-`, irq, want))
+	pf := writePlan(t, irqAndVa0Plan(irq, want, "agent drift test"))
 	sd := mkState(t)
 	interval := 200 * time.Millisecond
 	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", interval.String(), "--revert-on-exit")
