@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
@@ -278,4 +283,24 @@ func va0RPSPlan(reason string) string {
 func irqAndVa0Plan(irq int, cpus, reason string) string {
 	return fmt.Sprintf("version: 1\nirqs:\n  - irq: %d\n    cpus: %q\n    reason: %s\n"+
 		"rx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    reason: %s\n", irq, cpus, reason, reason)
+}
+
+// promAPI is client_golang's Prometheus API client for the server at url
+// inside the bed's namespace: its connections are dialed from a thread in
+// that namespace (a socket stays in the namespace it was made in).
+func (b *bed) promAPI(t *testing.T, url string) promv1.API {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = livetest.InNetns(b.ns, func() error {
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := api.NewClient(api.Config{Address: url, RoundTripper: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promv1.NewAPI(c)
 }

@@ -1,9 +1,8 @@
 package agent
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
+
+	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
@@ -83,29 +85,21 @@ func TestLiveDriftRepaired(t *testing.T) {
 		t.Errorf("metrics lack the rps repair:\n%s", grepLines(text, "drift_repairs"))
 	}
 	// Prometheus scraped it.
-	q := prom + "/api/v1/query?query=" + url.QueryEscape(`sum by (setting) (irqpilot_drift_repairs_total)`)
-	var got map[string]string
+	api := b.promAPI(t, prom)
+	q := "sum by (setting) (" + names.DriftRepairs + ")"
 	waitFor(t, 30*time.Second, "prometheus has the repair counters", func() bool {
-		out, err := exec.Command("ip", "netns", "exec", b.ns, "curl", "-sf", "--max-time", "2", q).Output()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		v, _, _, err := api.Query(ctx, q, time.Now())
+		vec, _ := v.(model.Vector)
 		if err != nil {
 			return false
 		}
-		var ans struct {
-			Data struct {
-				Result []struct {
-					Metric map[string]string `json:"metric"`
-					Value  [2]any            `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
+		got := map[string]float64{}
+		for _, s := range vec {
+			got[string(s.Metric["setting"])] = float64(s.Value)
 		}
-		if json.Unmarshal(out, &ans) != nil {
-			return false
-		}
-		got = map[string]string{}
-		for _, r := range ans.Data.Result {
-			got[r.Metric["setting"]], _ = r.Value[1].(string)
-		}
-		return got["rps-cpus"] == "1" && got["irq-affinity"] == "1"
+		return got["rps-cpus"] == 1 && got["irq-affinity"] == 1
 	})
 	// SIGTERM with --revert-on-exit restores what was there.
 	p.stop(t, syscall.SIGTERM)
