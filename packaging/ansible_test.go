@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // testNS is a network namespace with a 4-queue veth pair vq0/vq1: the only
@@ -19,20 +21,9 @@ type testNS struct{ name string }
 
 func newTestNS(t *testing.T) *testNS {
 	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command")
-	}
-	ns := &testNS{name: fmt.Sprintf("irqpilot-ans-%d", os.Getpid())}
-	run(t, "ip", "netns", "add", ns.name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns.name).CombinedOutput(); err != nil {
-			t.Errorf("cleanup: ip netns del %s: %v\n%s", ns.name, err, out)
-		}
-	})
-	run(t, "ip", "-n", ns.name, "link", "add", "vq0", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
-		"peer", "name", "vq1", "numtxqueues", "4", "numrxqueues", "4")
-	run(t, "ip", "-n", ns.name, "link", "set", "vq0", "up")
-	run(t, "ip", "-n", ns.name, "link", "set", "vq1", "up")
+	livetest.NeedRoot(t, "ip")
+	ns := &testNS{name: livetest.Netns(t, livetest.Name("irqp-ans-"))}
+	livetest.Veth(t, ns.name, "vq0", "vq1", 4)
 	return ns
 }
 

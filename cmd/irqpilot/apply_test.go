@@ -6,9 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/hostgen"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -28,29 +35,6 @@ func steeringState(t *testing.T, ns *vethNamespace) map[string]string {
 		m[k] = v
 	}
 	return m
-}
-
-// restoreIRQs puts every IRQ affinity back as it was, whatever a failing
-// test left behind.
-func restoreIRQs(t *testing.T) {
-	before := map[string]string{}
-	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil {
-			before[p] = strings.TrimSpace(string(b))
-		}
-	}
-	t.Cleanup(func() {
-		for p, v := range before {
-			if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != v {
-				if err := os.WriteFile(p, []byte(v), 0); err != nil {
-					t.Errorf("restore %s to %q: %v", p, v, err)
-				} else {
-					t.Errorf("%s was %q after the test, restored to %q", p, b, v)
-				}
-			}
-		}
-	})
 }
 
 // steeringOnly drops the plan's IRQ entries: this test checks each policy's
@@ -77,7 +61,7 @@ func steeringOnly(t *testing.T, file string) {
 // byte-identical to before).
 func TestApplyPoliciesLive(t *testing.T) {
 	ns := newVethNamespace(t)
-	restoreIRQs(t)
+	livetest.RestoreAllIRQs(t, true)
 	for _, policy := range []string{"rps-spread", "per-queue", "colocate", "dedicated-core", "auto"} {
 		t.Run(policy, func(t *testing.T) {
 			dir := t.TempDir()
@@ -150,7 +134,7 @@ func TestApplyPoliciesLive(t *testing.T) {
 // written: the steering files are compared before and after.
 func TestApplyRejectsBadPlansLive(t *testing.T) {
 	ns := newVethNamespace(t)
-	restoreIRQs(t)
+	livetest.RestoreAllIRQs(t, true)
 	cases := map[string]string{
 		"malformed YAML":  "version: 1\nrx_queues: [\n",
 		"unknown IRQ":     "version: 1\nirqs:\n  - irq: 99999\n    cpus: 0\n    reason: r\n",
@@ -169,7 +153,7 @@ func TestApplyRejectsBadPlansLive(t *testing.T) {
 			f := filepath.Join(dir, "bad.yaml")
 			os.WriteFile(f, []byte(body), 0o644)
 			before := steeringState(t, ns)
-			cmd := invCmd(ns.exec, "apply", "--state-dir", filepath.Join(dir, "state"), f)
+			cmd := selfCmd(ns.exec, "apply", "--state-dir", filepath.Join(dir, "state"), f)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("bad plan applied:\n%s", out)
@@ -190,9 +174,76 @@ func TestApplyRejectsBadPlansLive(t *testing.T) {
 }
 
 func TestApplyRefusesSnapshotAndNonRootHint(t *testing.T) {
-	cmd := invCmd(nil, "apply", "--snapshot", "../../testdata/snapshots/veth4.tar.gz", "x.yaml")
+	cmd := selfCmd(nil, "apply", "--snapshot", "../../testdata/snapshots/veth4.tar.gz", "x.yaml")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "cannot run on a --snapshot") {
 		t.Errorf("apply on a snapshot: %v\n%s", err, out)
+	}
+}
+
+// `apply --dry-run /dev/zero` died of a fatal out-of-memory and a FIFO hung
+// apply for ever. Both are refused, naming the file, with exit 2, before
+// anything else is read.
+func TestApplyRefusesPlanThatIsNotAFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "plan.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{{"/dev/zero", "character device"}, {fifo, "FIFO"}} {
+		cmd := selfCmd(nil, "apply", "--dry-run", "--state-dir", filepath.Join(t.TempDir(), "s"), tc.file)
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if code := exitCode(err); code != 2 || !strings.Contains(errb.String(), tc.want) || !strings.Contains(errb.String(), tc.file) {
+				t.Errorf("apply %s: exit %d\n%s", tc.file, code, errb.String())
+			}
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("apply %s still running after 60s", tc.file)
+		}
+	}
+	_ = os.Remove(fifo)
+}
+
+// apply on a generated host (a tree never moves an interrupt, as an idle
+// x86 IRQ is not moved until it fires): the write is done and said to be
+// pending; applying again changes nothing and still says so.
+func TestApplyPendingMove(t *testing.T) {
+	root, h := livetest.GenHost(t, hostgen.Spec{CPUs: 8, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 3, Queues: 4}}, NVMeQueues: -1})
+	q := h.IRQ(*h.NIC("eth0").RxQueues[3].IRQ)
+	lands := *q.EffectiveAffinity
+	want := 0
+	for lands.Contains(want) {
+		want++
+	}
+	plan := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := os.WriteFile(plan, []byte("version: 1\nirqs:\n  - device: eth0\n    queue: 3\n    cpus: \""+strconv.Itoa(want)+"\"\n    reason: test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	note := "effective " + lands.String() + ": " + host.MovePendingNote
+	summary := ": " + host.MovePendingNote + "; the kernel moves it when it next fires"
+	for i, status := range []string{"done", "unchanged"} {
+		out := string(invRun(t, "--root", root, "apply", "--state-dir", state, plan))
+		var row string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "irq "+strconv.Itoa(q.Number)) && strings.Contains(l, "smp_affinity_list") {
+				row = l
+			}
+		}
+		if !strings.HasPrefix(row, status) || !strings.HasSuffix(strings.TrimSpace(row), note) {
+			t.Errorf("apply %d: irq %d row %q, want %s noted %q\n%s", i+1, q.Number, row, status, note, out)
+		}
+		if !strings.Contains(out, summary) {
+			t.Errorf("apply %d: no line saying the move is pending:\n%s", i+1, out)
+		}
 	}
 }

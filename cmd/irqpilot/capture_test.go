@@ -12,12 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 var recapture = flag.Bool("recapture", false, "as root: recapture testdata/snapshots/{this-machine,veth4}.tar.gz from this machine")
@@ -53,31 +55,34 @@ func captureJSON(t *testing.T, out string, args ...string) (map[string]any, []by
 	return summary, res["host"]
 }
 
-// sameJSON compares two JSON documents semantically.
-func sameJSON(t *testing.T, a, b []byte) bool {
+// jsonOf decodes a JSON document, to compare documents semantically.
+func jsonOf(t *testing.T, data []byte) any {
 	t.Helper()
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		t.Fatal(err)
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%v\n%.300s", err, data)
 	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		t.Fatal(err)
-	}
-	return reflect.DeepEqual(x, y)
+	return v
 }
 
-func archiveNames(t *testing.T, file string) map[string]*tar.Header {
+// openTarGz opens a .tar.gz archive for reading (closed when the test ends).
+func openTarGz(t *testing.T, file string) *tar.Reader {
 	t.Helper()
 	fh, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fh.Close()
+	t.Cleanup(func() { fh.Close() })
 	gz, err := gzip.NewReader(fh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(gz)
+	return tar.NewReader(gz)
+}
+
+func archiveNames(t *testing.T, file string) map[string]*tar.Header {
+	t.Helper()
+	tr := openTarGz(t, file)
 	out := map[string]*tar.Header{}
 	for {
 		h, err := tr.Next()
@@ -105,24 +110,19 @@ func TestCaptureRoundTripStatic(t *testing.T) {
 			orig := invRun(t, append(src, "inventory", "--json")...)
 			snap := invRun(t, "--snapshot", a, "inventory", "--json")
 			if !bytes.Equal(orig, snap) {
-				t.Errorf("inventory from the capture differs from the source:\n%s", firstDiff(orig, snap))
+				t.Errorf("inventory from the capture differs from the source (-source +capture):\n%s", lineDiff(orig, snap))
 			}
-			if !sameJSON(t, captured, orig) {
-				t.Error("capture --json host differs from inventory --json")
+			if d := cmp.Diff(jsonOf(t, orig), jsonOf(t, captured)); d != "" {
+				t.Errorf("capture --json host differs from inventory --json (-inventory +capture):\n%s", d)
 			}
 			// (Determinism and capturing a capture: internal/capture tests.)
 		})
 	}
 }
 
-func firstDiff(a, b []byte) string {
-	al, bl := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
-	for i := 0; i < len(al) && i < len(bl); i++ {
-		if al[i] != bl[i] {
-			return fmt.Sprintf("line %d:\n  want %s\n  got  %s", i+1, al[i], bl[i])
-		}
-	}
-	return fmt.Sprintf("lengths %d and %d lines", len(al), len(bl))
+// lineDiff is cmp.Diff of two texts' lines, (-want +got).
+func lineDiff(want, got []byte) string {
+	return cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n"))
 }
 
 // The live machine: the snapshot reproduces exactly the model the capture
@@ -135,11 +135,11 @@ func TestCaptureRoundTripLive(t *testing.T) {
 	summary, captured := captureJSON(t, file)
 	live := invRun(t, "inventory", "--json")
 	snap := invRun(t, "--snapshot", file, "inventory", "--json")
-	if !sameJSON(t, captured, snap) {
-		t.Errorf("snapshot inventory differs from the captured model:\n%s", firstDiff(captured, snap))
+	if d := cmp.Diff(jsonOf(t, captured), jsonOf(t, snap)); d != "" {
+		t.Errorf("snapshot inventory differs from the captured model (-captured +snapshot):\n%s", d)
 	}
-	if !reflect.DeepEqual(stripCounts(t, live), stripCounts(t, snap)) {
-		t.Errorf("snapshot inventory differs from a live inventory beyond counts:\n%s", firstDiff(live, snap))
+	if d := cmp.Diff(stripCounts(t, live), stripCounts(t, snap)); d != "" {
+		t.Errorf("snapshot inventory differs from a live inventory beyond counts (-live +snapshot):\n%s", d)
 	}
 	if r, _ := summary["refused"].([]any); len(r) != 0 {
 		t.Errorf("live capture refused paths the tool read: %v", r)
@@ -203,7 +203,7 @@ func TestCommittedSnapshots(t *testing.T) {
 				t.Fatalf("%v (run go test -run TestCommittedSnapshots -update-inventory)", err)
 			}
 			if !bytes.Equal(bytes.TrimSpace(want), bytes.TrimSpace(got)) {
-				t.Errorf("inventory of %s differs from %s:\n%s", file, golden, firstDiff(bytes.TrimSpace(want), bytes.TrimSpace(got)))
+				t.Errorf("inventory of %s differs from %s (-want +got):\n%s", file, golden, lineDiff(bytes.TrimSpace(want), bytes.TrimSpace(got)))
 			}
 			switch name {
 			case "this-machine":
@@ -296,44 +296,19 @@ func nicNames(h *host.Host) []string {
 	return s
 }
 
-type vethNamespace struct {
-	name string
-	exec []string // "ip netns exec NAME"
-}
-
-// newVethNamespace creates a network namespace with a veth pair vq0/vq1 of
-// 4 rx and 4 tx queues, sets RPS on vq0 rx-1 (cpu 1), rx-3 (0-1), a flow
-// count on rx-2 and XPS on tx-3 (cpu 0), and removes it all in t.Cleanup.
-// Nothing outside the namespace is touched.
+// newVethNamespace is newVethPair with RPS on vq0 rx-1 (cpu 1), rx-3
+// (0-1), a flow count on rx-2 and XPS on tx-3 (cpu 0). Nothing outside the
+// namespace is touched.
 func newVethNamespace(t *testing.T) *vethNamespace {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command")
-	}
-	ns := &vethNamespace{name: fmt.Sprintf("irqpilot-inv-%d", os.Getpid())}
-	ns.exec = []string{"ip", "netns", "exec", ns.name}
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	sh("ip", "netns", "add", ns.name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns.name).Run() })
-	sh("ip", "-n", ns.name, "link", "add", "vq0", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
-		"peer", "name", "vq1", "numtxqueues", "4", "numrxqueues", "4")
-	sh("ip", "-n", ns.name, "link", "set", "vq0", "up")
-	sh("ip", "-n", ns.name, "link", "set", "vq1", "up")
+	ns := newVethPair(t)
 	for path, v := range map[string]string{
 		"/sys/class/net/vq0/queues/rx-1/rps_cpus":     "2",
 		"/sys/class/net/vq0/queues/rx-3/rps_cpus":     "3",
 		"/sys/class/net/vq0/queues/rx-2/rps_flow_cnt": "4096",
 		"/sys/class/net/vq0/queues/tx-3/xps_cpus":     "1",
 	} {
-		sh(append(append([]string{}, ns.exec...), "sh", "-c", "echo "+v+" > "+path)...)
+		livetest.Run(t, "ip", "netns", "exec", ns.name, "sh", "-c", "echo "+v+" > "+path)
 	}
 	return ns
 }
@@ -396,7 +371,62 @@ func TestInventoryVethNamespaceLive(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "veth4.tar.gz")
 	invRunIn(t, ns.exec, "capture", "-o", file)
 	snap := invRun(t, "--snapshot", file, "inventory", "--json")
-	if !reflect.DeepEqual(stripCounts(t, data), stripCounts(t, snap)) {
-		t.Errorf("namespace snapshot differs from the live namespace inventory:\n%s", firstDiff(data, snap))
+	if d := cmp.Diff(stripCounts(t, data), stripCounts(t, snap)); d != "" {
+		t.Errorf("namespace snapshot differs from the live namespace inventory beyond counts (-live +snapshot):\n%s", d)
+	}
+}
+
+// A snapshot's hard links, device files and FIFOs were dropped with exit 0
+// and no word. The verb that unpacks it now warns on stderr, naming them,
+// and still reads the rest.
+func TestSnapshotWarningsReachStderr(t *testing.T) {
+	tr := openTarGz(t, filepath.Join(snapshotsDir, "this-machine.tar.gz"))
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []*tar.Header{
+		{Name: "run/evil-fifo", Typeflag: tar.TypeFifo, Mode: 0o644},
+		{Name: "proc/evil-link", Typeflag: tar.TypeLink, Linkname: "proc/interrupts", Mode: 0o644},
+		{Name: "dev/evil-null", Typeflag: tar.TypeChar, Mode: 0o644, Devmajor: 1, Devminor: 3},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tw.Close()
+	zw.Close()
+	snap := filepath.Join(t.TempDir(), "odd.tar.gz")
+	os.WriteFile(snap, buf.Bytes(), 0o644)
+
+	out, stderr, err := runIrqpilot(t, "inventory", "--snapshot", snap)
+	if err != nil {
+		t.Fatalf("inventory: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "IRQ") && !strings.Contains(out, "CPU") {
+		t.Errorf("inventory printed nothing useful:\n%s", out)
+	}
+	for _, want := range []string{"warning: snapshot " + snap, `"run/evil-fifo"`, `"proc/evil-link"`, `"dev/evil-null"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %s:\n%s", want, stderr)
+		}
+	}
+	// The committed snapshot itself is clean: no warning.
+	if _, stderr, err := runIrqpilot(t, "inventory", "--snapshot", filepath.Join(snapshotsDir, "this-machine.tar.gz")); err != nil || strings.Contains(stderr, "warning: snapshot") {
+		t.Errorf("clean snapshot: %v\n%s", err, stderr)
 	}
 }

@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/agent"
 )
 
 // --version prints the version (-ldflags -X, else the module's, else
@@ -58,7 +64,7 @@ func TestCLIMistakes(t *testing.T) {
 			[]string{`unknown policy "per-queu" (known: auto, colocate, dedicated-core, efficiency, latency, per-queue, rps-spread); did you mean per-queue?`}},
 	}
 	for _, tc := range tests {
-		cmd := invCmd(nil, tc.args...)
+		cmd := selfCmd(nil, tc.args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
@@ -95,5 +101,226 @@ func TestRootCmdsIndependent(t *testing.T) {
 	}
 	if !strings.HasPrefix(a.String(), "{") || strings.HasPrefix(b.String(), "{") {
 		t.Errorf("--json leaked between trees or was lost:\n%.80s\n---\n%.80s", a.String(), b.String())
+	}
+}
+
+// Progress goes to stderr only when it is a terminal or forced; it is one
+// line rewritten in place and cleared at the end.
+func TestProgressOnlyWhenTerminalOrForced(t *testing.T) {
+	var quiet bytes.Buffer
+	p := newProgress(&quiet, false)
+	p.show("record: %d of %d", 1, 3)
+	p.wait(10*time.Millisecond, "doctor")
+	p.done()
+	if quiet.Len() != 0 {
+		t.Errorf("progress written to a non-terminal without --progress: %q", quiet.String())
+	}
+	var forced bytes.Buffer
+	p = newProgress(&forced, true)
+	p.show("record: 1 of 3 samples")
+	p.show("record: 2 of 3")
+	p.done()
+	got := forced.String()
+	if !strings.HasPrefix(got, "\rrecord: 1 of 3 samples\rrecord: 2 of 3        ") || !strings.HasSuffix(got, "\r") || strings.Contains(got, "\n") {
+		t.Errorf("progress line %q", got)
+	}
+}
+
+// Flag values the agent used to accept silently (a default in their place,
+// or a local file read as root) are refused before anything runs, exit 2,
+// naming the flag.
+func TestAgentRefusesBadFlags(t *testing.T) {
+	pf := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := os.WriteFile(pf, []byte("version: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sd := filepath.Join(t.TempDir(), "state")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keep-journals", "-5"}, "--keep-journals -5: must be at least 1"},
+		{[]string{"--keep-journals", "0"}, "--keep-journals 0: must be at least 1"},
+		{[]string{"--pingpong-limit", "-1"}, "--pingpong-limit -1: must be at least 1"},
+		{[]string{"--pingpong-window", "-1s"}, "--pingpong-window -1s: must not be negative"},
+		{[]string{"--adapt-budget", "-1"}, "--adapt-budget -1: must be at least 1"},
+		{[]string{"--adapt-window", "0"}, "--adapt-window 0: must be at least 1"},
+		{[]string{"--adapt-persist", "0"}, "--adapt-persist 0: must be at least 1"},
+		{[]string{"--adapt-dwell", "-5m"}, "--adapt-dwell -5m0s: must not be negative"},
+		{[]string{"--device", ""}, `--device "": an empty interface name`},
+		{[]string{"--device", "va0,,vb0"}, `--device "": an empty interface name`},
+		{[]string{"--device", "a/b"}, `--device "a/b": not an interface name`},
+		{[]string{"--device", "averyveryverylongname"}, "longer than 15 characters"},
+		{[]string{"--adapt-metric-query", "file:///etc/shadow"}, "--adapt-metric-query \"file:///etc/shadow\": give a Prometheus http:// or https:// URL"},
+		{[]string{"--adapt-metric-query", "http:///api/v1/query"}, "give a Prometheus http:// or https:// URL"},
+		{[]string{"--state-dir", ""}, "--state-dir is empty"},
+		{[]string{"--device", "va0", "--include-default-route"}, "--include-default-route goes without --device"},
+		{[]string{"--machine-wide"}, "with --plan FILE and no --adapt the file alone says what is in scope"},
+	} {
+		args := append([]string{"--root", sharedFixtures + "/node_exporter", "agent", "--plan", pf, "--state-dir", sd, "--listen", ""}, tc.args...)
+		cmd := selfCmd(nil, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if exitCode(err) != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("agent %s: exit %d, want 2 with %q:\n%s", strings.Join(tc.args, " "), exitCode(err), tc.want, stderr.String())
+		}
+	}
+	if _, err := os.Stat(sd); err == nil {
+		t.Errorf("a refused agent created its state directory %s", sd)
+	}
+}
+
+// status prints a rejected reload (and says the previous plan stays).
+func TestStatusPrintsRejectedReload(t *testing.T) {
+	var b bytes.Buffer
+	printStatus(&b, &agent.Status{Plan: "/etc/irqpilot/plan.yaml", LastReload: &agent.ReloadResult{Rejected: true,
+		Error: "/etc/irqpilot/plan.yaml:2: version: given twice (first at line 1)"}})
+	if !strings.Contains(b.String(), "REJECTED; the previous plan stays in force: /etc/irqpilot/plan.yaml:2: version: given twice") {
+		t.Errorf("status output:\n%s", b.String())
+	}
+	b.Reset()
+	printStatus(&b, &agent.Status{Plan: "p", LastReload: &agent.ReloadResult{}})
+	if strings.Contains(b.String(), "REJECTED") {
+		t.Errorf("an applied reload printed as rejected:\n%s", b.String())
+	}
+}
+
+// scripts/install-deps.sh keeps an administrator's policy-rc.d: during the
+// install ours (exit 101) is in place, afterwards theirs is back byte for
+// byte with its mode; with none before, none after. apt-get and dpkg-query
+// are stand-ins on PATH; nothing is installed.
+func TestInstallDepsKeepsPolicyRCD(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	script, err := filepath.Abs("../../scripts/install-deps.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, existing := range []bool{true, false} {
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "bin")
+		os.Mkdir(bin, 0o755)
+		prc := filepath.Join(dir, "policy-rc.d")
+		seen := filepath.Join(dir, "seen")
+		fake := map[string]string{
+			"dpkg-query": "#!/bin/sh\nexit 1\n", // every package missing
+			"apt-get":    "#!/bin/sh\n[ \"$1\" = install ] && cat " + prc + " > " + seen + "\nexit 0\n",
+			"id":         "#!/bin/sh\necho 0\n",
+		}
+		for name, body := range fake {
+			if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		theirs := "#!/bin/sh\n# the administrator's own\nexit 0\n"
+		if existing {
+			if err := os.WriteFile(prc, []byte(theirs), 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command("bash", script, "memcached")
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "IRQPILOT_POLICY_RC_D="+prc)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("install-deps.sh: %v\n%s", err, out)
+		}
+		during, _ := os.ReadFile(seen)
+		if !strings.Contains(string(during), "exit 101") {
+			t.Errorf("existing=%v: policy-rc.d during the install was %q, want ours (exit 101)", existing, during)
+		}
+		after, err := os.ReadFile(prc)
+		switch {
+		case existing && (err != nil || string(after) != theirs):
+			t.Errorf("the administrator's policy-rc.d is %q (%v) after the install", after, err)
+		case existing:
+			if fi, _ := os.Stat(prc); fi.Mode().Perm() != 0o750 {
+				t.Errorf("its mode is %v, want 0750", fi.Mode().Perm())
+			}
+		case !existing && err == nil:
+			t.Errorf("policy-rc.d left behind: %q", after)
+		}
+		if left, _ := filepath.Glob(prc + ".irqpilot-*"); len(left) > 0 {
+			t.Errorf("temporary files left: %v", left)
+		}
+	}
+}
+
+// TestLabRefusesBeforeBooting: bad input is refused with an error that
+// names it, before anything is fetched or booted.
+func TestLabRefusesBeforeBooting(t *testing.T) {
+	dyn := "/bin/true" // Debian's, dynamically linked
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "--shape", "huge", "--", "true"}, `unknown lab shape "huge" (known: big, server, small)`},
+		{[]string{"lab"}, "give a command to run in the guest after --, or --shell"},
+		{[]string{"lab", "--shell", "--", "true"}, "--shell takes no command"},
+		{[]string{"lab", "--timeout", "0s", "--", "true"}, "--timeout must be positive"},
+		{[]string{"lab", "--guest-binary", dyn, "--", "true"}, "is dynamically linked"},
+		{[]string{"lab", "--fleet", "0", "--fleet-dir", "/nonexistent"}, "--fleet needs a number of guests"},
+		{[]string{"lab", "--fleet", "2", "--", "true"}, "--fleet takes neither --shell nor a command"},
+	} {
+		cmd := selfCmd(nil, tc.args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if err == nil || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("irqpilot %s: err %v, stderr %q, want %q", strings.Join(tc.args, " "), err, stderr.String(), tc.want)
+		}
+	}
+	if _, err := os.Stat(dyn); err != nil {
+		t.Fatalf("%s: %v", dyn, err)
+	}
+}
+
+func TestLabList(t *testing.T) {
+	out := string(invRun(t, "lab", "--list"))
+	for _, s := range []string{"small", "server", "big", "2 packages × 8 cores × 2 threads in 4 nodes"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("lab --list lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+// persist --print-unit (hidden, for `make deb`) prints the unit a package
+// ships for the binary it names, without root and without installing.
+func TestPersistPrintUnit(t *testing.T) {
+	for unit, want := range map[string][]string{
+		"agent": {`ExecStart="/usr/bin/irqpilot" agent --state-dir "/var/lib/irqpilot" --plan "/etc/irqpilot/plan.yaml"`, "Type=notify", "Documentation=man:irqpilot(8)", "not enabled"},
+		"boot":  {`ExecStart="/usr/bin/irqpilot" apply --boot --state-dir "/var/lib/irqpilot" "/etc/irqpilot/plan.yaml"`, "Type=oneshot", "not enabled"},
+		"udev":  {`ENV{SYSTEMD_WANTS}+="irqpilot-apply.service"`, "copy it to /etc/udev/rules.d/"},
+	} {
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs([]string{"persist", "--print-unit", unit, "--binary", "/usr/bin/irqpilot"})
+		if err := root.Execute(); err != nil {
+			t.Fatalf("persist --print-unit %s: %v", unit, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("persist --print-unit %s lacks %q:\n%s", unit, w, out.String())
+			}
+		}
+		if strings.Contains(out.String(), "wrote") {
+			t.Errorf("persist --print-unit %s installed something:\n%s", unit, out.String())
+		}
+	}
+	for _, bad := range [][]string{
+		{"persist", "--print-unit", "agent"}, // the binary must be named
+		{"persist", "--print-unit", "timer", "--binary", "/usr/bin/irqpilot"},
+		{"persist", "--print-unit", "agent", "--binary", "/usr/bin/irqpilot", "plan.yaml"},
+		{"persist", "--print-unit", "agent", "--binary", "/usr/bin/irqpilot", "--remove"},
+	} {
+		root := newRootCmd()
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(bad)
+		if err := root.Execute(); err == nil {
+			t.Errorf("irqpilot %s: no error", strings.Join(bad, " "))
+		}
 	}
 }

@@ -1,20 +1,19 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // coalesceShowJSON runs `irqpilot ARGS coalesce show --json` and returns the
@@ -53,14 +52,7 @@ var coalesceJSONKeys = []string{"adaptive_rx", "adaptive_tx", "rate_sample_inter
 // field; the ioctl reports 0 for it).
 func ethtoolC(t *testing.T, dev string) host.Coalesce {
 	t.Helper()
-	bin, err := exec.LookPath("ethtool")
-	if err != nil {
-		t.Skip("ethtool not installed (make deps installs it)")
-	}
-	out, err := exec.Command(bin, "-c", dev).CombinedOutput()
-	if err != nil {
-		t.Skipf("ethtool -c %s: %v: %s", dev, err, out)
-	}
+	out := livetest.Ethtool(t, "-c", dev)
 	var c host.Coalesce
 	seen := 0
 	num := func(s string) uint32 {
@@ -73,7 +65,7 @@ func ethtoolC(t *testing.T, dev string) host.Coalesce {
 		}
 		return uint32(n)
 	}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		if len(f) == 5 && f[0] == "Adaptive" && f[1] == "RX:" && f[3] == "TX:" {
 			c.AdaptiveRx, c.AdaptiveTx = f[2] == "on", f[4] == "on"
@@ -122,11 +114,11 @@ func TestCoalesceShowLiveEth0(t *testing.T) {
 		got.TxFrames != want.TxFrames || got.AdaptiveRx != want.AdaptiveRx || got.AdaptiveTx != want.AdaptiveTx {
 		t.Errorf("eth0 coalesce %+v, ethtool -c shows %+v", got, want)
 	}
-	if k := keysOf(raw[i]); !reflect.DeepEqual(k, []string{"channels", "coalesce", "driver", "name"}) {
-		t.Errorf("eth0 JSON keys %v", k)
+	if d := cmp.Diff([]string{"channels", "coalesce", "driver", "name"}, keysOf(raw[i])); d != "" {
+		t.Errorf("eth0 JSON keys (-want +got):\n%s", d)
 	}
-	if k := keysOf(raw[i]["coalesce"].(map[string]any)); !reflect.DeepEqual(k, coalesceJSONKeys) {
-		t.Errorf("coalesce JSON keys %v, documented %v", k, coalesceJSONKeys)
+	if d := cmp.Diff(coalesceJSONKeys, keysOf(raw[i]["coalesce"].(map[string]any))); d != "" {
+		t.Errorf("coalesce JSON keys (-documented +got):\n%s", d)
 	}
 	// The text table shows the same numbers in eth0's row.
 	text := string(invRun(t, "coalesce", "show"))
@@ -134,7 +126,7 @@ func TestCoalesceShowLiveEth0(t *testing.T) {
 		strconv.Itoa(int(want.TxUsecs)), strconv.Itoa(int(want.TxFrames)), onOff(want.AdaptiveRx), onOff(want.AdaptiveTx)}
 	found := false
 	for _, l := range strings.Split(text, "\n") {
-		if f := strings.Fields(l); len(f) >= 8 && reflect.DeepEqual(f[:8], wantRow) {
+		if f := strings.Fields(l); len(f) >= 8 && cmp.Equal(f[:8], wantRow) {
 			found = true
 		}
 	}
@@ -147,9 +139,7 @@ func TestCoalesceShowLiveEth0(t *testing.T) {
 // per-queue ioctl needs CAP_NET_ADMIN) and checks that a NIC without
 // coalescing is reported, not fatal.
 func TestCoalesceShowPerQueueLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CI runs as root)")
-	}
+	livetest.NeedRoot(t)
 	if _, err := os.Stat("/sys/class/net/eth0"); err != nil {
 		t.Skip("no eth0")
 	}
@@ -196,16 +186,7 @@ func TestCoalesceShowPerQueueLive(t *testing.T) {
 // independently of the kernel package.
 func snapshotEthtool(t *testing.T, file string) map[string]host.EthtoolFacts {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
+	tr := openTarGz(t, file)
 	for {
 		h, err := tr.Next()
 		if err != nil {
@@ -321,14 +302,14 @@ func TestCoalesceNVMeDryRunDefault(t *testing.T) {
 			t.Errorf("line %q: want nvme0, kept or dry run, nothing sent", l)
 		}
 	}
-	cmd := invCmd(nil, "--root", root, "coalesce", "nvme", "--count", "1", "--epoch", "1ms", "--dry-run=false")
+	cmd := selfCmd(nil, "--root", root, "coalesce", "nvme", "--count", "1", "--epoch", "1ms", "--dry-run=false")
 	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "--dry-run=false only works on the live machine") {
 		t.Errorf("--dry-run=false on a tree: %v: %s", err, b)
 	}
 	if _, err := os.Stat("/sys/class/nvme"); err == nil {
 		return // this machine has NVMe: the no-NVMe message cannot be checked here
 	}
-	cmd = invCmd(nil, "coalesce", "nvme", "--count", "0")
+	cmd = selfCmd(nil, "coalesce", "nvme", "--count", "0")
 	b, err := cmd.CombinedOutput()
 	if exitCode(err) != 1 || !strings.Contains(string(b), "no NVMe controllers found under /sys/class/nvme") {
 		t.Errorf("live without NVMe: exit %d: %s", exitCode(err), b)

@@ -1,14 +1,29 @@
 package main
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
+	"github.com/irqpilot/irqpilot/internal/livetest"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 const loadTestdata = "../../internal/load/testdata"
@@ -33,17 +48,6 @@ func copyTree(t *testing.T, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
 }
 
 type doctorJSON struct {
@@ -84,20 +88,7 @@ func TestDoctorCapturedPairs(t *testing.T) {
 
 	// The same pair with 300 backlog drops on CPU1 in the second sample:
 	// a softnet-drops warning and exit status 1.
-	dir := t.TempDir()
-	copyTree(t, filepath.Join(loadTestdata, "udp-loopback"), dir)
-	sn := filepath.Join(dir, "b/proc/net/softnet_stat")
-	data, err := os.ReadFile(sn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	f := strings.Fields(lines[1])
-	f[1] = fmt.Sprintf("%08x", 300)
-	lines[1] = strings.Join(f, " ")
-	if err := os.WriteFile(sn, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := udpLoopbackWithDrops(t)
 	out, errOut, err = runIrqpilot(t, "doctor", "--root", filepath.Join(dir, "a"), "--after", filepath.Join(dir, "b"), "--json")
 	if exitCode(err) != 1 {
 		t.Fatalf("exit %v (want 1): %s %s", err, out, errOut)
@@ -144,6 +135,292 @@ func TestDoctorErrors(t *testing.T) {
 		_, errOut, err := runIrqpilot(t, c.args...)
 		if exitCode(err) != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %v stderr %q, want 2 and %q", c.args, err, errOut, c.want)
+		}
+	}
+}
+
+// runAs runs the binary as an unprivileged user (nobody) with setpriv.
+func runAs(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	argv := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", bin}, args...)
+	cmd := exec.Command("setpriv", argv...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Dir = &o, &e, "/"
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("setpriv %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// With BPF denied (an unprivileged user) top, doctor and record still work
+// and say they estimated interrupt time from counts, and why.
+func TestCostFallbackUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	bin := livetest.Irqpilot(t)
+	const why = "interrupt cost: estimated from counts, eBPF unavailable: not permitted"
+
+	out, errOut, code := runAs(t, bin, "top", "--once", "--json", "--interval", "200ms")
+	if code != 0 {
+		t.Fatalf("top as nobody: exit %d: %s", code, errOut)
+	}
+	var top struct {
+		CostSource string `json:"cost_source"`
+		CPUs       []struct {
+			SoftirqTime map[string]float64 `json:"softirq_time"`
+		} `json:"cpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &top); err != nil {
+		t.Fatalf("top --json: %v\n%s", err, out)
+	}
+	if top.CostSource != "counts" || len(top.CPUs) == 0 || top.CPUs[0].SoftirqTime == nil {
+		t.Errorf("top as nobody: cost_source %q, cpus %+v", top.CostSource, top.CPUs)
+	}
+	if strings.Count(errOut, why) != 1 {
+		t.Errorf("top as nobody: stderr does not say once why counts were used:\n%s", errOut)
+	}
+
+	out, errOut, code = runAs(t, bin, "doctor", "--json", "--duration", "200ms")
+	if code != 0 && code != 1 {
+		t.Fatalf("doctor as nobody: exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		CostSource string   `json:"cost_source"`
+		Notes      []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, out)
+	}
+	if doc.CostSource != "counts" || !strings.Contains(strings.Join(doc.Notes, "\n"), why) {
+		t.Errorf("doctor as nobody: cost_source %q, notes %q", doc.CostSource, doc.Notes)
+	}
+
+	out, errOut, code = runAs(t, bin, "record", "-o", "-", "--duration", "200ms", "--interval", "100ms")
+	if code != 0 || !strings.Contains(errOut, why) || strings.Contains(out, `"cost"`) {
+		t.Errorf("record as nobody: exit %d, stderr %q, cost stored: %v", code, errOut, strings.Contains(out, `"cost"`))
+	}
+
+	// --cost=bpf refuses rather than falling back.
+	if _, errOut, code = runAs(t, bin, "top", "--once", "--cost=bpf", "--interval", "100ms"); code == 0 || !strings.Contains(errOut, "--cost=bpf") {
+		t.Errorf("top --cost=bpf as nobody: exit %d, %q", code, errOut)
+	}
+}
+
+// As root, top --json says bpf and carries measured times.
+func TestCostMeasuredTop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := bpfcost.Check(); err != nil {
+		t.Skipf("eBPF unavailable: %v", err)
+	}
+	var o, e bytes.Buffer
+	g := &globalFlags{root: "/"}
+	opts := &topOptions{g: g, once: true, interval: 300_000_000, irqs: 5, cost: costBPF}
+	g.json = true
+	if err := opts.run(&o, &e); err != nil {
+		t.Fatal(err)
+	}
+	var top struct {
+		CostSource string `json:"cost_source"`
+		CPUs       []struct {
+			SoftirqTime map[string]float64 `json:"softirq_time"`
+		} `json:"cpus"`
+	}
+	if err := json.Unmarshal(o.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	if top.CostSource != "bpf" || len(top.CPUs) == 0 {
+		t.Fatalf("cost_source %q", top.CostSource)
+	}
+	for _, v := range []string{"NET_RX", "NET_TX", "BLOCK", "TIMER", "SCHED", "RCU"} {
+		if _, ok := top.CPUs[0].SoftirqTime[v]; !ok {
+			t.Errorf("softirq_time lacks %s: %v", v, top.CPUs[0].SoftirqTime)
+		}
+	}
+	if e.Len() != 0 {
+		t.Errorf("stderr with eBPF working: %q", e.String())
+	}
+}
+
+// udpLoopbackWithDrops copies the captured pair of a UDP flood over
+// loopback (a, b) and gives CPU1 300 backlog drops in the second sample.
+func udpLoopbackWithDrops(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyTree(t, filepath.Join(loadTestdata, "udp-loopback"), dir)
+	sn := filepath.Join(dir, "b/proc/net/softnet_stat")
+	data, err := os.ReadFile(sn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	f := strings.Fields(lines[1])
+	f[1] = fmt.Sprintf("%08x", 300)
+	lines[1] = strings.Join(f, " ")
+	if err := os.WriteFile(sn, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// startKilled starts a helper process and stops it by its PID when the test
+// ends (SIGTERM, so that stress-ng reaps its workers; SIGKILL if it lingers).
+func startKilled(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", strings.Join(args, " "), err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd
+}
+
+// The issue's machine, live: memcached in a namespace of its own behind a
+// 2-queue veth pair, memcaslap loading it from the host side and two
+// CPU-bound stress-ng workers keeping both CPUs saturated. doctor (the
+// built binary, --json) must not move work onto a CPU whose measured
+// headroom — the one it reports — is insufficient, must find memcached as
+// the consumer of the traffic, and no fix may ever move memcaslap, the load
+// generator.
+func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
+	livetest.NeedRoot(t, "ip", "memcached", "memcaslap", "stress-ng")
+	var tools []string
+	for _, name := range []string{"ip", "memcached", "memcaslap", "stress-ng"} {
+		p, _ := exec.LookPath(name)
+		tools = append(tools, p)
+	}
+	mc, mcs, stress := tools[1], tools[2], tools[3]
+	bin := livetest.Irqpilot(t)
+
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	ns, hostEnd, peer := "ihr"+sfx, "vhr"+sfx, "vhp"+sfx
+	o3 := int(b[1]%200) + 20
+	hostIP, peerIP := fmt.Sprintf("10.216.%d.1", o3), fmt.Sprintf("10.216.%d.2", o3)
+	livetest.Netns(t, ns)
+	livetest.Run(t, "ip", "link", "add", hostEnd, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
+		"peer", "name", peer, "numtxqueues", "2", "numrxqueues", "2", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostEnd).Run() })
+	livetest.Run(t, "ip", "addr", "add", hostIP+"/24", "dev", hostEnd)
+	livetest.Run(t, "ip", "link", "set", hostEnd, "up")
+	livetest.Run(t, "ip", "-n", ns, "addr", "add", peerIP+"/24", "dev", peer)
+	livetest.Run(t, "ip", "-n", ns, "link", "set", peer, "up")
+
+	// `ip netns exec` execs memcached: the PID is memcached's.
+	server := startKilled(t, "ip", "netns", "exec", ns, mc, "-u", "nobody", "-l", peerIP, "-p", "11211", "-U", "0", "-t", "2")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", peerIP+":11211", time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memcached never listened: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	gen := startKilled(t, mcs, "-s", peerIP+":11211", "-T", "2", "-c", "32", "-t", "60s")
+	startKilled(t, stress, "--cpu", strconv.Itoa(runtime.NumCPU()), "--timeout", "60s", "--quiet")
+	time.Sleep(2 * time.Second) // connections up, load steady
+
+	out, err := exec.Command(bin, "--json", "doctor", "--duration", "3s").Output()
+	if code := exitCode(err); code != 0 && code != 1 {
+		t.Fatalf("doctor: exit %d: %v\n%s", code, err, out)
+	}
+	var rep struct {
+		CPUs      []load.CPULoad       `json:"cpus"`
+		Headroom  []load.Headroom      `json:"headroom"`
+		Consumers []kernel.SocketOwner `json:"consumers"`
+		Findings  []struct {
+			ID    string      `json:"id"`
+			Fix   string      `json:"fix"`
+			Moves []load.Move `json:"moves"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, out)
+	}
+	t.Logf("headroom %+v", rep.Headroom)
+
+	// The consumer: memcached, through the host's end of the veth pair;
+	// memcaslap is not one.
+	var found bool
+	for _, o := range rep.Consumers {
+		if o.PID == gen.Process.Pid {
+			t.Errorf("the load generator memcaslap (pid %d) is listed as a consumer: %+v", o.PID, o)
+		}
+		if o.PID == server.Process.Pid {
+			found = true
+			if o.Comm != "memcached" || len(o.Devices) != 1 || o.Devices[0] != hostEnd {
+				t.Errorf("consumer %+v, want memcached behind %s", o, hostEnd)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("memcached (pid %d) not among the consumers %+v", server.Process.Pid, rep.Consumers)
+	}
+
+	// The measurement doctor printed.
+	headroom := map[int]load.Headroom{}
+	for _, h := range rep.Headroom {
+		headroom[h.CPU] = h
+	}
+	saturated := true
+	for _, c := range rep.CPUs {
+		h, ok := headroom[c.ID]
+		if !ok || (h.Measured && math.Abs(h.Busy-(100-c.Idle-c.IOWait)) > 1e-6) {
+			t.Errorf("CPU%d: headroom %+v does not match its measured use %+v", c.ID, h, c)
+		}
+		saturated = saturated && h.Measured && h.Spare == 0
+	}
+	if !saturated {
+		t.Errorf("two CPU-bound workers and memcaslap left spare time: %+v", rep.Headroom)
+	}
+
+	taskset := regexp.MustCompile("taskset -apc ([0-9,-]+) ([0-9]+)")
+	for _, f := range rep.Findings {
+		for _, m := range f.Moves {
+			if m.PID != 0 && m.PID != server.Process.Pid {
+				t.Errorf("%s moves pid %d (%s), not memcached (pid %d)", f.ID, m.PID, m.What, server.Process.Pid)
+			}
+			for _, p := range m.To {
+				h := headroom[p.CPU]
+				if !h.Measured || h.Spare <= 0 || p.Busy < h.Busy || p.After > load.HeadroomBusyMaxPct {
+					t.Errorf("%s moves %s onto CPU%d without the headroom doctor measured (%+v): %+v", f.ID, m.What, p.CPU, h, p)
+				}
+			}
+		}
+		if saturated && len(f.Moves) != 0 {
+			t.Errorf("%s moves work on a saturated machine: %+v", f.ID, f.Moves)
+		}
+		for _, mt := range taskset.FindAllStringSubmatch(f.Fix, -1) {
+			if pid, _ := strconv.Atoi(mt[2]); pid != server.Process.Pid {
+				t.Errorf("%s: fix moves pid %d, not memcached (pid %d): %q", f.ID, pid, server.Process.Pid, f.Fix)
+			}
+		}
+		if strings.Contains(f.Fix, fmt.Sprintf("(pid %d)", gen.Process.Pid)) && !strings.Contains(f.Fix, fmt.Sprintf("(pid %d) stays", gen.Process.Pid)) {
+			t.Errorf("%s: fix names memcaslap other than to keep it: %q", f.ID, f.Fix)
 		}
 	}
 }

@@ -4,29 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
-
-// The inventory and capture tests run the test binary itself as irqpilot
-// when invMainEnv is set: no separate build, and the same binary can be
-// started inside a network namespace. Own names and an init function, so
-// that no test file of this package needs to own TestMain.
-const invMainEnv = "IRQPILOT_INVENTORY_TEST_MAIN"
-
-func init() {
-	if os.Getenv(invMainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-}
 
 var updateGolden = flag.Bool("update-inventory", false, "rewrite the golden inventories of testdata/snapshots from the committed snapshots")
 
@@ -34,16 +23,6 @@ const (
 	sharedFixtures = "../../../shared/fixtures"
 	snapshotsDir   = "../../testdata/snapshots"
 )
-
-// invCmd returns a command running irqpilot with args (prefix: a wrapper
-// such as "ip netns exec NS", or nil).
-func invCmd(prefix []string, args ...string) *exec.Cmd {
-	self, _ := os.Executable()
-	argv := append(append(append([]string{}, prefix...), self), args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), invMainEnv+"=1")
-	return cmd
-}
 
 // invRun runs irqpilot and returns its standard output; any failure fails t.
 func invRun(t *testing.T, args ...string) []byte {
@@ -53,13 +32,11 @@ func invRun(t *testing.T, args ...string) []byte {
 
 func invRunIn(t *testing.T, prefix []string, args ...string) []byte {
 	t.Helper()
-	cmd := invCmd(prefix, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("irqpilot %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	stdout, stderr, err := runCmd(selfCmd(prefix, args...))
+	if err != nil {
+		t.Fatalf("irqpilot %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
-	return stdout.Bytes()
+	return []byte(stdout)
 }
 
 // inventoryJSON runs `irqpilot ARGS inventory --json` and decodes the host.
@@ -249,4 +226,160 @@ func TestInventorySnapshots(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestInventoryNAPILines(t *testing.T) {
+	irq, pid := 38, 7218
+	tr, f := true, false
+	d, z := uint32(2), uint64(0)
+	g := uint64(20000)
+	cpus := cpuset.Of(1)
+	h := &host.Host{
+		NICs: []host.NIC{{Name: "eth0", Node: -1}, {Name: "vA", Virtual: true, Kind: "veth", Node: -1}},
+		NAPI: []host.NAPI{
+			{ID: 257, Device: "eth0", Queues: host.NAPIQueues{RX: []int{0}, TX: []int{0}}, IRQ: &irq, PID: &pid, CPUs: &cpus,
+				Threaded: &tr, DeferHardIRQs: &d, GROFlushTimeout: &g, IRQSuspendTimeout: &z},
+			{ID: 274, Device: "vA", Queues: host.NAPIQueues{RX: []int{}, TX: []int{}}, Threaded: &f, DeferHardIRQs: &d, GROFlushTimeout: &z, IRQSuspendTimeout: &z},
+			{ID: 9, Device: "vA"}, // a kernel that reports ids only
+		},
+	}
+	var b bytes.Buffer
+	writeInventory(&b, h, "test")
+	out := b.String()
+	for _, want := range []string{
+		"    napi 257: rx 0  tx 0  irq 38  threaded (pid 7218 on cpus 1)  defer-hard-irqs 2  gro-flush-timeout 20000ns  irq-suspend-timeout 0ns\n",
+		"    napi 274: softirq  defer-hard-irqs 2  gro-flush-timeout 0ns  irq-suspend-timeout 0ns\n",
+		"    napi 9: (no details reported)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inventory lacks %q:\n%s", want, out)
+		}
+	}
+	// Each under its own NIC.
+	if i, j := strings.Index(out, "napi 257"), strings.Index(out, "  vA  "); i < 0 || j < 0 || i > j {
+		t.Errorf("napi 257 not under eth0:\n%s", out)
+	}
+}
+
+// testdata/snapshots/pending-move.tar.gz is this project's 2-CPU VM
+// captured (capture --redact) right after IRQ 24 (ACPI:Ged, IO-APIC, last
+// fired on CPU 0) was written to CPU 1: x86 moves it at its next interrupt,
+// so it is allowed on 1 and still lands on 0. inventory says the move is
+// pending, for that IRQ only.
+func TestInventoryPendingMove(t *testing.T) {
+	snap := filepath.Join(snapshotsDir, "pending-move.tar.gz")
+	h, _ := inventoryJSON(t, "--snapshot", snap)
+	var pending []int
+	for i := range h.IRQs {
+		if h.IRQs[i].MovePending() {
+			pending = append(pending, h.IRQs[i].Number)
+		}
+	}
+	if len(pending) != 1 || pending[0] != 24 {
+		t.Fatalf("IRQs with a pending move: %v, want [24]", pending)
+	}
+	text := string(invRun(t, "--snapshot", snap, "inventory"))
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, host.MovePendingNote) {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "irq 24 ACPI:Ged  allowed 1  lands on 0 (move pending until its next interrupt)") {
+		t.Errorf("lines saying a move is pending: %q, want irq 24's only\n%s", lines, text)
+	}
+}
+
+// A group of like IRQs summarised on one line counts its pending moves; a
+// device queue's row says it in its "lands" cell.
+func TestInventoryPendingGroupAndRow(t *testing.T) {
+	set := func(s string) *cpuset.Set { v := cpuset.MustParse(s); return &v }
+	var qs []*host.IRQ
+	for i := 0; i < 6; i++ {
+		q := &host.IRQ{Number: 100 + i, Actions: []string{fmt.Sprintf("irdma-ceq%d", i)}, Chip: "PCI-MSIX", Affinity: set("0-3"), EffectiveAffinity: set("1")}
+		if i < 2 {
+			q.Affinity = set("2") // written, still on 1
+		}
+		qs = append(qs, q)
+	}
+	h := &host.Host{}
+	for _, q := range qs {
+		h.IRQs = append(h.IRQs, *q)
+	}
+	tx := &inventoryText{h: h}
+	if got := tx.groupLine(qs); !strings.HasSuffix(got, "  2 moves pending until their next interrupt") {
+		t.Errorf("group line %q does not count its 2 pending moves", got)
+	}
+	if got := tx.groupLine(qs[2:]); strings.Contains(got, "pending") {
+		t.Errorf("group line %q: nothing is pending", got)
+	}
+	n := 100
+	if cells := tx.irqCells(&n); cells[2] != "1 (move pending until its next interrupt)" {
+		t.Errorf("queue row cells %q: the lands cell does not say the move is pending", cells)
+	}
+}
+
+func TestInventoryCoreGrouping(t *testing.T) {
+	cpu := func(id, node, pkg, core int, siblings string) host.CPU {
+		return host.CPU{ID: id, Online: true, Node: node, Package: pkg, Core: core, Siblings: cpuset.MustParse(siblings)}
+	}
+	tests := []struct {
+		name string
+		cpus []host.CPU
+		want string // groups as "node/pkg/core:threads", space separated
+	}{
+		{"SMT pairs", []host.CPU{cpu(0, 0, 0, 0, "0,2"), cpu(1, 0, 0, 1, "1,3"), cpu(2, 0, 0, 0, "0,2"), cpu(3, 0, 0, 1, "1,3")},
+			"0/0/0:0,2 0/0/1:1,3"},
+		// core_id is not unique within a package on some platforms: the
+		// sibling masks tell the cores apart.
+		{"core_id repeated within a package", []host.CPU{
+			cpu(0, 0, 0, 0, "0,4"), cpu(1, 0, 0, 0, "1,5"), cpu(2, 0, 0, 1, "2,6"), cpu(3, 0, 0, 1, "3,7"),
+			cpu(4, 0, 0, 0, "0,4"), cpu(5, 0, 0, 0, "1,5"), cpu(6, 0, 0, 1, "2,6"), cpu(7, 0, 0, 1, "3,7")},
+			"0/0/0:0,4 0/0/0:1,5 0/0/1:2,6 0/0/1:3,7"},
+		{"same mask in two packages stays apart", []host.CPU{cpu(0, 0, 0, 0, "0-1"), cpu(1, 0, 1, 0, "0-1")},
+			"0/0/0:0 0/1/0:1"},
+		// Without siblings, core_id groups (the node_exporter tree); with
+		// neither, each CPU stands alone.
+		{"siblings unknown", []host.CPU{cpu(0, 0, 0, 0, ""), cpu(1, 0, 0, 0, ""), cpu(2, 0, 0, -1, ""), cpu(3, 0, 0, -1, "")},
+			"0/0/0:0-1 0/0/-1:2 0/0/-1:3"},
+		{"offline CPUs left out, order by node then package", []host.CPU{
+			cpu(0, 1, 0, 0, "0"), {ID: 1, Node: 0, Package: 0, Core: 0, Siblings: cpuset.MustParse("1")}, cpu(2, 0, 3, 0, "2"), cpu(3, 0, 1, 0, "3")},
+			"0/1/0:3 0/3/0:2 1/0/0:0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, g := range groupCores(tc.cpus) {
+				got = append(got, fmt.Sprintf("%d/%d/%d:%s", g.node, g.pkg, g.core, cpuset.Of(g.threads...)))
+			}
+			if s := strings.Join(got, " "); s != tc.want {
+				t.Errorf("groups %s, want %s", s, tc.want)
+			}
+		})
+	}
+}
+
+// The text inventory of a sysfs tree whose core_id repeats within the
+// package (two cores report core_id 0, two core_id 1) lists four cores.
+func TestInventoryCoresBySiblings(t *testing.T) {
+	cpu := "sys/devices/system/cpu"
+	files := map[string]string{
+		cpu + "/online":                         "0-7\n",
+		cpu + "/possible":                       "0-7\n",
+		"sys/devices/system/node/node0/cpulist": "0-7\n",
+	}
+	for id := 0; id < 8; id++ {
+		core := id % 4 / 2 // 0,0,1,1 for threads 0-3 and again for 4-7
+		topo := fmt.Sprintf("%s/cpu%d/topology/", cpu, id)
+		files[topo+"core_id"] = fmt.Sprintf("%d\n", core)
+		files[topo+"physical_package_id"] = "0\n"
+		files[topo+"thread_siblings_list"] = fmt.Sprintf("%d,%d\n", id%4, id%4+4)
+	}
+	root := livetest.WriteTree(t, files)
+	text := string(invRun(t, "--root", root, "inventory"))
+	for _, want := range []string{"package 0  4 cores, 8 threads", "core 0: 0,4  core 0: 1,5  core 1: 2,6  core 1: 3,7"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -146,14 +147,14 @@ func TestPlanBadFlags(t *testing.T) {
 // --sample feeds the measured per-CPU interrupt share to auto, which says
 // what it measured; on a captured tree it is refused.
 func TestPlanSampleLoad(t *testing.T) {
-	out, err := invCmd(nil, "--root", sharedFixtures+"/node_exporter", "plan", "--sample", "1s").CombinedOutput()
+	out, err := selfCmd(nil, "--root", sharedFixtures+"/node_exporter", "plan", "--sample", "1s").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--sample measures the live machine") {
 		t.Errorf("--sample with --root: %v\n%s", err, out)
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("the live part reads managed IRQs as root")
 	}
-	live, err := invCmd(nil, "plan", "--policy", "auto", "--sample", "300ms", "--json").Output()
+	live, err := selfCmd(nil, "plan", "--policy", "auto", "--sample", "300ms", "--json").Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, live)
 	}
@@ -177,4 +178,35 @@ func TestPlanSampleLoad(t *testing.T) {
 	if !strings.Contains(why, "irq+softirq") && !strings.Contains(why, "Predicted") {
 		t.Errorf("auto's reason has no measured numbers: %q", why)
 	}
+}
+
+// Issue 10, live: on this machine at rest `plan --policy auto` measures the
+// load and plans no change, saying why with the numbers; if something on
+// the machine is hurting right now, the plan must name the evidence.
+func TestLiveAutoPlansNothingAtRest(t *testing.T) {
+	livetest.NeedRoot(t) // to read every IRQ's placement
+	out, errOut, err := runIrqpilot(t, "plan", "--policy", "auto", "--sample", "1s", "--json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut)
+	}
+	var d struct {
+		Why    string         `json:"why"`
+		Counts map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if d.Counts["pending"] == 0 {
+		if !strings.Contains(d.Why, "no evidence of harm") || !strings.Contains(d.Why, "% busy") {
+			t.Errorf("empty plan without the reason and numbers: %q", d.Why)
+		}
+		return
+	}
+	for _, ev := range []string{"interrupt-bound", "saturated", "drop", "squeeze", "remote", "isolated", "another NUMA node"} {
+		if strings.Contains(d.Why, ev) {
+			t.Logf("the machine is busy: auto planned %d changes from evidence: %s", d.Counts["pending"], d.Why)
+			return
+		}
+	}
+	t.Errorf("auto planned %d changes without naming evidence of harm: %q", d.Counts["pending"], d.Why)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,25 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
-
-// buildIrqpilot builds the binary as dir/irqpilot, so that a printed
-// command ("irqpilot revert …") runs it with dir first on PATH.
-func buildIrqpilot(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "irqpilot")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // runIn runs the binary (inside ns when ns is not nil) and returns stdout,
 // stderr and the exit status.
@@ -70,7 +56,7 @@ func stateDir(t *testing.T) string {
 // with --machine-wide; the plan says why.
 func TestLivePlanDeviceInNamespace(t *testing.T) {
 	ns := newVethNamespace(t)
-	bin := buildIrqpilot(t)
+	bin := livetest.Irqpilot(t)
 	for _, policy := range []string{"dedicated-core", "per-queue", "colocate", "rps-spread", "auto"} {
 		for _, mw := range []bool{false, true} {
 			args := []string{"plan", "--policy", policy, "--device", "vq0", "--json"}
@@ -116,7 +102,7 @@ func TestLivePlanDeviceInNamespace(t *testing.T) {
 // command apply printed, executed as printed, restores everything.
 func TestLiveRevertWrongNamespaceAndUndoAsPrinted(t *testing.T) {
 	ns := newVethNamespace(t)
-	bin := buildIrqpilot(t)
+	bin := livetest.Irqpilot(t)
 	state := stateDir(t)
 	before := steeringState(t, ns)
 	planFile := filepath.Join(t.TempDir(), "a.yaml")
@@ -148,8 +134,8 @@ func TestLiveRevertWrongNamespaceAndUndoAsPrinted(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("undo as printed (%s): %v\n%s", undo, err, b)
 	}
-	if after := steeringState(t, ns); !mapsEqual(before, after) {
-		t.Errorf("after the printed undo: %v, want %v", after, before)
+	if d := cmp.Diff(before, steeringState(t, ns)); d != "" {
+		t.Errorf("after the printed undo (-before +after):\n%s", d)
 	}
 }
 
@@ -158,7 +144,7 @@ func TestLiveRevertWrongNamespaceAndUndoAsPrinted(t *testing.T) {
 // reverting A leaves the machine as it was.
 func TestLiveApplyReplace(t *testing.T) {
 	ns := newVethNamespace(t)
-	bin := buildIrqpilot(t)
+	bin := livetest.Irqpilot(t)
 	state := stateDir(t)
 	before := steeringState(t, ns)
 	dir := t.TempDir()
@@ -199,27 +185,15 @@ func TestLiveApplyReplace(t *testing.T) {
 	if out, errOut, code := runIn(t, ns, bin, "revert", "--state-dir", state); code != 0 {
 		t.Fatalf("revert B: %d\n%s%s", code, out, errOut)
 	}
-	if got := steeringState(t, ns); !mapsEqual(got, afterA) {
-		t.Errorf("after reverting B: %v, want A's state %v", got, afterA)
+	if d := cmp.Diff(afterA, steeringState(t, ns)); d != "" {
+		t.Errorf("after reverting B, want A's state (-want +got):\n%s", d)
 	}
 	if out, errOut, code := runIn(t, ns, bin, "revert", "--state-dir", state); code != 0 {
 		t.Fatalf("revert A: %d\n%s%s", code, out, errOut)
 	}
-	if got := steeringState(t, ns); !mapsEqual(got, before) {
-		t.Errorf("after reverting A: %v, want %v", got, before)
+	if d := cmp.Diff(before, steeringState(t, ns)); d != "" {
+		t.Errorf("after reverting A (-want +got):\n%s", d)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Live: in a namespace of our own with two veth pairs and a default route
@@ -227,31 +201,16 @@ func mapsEqual(a, b map[string]string) bool {
 // the plan and on stderr); inventory marks vdr0 alone as carrying the
 // default route; --device vdr0 plans it.
 func TestLivePlanLeavesOutDefaultRoute(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live: creates a network namespace")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	name := fmt.Sprintf("irqpilot-dr-%d", os.Getpid())
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	sh("ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	livetest.NeedRoot(t, "ip")
+	name := livetest.Netns(t, livetest.Name("irqp-dr-"))
 	for _, l := range []string{"vdr", "vdx"} {
-		sh("ip", "-n", name, "link", "add", l+"0", "numrxqueues", "2", "numtxqueues", "2", "type", "veth", "peer", "name", l+"1")
-		sh("ip", "-n", name, "link", "set", l+"0", "up")
-		sh("ip", "-n", name, "link", "set", l+"1", "up")
+		livetest.Veth(t, name, l+"0", l+"1", 2)
 	}
-	sh("ip", "-n", name, "addr", "add", "10.213.7.1/24", "dev", "vdr0")
-	sh("ip", "-n", name, "addr", "add", "10.213.8.1/24", "dev", "vdx0")
-	sh("ip", "-n", name, "route", "add", "default", "via", "10.213.7.2", "dev", "vdr0")
+	livetest.Run(t, "ip", "-n", name, "addr", "add", "10.213.7.1/24", "dev", "vdr0")
+	livetest.Run(t, "ip", "-n", name, "addr", "add", "10.213.8.1/24", "dev", "vdx0")
+	livetest.Run(t, "ip", "-n", name, "route", "add", "default", "via", "10.213.7.2", "dev", "vdr0")
 	ns := &vethNamespace{name: name, exec: []string{"ip", "netns", "exec", name}}
-	bin := buildIrqpilot(t)
+	bin := livetest.Irqpilot(t)
 
 	out, errOut, code := runIn(t, ns, bin, "inventory", "--json")
 	if code != 0 {

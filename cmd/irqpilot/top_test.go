@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,39 +13,10 @@ import (
 	"unicode/utf8"
 )
 
-// The test binary doubles as irqpilot when obsMainEnv is set, so the top,
-// record and report tests run the real command (flags, output, exit status)
-// in a child process without a separate `go build`. Own names and an init
-// function, independent of the other test files' TestMain.
-const obsMainEnv = "IRQPILOT_OBSERVE_TEST_MAIN"
-
-func init() {
-	if os.Getenv(obsMainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-}
-
-// obsCmd returns an exec.Cmd running irqpilot with args.
-func obsCmd(t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), obsMainEnv+"=1")
-	return cmd
-}
-
 // runIrqpilot runs irqpilot to completion and returns stdout and stderr.
 func runIrqpilot(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := obsCmd(t, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	return out.String(), errb.String(), err
+	return runCmd(selfCmd(nil, args...))
 }
 
 // onlineCPUs counts the cpuN lines of the live /proc/stat.
@@ -154,7 +124,7 @@ func TestTopInTmux(t *testing.T) {
 	// then never reports a status.
 	statusFile := filepath.Join(t.TempDir(), "status")
 	if out, err := tmux("-f", "/dev/null", "new-session", "-d", "-s", name, "-x", "80", "-y", "24",
-		"-e", obsMainEnv+"=1", "sh", "-c", `"$0" top --interval 200ms; echo $? > "$1"`, exe, statusFile); err != nil {
+		"-e", selfEnv+"=1", "sh", "-c", `"$0" top --interval 200ms; echo $? > "$1"`, exe, statusFile); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
 	if out, err := tmux("set-option", "-w", "-t", name, "remain-on-exit", "on"); err != nil {

@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,14 +28,7 @@ import (
 // for a capability). What cannot be checked here is the container runtime
 // itself (no cluster, no container daemon).
 func TestCapabilitiesLive(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("live test: needs root")
-	}
-	for _, tool := range []string{"setpriv", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	livetest.NeedRoot(t, "setpriv", "ip")
 	m := load(t)
 	var caps []string
 	for _, c := range m.agent(t).SecurityContext.Capabilities.Add {
@@ -54,16 +45,11 @@ func TestCapabilitiesLive(t *testing.T) {
 	}
 	bin := livetest.Irqpilot(t) // static (cgo off), in a directory others may reach
 
-	var rb [3]byte
-	rand.Read(rb[:])
-	ns := "irqp-k8s-" + hex.EncodeToString(rb[:])
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	run(t, "ip", "-n", ns, "link", "add", "kva", "type", "veth", "peer", "name", "kvb")
-	run(t, "ip", "-n", ns, "link", "set", "kva", "up")
+	ns := livetest.Netns(t, livetest.Name("irqp-k8s-"))
+	livetest.Veth(t, ns, "kva", "kvb", 0) // a queue per CPU: XPS has a choice
 
 	// A process of another user, by a name no other process has.
-	comm := "k8scap" + hex.EncodeToString(rb[:])
+	comm := livetest.Name("k8scap")
 	sleeper := filepath.Join(dir, comm)
 	if b, err := os.ReadFile("/bin/sleep"); err != nil {
 		t.Skip("no /bin/sleep")
@@ -143,11 +129,6 @@ apps:
 		return
 	}
 	t.Log("no platform IRQ with a settable affinity; the /proc/irq part was not checked")
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	livetest.Run(t, name, args...)
 }
 
 type agentLog struct {

@@ -1,15 +1,9 @@
 package agent
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -454,67 +448,4 @@ func (ag *Agent) adaptStep() {
 	if err := ag.enforce("adapt"); err != nil {
 		ag.log.Error("adapt: apply failed", "error", err)
 	}
-}
-
-// PromValue reads the single value of a Prometheus instant query answer
-// (/api/v1/query).
-func PromValue(r io.Reader) (float64, error) {
-	var ans struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Value [2]any `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r, 1<<20)).Decode(&ans); err != nil {
-		return 0, fmt.Errorf("prometheus answer: %w", err)
-	}
-	if ans.Status != "success" {
-		return 0, fmt.Errorf("prometheus query failed: %s", ans.Error)
-	}
-	if len(ans.Data.Result) != 1 {
-		return 0, fmt.Errorf("prometheus query returned %d series; the metric query must return exactly one", len(ans.Data.Result))
-	}
-	str, ok := ans.Data.Result[0].Value[1].(string)
-	if !ok {
-		return 0, fmt.Errorf("prometheus answer: value is not a string")
-	}
-	return strconv.ParseFloat(str, 64)
-}
-
-var errNoMetric = fmt.Errorf("no user metric")
-
-// userMetric reads the user's metric: a command's output or a Prometheus
-// instant query's single value.
-func (ag *Agent) userMetric() (float64, error) {
-	o := ag.adapt.o
-	ctx, cancel := context.WithTimeout(context.Background(), max(ag.o.Interval/2, time.Second))
-	defer cancel()
-	switch {
-	case o.MetricCommand != "":
-		out, err := runMetricCommand(ctx, o.MetricCommand)
-		if err != nil {
-			return 0, fmt.Errorf("metric command %q: %w", o.MetricCommand, err)
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-		if err != nil {
-			return 0, fmt.Errorf("metric command %q printed %q, not a number", o.MetricCommand, strings.TrimSpace(string(out)))
-		}
-		return v, nil
-	case o.MetricQuery != "":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.MetricQuery, nil)
-		if err != nil {
-			return 0, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		return PromValue(resp.Body)
-	}
-	return 0, errNoMetric
 }

@@ -5,11 +5,13 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/policy"
 )
@@ -32,10 +34,7 @@ import (
 // alone. The test measures the load itself before the agent starts and
 // logs it beside each decision.
 func TestLiveAdaptSeed004UDP(t *testing.T) {
-	needRoot(t)
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip("taskset not installed")
-	}
+	livetest.NeedRoot(t, "taskset")
 	bin := irqpilot(t)
 	tb, err := testbed.Up(testbed.Options{Queues: 1, StateDir: t.TempDir()})
 	if err != nil {
@@ -52,20 +51,7 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 	}
 	send := exec.Command("ip", "netns", "exec", tb.ClientNS, "taskset", "-c", "0", "env", "IRQPILOT_BENCH_HELPER=udp-send", bin,
 		"-addr", testbed.ServerAddr, "-d", "40s")
-	if err := send.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sent := make(chan struct{})
-	go func() { send.Wait(); close(sent) }()
-	t.Cleanup(func() {
-		send.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-sent:
-		case <-time.After(5 * time.Second):
-			send.Process.Kill()
-			<-sent
-		}
-	})
+	sent := livetest.Start(t, send, 5*time.Second)
 	rpsPath := "/sys/class/net/" + tb.ServerDev + "/queues/rx-0/rps_cpus"
 	rpsBefore := run(t, "ip", "netns", "exec", tb.ServerNS, "cat", rpsPath)
 
@@ -172,10 +158,7 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 // a 2-queue veth: the load is spread, nothing shows harm, and the agent
 // changes nothing.
 func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
-	needRoot(t)
-	if _, err := exec.LookPath("memcaslap"); err != nil {
-		t.Skip("memcaslap not installed (libmemcached-tools; make deps)")
-	}
+	livetest.NeedRoot(t, "memcaslap")
 	tb, err := testbed.Up(testbed.Options{Queues: 2, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -189,20 +172,7 @@ func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	load := exec.Command("ip", "netns", "exec", tb.ClientNS, "memcaslap", "-s", testbed.ServerAddr+":11211", "-T", "2", "-c", "32", "-t", "8s", "-S", "8s")
-	if err := load.Start(); err != nil {
-		t.Fatal(err)
-	}
-	loaded := make(chan struct{})
-	go func() { load.Wait(); close(loaded) }()
-	t.Cleanup(func() {
-		load.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-loaded:
-		case <-time.After(5 * time.Second):
-			load.Process.Kill()
-			<-loaded
-		}
-	})
+	loaded := livetest.Start(t, load, 5*time.Second)
 	sd := mkState(t)
 	w := startWindow(t)
 	// Without --device the agent plans for physical NICs only, and the
@@ -225,4 +195,76 @@ func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
 		}
 		t.Errorf("adapted under a spread memcached load with no evidence of harm measured: %+v", st.Adaptations)
 	}
+}
+
+// window is the test's own measurement of the machine, taken beside the
+// agent's: the per-CPU numbers a skip or a failure reports, and
+// policy.Harm's verdict on them (the evidence the agent's trigger uses).
+type window struct {
+	s    *load.Sampler
+	from *load.Sample
+}
+
+func startWindow(t *testing.T) *window { t.Helper(); return startWindowTasks(t) }
+
+// startWindowTasks is startWindow that also samples the threads of pids.
+func startWindowTasks(t *testing.T, pids ...int) *window {
+	t.Helper()
+	s := load.NewSampler(kernel.New("/"))
+	if len(pids) > 0 {
+		s.TaskPIDs = func() []int { return pids }
+	}
+	from, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &window{s: s, from: from}
+}
+
+// end measures from the start (or the last end) to now.
+func (w *window) end(t *testing.T) (*load.Load, []load.Finding) {
+	t.Helper()
+	to, err := w.s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := load.Rates(w.from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.from = to
+	h, err := host.Read(kernel.New("/"), host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, policy.Harm(h, l)
+}
+
+// cpuLine: "CPU0 idle 2% soft 71% irq 0% user 10% sys 17%; CPU1 …".
+func cpuLine(l *load.Load) string {
+	var parts []string
+	for _, c := range l.CPUs {
+		parts = append(parts, fmt.Sprintf("CPU%d idle %.0f%% soft %.0f%% irq %.0f%% user %.0f%% sys %.0f%%", c.ID, c.Idle, c.SoftIRQ, c.IRQ, c.User, c.System))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func harmLine(fs []load.Finding) string {
+	if len(fs) == 0 {
+		return "no evidence of harm"
+	}
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, f.ID+": "+f.Summary)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func softOf(l *load.Load, cpu int) float64 {
+	for _, c := range l.CPUs {
+		if c.ID == cpu {
+			return c.SoftIRQ
+		}
+	}
+	return 0
 }

@@ -12,17 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// addPair adds a veth pair name/peer with queues queues to the test's
-// namespace and sets name up (removed with the namespace).
-func (b *bed) addPair(t *testing.T, name, peer string, queues int) {
-	t.Helper()
-	q := strconv.Itoa(queues)
-	run(t, "ip", "-n", b.ns, "link", "add", name, "numrxqueues", q, "numtxqueues", q, "type", "veth",
-		"peer", "name", peer, "numrxqueues", q, "numtxqueues", q)
-	run(t, "ip", "-n", b.ns, "link", "set", name, "up")
-}
+	"github.com/irqpilot/irqpilot/internal/livetest"
+)
 
 // recreate deletes va0 (and its peer) and adds it again with queues
 // queues, back to back in one shell: the two link events reach the agent
@@ -56,9 +48,9 @@ func journalFiles(t *testing.T, sd string) (all, applied int) {
 // its reason (status, metrics, one log line), and everything else — va0's
 // other entry, the unrelated vc0 — is still enforced and repaired.
 func TestLivePlanEntryWaitsAlone(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	b := newBed(t, 4)
-	b.addPair(t, "vc0", "vd0", 1)
+	livetest.Veth(t, b.ns, "vc0", "vd0", 1)
 	pf := writePlan(t, `version: 1
 rx_queues:
   - device: va0
@@ -141,15 +133,9 @@ rx_queues:
 // down to --keep-journals; the journal left is the live one's (revert
 // restores the device as the agent found it).
 func TestLiveRecreatedDeviceIsNotDrift(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	b := newBed(t, 2)
-	pf := writePlan(t, `version: 1
-rx_queues:
-  - device: va0
-    rps_cpus: "0"
-    rps_flow_cnt: 256
-    reason: re-creation test
-`)
+	pf := writePlan(t, va0RPSPlan("re-creation test"))
 	sd := mkState(t)
 	const keep = 2
 	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "200ms", "--listen", "",
@@ -194,11 +180,8 @@ rx_queues:
 // is not a repair: one drift is repaired once when the lock is free, nothing
 // is frozen, and the error names flock's pid, not the agent's own.
 func TestLiveBlockedWriteIsNotRepair(t *testing.T) {
-	needRoot(t)
-	flock, err := exec.LookPath("flock")
-	if err != nil {
-		t.Skip("flock(1) not installed (util-linux)")
-	}
+	livetest.NeedRoot(t, "flock")
+	flock, _ := exec.LookPath("flock")
 	b := newBed(t, 2)
 	pf := writePlan(t, "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    reason: blocked write test\n")
 	sd := mkState(t)
@@ -258,7 +241,7 @@ func agentCPU(t *testing.T, pid int) time.Duration {
 // keeps its journals bounded by --keep-journals, and its CPU use at the
 // end is logged beside the start's (measured, not asserted).
 func TestLiveChurnSoak(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	dur := 40 * time.Second
 	if s := os.Getenv("IRQPILOT_SOAK"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -268,7 +251,7 @@ func TestLiveChurnSoak(t *testing.T) {
 		dur = d
 	}
 	b := newBed(t, 2)
-	b.addPair(t, "vc0", "vd0", 1)
+	livetest.Veth(t, b.ns, "vc0", "vd0", 1)
 	pf := writePlan(t, `version: 1
 rx_queues:
   - device: va0

@@ -2,31 +2,23 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 )
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CI runs as root)")
-	}
-	if testing.Short() {
-		t.Skip("live test; -short")
-	}
-}
 
 // irqpilot is cmd/irqpilot built once per test binary: the live tests run
 // the agent as its own process (signals, SIGKILL, exit codes, a network
@@ -46,23 +38,14 @@ type bed struct {
 
 func newBed(t *testing.T, queues int) *bed {
 	t.Helper()
-	var rb [3]byte
-	rand.Read(rb[:])
-	b := &bed{ns: "irqp-ag-" + hex.EncodeToString(rb[:]), queues: queues}
-	run(t, "ip", "netns", "add", b.ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", b.ns).Run() })
+	b := &bed{ns: livetest.Netns(t, livetest.Name("irqp-ag-")), queues: queues}
 	b.addVeth(t)
-	run(t, "ip", "-n", b.ns, "link", "set", "lo", "up")
 	return b
 }
 
-func (b *bed) addVeth(t *testing.T) {
-	t.Helper()
-	q := strconv.Itoa(b.queues)
-	run(t, "ip", "-n", b.ns, "link", "add", "va0", "numrxqueues", q, "numtxqueues", q, "type", "veth",
-		"peer", "name", "vb0", "numrxqueues", q, "numtxqueues", q)
-	run(t, "ip", "-n", b.ns, "link", "set", "va0", "up")
-}
+// addVeth adds va0/vb0 with the bed's queue count (again, after a test
+// deleted it).
+func (b *bed) addVeth(t *testing.T) { livetest.Veth(t, b.ns, "va0", "vb0", b.queues) }
 
 // read reads a file as the namespace sees it (its /sys shows its devices).
 func (b *bed) read(t *testing.T, path string) string {
@@ -120,9 +103,15 @@ func startAgentNoWait(t *testing.T, ns, stateDir string, args ...string) *agentP
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
-	p := &agentProc{cmd: exec.Command(argv[0], argv[1:]...), log: &livetest.Buffer{}, stateDir: stateDir, done: make(chan struct{})}
-	p.cmd.Stderr = p.log
-	p.cmd.Stdout = p.log
+	return startCmd(t, stateDir, argv[0], argv[1:]...)
+}
+
+// startCmd runs name argv as the agent process (its output in p.log); the
+// cleanup stops it by PID.
+func startCmd(t *testing.T, stateDir, name string, argv ...string) *agentProc {
+	t.Helper()
+	p := &agentProc{cmd: exec.Command(name, argv...), log: &livetest.Buffer{}, stateDir: stateDir, done: make(chan struct{})}
+	p.cmd.Stderr, p.cmd.Stdout = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +174,17 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) t
 func movableIRQ(t *testing.T) (int, string) {
 	t.Helper()
 	return livetest.MovableIRQ(t, kernel.New("/"))
+}
+
+// irqToMove is a movable IRQ (restored in t.Cleanup), its affinity and a
+// CPU to move it to: the last online CPU, or 0 if it is there already.
+func irqToMove(t *testing.T) (irq int, orig, to string) {
+	t.Helper()
+	irq, orig = movableIRQ(t)
+	if to = lastCPU(t); to == orig {
+		to = "0"
+	}
+	return irq, orig, to
 }
 
 func irqAffinity(t *testing.T, irq int) string {
@@ -250,22 +250,57 @@ scrape_configs:
 		"--web.listen-address="+addr, "--log.level=warn")
 	logb := &livetest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logb, logb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
 		if t.Failed() {
 			t.Logf("prometheus log:\n%s", logb)
 		}
 	})
+	livetest.Start(t, cmd, 15*time.Second)
 	return "http://" + addr
+}
+
+// TestMain removes the binary and the generated host the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bigHostBuilt {
+		if dir, _ := bigHost(); dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	livetest.RemoveBuilt()
+	removeNobodyBinary()
+	os.Exit(code)
+}
+
+// va0RPSPlan is a plan that steers va0's receive queues to CPU 0 with an
+// RFS flow count.
+func va0RPSPlan(reason string) string {
+	return "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    rps_flow_cnt: 256\n    reason: " + reason + "\n"
+}
+
+// irqAndVa0Plan is a plan that moves irq to cpus and steers va0's receive
+// queues to CPU 0.
+func irqAndVa0Plan(irq int, cpus, reason string) string {
+	return fmt.Sprintf("version: 1\nirqs:\n  - irq: %d\n    cpus: %q\n    reason: %s\n"+
+		"rx_queues:\n  - device: va0\n    rps_cpus: \"0\"\n    reason: %s\n", irq, cpus, reason, reason)
+}
+
+// promAPI is client_golang's Prometheus API client for the server at url
+// inside the bed's namespace: its connections are dialed from a thread in
+// that namespace (a socket stays in the namespace it was made in).
+func (b *bed) promAPI(t *testing.T, url string) promv1.API {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = livetest.InNetns(b.ns, func() error {
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := api.NewClient(api.Config{Address: url, RoundTripper: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promv1.NewAPI(c)
 }

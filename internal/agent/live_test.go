@@ -1,16 +1,19 @@
 package agent
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
+
+	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // Drift: rps_cpus and an IRQ affinity written behind the agent's back are
@@ -18,23 +21,10 @@ import (
 // irqpilot_drift_repairs_total as a real Prometheus scraping the agent sees
 // it, and the exported metrics pass promtool.
 func TestLiveDriftRepaired(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	b := newBed(t, 2)
-	irq, orig := movableIRQ(t)
-	want := lastCPU(t)
-	if want == orig {
-		want = "0"
-	}
-	pf := writePlan(t, fmt.Sprintf(`version: 1
-irqs:
-  - irq: %d
-    cpus: "%s"
-    reason: agent drift test
-rx_queues:
-  - device: va0
-    rps_cpus: "0"
-    reason: agent drift test
-`, irq, want))
+	irq, orig, want := irqToMove(t)
+	pf := writePlan(t, irqAndVa0Plan(irq, want, "agent drift test"))
 	sd := mkState(t)
 	interval := 200 * time.Millisecond
 	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", interval.String(), "--revert-on-exit")
@@ -95,29 +85,21 @@ rx_queues:
 		t.Errorf("metrics lack the rps repair:\n%s", grepLines(text, "drift_repairs"))
 	}
 	// Prometheus scraped it.
-	q := prom + "/api/v1/query?query=" + url.QueryEscape(`sum by (setting) (irqpilot_drift_repairs_total)`)
-	var got map[string]string
+	api := b.promAPI(t, prom)
+	q := "sum by (setting) (" + names.DriftRepairs + ")"
 	waitFor(t, 30*time.Second, "prometheus has the repair counters", func() bool {
-		out, err := exec.Command("ip", "netns", "exec", b.ns, "curl", "-sf", "--max-time", "2", q).Output()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		v, _, _, err := api.Query(ctx, q, time.Now())
+		vec, _ := v.(model.Vector)
 		if err != nil {
 			return false
 		}
-		var ans struct {
-			Data struct {
-				Result []struct {
-					Metric map[string]string `json:"metric"`
-					Value  [2]any            `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
+		got := map[string]float64{}
+		for _, s := range vec {
+			got[string(s.Metric["setting"])] = float64(s.Value)
 		}
-		if json.Unmarshal(out, &ans) != nil {
-			return false
-		}
-		got = map[string]string{}
-		for _, r := range ans.Data.Result {
-			got[r.Metric["setting"]], _ = r.Value[1].(string)
-		}
-		return got["rps-cpus"] == "1" && got["irq-affinity"] == "1"
+		return got["rps-cpus"] == 1 && got["irq-affinity"] == 1
 	})
 	// SIGTERM with --revert-on-exit restores what was there.
 	p.stop(t, syscall.SIGTERM)
@@ -142,15 +124,9 @@ func grepLines(text, sub string) string {
 // A deleted and re-created device gets its part of the plan again from the
 // link event, without waiting for the interval.
 func TestLiveRecreatedDevice(t *testing.T) {
-	needRoot(t)
+	livetest.NeedRoot(t)
 	b := newBed(t, 2)
-	pf := writePlan(t, `version: 1
-rx_queues:
-  - device: va0
-    rps_cpus: "0"
-    rps_flow_cnt: 256
-    reason: agent device test
-`)
+	pf := writePlan(t, va0RPSPlan("agent device test"))
 	sd := mkState(t)
 	// A long interval: only the link event can converge in time.
 	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "30s", "--listen", "")
@@ -184,15 +160,12 @@ rx_queues:
 // other IRQ banned, and made to re-place its IRQs with SIGHUP (its rescan);
 // every IRQ affinity is restored afterwards.
 func TestLiveIrqbalanceFight(t *testing.T) {
-	needRoot(t)
-	ib, err := exec.LookPath("irqbalance")
-	if err != nil {
-		t.Skip("irqbalance not installed")
-	}
+	livetest.NeedRoot(t, "irqbalance")
+	ib, _ := exec.LookPath("irqbalance")
 	if out, _ := exec.Command("pgrep", "-x", "irqbalance").Output(); len(out) > 0 {
 		t.Skip("an irqbalance is already running on this machine; not starting a second one")
 	}
-	restoreAllIRQs(t)
+	livetest.RestoreAllIRQs(t, false) // what irqbalance may have moved
 	irq, _ := movableIRQ(t)
 	want := lastCPU(t)
 	pf := writePlan(t, fmt.Sprintf("version: 1\nirqs:\n  - irq: %d\n    cpus: \"%s\"\n    reason: fight test\n", irq, want))
@@ -211,20 +184,7 @@ func TestLiveIrqbalanceFight(t *testing.T) {
 	}
 	cmd := exec.Command(ib, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	done := livetest.Start(t, cmd, 10*time.Second)
 	// Until irqbalance has set up its handlers, SIGHUP would end it.
 	time.Sleep(1500 * time.Millisecond)
 	hup := func() { cmd.Process.Signal(syscall.SIGHUP); time.Sleep(400 * time.Millisecond) }
@@ -270,26 +230,4 @@ func TestLiveIrqbalanceFight(t *testing.T) {
 	if !strings.Contains(string(out), "FROZEN irq-affinity") {
 		t.Errorf("irqpilot status does not report the frozen setting:\n%s", out)
 	}
-}
-
-// restoreAllIRQs puts back every IRQ affinity as it was (what irqbalance
-// may have moved).
-func restoreAllIRQs(t *testing.T) {
-	t.Helper()
-	saved := map[string]string{}
-	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil {
-			saved[p] = strings.TrimSpace(string(b))
-		}
-	}
-	t.Cleanup(func() {
-		for p, v := range saved {
-			if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) != v {
-				if err := os.WriteFile(p, []byte(v), 0); err != nil {
-					t.Logf("restore %s to %s: %v", p, v, err)
-				}
-			}
-		}
-	})
 }

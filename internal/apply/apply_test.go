@@ -3,7 +3,6 @@ package apply
 import (
 	"errors"
 	"fmt"
-	"github.com/irqpilot/irqpilot/internal/setting"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,25 +10,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // tree builds a small kernel tree in a temp dir: files hold what a real
 // kernel would print.
 func tree(t *testing.T, files map[string]string) *kernel.FS {
 	t.Helper()
-	root := t.TempDir()
-	for p, v := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return kernel.New(root)
+	return kernel.New(livetest.WriteTree(t, files))
 }
 
 func snapshotFiles(t *testing.T, fs *kernel.FS, paths []string) map[string]string {
@@ -424,3 +417,50 @@ func TestIrqbalanceBanFileRestoredExactly(t *testing.T) {
 }
 
 func ptrTo(s string) *string { return &s }
+
+// DiffWith returns what Diff returns, pass after pass, while the kernel
+// values change behind it (drift, and back); changed changes are validated
+// again, so a bad change is refused even after good passes.
+func TestDiffWithMemoMatchesDiff(t *testing.T) {
+	fs := tree(t, baseTree)
+	a := New(fs, t.TempDir())
+	changes := sampleChanges()
+	var m DiffMemo
+	check := func(step string) {
+		t.Helper()
+		want, err := a.Diff(changes)
+		if err != nil {
+			t.Fatalf("%s: Diff: %v", step, err)
+		}
+		got, err := a.DiffWith(changes, &m)
+		if err != nil {
+			t.Fatalf("%s: DiffWith: %v", step, err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("%s: DiffWith differs from Diff (-Diff +DiffWith):\n%s", step, d)
+		}
+	}
+	check("first")
+	check("again")
+	write := func(p, v string) {
+		if err := os.WriteFile(filepath.Join(fs.Root(), p), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("proc/irq/41/smp_affinity_list", "2\n") // drifted
+	check("irq 41 drifted")
+	write("proc/irq/41/smp_affinity_list", "0-3\n") // back
+	check("irq 41 back")
+	write("proc/irq/40/smp_affinity_list", "2\n") // now as wanted
+	check("irq 40 in force")
+	os.Remove(filepath.Join(fs.Root(), "sys/class/net/veth0/queues/tx-0/xps_cpus")) // skipped
+	check("xps gone")
+	changes[1].Value = "1"
+	check("a change edited")
+	changes = append(changes, setting.Change{Kind: setting.KindRPSCPUs, Target: "veth0 rx-1", Path: "sys/class/net/veth0/queues/rx-1/rps_cpus", Value: "zz"})
+	if _, err := a.DiffWith(changes, &m); err == nil || !strings.Contains(err.Error(), `value "zz"`) {
+		t.Errorf("a bad change after good passes: %v", err)
+	}
+	changes = changes[:len(changes)-1]
+	check("bad change removed")
+}

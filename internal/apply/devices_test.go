@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/irqpilot/irqpilot/internal/setting"
 	"os"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
+	"github.com/irqpilot/irqpilot/internal/setting"
 
 	"github.com/safchain/ethtool"
 
@@ -151,14 +153,7 @@ func TestReadCoalesceBadValueStopsBeforeDevice(t *testing.T) {
 // ioctl returns for it).
 func ethtoolShow(t *testing.T, dev string) map[string]string {
 	t.Helper()
-	bin, err := exec.LookPath("ethtool")
-	if err != nil {
-		t.Skip("ethtool not installed (make deps installs it)")
-	}
-	out, err := exec.Command(bin, "-c", dev).CombinedOutput()
-	if err != nil {
-		t.Skipf("ethtool -c %s: %v: %s", dev, err, out)
-	}
+	out := livetest.Ethtool(t, "-c", dev)
 	got := map[string]string{}
 	na := func(s, zero string) string {
 		if s == "n/a" {
@@ -166,7 +161,7 @@ func ethtoolShow(t *testing.T, dev string) map[string]string {
 		}
 		return s
 	}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		switch {
 		case len(f) == 5 && f[0] == "Adaptive" && f[1] == "RX:" && f[3] == "TX:":
@@ -224,22 +219,9 @@ const nsChildEnv = "IRQPILOT_APPLY_COALESCE_NS_CHILD"
 // pair and runs TestCoalescePlanNamespaceChild inside it (ip netns exec
 // mounts that namespace's sysfs, so the veth's queue files are visible).
 func TestLiveCoalescePlanInNamespace(t *testing.T) {
-	needRoot(t)
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("iproute2 not installed")
-	}
-	ns := fmt.Sprintf("irqpc%d", os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	run("-n", ns, "link", "add", "vc0", "type", "veth", "peer", "name", "vc1")
-	run("-n", ns, "link", "set", "vc0", "up")
-	run("-n", ns, "link", "set", "vc1", "up")
+	livetest.NeedRoot(t, "ip")
+	ns := livetest.Netns(t, livetest.Name("irqpc"))
+	livetest.Veth(t, ns, "vc0", "vc1", 0)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -24,27 +24,9 @@ func TestPersistInstallVerifyRemove(t *testing.T) {
 		t.Fatalf("wrote %v", written)
 	}
 	unit := filepath.Join(root, PersistUnitPath)
-	data, _ := os.ReadFile(unit)
-	for _, want := range []string{`ExecStart="` + bin + `" apply --boot --state-dir "/var/lib/irqpilot" "/etc/irqpilot/plan.yaml"`, "Type=oneshot", "RemainAfterExit=no", "WantedBy=multi-user.target"} {
-		if !strings.Contains(string(data), want) {
-			t.Errorf("unit lacks %q:\n%s", want, data)
-		}
-	}
+	checkUnit(t, unit, `ExecStart="`+bin+`" apply --boot --state-dir "/var/lib/irqpilot" "/etc/irqpilot/plan.yaml"`, "Type=oneshot", "RemainAfterExit=no", "WantedBy=multi-user.target")
 	if target, err := os.Readlink(filepath.Join(root, persistWantsDir, "irqpilot-apply.service")); err != nil || target != PersistUnitPath {
 		t.Errorf("enable symlink: %q %v", target, err)
-	}
-
-	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
-		// Verify a copy whose ConditionPathExists/ExecStart paths point at
-		// the temp tree, since verify resolves them on this machine.
-		// verify exits 0 on unknown keys and bad values (it only warns), so
-		// any line about our file counts as a failure.
-		out, err := exec.Command(sa, "verify", "--man=no", unit).CombinedOutput()
-		if err != nil || strings.Contains(string(out), filepath.Base(unit)+":") {
-			t.Errorf("systemd-analyze verify %s: %v\n%s", unit, err, out)
-		}
-	} else {
-		t.Log("systemd-analyze not installed; unit syntax not verified")
 	}
 	rule, _ := os.ReadFile(filepath.Join(root, PersistUdevPath))
 	if !strings.Contains(string(rule), `SUBSYSTEM=="net"`) || !strings.Contains(string(rule), "irqpilot-apply.service") {
@@ -173,5 +155,116 @@ func TestPersistPackagedUnitsDifferOnlyInHeader(t *testing.T) {
 				t.Errorf("%s: packaged unit differs from persist's beyond header and Documentation=:\n%s\n---\n%s", path, got, want)
 			}
 		}
+	}
+}
+
+// persist --agent installs a Type=notify unit with a watchdog that runs the
+// agent on the installed plan; systemd-analyze verify accepts it; remove
+// takes it away.
+func TestPersistAgentInstallVerifyRemove(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "usr/local/bin/irqpilot")
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	p := &Persistence{Root: root, Binary: bin, StateDir: "/var/lib/irqpilot", Agent: true}
+	written, err := p.Install([]byte("version: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 3 {
+		t.Fatalf("wrote %v", written)
+	}
+	unit := filepath.Join(root, PersistAgentUnitPath)
+	checkUnit(t, unit, `ExecStart="`+bin+`" agent --state-dir "/var/lib/irqpilot" --plan "/etc/irqpilot/plan.yaml"`,
+		"Type=notify", "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure", "WantedBy=multi-user.target")
+	if _, err := os.Stat(filepath.Join(root, PersistUdevPath)); !os.IsNotExist(err) {
+		t.Errorf("the agent needs no udev rule, but one was written")
+	}
+	if target, err := os.Readlink(filepath.Join(root, persistWantsDir, "irqpilot-agent.service")); err != nil || target != PersistAgentUnitPath {
+		t.Errorf("enable symlink: %q %v", target, err)
+	}
+	removed, err := p.Remove()
+	if err != nil || len(removed) != 3 {
+		t.Fatalf("remove: %v %v", removed, err)
+	}
+}
+
+// The agent's unit bounds descriptors and privilege: LimitNOFILE, a
+// capability bounding set of exactly what the agent uses, no new
+// privileges, a read-only system but for what it writes; systemd-analyze
+// verify accepts it and `systemd-analyze security` rates its exposure at
+// most 3.0 ("OK"), offline (systemd need not be running).
+func TestAgentUnitHardened(t *testing.T) {
+	for _, sd := range []string{DefaultStateDir, "/srv/irq state"} {
+		root := t.TempDir()
+		bin := filepath.Join(root, "usr/bin/irqpilot")
+		os.MkdirAll(filepath.Dir(bin), 0o755)
+		os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+		files, err := (&Persistence{Root: root, Binary: bin, StateDir: sd, Agent: true, Packaged: true}).Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		unit := string(files[PersistAgentUnitPath])
+		want := []string{"LimitNOFILE=65536", "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_NICE\n", "AmbientCapabilities=\n",
+			"NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "PrivateDevices=yes",
+			"SystemCallFilter=@system-service", `ReadWritePaths=-"` + sd + `" /run -/etc/default -/etc/sysconfig`}
+		if sd == DefaultStateDir {
+			want = append(want, "StateDirectory=irqpilot\nStateDirectoryMode=0700\n")
+		} else if strings.Contains(unit, "StateDirectory=") {
+			t.Errorf("StateDirectory= for state directory %s (it names /var/lib/irqpilot)", sd)
+		}
+		for _, w := range want {
+			if !strings.Contains(unit, w) {
+				t.Errorf("state dir %s: unit lacks %q:\n%s", sd, w, unit)
+			}
+		}
+		// Not set: they would make /proc/irq and /sys read-only, or hide
+		// the processes the agent pins.
+		for _, no := range []string{"ProtectKernelTunables=", "ProtectProc=", "ProcSubset="} {
+			if strings.Contains(unit, no) {
+				t.Errorf("unit sets %s, which stops the agent from doing its work", no)
+			}
+		}
+		sa, err := exec.LookPath("systemd-analyze")
+		if err != nil {
+			t.Skip("systemd-analyze not installed")
+		}
+		path := filepath.Join(root, "irqpilot-agent.service")
+		os.WriteFile(path, []byte(unit), 0o644)
+		out, err := exec.Command(sa, "verify", "--man=no", path).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "irqpilot-agent.service:") {
+			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+		}
+		out, err = exec.Command(sa, "security", "--offline=yes", "--threshold=30", path).CombinedOutput()
+		if err != nil {
+			t.Errorf("systemd-analyze security: exposure above 3.0 (%v):\n%s", err, out)
+		}
+		if i := strings.Index(string(out), "Overall exposure level"); i >= 0 {
+			t.Logf("state dir %s: %s", sd, strings.TrimSpace(string(out[i:])))
+		}
+	}
+}
+
+// checkUnit checks that the unit file has each of wants and, where
+// systemd-analyze is installed, that it verifies. The unit's paths point
+// at the test's tree, since verify resolves them on this machine; verify
+// exits 0 on unknown keys and bad values (it only warns), so any line
+// about the file counts as a failure.
+func checkUnit(t *testing.T, unit string, wants ...string) {
+	t.Helper()
+	data, _ := os.ReadFile(unit)
+	for _, want := range wants {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("unit lacks %q:\n%s", want, data)
+		}
+	}
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Log("systemd-analyze not installed; unit syntax not verified")
+		return
+	}
+	out, err := exec.Command(sa, "verify", "--man=no", unit).CombinedOutput()
+	if err != nil || strings.Contains(string(out), filepath.Base(unit)+":") {
+		t.Errorf("systemd-analyze verify %s: %v\n%s", unit, err, out)
 	}
 }

@@ -1,9 +1,14 @@
 package apply
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // PruneJournals keeps the newest finished journals and every journal that
@@ -14,15 +19,7 @@ func TestPruneJournalsKeepsApplied(t *testing.T) {
 	states := []string{StateReverted, StateApplied, StateNoChange, StateRolledBack, StateApplying, StateReverted, StateRollbackIncomplete, StateReverted}
 	var ids []string
 	for i, st := range states {
-		j, err := newJournal(dir, t0.Add(time.Duration(i)*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.State = st
-		if err := j.save(); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, j.ID)
+		ids = append(ids, saveJournal(t, dir, t0.Add(time.Duration(i)*time.Second), st).ID)
 	}
 	removed, err := PruneJournals(dir, 2)
 	if err != nil {
@@ -54,17 +51,7 @@ func TestPruneJournalsKeepsApplied(t *testing.T) {
 func TestPrunerReadsOnlyNewJournals(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	add := func(i int, st string) *Journal {
-		j, err := newJournal(dir, t0.Add(time.Duration(i)*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.State = st
-		if err := j.save(); err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
+	add := func(i int, st string) *Journal { return saveJournal(t, dir, t0.Add(time.Duration(i)*time.Second), st) }
 	const n = 300
 	var applied []*Journal
 	for i := 0; i < n; i++ {
@@ -102,4 +89,50 @@ func TestPrunerReadsOnlyNewJournals(t *testing.T) {
 	if again, err := PruneJournals(dir, 5); err != nil || len(again) != 0 {
 		t.Errorf("PruneJournals after the Pruner removed %v (%v)", again, err)
 	}
+}
+
+// RemoveJournal removes an applied journal, and refuses a journal in any
+// other state and a name that is not a journal ID.
+func TestRemoveJournal(t *testing.T) {
+	fs := tree(t, baseTree)
+	sd := t.TempDir()
+	a := New(fs, sd)
+	p := "proc/irq/40/smp_affinity_list"
+	r1, err := a.Apply([]setting.Change{{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: p, Value: "2"}}, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := a.Apply([]setting.Change{{Kind: setting.KindIRQAffinity, Target: "irq 40", Path: p, Value: "3"}}, Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Revert(r2.Journal.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveJournal(sd, r2.Journal.ID); err == nil || !strings.Contains(err.Error(), "is reverted, not applied") {
+		t.Errorf("reverted journal: %v", err)
+	}
+	if err := RemoveJournal(sd, "../../etc/passwd"); err == nil || !strings.Contains(err.Error(), "not a journal ID") {
+		t.Errorf("bad id: %v", err)
+	}
+	if err := RemoveJournal(sd, r1.Journal.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(sd, "journal", r1.Journal.ID+".json")); !os.IsNotExist(err) {
+		t.Errorf("applied journal still there: %v", err)
+	}
+}
+
+// saveJournal writes a journal dated at in state st into dir.
+func saveJournal(t *testing.T, dir string, at time.Time, st string) *Journal {
+	t.Helper()
+	j, err := newJournal(dir, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.State = st
+	if err := j.save(); err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

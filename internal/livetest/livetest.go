@@ -14,10 +14,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -156,10 +159,7 @@ func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := fs.Interrupts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := interrupts(t, fs)
 	best, fewest := -1, uint64(0)
 	var bestTo cpuset.Set
 	var bestCur string
@@ -229,13 +229,119 @@ func MovableIRQ(t testing.TB, fs *kernel.FS) (int, string) {
 // IRQCount is irq's interrupts so far, all CPUs (/proc/interrupts).
 func IRQCount(t testing.TB, fs *kernel.FS, irq int) uint64 {
 	t.Helper()
-	in, err := fs.Interrupts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := interrupts(t, fs)
 	if l := in.Line(irq); l != nil {
 		return l.Total()
 	}
 	t.Fatalf("irq %d is not in /proc/interrupts", irq)
 	return 0
+}
+
+// Start starts cmd and, when the test ends, stops it by PID: SIGTERM, then
+// SIGKILL if it has not exited after grace. The channel closes when it
+// has exited (its Wait returned).
+func Start(t testing.TB, cmd *exec.Cmd, grace time.Duration) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", strings.Join(cmd.Args, " "), err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(grace):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return done
+}
+
+// interrupts reads and parses /proc/interrupts.
+func interrupts(t testing.TB, fs *kernel.FS) *kernel.Interrupts {
+	t.Helper()
+	in, err := fs.Interrupts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// WriteTree writes files (path below the root → content) under a new
+// temporary directory and returns it: a small kernel tree whose files hold
+// what a real kernel prints, for tests that need no live machine.
+func WriteTree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, v := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// GenHost generates the host spec describes (internal/hostgen) under a new
+// temporary directory and returns its root and irqpilot's model of it.
+func GenHost(t testing.TB, spec hostgen.Spec) (string, *host.Host) {
+	t.Helper()
+	root := t.TempDir()
+	if err := hostgen.Generate(root, spec); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Read(kernel.New(root), host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, h
+}
+
+// Ethtool runs ethtool with args (such as "-c", "eth0") and returns its
+// output; it skips the test where ethtool is not installed or the query
+// fails (a driver that does not support it).
+func Ethtool(t testing.TB, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("ethtool")
+	if err != nil {
+		t.Skip("ethtool not installed (make deps installs it)")
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Skipf("ethtool %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// RestoreAllIRQs saves every IRQ's affinity now and puts back, when the
+// test ends, each one that differs then (what a daemon the test ran, or a
+// verb that should not have, moved). With changedIsError a difference
+// fails the test; else it is logged.
+func RestoreAllIRQs(t testing.TB, changedIsError bool) {
+	t.Helper()
+	saved := map[string]string{}
+	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			saved[p] = strings.TrimSpace(string(b))
+		}
+	}
+	t.Cleanup(func() {
+		for p, v := range saved {
+			b, err := os.ReadFile(p)
+			if err != nil || strings.TrimSpace(string(b)) == v {
+				continue
+			}
+			if err := os.WriteFile(p, []byte(v), 0); err != nil {
+				t.Errorf("restore %s to %q: %v", p, v, err)
+			} else if changedIsError {
+				t.Errorf("%s was %q after the test, restored to %q", p, b, v)
+			}
+		}
+	})
 }

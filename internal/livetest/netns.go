@@ -83,9 +83,10 @@ func Netns(t testing.TB, name string) string {
 	return name
 }
 
-// Veth adds a veth pair name/peer with queues RX and TX queues on each end,
-// both ends in the named namespace ns and up. Removing the namespace
-// removes the pair.
+// Veth adds a veth pair name/peer with queues RX and TX queues on each end
+// (0: the kernel's default, one per possible CPU for veth, as `ip link add`
+// without numrxqueues gives), both ends in the named namespace ns and up.
+// Removing the namespace removes the pair.
 func Veth(t testing.TB, ns, name, peer string, queues int) {
 	t.Helper()
 	h, err := netns.GetFromName(ns)
@@ -115,4 +116,29 @@ func Veth(t testing.TB, ns, name, peer string, queues int) {
 			t.Fatalf("veth %s in %s: up: %v", n, ns, err)
 		}
 	}
+}
+
+// InNetns runs fn on an OS thread of its own inside the named namespace ns
+// ("": the current one) and returns its error; a process fn starts is born
+// in ns. The thread is never returned to the pool: the goroutine ends
+// locked to it, so the runtime discards it.
+func InNetns(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if ns != "" {
+			h, err := netns.GetFromName(ns)
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer h.Close()
+			if err := netns.Set(h); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- fn()
+	}()
+	return <-errc
 }

@@ -18,12 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
-
-// Namespace prefixes every metric.
-const Namespace = "irqpilot"
 
 // userHZ is the unit of /proc/stat's times.
 const userHZ = 100.0
@@ -63,9 +61,9 @@ func Names() []string {
 }
 
 var (
-	scrapeSuccess = prometheus.NewDesc(Namespace+"_scrape_collector_success",
+	scrapeSuccess = prometheus.NewDesc(names.ScrapeSuccess,
 		"Whether a collector succeeded (1) or failed (0) on this scrape.", []string{"collector"}, nil)
-	scrapeDuration = prometheus.NewDesc(Namespace+"_scrape_collector_duration_seconds",
+	scrapeDuration = prometheus.NewDesc(names.ScrapeDuration,
 		"How long a collector took on this scrape.", []string{"collector"}, nil)
 )
 
@@ -132,29 +130,29 @@ func New(src *Source) (*prometheus.Registry, *Agent, error) {
 		ex.cs = append(ex.cs, c.new(src))
 	}
 	a := &Agent{
-		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "drift_repairs_total",
+		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: names.DriftRepairs,
 			Help: "Settings the agent found changed behind its back and restored."}, []string{"setting", "device"}),
-		Applied: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "settings_applied_total",
+		Applied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: names.SettingsApplied,
 			Help: "Settings written because the plan (start, reload, adaptation) or a device that appeared needed them."}, []string{"setting", "device"}),
-		AdaptationsApplied: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "adaptations_applied_total",
+		AdaptationsApplied: prometheus.NewCounter(prometheus.CounterOpts{Name: names.AdaptationsApplied,
 			Help: "Plans the agent computed from evidence of harm and applied (--adapt)."}),
-		AdaptationsReverted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "adaptations_reverted_total",
+		AdaptationsReverted: prometheus.NewCounter(prometheus.CounterOpts{Name: names.AdaptationsReverted,
 			Help: "Adaptations reverted because verification found them no better."}),
-		FindingActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "finding_active",
+		FindingActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: names.FindingActive,
 			Help: "1 while the finding (irqpilot doctor's id) holds, else 0."}, []string{"id"}),
-		Enforced: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "enforced_settings",
+		Enforced: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.Enforced,
 			Help: "Settings the agent currently enforces."}),
-		Frozen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "frozen_settings",
+		Frozen: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.Frozen,
 			Help: "Settings no longer enforced because something changed them back and forth too often (see irqpilot status)."}),
-		Waiting: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "waiting_entries",
+		Waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.Waiting,
 			Help: "Plan entries waiting for a device to appear or a CPU to come online."}),
-		Passes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "enforcement_passes_total",
+		Passes: prometheus.NewCounter(prometheus.CounterOpts{Name: names.Passes,
 			Help: "Enforcement passes run."}),
-		PassErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "enforcement_pass_errors_total",
+		PassErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: names.PassErrors,
 			Help: "Enforcement passes that failed (the log says why)."}),
-		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "plan_reloads_total",
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: names.Reloads,
 			Help: "Plan reloads (SIGHUP) by result: applied, or rejected with the previous plan kept."}, []string{"result"}),
-		ReloadRejected: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "plan_reload_rejected",
+		ReloadRejected: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.ReloadRejected,
 			Help: "1 while the last plan reload was rejected and the previous plan is still enforced (irqpilot status says why), else 0."}),
 	}
 	for _, r := range []string{"applied", "rejected"} {
@@ -162,7 +160,7 @@ func New(src *Source) (*prometheus.Registry, *Agent, error) {
 	}
 	for _, c := range []prometheus.Collector{ex, a.DriftRepairs, a.Applied, a.AdaptationsApplied, a.AdaptationsReverted,
 		a.FindingActive, a.Enforced, a.Frozen, a.Waiting, a.Passes, a.PassErrors, a.Reloads, a.ReloadRejected,
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: Namespace})} {
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: names.Namespace})} {
 		if err := reg.Register(c); err != nil {
 			return nil, nil, err
 		}
@@ -186,11 +184,11 @@ type cpuCollector struct {
 
 func newCPUCollector(src *Source) collector {
 	return &cpuCollector{src: src,
-		irq: prometheus.NewDesc(Namespace+"_cpu_irq_seconds_total",
+		irq: prometheus.NewDesc(names.CPUIRQSeconds,
 			"Seconds the CPU spent in hardirq context (/proc/stat).", []string{"cpu"}, nil),
-		soft: prometheus.NewDesc(Namespace+"_cpu_softirq_seconds_total",
+		soft: prometheus.NewDesc(names.CPUSoftIRQSeconds,
 			"Seconds the CPU spent in softirq context (/proc/stat).", []string{"cpu"}, nil),
-		mode: prometheus.NewDesc(Namespace+"_cpu_seconds_total",
+		mode: prometheus.NewDesc(names.CPUSeconds,
 			"Seconds the CPU spent in each mode other than irq and softirq (/proc/stat; user includes guest).", []string{"cpu", "mode"}, nil),
 	}
 }
@@ -223,7 +221,7 @@ type nodeCollector struct {
 }
 
 func newNodeCollector(src *Source) collector {
-	return &nodeCollector{src: src, info: prometheus.NewDesc(Namespace+"_node_info",
+	return &nodeCollector{src: src, info: prometheus.NewDesc(names.NodeInfo,
 		"The node's host name (/proc/sys/kernel/hostname). Always 1.", []string{"nodename"}, nil)}
 }
 
@@ -246,10 +244,10 @@ type interruptsCollector struct {
 
 func newInterruptsCollector(src *Source) collector {
 	return &interruptsCollector{src: src,
-		count: prometheus.NewDesc(Namespace+"_queue_interrupts_total",
+		count: prometheus.NewDesc(names.QueueInterrupts,
 			"Interrupts of a device queue's IRQ, all CPUs (/proc/interrupts); rate() gives the per-queue IRQ rate.",
 			[]string{"irq", "device", "queue"}, nil),
-		info: prometheus.NewDesc(Namespace+"_irq_info",
+		info: prometheus.NewDesc(names.IRQInfo,
 			"Where a device IRQ goes: its device, queue (\"\" if none) and affinity (smp_affinity_list). Always 1.",
 			[]string{"irq", "device", "queue", "cpus"}, nil),
 	}
@@ -295,11 +293,11 @@ type softnetCollector struct {
 
 func newSoftnetCollector(src *Source) collector {
 	return &softnetCollector{src: src,
-		processed: prometheus.NewDesc(Namespace+"_softnet_processed_total",
+		processed: prometheus.NewDesc(names.SoftnetProcessed,
 			"Packets processed by the CPU's receive softirq (/proc/net/softnet_stat).", []string{"cpu"}, nil),
-		dropped: prometheus.NewDesc(Namespace+"_softnet_dropped_total",
+		dropped: prometheus.NewDesc(names.SoftnetDropped,
 			"Packets dropped because the CPU's backlog was full (/proc/net/softnet_stat).", []string{"cpu"}, nil),
-		squeez: prometheus.NewDesc(Namespace+"_softnet_times_squeezed_total",
+		squeez: prometheus.NewDesc(names.SoftnetTimesSqueezed,
 			"Receive softirq runs that ran out of budget or time with work left (/proc/net/softnet_stat).", []string{"cpu"}, nil),
 	}
 }

@@ -25,17 +25,18 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/irqpilot/irqpilot/internal/agent/metricnames"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/report"
 )
 
-// Metric names read from Prometheus.
-const (
-	MetricCPUModes = "irqpilot_cpu_seconds_total"
-	MetricIRQ      = "irqpilot_cpu_irq_seconds_total"
-	MetricSoftIRQ  = "irqpilot_cpu_softirq_seconds_total"
-	MetricQueue    = "irqpilot_queue_interrupts_total"
-	MetricNodeInfo = "irqpilot_node_info"
+// Metric names read from Prometheus: the agent's (metricnames).
+var (
+	MetricCPUModes = metricnames.CPUSeconds
+	MetricIRQ      = metricnames.CPUIRQSeconds
+	MetricSoftIRQ  = metricnames.CPUSoftIRQSeconds
+	MetricQueue    = metricnames.QueueInterrupts
+	MetricNodeInfo = metricnames.NodeInfo
 )
 
 // MaxPoints is Prometheus's limit of points per series in one range query.

@@ -12,8 +12,65 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
+
+// Issue 15 item 1, end to end: a journal directory holding a file that does
+// not parse made `revert` print "nothing to revert" and exit 0, leaving the
+// plan applied, and `history` say "no journals".
+func TestRevertVerbWithUnreadableJournal(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "proc/irq/40/smp_affinity_list")
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	os.WriteFile(file, []byte("0-3\n"), 0o644)
+	state := filepath.Join(t.TempDir(), "state")
+	a := apply.New(kernel.New(root), state)
+	if _, err := a.Apply([]setting.Change{setting.IRQAffinity(40, "irq 40", mustSet(t, "1"), "test")}, apply.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(state, "journal", "20000101T000000Z.json")
+	os.WriteFile(bad, nil, 0o600)
+
+	out, stderr, err := runIrqpilot(t, "history", "--state-dir", state)
+	if code := exitCode(err); code != 2 || !strings.Contains(stderr, bad) || strings.Contains(out, "no journals") {
+		t.Errorf("history: exit %d\n%s\n%s", code, out, stderr)
+	}
+	out, stderr, err = runIrqpilot(t, "revert", "--root", root, "--state-dir", state)
+	if code := exitCode(err); code != 0 || !strings.Contains(out, "1 settings restored") || !strings.Contains(stderr, bad) {
+		t.Errorf("revert: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) != "0-3" {
+		t.Errorf("affinity %q after revert", b)
+	}
+
+	// Nothing readable but an unreadable journal: an error naming it, exit 2.
+	state2 := filepath.Join(t.TempDir(), "state")
+	os.MkdirAll(filepath.Join(state2, "journal"), 0o700)
+	os.Chmod(state2, 0o700)
+	os.WriteFile(filepath.Join(state2, "journal", "20000101T000000Z.json"), []byte("{"), 0o600)
+	out, stderr, err = runIrqpilot(t, "revert", "--root", root, "--state-dir", state2)
+	if code := exitCode(err); code != 2 || strings.Contains(out, "nothing to revert") || !strings.Contains(stderr, "20000101T000000Z.json") {
+		t.Errorf("revert with only an unreadable journal: exit %d\n%s\n%s", code, out, stderr)
+	}
+	// A world-writable state directory is refused before anything is read.
+	os.Chmod(state, 0o777)
+	_, stderr, err = runIrqpilot(t, "revert", "--root", root, "--state-dir", state)
+	if code := exitCode(err); code != 2 || !strings.Contains(stderr, "writable by group or others") {
+		t.Errorf("revert in a world-writable dir: exit %d\n%s", code, stderr)
+	}
+}
+
+func mustSet(t *testing.T, s string) cpuset.Set {
+	t.Helper()
+	c, err := cpuset.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // nsRead reads a file inside network namespace ns.
 func nsRead(t *testing.T, ns, path string) string {
@@ -35,11 +92,8 @@ func nsWrite(t *testing.T, ns, path, v string) {
 // runWrapped runs irqpilot (this test binary) with a wrapper prefix and returns
 // its exit status and output.
 func runWrapped(prefix []string, args ...string) (int, string, string) {
-	cmd := invCmd(prefix, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	return exitCode(err), out.String(), errb.String()
+	out, errb, err := runCmd(selfCmd(prefix, args...))
+	return exitCode(err), out, errb
 }
 
 func journalStates(t *testing.T, state string) map[string]string {
@@ -59,7 +113,7 @@ func journalStates(t *testing.T, state string) map[string]string {
 // directory"), stay applied and block every later revert. Live: the veth
 // is deleted after apply; revert completes, reporting its settings gone.
 func TestRevertVethGoneLive(t *testing.T) {
-	ns := ownVethNamespace(t)
+	ns := newVethPair(t).name
 	in := []string{"ip", "netns", "exec", ns}
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -95,8 +149,8 @@ func TestRevertDeletedNamespaceLive(t *testing.T) {
 	if _, err := exec.LookPath("strace"); err != nil {
 		t.Skip("no strace")
 	}
-	ns := ownVethNamespace(t)
-	restoreIRQs(t)
+	ns := newVethPair(t).name
+	livetest.RestoreAllIRQs(t, true)
 	irq, cur := quietIRQ(t)
 	want := "0"
 	if cur == "0" {
@@ -150,7 +204,7 @@ func TestRevertSessionUndoesAgentRunLive(t *testing.T) {
 	if err != nil {
 		t.Skip("no strace")
 	}
-	ns := ownVethNamespace(t)
+	ns := newVethPair(t).name
 	in := []string{"ip", "netns", "exec", ns}
 	const rps = "/sys/class/net/vq0/queues/rx-1/rps_cpus"
 	before := nsRead(t, ns, rps)
@@ -160,7 +214,7 @@ func TestRevertSessionUndoesAgentRunLive(t *testing.T) {
 	os.WriteFile(planFile, []byte("version: 1\npolicy: test\nrx_queues:\n  - {device: vq0, queue: 1, rps_cpus: 0, reason: test}\n"+
 		"tx_queues:\n  - {device: vq0, queue: 0, xps_cpus: 0, reason: test}\n"), 0o644)
 
-	agentCmd := invCmd(in, "agent", "--plan", planFile, "--state-dir", state, "--interval", "100ms", "--listen", "", "--keep-journals", "100")
+	agentCmd := selfCmd(in, "agent", "--plan", planFile, "--state-dir", state, "--interval", "100ms", "--listen", "", "--keep-journals", "100")
 	var agentLog bytes.Buffer
 	agentCmd.Stdout, agentCmd.Stderr = &agentLog, &agentLog
 	if err := agentCmd.Start(); err != nil {

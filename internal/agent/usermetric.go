@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// maxMetricOutput bounds what the agent keeps of the metric command's
+// output: one number needs a few bytes; a command that prints without end
+// is cut off rather than held in the root process's memory.
+const maxMetricOutput = 4 << 10
+
+// capped keeps at most maxMetricOutput bytes and notes that more came.
+type capped struct {
+	b    []byte
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if len(c.b)+len(p) > maxMetricOutput {
+		c.over = true
+	}
+	if room := maxMetricOutput - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// runMetricCommand runs the command and returns its standard output, at
+// most maxMetricOutput bytes of it.
+func runMetricCommand(ctx context.Context, command string) ([]byte, error) {
+	cmd := metricCommand(ctx, command)
+	out := &capped{}
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
+		return nil, err
+	}
+	if out.over {
+		return nil, fmt.Errorf("printed more than %d bytes; want one number", maxMetricOutput)
+	}
+	return out.b, nil
+}
+
+// metricWaitDelay bounds how long the agent waits for the command's output
+// pipe after the command was killed.
+const metricWaitDelay = time.Second
+
+// metricCommand is --adapt-metric-command run by /bin/sh in a process group
+// of its own. When ctx ends the whole group is killed, not only the shell:
+// a child the shell left behind ("sleep 15; echo 5") would otherwise hold
+// the output pipe open and keep the agent (and its lock, and `irqpilot
+// status`) waiting until it exits. WaitDelay stops waiting for the pipe
+// even if something escaped the group.
+func metricCommand(ctx context.Context, command string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = metricWaitDelay
+	return cmd
+}
+
+// maxPromAnswer bounds the Prometheus answer the agent reads: one sample
+// needs a few hundred bytes. client_golang's API client reads a whole
+// answer into memory and has no size limit of its own, so its transport's
+// bodies are capped (cappedBody): the agent is a long-running root process
+// and a query that matches a huge answer fails rather than filling it.
+const maxPromAnswer = 1 << 20
+
+// cappedTransport caps every response body at maxPromAnswer bytes.
+type cappedTransport struct{ rt http.RoundTripper }
+
+func (c cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxPromAnswer}
+	return resp, nil
+}
+
+// cappedBody fails a read past its limit, where io.LimitReader would end
+// the body quietly and leave a truncated answer to the decoder.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// More than the limit, or exactly it: one byte more tells.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("prometheus answer larger than %d bytes", maxPromAnswer)
+		}
+		return 0, err
+	}
+	n, err := b.ReadCloser.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(n)
+	return n, err
+}
+
+// promInstantQuery splits an instant query URL
+// (http://host:9090/api/v1/query?query=…) into the server's address, for
+// client_golang's API client, and the PromQL expression. The query is
+// evaluated at the time it is asked; other parameters are not sent.
+func promInstantQuery(raw string) (addr, expr string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", err
+	}
+	base, ok := strings.CutSuffix(u.Path, "/api/v1/query")
+	expr = u.Query().Get("query")
+	if !ok || expr == "" {
+		return "", "", fmt.Errorf("%q is not a Prometheus instant query URL (…/api/v1/query?query=…)", raw)
+	}
+	u.Path, u.RawPath, u.RawQuery, u.Fragment = base, "", "", ""
+	return u.String(), expr, nil
+}
+
+// promValue asks Prometheus (client_golang's API client, the one
+// `irqpilot report --prometheus` uses) the instant query rawURL names and
+// returns its single sample's value.
+func promValue(ctx context.Context, rawURL string) (float64, error) {
+	addr, expr, err := promInstantQuery(rawURL)
+	if err != nil {
+		return 0, err
+	}
+	c, err := api.NewClient(api.Config{Address: addr, RoundTripper: cappedTransport{http.DefaultTransport}})
+	if err != nil {
+		return 0, err
+	}
+	v, _, _, err := promv1.NewAPI(c).Query(ctx, expr, time.Now())
+	if err != nil {
+		return 0, fmt.Errorf("prometheus query failed: %w", err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return 0, fmt.Errorf("prometheus query returned a %s; the metric query must return one series", v.Type())
+	}
+	if len(vec) != 1 {
+		return 0, fmt.Errorf("prometheus query returned %d series; the metric query must return exactly one", len(vec))
+	}
+	return float64(vec[0].Value), nil
+}
+
+var errNoMetric = fmt.Errorf("no user metric")
+
+// userMetric reads the user's metric: a command's output or a Prometheus
+// instant query's single value.
+func (ag *Agent) userMetric() (float64, error) {
+	o := ag.adapt.o
+	ctx, cancel := context.WithTimeout(context.Background(), max(ag.o.Interval/2, time.Second))
+	defer cancel()
+	switch {
+	case o.MetricCommand != "":
+		out, err := runMetricCommand(ctx, o.MetricCommand)
+		if err != nil {
+			return 0, fmt.Errorf("metric command %q: %w", o.MetricCommand, err)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric command %q printed %q, not a number", o.MetricCommand, strings.TrimSpace(string(out)))
+		}
+		return v, nil
+	case o.MetricQuery != "":
+		return promValue(ctx, o.MetricQuery)
+	}
+	return 0, errNoMetric
+}
