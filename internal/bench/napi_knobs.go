@@ -23,6 +23,9 @@ type Knobs struct {
 	FlushNs, Suspend *uint64
 }
 
+// KnobFields are the KEY=VALUE fields of a napi: configuration.
+var KnobFields = []string{"threaded", "defer", "flush", "suspend"}
+
 // ParseKnobs reads a "napi:" configuration.
 func ParseKnobs(config string) (*Knobs, error) {
 	body, ok := strings.CutPrefix(config, "napi:")
