@@ -120,15 +120,30 @@ sweep() { # name, then bench flags
 }
 
 # Every A/A width of the reports in $OUT: a twin's ratio interval's widest
-# distance from 1 (the tables' noise floor), flagged above ±5 %.
+# distance from 1 (the tables' noise floor), flagged above ±5 %. A report is
+# read again with this version's statistics first (bench --from), so a kept
+# older one is judged like a new one; a sweep is always new.
 aa_widths() {
-	python3 - "$OUT" <<'PY' | tee "$OUT/aa-widths.txt"
-import glob, json, os, sys
+	local again="$OUT/.aa"
+	mkdir -p "$again"
+	local f files=()
+	for f in "$OUT"/*.json; do
+		case $f in *-exhaustive.json | *-tune.json) continue ;; esac
+		if grep -q '"points"' "$f"; then
+			files+=("$f")
+		elif "$BIN" bench --from "$f" -o "$again/$(basename "$f")" >/dev/null; then
+			files+=("$again/$(basename "$f")")
+		fi
+	done
+	[ ${#files[@]} -gt 0 ] || return 0
+	python3 - "${files[@]}" <<'PY' | tee "$OUT/aa-widths.txt"
+import json, os, sys
 def twin(name, rep):
     base = rep.get("baseline") or rep["summary"][0]["config"]
-    for s in rep.get("summary", []):
-        if s["config"] == base or s["config"].split("#")[0] != base.split("#")[0] or s["config"].endswith(("#best", "#tune")):
-            continue
+    twins = [s for s in rep.get("summary", []) if s["config"].endswith("#aa") and s["config"].split("#")[0] == base.split("#")[0]]
+    if not twins:
+        print(f"{name}: no A/A twin of {base}")
+    for s in twins:
         r = s.get("ratio") or {}
         if s.get("verdict") == "indicative" or r.get("low") is None or r.get("high") is None:
             print(f"{name}: {s['config']} {r.get('point') or float('nan'):.3f}, indicative (fewer than 6 rounds): no width")
@@ -136,15 +151,13 @@ def twin(name, rep):
         w = max(1 - r["low"], r["high"] - 1)
         flag = "  ABOVE ±5 %" if w > 0.05 else ""
         print(f"{name}: {s['config']} {r['point']:.3f} ({r['low']:.3f}–{r['high']:.3f}): ±{100*w:.1f} %{flag}")
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+for f in sys.argv[1:]:
     name = os.path.basename(f)[:-5]
-    if name.endswith(("-exhaustive", "-tune")):
-        continue
     d = json.load(open(f))
     if "points" in d:
         for p in d["points"]:
             twin(f"{name} {d['param']}={p['value']}", p["report"])
-    elif "summary" in d:
+    else:
         twin(name, d)
 PY
 }
