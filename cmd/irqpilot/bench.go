@@ -9,11 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/report"
 )
 
 // workloadFlags are shared by bench and tune.
@@ -21,7 +25,7 @@ type workloadFlags struct {
 	workload   string
 	warmup     time.Duration
 	prime      time.Duration
-	net        bench.NetOptions
+	net        workload.NetOptions
 	clientCPUs string
 	appCPUs    string
 	command    string
@@ -44,9 +48,9 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&f.net.Threads, "threads", 2, "memcached threads / nginx workers / udp sink reading threads")
 	fs.IntVar(&f.net.ClientThreads, "client-threads", 0, "memcaslap/wrk threads (0: memcaslap one more than the online CPUs, wrk 2)")
 	fs.IntVar(&f.net.Connections, "connections", 0, "memcaslap concurrency / wrk connections (0: 16 per client thread) / sysbench threads, one connection each (mysql; 0: 16)")
-	fs.IntVar(&f.tableSize, "table-size", bench.DefaultTableSize, "mysql: rows of sysbench's table (all in the buffer pool at the default)")
-	fs.StringVar(&f.spMode, "sockperf-mode", bench.SockperfPingPong, "sockperf: ping-pong (one message in flight) or under-load (a fixed --rate)")
-	fs.IntVar(&f.spRate, "rate", bench.DefaultSockperfRate, "sockperf under-load: messages per second")
+	fs.IntVar(&f.tableSize, "table-size", workload.DefaultTableSize, "mysql: rows of sysbench's table (all in the buffer pool at the default)")
+	fs.StringVar(&f.spMode, "sockperf-mode", workload.SockperfPingPong, "sockperf: ping-pong (one message in flight) or under-load (a fixed --rate)")
+	fs.IntVar(&f.spRate, "rate", workload.DefaultSockperfRate, "sockperf under-load: messages per second")
 	fs.IntVar(&f.net.BusyPoll.SocketUsecs, "busy-poll", 0, "udp: the sink busy-polls its socket this many µs (SO_BUSY_POLL, SO_PREFER_BUSY_POLL) in configurations without /busypoll= (0: blocking reads)")
 	fs.IntVar(&f.net.BusyPoll.EpollUsecs, "epoll-busy-poll", 0, "udp: the sink waits in epoll with busy polling for this many µs (what IRQ suspension needs) in configurations without /epollbusy= (0: off)")
 	fs.StringVar(&f.clientCPUs, "client-cpus", "", "pin the load generator to these CPUs in every configuration (part of the scenario: never tuned)")
@@ -65,19 +69,19 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 // runner checks the workload flags and builds the runner; progress goes to
 // errOut.
 func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, errOut io.Writer) (*bench.Runner, error) {
-	var w bench.Workload
+	var w workload.Workload
 	var err error
 	switch f.workload {
 	case "memcached", "nginx", "udp":
-		w, err = bench.NewNet(f.workload, f.net)
+		w, err = workload.NewNet(f.workload, f.net)
 	case "mysql":
-		w, err = bench.NewDB(bench.DBOptions{Testbed: f.net.Testbed, Connections: f.net.Connections, TableSize: f.tableSize})
+		w, err = workload.NewDB(workload.DBOptions{Testbed: f.net.Testbed, Connections: f.net.Connections, TableSize: f.tableSize})
 	case "sockperf":
-		w, err = bench.NewSockperf(bench.SockperfOptions{Testbed: f.net.Testbed, Mode: f.spMode, Rate: f.spRate})
+		w, err = workload.NewSockperf(workload.SockperfOptions{Testbed: f.net.Testbed, Mode: f.spMode, Rate: f.spRate})
 	case "storage":
-		w = &bench.StorageWorkload{Dir: f.fioDir, Engine: f.fioEngine, IODepth: f.ioDepth}
+		w = &workload.StorageWorkload{Dir: f.fioDir, Engine: f.fioEngine, IODepth: f.ioDepth}
 	case "command":
-		w = &bench.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
+		w = &workload.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
 	case "":
 		err = fmt.Errorf("--workload is required (memcached, nginx, udp, mysql, sockperf, storage, command)")
 	default:
@@ -157,13 +161,13 @@ A/A run, the noise floor every other ratio is read against.
 NAME/busypoll=US and NAME/epollbusy=US (udp workload) measure NAME with the
 sink busy polling its socket or its epoll instance: --configs
 default,latency,latency/epollbusy=50 compares the NAPI settings with and
-without an application that opts in.`, 100*bench.Confidence, 100*(1-bench.Confidence), bench.MinRuns, 100*bench.Confidence, bench.SaturatedIdlePct),
+without an application that opts in.`, 100*stats.Confidence, 100*(1-stats.Confidence), stats.MinRuns, 100*stats.Confidence, bench.SaturatedIdlePct),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
 	o.wf.add(cmd.Flags())
 	cmd.Flags().StringVar(&o.configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs)")
-	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, fmt.Sprintf("measurements per configuration (fewer than %d: no verdict at %.0f %% confidence)", bench.MinRuns, 100*bench.Confidence))
+	cmd.Flags().IntVar(&o.rounds, "rounds", stats.MinRuns, fmt.Sprintf("measurements per configuration (fewer than %d: no verdict at %.0f %% confidence)", stats.MinRuns, 100*stats.Confidence))
 	cmd.Flags().DurationVar(&o.duration, "duration", 10*time.Second, "length of one measurement")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the JSON report to this file")
 	cmd.Flags().StringVar(&o.chart, "chart", "", "write a chart (.png or .svg): throughput with intervals and per-CPU %soft")
@@ -261,7 +265,7 @@ func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
 		}
 	}
 	if o.chart != "" && len(rep.Summary) > 0 {
-		if err := rep.Chart(o.chart); err != nil {
+		if err := report.BenchChart(rep, o.chart); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 	}
@@ -331,7 +335,7 @@ func (o *benchOptions) writeSweep(w io.Writer, sw *bench.Sweep) error {
 		}
 	}
 	if o.chart != "" {
-		if err := sw.Chart(o.chart); err != nil {
+		if err := report.SweepChart(sw, o.chart); err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+
 	"github.com/irqpilot/irqpilot/internal/bench"
 )
 
@@ -111,7 +113,7 @@ func TestBenchAATwinLive(t *testing.T) {
 		t.Errorf("twin measured %d times, want 6", twin)
 	}
 	for _, s := range rep.Summary {
-		if s.Config == "default#aa" && (s.Verdict == bench.VerdictIndicative || s.Test != bench.TestSign || s.Paired != 6 || s.Ratio == nil) {
+		if s.Config == "default#aa" && (s.Verdict == stats.VerdictIndicative || s.Test != stats.TestSign || s.Paired != 6 || s.Ratio == nil) {
 			t.Errorf("twin: %+v", s)
 		}
 	}

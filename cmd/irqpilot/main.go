@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spf13/cobra"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 
-	"github.com/irqpilot/irqpilot/internal/bench"
+	"github.com/spf13/cobra"
 )
 
 // globalFlags are the flags every verb takes.
@@ -76,9 +76,9 @@ func (e *exitError) Error() string {
 
 func main() {
 	// The udp workload's sink and sender are this binary started again
-	// (see bench.RunHelper): run the helper instead of the command line.
-	if mode := os.Getenv(bench.HelperEnv); mode != "" {
-		os.Exit(bench.RunHelper(mode, os.Args[1:], os.Stdout, os.Stderr))
+	// (see workload.RunHelper): run the helper instead of the command line.
+	if mode := os.Getenv(workload.HelperEnv); mode != "" {
+		os.Exit(workload.RunHelper(mode, os.Args[1:], os.Stdout, os.Stderr))
 	}
 	err := newRootCmd().Execute()
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/irqpilot/irqpilot/internal/report"
 	"github.com/irqpilot/irqpilot/internal/sim"
 )
 
@@ -130,7 +131,7 @@ func (fl *simCoalesceOptions) run(w io.Writer) error {
 		if fl.openRate > 0 {
 			return fmt.Errorf("-o: charts are per CIF; run without --rate to chart")
 		}
-		files, err = sim.WriteCharts(rs, fl.policies, fl.out, fl.formats)
+		files, err = report.SimCharts(rs, fl.policies, fl.out, fl.formats)
 		if err != nil {
 			return err
 		}

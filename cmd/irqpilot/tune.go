@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
@@ -43,7 +45,7 @@ a sign test of its per-round ratios says it is better at %.0f %% (from at least
 %d rounds; fewer give a direction only) and its ratio lies outside the twin's
 A/A interval; otherwise the baseline stays and tune says so, with the numbers.
 Every change is reverted after each measurement; the winner is written to
---output (its changes, the measurement that justifies it and the report).`, 100*(1-bench.Confidence), bench.MinRuns),
+--output (its changes, the measurement that justifies it and the report).`, 100*(1-stats.Confidence), stats.MinRuns),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
@@ -52,7 +54,7 @@ Every change is reverted after each measurement; the winner is written to
 	cmd.Flags().StringVar(&o.search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
 	cmd.Flags().DurationVar(&o.budget, "budget", 10*time.Minute, "time budget of the auto search")
 	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "length of one measurement")
-	cmd.Flags().IntVar(&o.rounds, "rounds", bench.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), and rounds of the winner, the baseline and its A/A twin in the confirmation; fewer than %d gives no verdict at %.0f %% confidence", bench.MinRuns, 100*bench.Confidence))
+	cmd.Flags().IntVar(&o.rounds, "rounds", stats.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), and rounds of the winner, the baseline and its A/A twin in the confirmation; fewer than %d gives no verdict at %.0f %% confidence", stats.MinRuns, 100*stats.Confidence))
 	cmd.Flags().StringVar(&o.objective, "objective", "", "what to optimise: throughput, p99 or cpu-per-op (default: p99 for a latency workload, throughput otherwise)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
 	return cmd
@@ -138,9 +140,9 @@ func writeTune(w io.Writer, res *bench.TuneResult) {
 		if i >= 10 {
 			break
 		}
-		fmt.Fprintf(w, "  %2d. %-45s median %s%s over %d runs\n", i+1, c, bench.FormatFigure(bench.Median(res.Obs[c])), unit, len(res.Obs[c]))
+		fmt.Fprintf(w, "  %2d. %-45s median %s%s over %d runs\n", i+1, c, bench.FormatFigure(stats.Median(res.Obs[c])), unit, len(res.Obs[c]))
 	}
-	fmt.Fprintf(w, "baseline %s median %s%s over %d runs\n", res.Baseline, bench.FormatFigure(bench.Median(res.Obs[res.Baseline])), unit, len(res.Obs[res.Baseline]))
+	fmt.Fprintf(w, "baseline %s median %s%s over %d runs\n", res.Baseline, bench.FormatFigure(stats.Median(res.Obs[res.Baseline])), unit, len(res.Obs[res.Baseline]))
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
@@ -150,7 +152,7 @@ func writeTune(w io.Writer, res *bench.TuneResult) {
 		}
 		fmt.Fprintf(w, "  %s per-CPU median:", s.Config)
 		for _, c := range s.CPUs {
-			fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.Idle)
+			fmt.Fprintf(w, "  CPU%d %%soft %.1f %%idle %.1f", c.ID, c.SoftIRQ, c.IdleOrIOWait())
 		}
 		fmt.Fprintln(w)
 	}

@@ -185,10 +185,10 @@ func TestAdaptTriggerIsPlanHarm(t *testing.T) {
 		l    *load.Load
 		want string
 	}{
-		{"seed 004, both CPUs busy", mk(load.CPULoad{User: 10, System: 14, SoftIRQ: 72}, load.CPULoad{User: 60, System: 36}), load.IDInterruptBound},
-		{"idle", mk(load.CPULoad{User: 2, System: 1, SoftIRQ: 1}, load.CPULoad{User: 1}), ""},
-		{"memcached spread", mk(load.CPULoad{User: 30, System: 20, SoftIRQ: 25}, load.CPULoad{User: 30, System: 20, SoftIRQ: 25}), ""},
-		{"CPU-bound application", mk(load.CPULoad{User: 97, System: 2}, load.CPULoad{User: 3}), ""},
+		{"seed 004, both CPUs busy", mk(load.CPULoad{CPUTime: load.CPUTime{User: 10, System: 14, SoftIRQ: 72}}, load.CPULoad{CPUTime: load.CPUTime{User: 60, System: 36}}), load.IDInterruptBound},
+		{"idle", mk(load.CPULoad{CPUTime: load.CPUTime{User: 2, System: 1, SoftIRQ: 1}}, load.CPULoad{CPUTime: load.CPUTime{User: 1}}), ""},
+		{"memcached spread", mk(load.CPULoad{CPUTime: load.CPUTime{User: 30, System: 20, SoftIRQ: 25}}, load.CPULoad{CPUTime: load.CPUTime{User: 30, System: 20, SoftIRQ: 25}}), ""},
+		{"CPU-bound application", mk(load.CPULoad{CPUTime: load.CPUTime{User: 97, System: 2}}, load.CPULoad{CPUTime: load.CPUTime{User: 3}}), ""},
 	} {
 		s := newAdaptState(AdaptOptions{Persist: 3})
 		ob := observation(c.l, plan.Harm(h, c.l))
@@ -230,7 +230,7 @@ func TestAdaptMarginalPlanNotApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{{ID: 0, SoftIRQ: 90, System: 6, Idle: 4}, {ID: 1, User: 10, Idle: 90}}}
+	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 90, System: 6, Idle: 4}}, {ID: 1, CPUTime: load.CPUTime{User: 10, Idle: 90}}}}
 	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
 	why = plan.MarginalWhy + " the decision flips within ±10 % of the measured load"
 	for i := 0; i < 2; i++ {
@@ -283,9 +283,9 @@ func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
 	}
 	net := map[string]float64{"NET_RX": 50000, "TIMER": 250}
 	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{
-		{ID: 0, SoftIRQ: 80, System: 16, Idle: 4, Softirqs: net},
-		{ID: 1, User: 5, Idle: 95, Softirqs: map[string]float64{"TIMER": 250}},
-		{ID: 2, User: 90, Idle: 10, Softirqs: map[string]float64{"TIMER": 250}},
+		{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 80, System: 16, Idle: 4}, Softirqs: net},
+		{ID: 1, CPUTime: load.CPUTime{User: 5, Idle: 95}, Softirqs: map[string]float64{"TIMER": 250}},
+		{ID: 2, CPUTime: load.CPUTime{User: 90, Idle: 10}, Softirqs: map[string]float64{"TIMER": 250}},
 	}, IRQs: []load.IRQRate{{IRQ: irq, Rate: 40000, PerCPU: map[int]float64{0: 40000}}}}
 	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
 	ag.adaptStep()

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -16,7 +17,7 @@ type Pinned struct {
 }
 
 // Setup implements Configurator.
-func (p Pinned) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+func (p Pinned) Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	s, err := p.Inner.Setup(config, h, app)
 	if err != nil {
 		return nil, err

@@ -1,3 +1,10 @@
+// Package bench is the A/B runner: it applies each configuration through
+// the converge pipeline's Apply (journaled, reverted after every run),
+// drives a workload (package workload) for a measured run while sampling
+// per-CPU load, interleaves the configurations in balanced rounds, keeps
+// every change to the devices under test (Scope), summarises the runs with
+// package stats, proves the machine restored, and searches placements
+// (tune, sweep). Its results (Report, Sweep) are drawn by package report.
 package bench
 
 import (

@@ -6,40 +6,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
-
-// AppInfo is what a configuration may place besides IRQs and queues.
-type AppInfo struct {
-	// PIDs are the server processes (all threads of each are pinned).
-	PIDs []int `json:"pids,omitempty"`
-	// Device is the server-side network device of the testbed ("" for
-	// storage and commands).
-	Device string `json:"device,omitempty"`
-	// NSRoot is a root directory whose sys/ shows Device (the testbed's
-	// namespace view); changes whose Path is below sys/class/net/Device are
-	// applied there.
-	NSRoot string `json:"-"`
-	// NetNS is the nsfs file of Device's network namespace
-	// (/run/netns/NAME): its NAPI instances are read and set with netlink
-	// sockets opened there.
-	NetNS string `json:"-"`
-	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
-	NAPIThreads []int `json:"napi_threads,omitempty"`
-	// Disk is the block device the storage workload reads ("" otherwise);
-	// its IRQs are the only IRQs a storage configuration may place.
-	Disk string `json:"disk,omitempty"`
-	// ClientFixed: the scenario pins the load generator (--client-cpus), so
-	// tune and the exhaustive search do not vary the client's CPUs.
-	ClientFixed bool `json:"client_fixed,omitempty"`
-	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
-	// "default" run, given to the policies (auto weighs it the way
-	// `plan --sample` does on a live machine); nil before the first one.
-	BaselineLoad *plan.MeasuredLoad `json:"-"`
-}
 
 // Setup is one configuration made concrete for a host and an application.
 type Setup struct {
@@ -55,7 +27,7 @@ type Setup struct {
 	ClientCPUs cpuset.Set `json:"client_cpus"`
 	// BusyPoll, when set, is how the udp workload's sink waits in this
 	// configuration (NetOptions.BusyPoll otherwise).
-	BusyPoll *BusyPoll `json:"busy_poll,omitempty"`
+	BusyPoll *workload.BusyPoll `json:"busy_poll,omitempty"`
 	// Irqbalance: run `irqbalance --oneshot` and measure its placement.
 	Irqbalance bool     `json:"irqbalance,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
@@ -67,9 +39,14 @@ type Setup struct {
 	Dropped []string `json:"dropped,omitempty"`
 }
 
+// Placement is what the setup says about the workload's own processes.
+func (s *Setup) Placement() workload.Placement {
+	return workload.Placement{Config: s.Config, AppCPUs: s.AppCPUs, ClientCPUs: s.ClientCPUs, BusyPoll: s.BusyPoll}
+}
+
 // Configurator turns a configuration name into a Setup for a host.
 type Configurator interface {
-	Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
+	Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error)
 }
 
 // Configs is the built-in configurator:
@@ -92,7 +69,7 @@ type Configs struct {
 }
 
 // Setup implements Configurator.
-func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+func (c Configs) Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	s := &Setup{Config: config}
 	switch {
 	case config == "default":
@@ -146,7 +123,7 @@ func (c Configs) Setup(config string, h *host.Host, app AppInfo) (*Setup, error)
 // (the plan selected the first; the others are its workers). Skipped
 // settings and kinds bench does not write (irqbalance: bench measures it as
 // a configuration of its own; coalescing) become notes.
-func SettingsToChanges(sets []setting.Change, app AppInfo) ([]setting.Change, cpuset.Set, []string, error) {
+func SettingsToChanges(sets []setting.Change, app workload.AppInfo) ([]setting.Change, cpuset.Set, []string, error) {
 	var out []setting.Change
 	var notes []string
 	var appCPUs cpuset.Set
@@ -288,7 +265,7 @@ func (s *Spec) String() string {
 	return "spec:" + strings.Join(parts, ",")
 }
 
-func specSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+func specSetup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	sp, err := ParseSpec(config)
 	if err != nil {
 		return nil, err
@@ -367,7 +344,7 @@ func nrCPUs(h *host.Host) int {
 type RunOptions struct {
 	// BusyPoll: "busypoll=US" (the udp sink's socket busy polling) and
 	// "epollbusy=US" (its epoll busy polling, which IRQ suspension needs).
-	BusyPoll *BusyPoll
+	BusyPoll *workload.BusyPoll
 }
 
 // CutRunOptions splits "NAME/KEY=VAL/…" into NAME and its options
@@ -390,7 +367,7 @@ func CutRunOptions(config string) (string, RunOptions, error) {
 			return "", o, fmt.Errorf("configuration %q: %q is not KEY=MICROSECONDS (busypoll, epollbusy)", config, kv)
 		}
 		if o.BusyPoll == nil {
-			o.BusyPoll = &BusyPoll{}
+			o.BusyPoll = &workload.BusyPoll{}
 		}
 		switch k {
 		case "busypoll":
@@ -402,7 +379,7 @@ func CutRunOptions(config string) (string, RunOptions, error) {
 		}
 	}
 	if o.BusyPoll != nil {
-		if err := o.BusyPoll.check(); err != nil {
+		if err := o.BusyPoll.Check(); err != nil {
 			return "", o, fmt.Errorf("configuration %q: %w", config, err)
 		}
 	}

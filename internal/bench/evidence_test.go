@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
 )
 
 // The campaign of record (docs/benchmarks.md) is kept as the reports bench
@@ -56,7 +58,7 @@ func TestCampaignOfRecord(t *testing.T) {
 			verdict := func(config string) string {
 				for _, s := range rep.Summary {
 					if s.Config == config {
-						if s.Test != TestSign {
+						if s.Test != stats.TestSign {
 							t.Errorf("%s judged by %q, want the sign test", config, s.Test)
 						}
 						return " " + s.Verdict

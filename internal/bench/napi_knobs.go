@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"strconv"
 	"strings"
 
@@ -87,7 +88,7 @@ func (k *Knobs) String() string {
 
 // knobSetup makes a "napi:" configuration's changes for the device under
 // test (applied in the testbed's namespace: sysfs files and netlink).
-func knobSetup(config string, h *host.Host, app AppInfo) (*Setup, error) {
+func knobSetup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	k, err := ParseKnobs(config)
 	if err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ const (
 //     net.core.busy_read/busy_poll would opt in every socket of the
 //     machine, which bench never changes;
 //   - interrupt coalescing: none; see the note it returns.
-func KnobCandidates(h *host.Host, app AppInfo, busyPolls bool) (cands, notes []string) {
+func KnobCandidates(h *host.Host, app workload.AppInfo, busyPolls bool) (cands, notes []string) {
 	if app.Device == "" {
 		return nil, []string{"no network device under test: no NAPI or coalescing candidates"}
 	}

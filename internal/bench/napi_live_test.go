@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -17,7 +18,7 @@ import (
 // reads the testbed device's NAPI instances through netlink inside the
 // testbed's namespace: what the configuration put in force.
 type napiProbe struct {
-	*NetWorkload
+	*workload.NetWorkload
 	t    *testing.T
 	seen [][]netdev.NAPI
 	// busyPolled is, per configuration, how many packets busy polling
@@ -26,7 +27,7 @@ type napiProbe struct {
 	busyPolled map[string]int64
 }
 
-func (p *napiProbe) RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error) {
+func (p *napiProbe) RunWindow(ctx context.Context, d time.Duration, s workload.Placement, win workload.Window) (workload.Result, error) {
 	p.seen = append(p.seen, tbNAPIs(p.t, p.TB))
 	b0 := busyPollRx(p.t, p.TB)
 	r, err := p.NetWorkload.RunWindow(ctx, d, s, win)
@@ -134,7 +135,7 @@ func TestLiveBenchNAPIInTestbedNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 2, GRO: true, StateDir: t.TempDir()}, Threads: 1})
+	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 2, GRO: true, StateDir: t.TempDir()}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestLiveUDPBusyPollConfigs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 1, GRO: true, StateDir: t.TempDir()}, Threads: 1})
+	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 1, GRO: true, StateDir: t.TempDir()}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

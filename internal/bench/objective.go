@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"strings"
 )
 
@@ -50,7 +51,7 @@ func ParseObjective(s string) (Objective, error) {
 }
 
 // lowerIsBetterWorkload: the workload's own figure is a latency (sockperf).
-func lowerIsBetterWorkload(w Workload) bool {
+func lowerIsBetterWorkload(w workload.Workload) bool {
 	l, ok := w.(interface{ LowerIsBetter() bool })
 	return ok && l.LowerIsBetter()
 }
@@ -60,7 +61,7 @@ func lowerIsBetterWorkload(w Workload) bool {
 // workload, throughput otherwise). A latency workload has no throughput to
 // maximise (its message rate is the load it was told to offer), so
 // throughput is refused for it.
-func ObjectiveFor(w Workload, o Objective) (Objective, error) {
+func ObjectiveFor(w workload.Workload, o Objective) (Objective, error) {
 	lower := lowerIsBetterWorkload(w)
 	switch {
 	case o == "" && lower:

@@ -4,28 +4,26 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Summary is one configuration over all its runs.
 type Summary struct {
-	Config     string   `json:"config"`
-	N          int      `json:"runs"`
-	Failed     int      `json:"failed"`
-	Throughput Interval `json:"throughput"`
-	Unit       string   `json:"unit"`
+	Config     string         `json:"config"`
+	N          int            `json:"runs"`
+	Failed     int            `json:"failed"`
+	Throughput stats.Interval `json:"throughput"`
+	Unit       string         `json:"unit"`
 	// PerCPUSecond is the work per busy CPU-second (median, interval).
-	PerCPUSecond *Interval `json:"per_cpu_second,omitempty"`
+	PerCPUSecond *stats.Interval `json:"per_cpu_second,omitempty"`
 	// Ratio to the baseline (nil for the baseline itself or without one).
-	Ratio *Interval `json:"ratio,omitempty"`
+	Ratio *stats.Interval `json:"ratio,omitempty"`
 	// Paired is how many rounds the ratio was paired over (the median of
 	// per-round ratios, see Summarize); 0: the ratio of the medians.
 	Paired int `json:"paired_rounds,omitempty"`
@@ -92,22 +90,6 @@ type Decision struct {
 	Changes int      `json:"changes"`
 }
 
-// MinRuns is the fewest successful runs (rounds, when paired) per
-// configuration from which bench and tune report an interval and a
-// verdict at Confidence: MinRounds(Confidence), 6 for 95 %. Below it a
-// ratio is "indicative": its direction, no verdict.
-var MinRuns = MinRounds(Confidence)
-
-// Verdicts.
-const (
-	VerdictBaseline   = "baseline"
-	VerdictBetter     = "better"
-	VerdictWorse      = "worse"
-	VerdictNoise      = "within noise"
-	VerdictIndicative = "indicative"
-	VerdictNoData     = "no data"
-)
-
 // Summarize computes medians with their distribution-free intervals at
 // Confidence and ratios to baseline (the first configuration when baseline
 // is "").
@@ -149,12 +131,12 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 			}
 		}
 		if len(eff) > 0 {
-			e := SampleMedian(eff, Confidence)
+			e := stats.SampleMedian(eff, stats.Confidence)
 			s.PerCPUSecond = &e
 		}
-		s.Throughput = SampleMedian(xs, Confidence)
+		s.Throughput = stats.SampleMedian(xs, stats.Confidence)
 		var p50, p99, p999, rate, cpuOp []float64
-		cpuCols := map[int][][5]float64{}
+		cpuRuns := map[int][]load.CPUTime{}
 		for _, r := range by[c] {
 			if r.Error == "" {
 				s.Unit = r.Unit
@@ -175,35 +157,29 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 				}
 			}
 			for _, cs := range r.CPUs {
-				cpuCols[cs.ID] = append(cpuCols[cs.ID], [5]float64{cs.User, cs.System, cs.IRQ, cs.SoftIRQ, cs.Idle})
+				cpuRuns[cs.ID] = append(cpuRuns[cs.ID], cs.CPUTime)
 			}
 		}
 		if len(p50) > 0 {
-			s.LatencyP50, s.LatencyP99 = Median(p50), Median(p99)
+			s.LatencyP50, s.LatencyP99 = stats.Median(p50), stats.Median(p99)
 		}
 		if len(p999) > 0 {
-			s.LatencyP999 = Median(p999)
+			s.LatencyP999 = stats.Median(p999)
 		}
 		if len(rate) > 0 {
-			s.Rate = Median(rate)
+			s.Rate = stats.Median(rate)
 		}
 		if len(cpuOp) > 0 {
-			s.ServerCPUPerOp = Median(cpuOp)
+			s.ServerCPUPerOp = stats.Median(cpuOp)
 		}
 		var ids []int
-		for id := range cpuCols {
+		for id := range cpuRuns {
 			ids = append(ids, id)
 		}
 		sort.Ints(ids)
 		for _, id := range ids {
-			col := func(k int) float64 {
-				var v []float64
-				for _, row := range cpuCols[id] {
-					v = append(v, row[k])
-				}
-				return round1(Median(v))
-			}
-			s.CPUs = append(s.CPUs, CPUStat{ID: id, User: col(0), System: col(1), IRQ: col(2), SoftIRQ: col(3), Idle: col(4)})
+			med := load.CombineCPUTimes(cpuRuns[id], func(v []float64) float64 { return round1(stats.Median(v)) })
+			s.CPUs = append(s.CPUs, CPUStat{ID: id, CPUTime: med})
 		}
 		s.Warnings = Warnings(by[c], s.CPUs)
 		var pa, pb []float64
@@ -212,37 +188,30 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 		}
 		switch {
 		case c == baseline:
-			s.Verdict = VerdictBaseline
+			s.Verdict = stats.VerdictBaseline
 		case len(xs) == 0 || len(base) == 0:
-			s.Verdict = VerdictNoData
-		case len(pa) < MinRuns && (len(xs) < MinRuns || len(base) < MinRuns):
+			s.Verdict = stats.VerdictNoData
+		case len(pa) < stats.MinRuns && (len(xs) < stats.MinRuns || len(base) < stats.MinRuns):
 			// No interval and no verdict from fewer rounds than the
 			// confidence needs: the ratio is a point (paired when it can
 			// be; Low = High = Point in JSON) and its direction only.
-			s.Verdict = VerdictIndicative
-			pt := Median(xs) / Median(base)
+			s.Verdict = stats.VerdictIndicative
+			pt := stats.Median(xs) / stats.Median(base)
 			if len(pa) > 0 {
-				pt = PairedRatio(pa, pb, Confidence).Ratio.Point
+				pt = stats.PairedRatio(pa, pb, stats.Confidence).Ratio.Point
 				s.Paired = len(pa)
 			}
-			ratio := Interval{Point: pt, Low: pt, High: pt}
+			ratio := stats.Interval{Point: pt, Low: pt, High: pt}
 			s.Ratio = &ratio
 		default:
-			var cmp Comparison
-			if len(pa) >= MinRuns {
-				cmp = PairedRatio(pa, pb, Confidence)
+			var cmp stats.Comparison
+			if len(pa) >= stats.MinRuns {
+				cmp = stats.PairedRatio(pa, pb, stats.Confidence)
 			} else {
-				cmp = UnpairedRatio(base, xs, Confidence)
+				cmp = stats.UnpairedRatio(base, xs, stats.Confidence)
 			}
 			s.Ratio, s.Paired, s.P, s.Test = &cmp.Ratio, cmp.Paired, cmp.P, cmp.Test
-			switch {
-			case !cmp.Significant(Confidence):
-				s.Verdict = VerdictNoise
-			case cmp.Ratio.Point > 1 && !s.LowerIsBetter, cmp.Ratio.Point < 1 && s.LowerIsBetter: // a latency is better below its baseline
-				s.Verdict = VerdictBetter
-			default:
-				s.Verdict = VerdictWorse
-			}
+			s.Verdict = stats.Verdict(cmp, s.LowerIsBetter)
 		}
 		out = append(out, s)
 	}
@@ -273,28 +242,28 @@ func (r *Report) Method() string {
 	paired, sign, u := false, false, false
 	for _, s := range r.Summary {
 		paired = paired || s.Paired > 0
-		sign = sign || s.Test == TestSign
-		u = u || s.Test == TestU
+		sign = sign || s.Test == stats.TestSign
+		u = u || s.Test == stats.TestU
 	}
-	how := fmt.Sprintf("medians with %.0f %% distribution-free intervals (order statistics)", 100*Confidence)
+	how := fmt.Sprintf("medians with %.0f %% distribution-free intervals (order statistics)", 100*stats.Confidence)
 	if paired {
 		how += "; ratios paired by round (the median of each round's ratio to " + r.Baseline + "'s run of that round, its interval the order statistics of those ratios)"
 	}
 	if sign {
-		how += fmt.Sprintf("; verdicts by a sign test of the per-round ratios at %.0f %%", 100*(1-Confidence))
+		how += fmt.Sprintf("; verdicts by a sign test of the per-round ratios at %.0f %%", 100*(1-stats.Confidence))
 	}
 	if u {
-		how += fmt.Sprintf("; unpaired ratios (of the medians) judged by a Mann-Whitney U test at %.0f %%", 100*(1-Confidence))
+		how += fmt.Sprintf("; unpaired ratios (of the medians) judged by a Mann-Whitney U test at %.0f %%", 100*(1-stats.Confidence))
 	}
-	if obj, lower := r.objective(); lower {
+	if obj, lower := r.Objective(); lower {
 		how += "; the objective is the " + obj + ": lower is better, a ratio below 1 is an improvement"
 	}
-	return how + fmt.Sprintf("; a verdict needs %d rounds or more (fewer: \"indicative\", a direction only)", MinRuns)
+	return how + fmt.Sprintf("; a verdict needs %d rounds or more (fewer: \"indicative\", a direction only)", stats.MinRuns)
 }
 
-// objective names the report's figure of merit and whether lower is
+// Objective names the report's figure of merit and whether lower is
 // better (a latency workload's).
-func (r *Report) objective() (string, bool) {
+func (r *Report) Objective() (string, bool) {
 	for _, s := range r.Summary {
 		if s.LowerIsBetter {
 			obj := s.Objective
@@ -313,16 +282,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Workload, r.Host, r.Kernel, r.CPUs, r.Rounds, r.Duration, r.Method())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "throughput (median)"
-	if obj, lower := r.objective(); lower {
+	if obj, lower := r.Objective(); lower {
 		head = obj + " (median, lower is better)"
 	}
-	fmt.Fprintf(tw, "config\t%s\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", head, 100*Confidence, r.Baseline)
+	fmt.Fprintf(tw, "config\t%s\t%.0f%% interval\tratio to %s\tp\tverdict\tp50 µs\tp99 µs\t%%soft per CPU\t%%idle per CPU\twarnings\t\n", head, 100*stats.Confidence, r.Baseline)
 	latency := false
 	for _, s := range r.Summary {
 		ratio, p := "—", "—"
 		if s.Ratio != nil {
 			ratio = fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
-			if s.Verdict == VerdictIndicative || !s.Ratio.Finite() {
+			if s.Verdict == stats.VerdictIndicative || !s.Ratio.Finite() {
 				ratio = fmt.Sprintf("%.3f", s.Ratio.Point)
 			}
 		}
@@ -336,12 +305,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 			point = fmt.Sprintf("%.1f", s.Throughput.Point)
 		}
 		if !s.Throughput.Finite() {
-			interval = fmt.Sprintf("needs %d runs", MinRuns)
+			interval = fmt.Sprintf("needs %d runs", stats.MinRuns)
 		}
 		var soft, idle []string
 		for _, c := range s.CPUs {
 			soft = append(soft, fmt.Sprintf("%d:%.1f", c.ID, c.SoftIRQ))
-			idle = append(idle, fmt.Sprintf("%d:%.1f", c.ID, c.Idle))
+			idle = append(idle, fmt.Sprintf("%d:%.1f", c.ID, c.IdleOrIOWait()))
 		}
 		failed := ""
 		if s.Failed > 0 {
@@ -407,7 +376,7 @@ func (r *Report) noiseFloorLine() string {
 	width := 0.0
 	for i, s := range r.Summary {
 		if s.Config == r.Baseline || BaseConfig(s.Config) != BaseConfig(r.Baseline) || s.Ratio == nil ||
-			s.Verdict == VerdictIndicative || !s.Ratio.Finite() {
+			s.Verdict == stats.VerdictIndicative || !s.Ratio.Finite() {
 			continue
 		}
 		if w := math.Max(1-s.Ratio.Low, s.Ratio.High-1); twin == nil || w > width {
@@ -468,105 +437,4 @@ func num(v float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.0f", v)
-}
-
-// Chart writes two charts next to each other: throughput per configuration
-// with its interval, and per-CPU %soft per configuration (RPS/RFS on a single-queue NIC's
-// before/after). The format follows the file's extension (.png, .svg, .pdf).
-func (r *Report) Chart(path string) error {
-	p1 := plot.New()
-	obj, lower := r.objective()
-	if lower {
-		obj += ", lower is better"
-	}
-	p1.Title.Text = fmt.Sprintf("%s: %s (median, %.0f%% interval)", r.Workload, obj, 100*Confidence)
-	unit := ""
-	var vals plotter.Values
-	var errs plotter.YErrors
-	var names []string
-	for _, s := range r.Summary {
-		v := s.Throughput.Point
-		if math.IsNaN(v) {
-			v = 0
-		}
-		vals = append(vals, v)
-		lo, hi := v-s.Throughput.Low, s.Throughput.High-v
-		if !s.Throughput.Finite() { // too few runs for an interval: no error bar
-			lo, hi = 0, 0
-		}
-		errs = append(errs, struct{ Low, High float64 }{lo, hi})
-		names = append(names, shortName(s.Config))
-		if s.Unit != "" {
-			unit = s.Unit
-		}
-	}
-	p1.Y.Label.Text = unit
-	bars, err := plotter.NewBarChart(vals, vg.Points(18))
-	if err != nil {
-		return err
-	}
-	p1.Add(bars)
-	eb := &plotter.YErrorBars{XYs: make(plotter.XYs, len(vals)), YErrors: errs}
-	for i, v := range vals {
-		eb.XYs[i] = plotter.XY{X: float64(i), Y: v}
-	}
-	eb.LineStyle.Width = vg.Points(1.5)
-	p1.Add(eb)
-	p1.NominalX(names...)
-	p1.X.Tick.Label.Rotation = 0.5
-	p1.X.Tick.Label.XAlign = -1
-
-	p2 := plot.New()
-	p2.Title.Text = "%soft per CPU (median over runs)"
-	p2.Y.Label.Text = "% of CPU in softirq"
-	ncpu := 0
-	for _, s := range r.Summary {
-		ncpu = max(ncpu, len(s.CPUs))
-	}
-	w := vg.Points(10)
-	for c := 0; c < ncpu; c++ {
-		var v plotter.Values
-		for _, s := range r.Summary {
-			if c < len(s.CPUs) {
-				v = append(v, s.CPUs[c].SoftIRQ)
-			} else {
-				v = append(v, 0)
-			}
-		}
-		b, err := plotter.NewBarChart(v, w)
-		if err != nil {
-			return err
-		}
-		b.Offset = w * vg.Length(float64(c)-float64(ncpu-1)/2)
-		b.Color = plotColor(c)
-		p2.Add(b)
-		p2.Legend.Add(fmt.Sprintf("CPU %d", c), b)
-	}
-	p2.Legend.Top = true
-	p2.NominalX(names...)
-	p2.X.Tick.Label.Rotation = 0.5
-	p2.X.Tick.Label.XAlign = -1
-
-	width := vg.Length(max(6, 0.9*float64(len(names)))) * vg.Inch
-	img, err := newCanvas(path, 2*width, 4*vg.Inch)
-	if err != nil {
-		return err
-	}
-	return img.draw([]*plot.Plot{p1, p2})
-}
-
-func shortName(c string) string {
-	if len(c) > 28 {
-		return c[:27] + "…"
-	}
-	return c
-}
-
-// chartExt is the image format for a file name.
-func chartExt(path string) string {
-	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
-	if ext == "" {
-		ext = "png"
-	}
-	return ext
 }

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 var updateTable = flag.Bool("update-golden", false, "rewrite testdata/golden/*.txt from the current bench tables")
@@ -30,8 +34,8 @@ func goldenReport(rounds int, twin, placed bool) *Report {
 			}
 			soft0 := 72.4 - float64(i)*70
 			run := Run{Config: c, Round: r,
-				Result: Result{Throughput: 100000*(1+0.3*float64(i)) + float64(r*997%1500), Unit: "ops/s", LatencyP50: 63 + float64(r), LatencyP99: 127 + float64(2*r)},
-				CPUs:   []CPUStat{{ID: 0, SoftIRQ: soft0, Idle: 3.8}, {ID: 1, SoftIRQ: 1 + float64(i)*30, Idle: 40}}}
+				Result: workload.Result{Throughput: 100000*(1+0.3*float64(i)) + float64(r*997%1500), Unit: "ops/s", LatencyP50: 63 + float64(r), LatencyP99: 127 + float64(2*r)},
+				CPUs:   []CPUStat{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: soft0, Idle: 3.8}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 1 + float64(i)*30, Idle: 40}}}}
 			if c == "default#aa" {
 				run.Throughput *= 1 + 0.01*float64(r%3-1)
 			}
@@ -89,7 +93,7 @@ func TestGoldenBenchTable(t *testing.T) {
 // A twin of the baseline states the run's noise floor, the widest twin
 // winning; without a twin, or with too few runs, nothing is claimed.
 func TestNoiseFloorLine(t *testing.T) {
-	iv := func(p, lo, hi float64) *Interval { return &Interval{Point: p, Low: lo, High: hi} }
+	iv := func(p, lo, hi float64) *stats.Interval { return &stats.Interval{Point: p, Low: lo, High: hi} }
 	r := &Report{Baseline: "default", Summary: []Summary{
 		{Config: "default"},
 		{Config: "default#aa", Ratio: iv(0.980, 0.963, 0.993), Verdict: "worse"},
@@ -100,7 +104,7 @@ func TestNoiseFloorLine(t *testing.T) {
 	if got := r.noiseFloorLine(); !strings.HasPrefix(got, want) {
 		t.Errorf("got %q\nwant prefix %q", got, want)
 	}
-	r.Summary[2].Verdict = VerdictIndicative
+	r.Summary[2].Verdict = stats.VerdictIndicative
 	if got := r.noiseFloorLine(); !strings.Contains(got, "default#aa") || !strings.Contains(got, "±3.7 %") {
 		t.Errorf("without #best: %q", got)
 	}

@@ -2,19 +2,18 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -25,17 +24,37 @@ import (
 
 func liveFS() *kernel.FS { return kernel.New("/") }
 
-// CPUStat is one CPU's utilisation over a run, in percent.
+// CPUStat is one CPU's utilisation over a run: its time split in percent
+// (as load.Rates measures it), NET_RX softirqs and numbered IRQs per
+// second.
 type CPUStat struct {
-	ID      int     `json:"cpu"`
-	User    float64 `json:"usr"`
-	System  float64 `json:"sys"`
-	IRQ     float64 `json:"irq"`
-	SoftIRQ float64 `json:"soft"`
-	Idle    float64 `json:"idle"`
-	// NetRx is NET_RX softirqs per second; Interrupts numbered IRQs per second.
+	ID int `json:"cpu"`
+	load.CPUTime
 	NetRx      float64 `json:"net_rx_per_s"`
 	Interrupts float64 `json:"irqs_per_s"`
+}
+
+// UnmarshalJSON reads a CPUStat, also as reports written before it held
+// the whole split recorded it: "usr" (user and nice), "sys", "soft" and
+// "idle" (idle and iowait), read into User, System, SoftIRQ and Idle.
+func (c *CPUStat) UnmarshalJSON(b []byte) error {
+	type plain CPUStat // without this method
+	var v struct {
+		plain
+		Usr  *float64 `json:"usr"`
+		Sys  *float64 `json:"sys"`
+		Soft *float64 `json:"soft"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*c = CPUStat(v.plain)
+	for _, old := range []struct{ from, to *float64 }{{v.Usr, &c.User}, {v.Sys, &c.System}, {v.Soft, &c.SoftIRQ}} {
+		if old.from != nil {
+			*old.to = *old.from
+		}
+	}
+	return nil
 }
 
 // Run is one measurement of one configuration.
@@ -43,7 +62,7 @@ type Run struct {
 	Config string    `json:"config"`
 	Round  int       `json:"round"`
 	Start  time.Time `json:"start"`
-	Result
+	workload.Result
 	CPUs []CPUStat `json:"cpus"`
 	// BusyCPUs is how many CPUs' worth of time the machine was busy during
 	// the run (sum of busy shares), and PerCPUSecond the work done per
@@ -68,7 +87,7 @@ func BaseConfig(label string) string {
 
 // Runner runs configurations against a workload, interleaved.
 type Runner struct {
-	Workload Workload
+	Workload workload.Workload
 	Configs  []string
 	Rounds   int
 	Duration time.Duration
@@ -96,7 +115,7 @@ type Runner struct {
 	// kept (Report.MachineWide).
 	MachineWide map[string][]string
 
-	app   AppInfo
+	app   workload.AppInfo
 	scope Scope
 	// baseline is the load of the latest "default" run (see AppInfo.BaselineLoad).
 	baseline *plan.MeasuredLoad
@@ -182,7 +201,7 @@ func (r *Runner) Scope() Scope { return r.scope }
 // floor every other ratio is read against. "NAME/KEY=VAL/…" is NAME with
 // run options (see CutRunOptions): `latency/busypoll=50` is the latency
 // policy's settings measured with the udp sink busy polling.
-func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
+func (r *Runner) Setup(config string, app workload.AppInfo) (*Setup, error) {
 	name, opts, err := CutRunOptions(BaseConfig(config))
 	if err != nil {
 		return nil, err
@@ -236,7 +255,7 @@ func (r *Runner) Setup(config string, app AppInfo) (*Setup, error) {
 func (r *Runner) Host() *host.Host { return r.h }
 
 // App is what the workload lets configurations place.
-func (r *Runner) App() AppInfo { return r.app }
+func (r *Runner) App() workload.AppInfo { return r.app }
 
 // Close stops the workload.
 func (r *Runner) Close() error {
@@ -288,7 +307,7 @@ func (r *Runner) All(ctx context.Context) ([]Run, error) {
 
 // currentApp is the application with its process ids read again: thread
 // ids change (nginx may respawn a worker).
-func (r *Runner) currentApp() AppInfo {
+func (r *Runner) currentApp() workload.AppInfo {
 	app := r.app
 	if len(app.PIDs) > 0 {
 		app.PIDs = append([]int{app.PIDs[0]}, testbed.Children(app.PIDs[0])...)
@@ -314,7 +333,7 @@ func (r *Runner) prime(ctx context.Context) (err error) {
 	}
 	defer func() { err = errors.Join(err, undo()) }()
 	r.progress("priming: %s of unmeasured load", r.Prime)
-	if _, err := r.Workload.Run(ctx, r.Prime, s); err != nil {
+	if _, err := r.Workload.Run(ctx, r.Prime, s.Placement()); err != nil {
 		return fmt.Errorf("priming run: %w", err)
 	}
 	return nil
@@ -399,7 +418,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	// Warm-up: the workload runs, unmeasured, so caches, connection pools
 	// and the scheduler settle into the configuration before it counts.
 	if r.Warmup > 0 {
-		if _, werr := r.Workload.Run(ctx, r.Warmup, s); werr != nil {
+		if _, werr := r.Workload.Run(ctx, r.Warmup, s.Placement()); werr != nil {
 			run.Error = "warm-up: " + werr.Error()
 			return run, nil
 		}
@@ -411,15 +430,15 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	// A workload that marks its traffic's window is sampled inside it; a
 	// failed sample at a mark keeps the outer one.
 	var on, off *load.Sample
-	var res Result
+	var res workload.Result
 	var werr error
-	if wl, ok := r.Workload.(windowed); ok {
-		res, werr = wl.RunWindow(ctx, r.Duration, s, Window{
+	if wl, ok := r.Workload.(workload.Windowed); ok {
+		res, werr = wl.RunWindow(ctx, r.Duration, s.Placement(), workload.Window{
 			On:  func() { on, _ = sampler.Sample() },
 			Off: func() { off, _ = sampler.Sample() },
 		})
 	} else {
-		res, werr = r.Workload.Run(ctx, r.Duration, s)
+		res, werr = r.Workload.Run(ctx, r.Duration, s.Placement())
 	}
 	s1, err := sampler.Sample()
 	if err != nil {
@@ -436,8 +455,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		r.baseline = plan.Measured(l)
 	}
 	for _, c := range l.CPUs {
-		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, User: c.User + c.Nice, System: c.System, IRQ: c.IRQ,
-			SoftIRQ: c.SoftIRQ, Idle: c.Idle + c.IOWait, NetRx: c.NetRx, Interrupts: c.Interrupts})
+		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, CPUTime: c.CPUTime, NetRx: c.NetRx, Interrupts: c.Interrupts})
 	}
 	if werr != nil {
 		run.Error = werr.Error()
@@ -473,205 +491,8 @@ func (r *Runner) placement(s *Setup) (app, client string) {
 	}
 	app = pick(s.AppCPUs)
 	switch r.Workload.(type) {
-	case *NetWorkload, *DBWorkload, *SockperfWorkload:
+	case *workload.NetWorkload, *workload.DBWorkload, *workload.SockperfWorkload:
 		client = pick(s.ClientCPUs)
 	}
 	return app, client
-}
-
-// applySetup applies a setup's changes, each where it is seen: the testbed
-// device's queue files and NAPI instances in its namespace, the rest on the
-// live machine. The returned function reverts both.
-func (r *Runner) applySetup(config string, s *Setup, app AppInfo) (func() error, error) {
-	var liveCh, nsCh []setting.Change
-	for _, c := range s.Changes {
-		if inTestbedNS(&c, app.Device) {
-			nsCh = append(nsCh, c)
-		} else {
-			liveCh = append(liveCh, c)
-		}
-	}
-	return r.apply(config, liveCh, nsCh)
-}
-
-// apply writes the live and namespace changes; the returned function reverts
-// both.
-func (r *Runner) apply(config string, liveCh, nsCh []setting.Change) (func() error, error) {
-	meta := apply.Meta{Host: r.h.Hostname, PlanFile: "bench:" + config}
-	var undo []func() error
-	revertAll := func() error {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			errs = append(errs, undo[i]())
-		}
-		return errors.Join(errs...)
-	}
-	for _, step := range []struct {
-		a  *apply.Applier
-		ch []setting.Change
-	}{{r.live, liveCh}, {r.ns, nsCh}} {
-		if len(step.ch) == 0 {
-			continue
-		}
-		if step.a == nil {
-			return revertAll, fmt.Errorf("%s: changes for the testbed device but no testbed", config)
-		}
-		res, err := step.a.Apply(step.ch, meta)
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("%s: apply: %w", config, err), revertAll())
-		}
-		if res.Journal != nil {
-			a, id := step.a, res.Journal.ID
-			undo = append(undo, func() error {
-				if _, err := a.Revert(id, false); err != nil {
-					return fmt.Errorf("%s: revert journal %s: %w", config, id, err)
-				}
-				return nil
-			})
-		}
-	}
-	return revertAll, nil
-}
-
-// irqbalance runs `irqbalance --oneshot`, then turns what it wrote into a
-// journaled apply: the old affinities are written back (plain writes, read
-// back), the placement of the IRQs under test is applied through package
-// apply, and the returned function reverts that journal — so a killed bench
-// leaves a journal `irqpilot revert` undoes.
-func (r *Runner) irqbalance() (func() error, error) {
-	before, err := irqAffinities()
-	if err != nil {
-		return nil, err
-	}
-	// Only the devices under test are irqbalance's to place: every other
-	// IRQ is banned (eth0's above all).
-	args := []string{"--oneshot"}
-	for _, n := range r.scope.ForeignIRQs(r.h) {
-		args = append(args, "--banirq="+strconv.Itoa(n))
-	}
-	out, err := exec.Command("irqbalance", args...).CombinedOutput()
-	after, aerr := irqAffinities()
-	if aerr != nil {
-		return nil, aerr
-	}
-	var back, its, foreign []setting.Change
-	for irq, v := range after {
-		old, known := before[irq]
-		if known && !old.Equal(v) {
-			back = append(back, setting.IRQAffinity(irq, fmt.Sprintf("irq %d", irq), old, "undo irqbalance --oneshot"))
-			ch := setting.IRQAffinity(irq, fmt.Sprintf("irq %d", irq), v, "irqbalance --oneshot")
-			if r.scope.hasIRQ(irq) {
-				its = append(its, ch)
-			} else {
-				foreign = append(foreign, ch)
-			}
-		}
-	}
-	if len(foreign) > 0 {
-		_, dropped := r.scope.Restrict(foreign)
-		if r.Dropped == nil {
-			r.Dropped = map[string][]string{}
-		}
-		r.Dropped["irqbalance"] = append(r.Dropped["irqbalance"], dropped...)
-		r.progress("irqbalance --oneshot moved %d banned IRQs; written back", len(foreign))
-	}
-	// Put back what irqbalance moved with plain writes, each read back: this
-	// restores the state from before the run, so it must not leave a journal
-	// whose "old" values are irqbalance's placement (a later `irqpilot
-	// revert` would re-apply that, eth0's IRQs included). What the run keeps
-	// is applied through a journal below.
-	var berrs []error
-	for _, c := range back {
-		if err := r.live.Env.FS.WriteFile(c.Path, c.Value); err != nil {
-			berrs = append(berrs, fmt.Errorf("%s: %w", c.Target, err))
-		} else if got, err := r.live.Env.FS.ReadString(c.Path); err != nil || got != c.Value {
-			berrs = append(berrs, fmt.Errorf("%s: read back %q after writing %q (%v)", c.Target, got, c.Value, err))
-		}
-	}
-	if err := errors.Join(berrs...); err != nil {
-		return nil, fmt.Errorf("restore after irqbalance: %w", err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("irqbalance --oneshot: %v: %s", err, tail(out, 300))
-	}
-	r.progress("irqbalance --oneshot moved %d IRQs", len(its))
-	if len(its) == 0 {
-		return func() error { return nil }, nil
-	}
-	res, err := r.live.Apply(its, apply.Meta{PlanFile: "bench:irqbalance"})
-	if err != nil {
-		return nil, err
-	}
-	if res.Journal == nil {
-		return func() error { return nil }, nil
-	}
-	id := res.Journal.ID
-	return func() error { _, err := r.live.Revert(id, false); return err }, nil
-}
-
-// irqAffinities reads every IRQ's affinity on the live machine.
-func irqAffinities() (map[int]cpuset.Set, error) {
-	fs := liveFS()
-	irqs, err := fs.ProcIRQs()
-	if err != nil {
-		return nil, err
-	}
-	out := map[int]cpuset.Set{}
-	for _, irq := range irqs {
-		v, err := fs.ReadString(kernel.IRQAffinityListPath(irq))
-		if err != nil {
-			continue
-		}
-		if s, err := cpuset.Parse(v); err == nil {
-			out[irq] = s
-		}
-	}
-	return out, nil
-}
-
-// MachineState is every placement and steering value bench may change, by
-// file, to prove the machine is restored: every file of every kind of
-// setting in the registry (IRQ affinities, queue steering, flow tables).
-type MachineState map[string]string
-
-// ReadMachineState reads the state of the live machine.
-func ReadMachineState() (MachineState, error) {
-	fs := liveFS()
-	st := MachineState{}
-	for _, g := range setting.StateGlobs() {
-		names, err := fs.Glob(g)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range names {
-			v, err := fs.ReadString(n)
-			if err != nil {
-				v = "error: " + err.Error()
-			}
-			st[n] = strings.TrimSpace(v)
-		}
-	}
-	if len(st) == 0 {
-		return nil, fmt.Errorf("no IRQ or queue settings readable")
-	}
-	return st, nil
-}
-
-// Diff lists the files whose values differ between two states.
-func (a MachineState) Diff(b MachineState) []string {
-	var out []string
-	for k, v := range a {
-		if w, ok := b[k]; !ok {
-			out = append(out, k+": gone (was "+v+")")
-		} else if w != v {
-			out = append(out, fmt.Sprintf("%s: %s → %s", k, v, w))
-		}
-	}
-	for k, w := range b {
-		if _, ok := a[k]; !ok {
-			out = append(out, k+": new ("+w+")")
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -2,13 +2,10 @@ package bench
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -35,7 +32,7 @@ type Scope struct {
 // NewScope is the scope of app on h: the IRQs whose device is the testbed
 // device or the storage disk (by the host model's IRQ-to-device mapping and
 // the block device's IRQ list).
-func NewScope(h *host.Host, app AppInfo) Scope {
+func NewScope(h *host.Host, app workload.AppInfo) Scope {
 	s := Scope{NetDevice: app.Device, Disk: app.Disk, PIDs: app.PIDs, NAPIThreads: app.NAPIThreads}
 	seen := map[int]bool{}
 	add := func(n int) {
@@ -188,24 +185,4 @@ func (s Scope) ForeignIRQs(h *host.Host) []int {
 		}
 	}
 	return out
-}
-
-// DiskOf names the whole-disk block device holding path (vda for a file on
-// /dev/vda or /dev/vda1), from the file's device number and
-// /sys/dev/block/MAJ:MIN.
-func DiskOf(path string) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	major, minor := unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))
-	link := fmt.Sprintf("/sys/dev/block/%d:%d", major, minor)
-	dev, err := filepath.EvalSymlinks(link)
-	if err != nil {
-		return "", fmt.Errorf("%s is on device %d:%d, not a block device (%w)", path, major, minor, err)
-	}
-	if _, err := os.Stat(filepath.Join(dev, "partition")); err == nil {
-		dev = filepath.Dir(dev)
-	}
-	return filepath.Base(dev), nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -57,7 +58,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 
 	// Network testbed: no IRQ at all (veth has none), only vs1's queues,
 	// the RFS table because vs1 is steered, and its NAPI thread.
-	net := NewScope(h, AppInfo{Device: "vs1", NAPIThreads: []int{4242}})
+	net := NewScope(h, workload.AppInfo{Device: "vs1", NAPIThreads: []int{4242}})
 	if len(net.IRQs) != 0 {
 		t.Errorf("veth scope IRQs %v", net.IRQs)
 	}
@@ -73,7 +74,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 	}
 
 	// Storage on vda: only vda's IRQs; no network queue, no sysctl.
-	st := NewScope(h, AppInfo{Disk: "vda"})
+	st := NewScope(h, workload.AppInfo{Disk: "vda"})
 	if fmt.Sprint(st.IRQs) != "[35 36]" {
 		t.Errorf("storage scope IRQs %v", st.IRQs)
 	}
@@ -171,7 +172,7 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 	}
 
 	tbDir := t.TempDir()
-	w, err := NewNet("memcached", NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}})
+	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 		t.Error(err)
 	}
 
-	sw := &StorageWorkload{Dir: "/var/tmp", SizeMB: 4}
+	sw := &workload.StorageWorkload{Dir: "/var/tmp", SizeMB: 4}
 	rs := &Runner{Workload: sw, Rounds: 1, StateDir: t.TempDir()}
 	if err := rs.Start(); err != nil {
 		t.Fatal(err)

@@ -9,10 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
 )
 
 // SweepParams are the workload parameters a sweep can vary.
@@ -89,9 +86,9 @@ func RunSweep(ctx context.Context, param string, values []int, baseline string, 
 	return sw, nil
 }
 
-// configs are the configurations of the sweep's benches, in the first
+// Configs are the configurations of the sweep's benches, in the first
 // report's order.
-func (sw *Sweep) configs() []string {
+func (sw *Sweep) Configs() []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, p := range sw.Points {
@@ -114,11 +111,12 @@ func (sw *Sweep) summary(p SweepPoint, config string) *Summary {
 	return nil
 }
 
-// objective is the sweep's figure of merit, its unit and direction.
-func (sw *Sweep) objective() (name, unit string, lower bool) {
+// Objective is the sweep's figure of merit, its unit and whether lower is
+// better.
+func (sw *Sweep) Objective() (name, unit string, lower bool) {
 	name = "throughput"
 	for _, p := range sw.Points {
-		if o, l := p.Report.objective(); l {
+		if o, l := p.Report.Objective(); l {
 			name, lower = o, true
 		}
 		for _, s := range p.Report.Summary {
@@ -141,14 +139,14 @@ func (sw *Sweep) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
-	name, unit, lower := sw.objective()
+	name, unit, lower := sw.Objective()
 	dir := ""
 	if lower {
 		dir = ", lower is better"
 	}
-	fmt.Fprintf(w, "sweep of %s: %s in %s (median, %.0f %% interval%s; ratio to each bench's baseline, verdict)\n", sw.Param, name, unit, 100*Confidence, dir)
+	fmt.Fprintf(w, "sweep of %s: %s in %s (median, %.0f %% interval%s; ratio to each bench's baseline, verdict)\n", sw.Param, name, unit, 100*stats.Confidence, dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	cs := sw.configs()
+	cs := sw.Configs()
 	fmt.Fprintf(tw, "%s\t%s\t\n", sw.Param, strings.Join(cs, "\t"))
 	for _, p := range sw.Points {
 		cells := []string{strconv.Itoa(p.Value)}
@@ -179,81 +177,46 @@ func fmtFigure(v float64, lower bool) string {
 	return strconv.FormatFloat(v, 'f', 0, 64)
 }
 
-// Chart draws the curve: the figure of merit against the parameter (log₂
-// axis), one line per configuration, each point with its interval as an
-// error bar. Below MinRuns runs, where the interval has an infinite end,
-// the bar is the range of the runs instead, and the title says so. The
-// format follows the file's extension (.png, .svg).
-func (sw *Sweep) Chart(path string) error {
-	if len(sw.Points) == 0 {
-		return fmt.Errorf("sweep chart: nothing measured")
-	}
-	name, unit, lower := sw.objective()
-	p := plot.New()
-	wl := sw.Points[0].Report.Workload
-	dir := ""
-	if lower {
-		dir = ", lower is better"
-	}
-	p.Title.Text = fmt.Sprintf("%s: %s against %s (median, %.0f%% interval%s)", wl, name, sw.Param, 100*Confidence, dir)
-	p.X.Label.Text = sw.Param
-	p.Y.Label.Text = unit
-	p.X.Scale = plot.LogScale{}
-	var ticks []plot.Tick
-	for _, pt := range sw.Points {
-		ticks = append(ticks, plot.Tick{Value: float64(pt.Value), Label: strconv.Itoa(pt.Value)})
-	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	// Some room either side on the log axis (and a range at all for a
-	// one-value sweep, which would otherwise reach 0).
-	p.X.Min, p.X.Max = float64(sw.Points[0].Value)/1.25, float64(sw.Points[len(sw.Points)-1].Value)*1.25
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
-	indicative := false
-	for i, c := range sw.configs() {
-		var xys plotter.XYs
-		var errs plotter.YErrors
+// Curve is one configuration's figure of merit across a sweep.
+type Curve struct {
+	Config string
+	Points []CurvePoint
+}
+
+// CurvePoint is one value of the swept parameter: the median and the bar
+// around it, the median's interval or, below MinRuns runs (where the
+// interval has an infinite end), the range of the runs (Range).
+type CurvePoint struct {
+	Value             int
+	Median, Low, High float64
+	Range             bool
+}
+
+// Curves are the sweep's configurations' figures against the parameter, in
+// the first report's order; a value a configuration has no successful run
+// at is left out of its curve, and a configuration without any is left out.
+func (sw *Sweep) Curves() []Curve {
+	var out []Curve
+	for _, c := range sw.Configs() {
+		cv := Curve{Config: c}
 		for _, pt := range sw.Points {
 			s := sw.summary(pt, c)
 			if s == nil || math.IsNaN(s.Throughput.Point) {
 				continue
 			}
-			xys = append(xys, plotter.XY{X: float64(pt.Value), Y: s.Throughput.Point})
-			var lo, hi float64
+			cp := CurvePoint{Value: pt.Value, Median: s.Throughput.Point, Low: s.Throughput.Point, High: s.Throughput.Point}
 			if s.Throughput.Finite() {
-				lo, hi = s.Throughput.Point-s.Throughput.Low, s.Throughput.High-s.Throughput.Point
+				cp.Low, cp.High = s.Throughput.Low, s.Throughput.High
 			} else if mn, mx, ok := runRange(pt.Report.Runs, c); ok {
-				// No interval: the bar is the range of the runs, which
-				// a median of so few is not known to lie in at 95 %.
-				lo, hi = s.Throughput.Point-mn, mx-s.Throughput.Point
-				indicative = true
+				cp.Low, cp.High, cp.Range = mn, mx, true
 			}
-			errs = append(errs, struct{ Low, High float64 }{lo, hi})
+			cv.Points = append(cv.Points, cp)
 		}
-		if len(xys) == 0 {
-			continue
+		if len(cv.Points) > 0 {
+			out = append(out, cv)
 		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return err
-		}
-		line.Color, points.Color = plotColor(i), plotColor(i)
-		points.Shape = draw.CircleGlyph{}
-		eb := &plotter.YErrorBars{XYs: xys, YErrors: errs}
-		eb.Color = plotColor(i)
-		eb.LineStyle.Width = vg.Points(1.2)
-		p.Add(line, points, eb)
-		p.Legend.Add(shortName(c), line, points)
 	}
-	if indicative {
-		p.Title.Text += fmt.Sprintf("\nbars from fewer than %d runs: the range of the runs, not an interval", MinRuns)
-	}
-	img, err := newCanvas(path, 7*vg.Inch, 4.5*vg.Inch)
-	if err != nil {
-		return err
-	}
-	return img.draw([]*plot.Plot{p})
+	return out
 }
 
 // runRange is the smallest and largest figure of config's successful runs.

@@ -1,12 +1,12 @@
 package bench
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 )
 
 func TestParseSweep(t *testing.T) {
@@ -28,8 +28,8 @@ func sweepRuns(rounds int, base, f float64) []Run {
 	for r := 0; r < rounds; r++ {
 		d := base * (1 + 0.01*float64(r%3))
 		runs = append(runs,
-			Run{Config: "default", Round: r, Result: Result{Throughput: d, Unit: "trx/s"}},
-			Run{Config: "rps-spread", Round: r, Result: Result{Throughput: d * f, Unit: "trx/s"}})
+			Run{Config: "default", Round: r, Result: workload.Result{Throughput: d, Unit: "trx/s"}},
+			Run{Config: "rps-spread", Round: r, Result: workload.Result{Throughput: d * f, Unit: "trx/s"}})
 	}
 	return runs
 }
@@ -57,43 +57,22 @@ func TestSweepTableAndChart(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	dir := t.TempDir()
-	if d := os.Getenv("IRQPILOT_KEEP_CHART"); d != "" {
-		dir = d // to look at the chart
-	}
-	for _, name := range []string{"curve.png", "curve.svg"} {
-		path := filepath.Join(dir, name)
-		if err := sw.Chart(path); err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(path)
-		if err != nil || fi.Size() < 2000 {
-			t.Errorf("%s: %v %v", name, fi, err)
-		}
-	}
-	svg, _ := os.ReadFile(filepath.Join(dir, "curve.svg"))
-	for _, want := range []string{"rps-spread", "connections", "trx/s", ">16<"} {
-		if !strings.Contains(string(svg), want) {
-			t.Errorf("svg lacks %q", want)
-		}
-	}
-	if strings.Contains(string(svg), "range of the runs") {
-		t.Error("8 rounds per point, yet the chart speaks of ranges")
-	}
-	// 3 rounds: no interval; the bars are the runs' range, and say so.
+	// 3 rounds: no interval; the curve's bars are the runs' range.
 	runs := sweepRuns(3, 1000, 1.1)
 	few := &Sweep{Param: "connections", Points: []SweepPoint{{Value: 1, Report: &Report{Workload: "mysql", Baseline: "default", Runs: runs,
 		Summary: Summarize(cs, runs, "default", true)}}}}
-	if lo, hi, ok := runRange(runs, "rps-spread"); !ok || lo != 1100 || hi != 1100*1.02 {
-		t.Errorf("range of rps-spread's runs %v–%v, want 1100–1122", lo, hi)
+	want := []Curve{
+		{Config: "default", Points: []CurvePoint{{Value: 1, Median: 1010, Low: 1000, High: 1020, Range: true}}},
+		{Config: "rps-spread", Points: []CurvePoint{{Value: 1, Median: 1111, Low: 1100, High: 1122, Range: true}}},
 	}
-	if err := few.Chart(filepath.Join(dir, "few.svg")); err != nil {
-		t.Fatal(err)
+	if d := cmp.Diff(want, few.Curves(), cmpopts.EquateApprox(0, 1e-9)); d != "" {
+		t.Errorf("curves of 3 rounds (-want +got):\n%s", d)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "few.svg")); !strings.Contains(string(b), "range of the runs") {
-		t.Error("3 rounds: the chart does not say its bars are the runs' range")
-	}
-	if err := (&Sweep{Param: "connections"}).Chart(filepath.Join(dir, "none.png")); err == nil {
-		t.Error("empty sweep drew a chart")
+	for _, cv := range sw.Curves() {
+		for _, p := range cv.Points {
+			if p.Range || !(p.Low < p.Median && p.Median < p.High) {
+				t.Errorf("%s at %d: %+v, want an interval around the median from 8 rounds", cv.Config, p.Value, p)
+			}
+		}
 	}
 }

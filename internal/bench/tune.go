@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -42,7 +44,7 @@ func onlineCPUs(h *host.Host) []int {
 // scenario fixes the client) × RPS mask (off or any subset) × NAPI-thread
 // CPUs (threaded NAPI only). For storage (no network device) only the
 // application's CPUs vary. "default" is always first.
-func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
+func ExhaustiveSpace(h *host.Host, app workload.AppInfo) ([]string, error) {
 	cpus := onlineCPUs(h)
 	if len(cpus) > 4 {
 		return nil, fmt.Errorf("exhaustive search is for machines with at most 4 CPUs (this one has %d): %d plans", len(cpus), 1<<(4*len(cpus)))
@@ -94,7 +96,7 @@ func ExhaustiveSpace(h *host.Host, app AppInfo) ([]string, error) {
 // receive work (application and RPS on c), and the client off the
 // application (unless the scenario fixes the client); plus RPS over all
 // CPUs — a few dozen instead of the exhaustive space.
-func Candidates(h *host.Host, app AppInfo) []string {
+func Candidates(h *host.Host, app workload.AppInfo) []string {
 	out := []string{"default", "irqbalance"}
 	out = append(out, plan.PolicyNames()...)
 	cpus := onlineCPUs(h)
@@ -150,9 +152,9 @@ type TuneResult struct {
 	Objective Objective `json:"objective"`
 	// Ratio and P are the best's paired comparison with the baseline in
 	// the confirmation (Confirm), the sign test's p-value behind Kept.
-	Ratio   Interval      `json:"ratio_to_baseline"`
-	P       float64       `json:"p_value,omitempty"`
-	Confirm *Confirmation `json:"confirmation,omitempty"`
+	Ratio   stats.Interval `json:"ratio_to_baseline"`
+	P       float64        `json:"p_value,omitempty"`
+	Confirm *Confirmation  `json:"confirmation,omitempty"`
 	// Notes say which candidates the machine could not have and why.
 	Notes   []string      `json:"notes,omitempty"`
 	Kept    bool          `json:"kept"`
@@ -235,7 +237,9 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 			}
 		}
 		res.Ranked = append([]string(nil), cands...)
-		sort.SliceStable(res.Ranked, func(i, j int) bool { return Median(res.Obs[res.Ranked[i]]) > Median(res.Obs[res.Ranked[j]]) })
+		sort.SliceStable(res.Ranked, func(i, j int) bool {
+			return stats.Median(res.Obs[res.Ranked[i]]) > stats.Median(res.Obs[res.Ranked[j]])
+		})
 	default:
 		idx := make([]int, len(cands))
 		for i := range idx {
@@ -244,7 +248,7 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 		// The confirmation's measurements come out of the budget; every
 		// candidate is measured at least once.
 		total := max(int(budget/per)-3*rounds, len(cands))
-		ranked, obs := SuccessiveHalving(idx, total, func(c, n int) []float64 { return measure(c, n) })
+		ranked, obs := stats.SuccessiveHalving(idx, total, func(c, n int) []float64 { return measure(c, n) })
 		for c, xs := range obs {
 			res.Obs[cands[c]] = xs
 		}
@@ -285,7 +289,7 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 	}
 	if res.Best == res.Baseline {
 		res.Elapsed = time.Since(start)
-		res.Why = fmt.Sprintf("objective %s: the baseline %s measured best (median %s over %d runs); nothing to change", obj.Describe(), res.Baseline, FormatFigure(Median(res.Obs[res.Baseline])), len(res.Obs[res.Baseline]))
+		res.Why = fmt.Sprintf("objective %s: the baseline %s measured best (median %s over %d runs); nothing to change", obj.Describe(), res.Baseline, FormatFigure(stats.Median(res.Obs[res.Baseline])), len(res.Obs[res.Baseline]))
 		return res, nil
 	}
 	conf, j, err := confirm(ctx, r, obj, res.Baseline, res.Best, rounds, func(config string, round int) (Run, error) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"math"
 	"time"
 )
@@ -32,7 +33,7 @@ type Confirmation struct {
 	Summary []Summary `json:"summary"`
 	// NoiseFloor is the A/A width: the twin's ratio interval's widest
 	// distance from 1 (0.05: ±5 %); nil when the twin has no finite
-	// interval (fewer than MinRuns rounds).
+	// interval (fewer than stats.MinRuns rounds).
 	NoiseFloor *float64 `json:"noise_floor,omitempty"`
 	Runs       []Run    `json:"runs"`
 }
@@ -41,7 +42,7 @@ type Confirmation struct {
 // distance from 1 of its ratio interval, as the report's noise-floor line
 // states it; NaN without a finite interval (an indicative twin).
 func AAWidth(twin Summary) float64 {
-	if twin.Ratio == nil || twin.Verdict == VerdictIndicative || !twin.Ratio.Finite() {
+	if twin.Ratio == nil || twin.Verdict == stats.VerdictIndicative || !twin.Ratio.Finite() {
 		return math.NaN()
 	}
 	return math.Max(1-twin.Ratio.Low, twin.Ratio.High-1)
@@ -55,7 +56,7 @@ type Judgement struct {
 	Why  string
 	// Ratio, P and Test are the best's paired comparison with the
 	// baseline (Ratio nil without data).
-	Ratio *Interval
+	Ratio *stats.Interval
 	P     float64
 	Test  string
 }
@@ -64,7 +65,7 @@ type Judgement struct {
 // runs (baseline, its "#aa" twin and best, interleaved and paired by
 // round), on obj. The rule is the bench's, applied twice: best's verdict
 // must be "better" (the sign test of its per-round ratios at 1 −
-// Confidence, from at least MinRuns rounds), and its ratio must lie
+// stats.Confidence, from at least stats.MinRuns rounds), and its ratio must lie
 // outside the twin's A/A width — the report's noise floor, inside which
 // "a ratio is not resolved by this run, whatever its verdict". Anything
 // short of both keeps the baseline.
@@ -87,21 +88,21 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 		}
 	}
 	switch {
-	case w.Verdict == VerdictNoData || b.Verdict == VerdictNoData && w.Ratio == nil:
+	case w.Verdict == stats.VerdictNoData || b.Verdict == stats.VerdictNoData && w.Ratio == nil:
 		j.Why = fmt.Sprintf("objective %s: %s or %s has no measured %s; keeping the baseline", obj.Describe(), best, baseline, obj)
-	case w.Verdict == VerdictIndicative || math.IsNaN(width):
+	case w.Verdict == stats.VerdictIndicative || math.IsNaN(width):
 		j.Why = fmt.Sprintf("%s, %.3fx over %d paired rounds (indicative: a verdict and an A/A interval need %d rounds or more); %s; keeping the baseline",
-			head, w.Ratio.Point, w.Paired, MinRuns, twinText)
-	case w.Verdict != VerdictBetter:
+			head, w.Ratio.Point, w.Paired, stats.MinRuns, twinText)
+	case w.Verdict != stats.VerdictBetter:
 		j.Why = fmt.Sprintf("%s, %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): %s; %s; keeping the baseline",
-			head, w.Ratio.Point, 100*Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, w.Verdict, twinText)
+			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, w.Verdict, twinText)
 	case math.Abs(w.Ratio.Point-1) <= width:
 		j.Why = fmt.Sprintf("%s, %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): better by the test but inside the A/A noise; %s; keeping the baseline",
-			head, w.Ratio.Point, 100*Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, twinText)
+			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, twinText)
 	default:
 		j.Kept = true
 		j.Why = fmt.Sprintf("%s, %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds), beyond the A/A noise; %s; kept",
-			head, w.Ratio.Point, 100*Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, twinText)
+			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, twinText)
 	}
 	if j.Kept && w.PerCPUSecond != nil && b.PerCPUSecond != nil && obj != ObjectiveCPUPerOp {
 		j.Why += fmt.Sprintf(" (work per busy CPU-second %.0f against %.0f)", w.PerCPUSecond.Point, b.PerCPUSecond.Point)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestTuneObjectiveLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	w, err := NewSockperf(SockperfOptions{Testbed: testbed.Options{StateDir: dir, GRO: true}})
+	w, err := workload.NewSockperf(workload.SockperfOptions{Testbed: testbed.Options{StateDir: dir, GRO: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"math"
 	"os"
 	"strings"
@@ -84,9 +86,9 @@ func TestJudgeConfirmationOnCampaign(t *testing.T) {
 }
 
 func TestObjectiveValue(t *testing.T) {
-	tp := Run{Result: Result{Throughput: 5000, LatencyP99: 250}, PerCPUSecond: 2500}
-	lat := Run{Result: Result{Throughput: 40, LatencyP99: 40, LowerIsBetter: true, Rate: 10000}, PerCPUSecond: 20000}
-	failed := Run{Result: Result{Throughput: 5000}, Error: "exit 1"}
+	tp := Run{Result: workload.Result{Throughput: 5000, LatencyP99: 250}, PerCPUSecond: 2500}
+	lat := Run{Result: workload.Result{Throughput: 40, LatencyP99: 40, LowerIsBetter: true, Rate: 10000}, PerCPUSecond: 20000}
+	failed := Run{Result: workload.Result{Throughput: 5000}, Error: "exit 1"}
 	for _, tc := range []struct {
 		obj  Objective
 		run  Run
@@ -98,17 +100,17 @@ func TestObjectiveValue(t *testing.T) {
 		{ObjectiveThroughput, failed, 0, false},
 		{ObjectiveP99, tp, 250, true},
 		{ObjectiveP99, lat, 40, true},
-		{ObjectiveP99, Run{Result: Result{Throughput: 9}}, 0, false},
+		{ObjectiveP99, Run{Result: workload.Result{Throughput: 9}}, 0, false},
 		{ObjectiveCPUPerOp, tp, 400, true}, // 1e6 µs / 2500 ops per CPU-second
 		{ObjectiveCPUPerOp, lat, 50, true},
-		{ObjectiveCPUPerOp, Run{Result: Result{Throughput: 9}}, 0, false},
+		{ObjectiveCPUPerOp, Run{Result: workload.Result{Throughput: 9}}, 0, false},
 	} {
 		v, ok := tc.obj.Value(tc.run)
 		if v != tc.want || ok != tc.ok {
 			t.Errorf("%s of %+v: %v %v, want %v %v", tc.obj, tc.run.Result, v, ok, tc.want, tc.ok)
 		}
 	}
-	p := ObjectiveP99.Project([]Run{tp, {Result: Result{Throughput: 9}}})
+	p := ObjectiveP99.Project([]Run{tp, {Result: workload.Result{Throughput: 9}}})
 	if d := cmp.Diff([]float64{250, 0}, []float64{p[0].Throughput, p[1].Throughput}); d != "" || !p[0].LowerIsBetter || p[1].Error != "no p99 measured" {
 		t.Errorf("projection (-want +got):\n%s %+v", d, p)
 	}
@@ -118,9 +120,9 @@ func TestObjectiveValue(t *testing.T) {
 }
 
 func TestObjectiveFor(t *testing.T) {
-	lat, tput := &SockperfWorkload{}, &NetWorkload{Kind: "memcached"}
+	lat, tput := &workload.SockperfWorkload{}, &workload.NetWorkload{Kind: "memcached"}
 	for _, tc := range []struct {
-		w    Workload
+		w    workload.Workload
 		obj  Objective
 		want Objective
 		err  bool
@@ -143,9 +145,9 @@ func TestObjectiveFor(t *testing.T) {
 // is its score (lower is better), its throughput 1000 minus that.
 type latencyWorkload struct{ scoreWorkload }
 
-func (w *latencyWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *latencyWorkload) Run(ctx context.Context, d time.Duration, s workload.Placement) (workload.Result, error) {
 	r, err := w.scoreWorkload.Run(ctx, d, s)
-	return Result{Throughput: 1000 - r.Throughput, LatencyP99: r.Throughput, Unit: "ops/s"}, err
+	return workload.Result{Throughput: 1000 - r.Throughput, LatencyP99: r.Throughput, Unit: "ops/s"}, err
 }
 
 // TestTuneForObjective: on p99 the search keeps the lowest latency, on
@@ -164,26 +166,26 @@ func TestTuneForObjective(t *testing.T) {
 		{ObjectiveThroughput, "auto", "spec:app=1"}, // 940 against 900
 	} {
 		r := &Runner{Workload: &latencyWorkload{scoreWorkload{score: score}}, Duration: time.Millisecond, Configurator: Configs{}, h: twoCPUHost(2), StateDir: t.TempDir()}
-		res, err := TuneFor(context.Background(), r, cands, tc.search, 20*time.Second, MinRuns, tc.obj)
+		res, err := TuneFor(context.Background(), r, cands, tc.search, 20*time.Second, stats.MinRuns, tc.obj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Best != tc.best || !res.Kept || res.Objective != tc.obj {
 			t.Errorf("%s %s: best %s kept %v: %s", tc.obj, tc.search, res.Best, res.Kept, res.Why)
 		}
-		if res.Confirm == nil || !cmp.Equal(res.Confirm.Configs, []string{"default", "default#aa", tc.best}) || len(res.Confirm.Runs) != 3*MinRuns || res.Confirm.NoiseFloor == nil {
+		if res.Confirm == nil || !cmp.Equal(res.Confirm.Configs, []string{"default", "default#aa", tc.best}) || len(res.Confirm.Runs) != 3*stats.MinRuns || res.Confirm.NoiseFloor == nil {
 			t.Fatalf("%s: confirmation %+v", tc.obj, res.Confirm)
 		}
 		if res.Setup == nil || len(res.Setup.Notes) == 0 || !strings.HasPrefix(res.Setup.Notes[0], "tune: objective "+tc.obj.Describe()) {
 			t.Errorf("%s: winner's setup %+v", tc.obj, res.Setup)
 		}
-		if tc.obj == ObjectiveP99 && (res.Ratio.Point >= 1 || Median(res.Obs["spec:app=1"]) > 62) {
+		if tc.obj == ObjectiveP99 && (res.Ratio.Point >= 1 || stats.Median(res.Obs["spec:app=1"]) > 62) {
 			t.Errorf("p99: ratio %v, observations %v", res.Ratio, res.Obs["spec:app=1"])
 		}
 	}
 	// The latency workload has no throughput to maximise.
-	r := &Runner{Workload: &SockperfWorkload{}, Duration: time.Millisecond, h: twoCPUHost(2)}
-	if _, err := TuneFor(context.Background(), r, cands, "auto", time.Second, MinRuns, ObjectiveThroughput); err == nil {
+	r := &Runner{Workload: &workload.SockperfWorkload{}, Duration: time.Millisecond, h: twoCPUHost(2)}
+	if _, err := TuneFor(context.Background(), r, cands, "auto", time.Second, stats.MinRuns, ObjectiveThroughput); err == nil {
 		t.Error("throughput tuned on sockperf")
 	}
 }
@@ -204,7 +206,7 @@ func TestKnobs(t *testing.T) {
 	h := twoCPUHost(2)
 	h.NICs = []host.NIC{{Name: "vs1", Virtual: true}}
 	h.NAPI = []host.NAPI{{ID: 8193, Device: "vs1", Threaded: &off, IRQSuspendTimeout: &suspend}, {ID: 8194, Device: "vs1", Threaded: &off, IRQSuspendTimeout: &suspend}}
-	s, err := Configs{}.Setup("napi:threaded=1,defer=2,flush=200000,suspend=20000000", h, AppInfo{Device: "vs1"})
+	s, err := Configs{}.Setup("napi:threaded=1,defer=2,flush=200000,suspend=20000000", h, workload.AppInfo{Device: "vs1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestKnobs(t *testing.T) {
 			t.Errorf("%s would be applied outside the testbed's namespace", c.Target)
 		}
 	}
-	if _, err := (Configs{}).Setup("napi:defer=2", h, AppInfo{}); err == nil {
+	if _, err := (Configs{}).Setup("napi:defer=2", h, workload.AppInfo{}); err == nil {
 		t.Error("napi: knobs accepted without a device under test")
 	}
 }
@@ -246,7 +248,7 @@ func TestKnobCandidates(t *testing.T) {
 		{"vs3", true, []string{"napi:defer=2,flush=20000", "napi:defer=2,flush=200000", "napi:threaded=0", "default/busypoll=50", "default/epollbusy=50"}, "no IRQ-suspension candidate"},
 		{"", true, nil, "no network device under test"},
 	} {
-		got, notes := KnobCandidates(h, AppInfo{Device: tc.dev}, tc.busyPolls)
+		got, notes := KnobCandidates(h, workload.AppInfo{Device: tc.dev}, tc.busyPolls)
 		if d := cmp.Diff(tc.want, got); d != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.dev, d)
 		}
@@ -257,7 +259,7 @@ func TestKnobCandidates(t *testing.T) {
 			name, _, err := CutRunOptions(c)
 			if err != nil {
 				t.Errorf("%s: %v", c, err)
-			} else if _, err := (Configs{}).Setup(name, h, AppInfo{Device: tc.dev}); err != nil {
+			} else if _, err := (Configs{}).Setup(name, h, workload.AppInfo{Device: tc.dev}); err != nil {
 				t.Errorf("%s: %v", c, err)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
 )
 
@@ -21,13 +23,13 @@ func TestExhaustiveSpace(t *testing.T) {
 	h := twoCPUHost(2)
 	for _, tc := range []struct {
 		name string
-		app  AppInfo
+		app  workload.AppInfo
 		want int
 	}{
-		{"storage", AppInfo{}, 1 + 3},                                                 // app ∈ {0,1,0-1}
-		{"veth", AppInfo{Device: "vs1"}, 1 + 3*3*4},                                   // app × client × rps(off,0,1,0-1)
-		{"threaded", AppInfo{Device: "vs1", NAPIThreads: []int{10, 11}}, 1 + 3*3*4*3}, // × napi
-		{"client fixed", AppInfo{Device: "vs1", ClientFixed: true}, 1 + 3*4},          // app × rps
+		{"storage", workload.AppInfo{}, 1 + 3},                                                 // app ∈ {0,1,0-1}
+		{"veth", workload.AppInfo{Device: "vs1"}, 1 + 3*3*4},                                   // app × client × rps(off,0,1,0-1)
+		{"threaded", workload.AppInfo{Device: "vs1", NAPIThreads: []int{10, 11}}, 1 + 3*3*4*3}, // × napi
+		{"client fixed", workload.AppInfo{Device: "vs1", ClientFixed: true}, 1 + 3*4},          // app × rps
 	} {
 		sp, err := ExhaustiveSpace(h, tc.app)
 		if err != nil {
@@ -52,17 +54,17 @@ func TestExhaustiveSpace(t *testing.T) {
 			t.Errorf("first is %s", sp[0])
 		}
 	}
-	if _, err := ExhaustiveSpace(twoCPUHost(5), AppInfo{}); err == nil {
+	if _, err := ExhaustiveSpace(twoCPUHost(5), workload.AppInfo{}); err == nil {
 		t.Error("5 CPUs accepted")
 	}
-	c := Candidates(h, AppInfo{Device: "vs1"})
+	c := Candidates(h, workload.AppInfo{Device: "vs1"})
 	if c[0] != "default" || len(c) < 8 {
 		t.Errorf("candidates %v", c)
 	}
 	// RPS/RFS on a single-queue NIC's answer on 2 CPUs (application with the sender on CPU 0,
 	// receive work moved to CPU 1) is a candidate; with the client fixed no
 	// candidate moves the client.
-	fixed := Candidates(h, AppInfo{Device: "vs1", ClientFixed: true})
+	fixed := Candidates(h, workload.AppInfo{Device: "vs1", ClientFixed: true})
 	joined := strings.Join(fixed, " ")
 	if !strings.Contains(joined, "spec:app=0,rps=1 ") || !strings.Contains(joined, "spec:app=1,rps=1 ") || strings.Contains(joined, "client=") {
 		t.Errorf("client-fixed candidates %v", fixed)
@@ -79,13 +81,13 @@ type scoreWorkload struct {
 	n     int
 }
 
-func (w *scoreWorkload) Name() string              { return "score" }
-func (w *scoreWorkload) Prepare() (AppInfo, error) { return AppInfo{}, nil }
-func (w *scoreWorkload) Close() error              { return nil }
-func (w *scoreWorkload) Run(_ context.Context, _ time.Duration, s *Setup) (Result, error) {
+func (w *scoreWorkload) Name() string                       { return "score" }
+func (w *scoreWorkload) Prepare() (workload.AppInfo, error) { return workload.AppInfo{}, nil }
+func (w *scoreWorkload) Close() error                       { return nil }
+func (w *scoreWorkload) Run(_ context.Context, _ time.Duration, s workload.Placement) (workload.Result, error) {
 	w.n++
 	wobble := []float64{-1, 0.5, 1, -0.5}[w.n%4]
-	return Result{Throughput: w.score[s.AppCPUs.String()] + wobble, Unit: "ops/s"}, nil
+	return workload.Result{Throughput: w.score[s.AppCPUs.String()] + wobble, Unit: "ops/s"}, nil
 }
 
 func TestTuneKeepsOnlyRealWins(t *testing.T) {
@@ -98,9 +100,9 @@ func TestTuneKeepsOnlyRealWins(t *testing.T) {
 		exhaust bool
 		rounds  int
 	}{
-		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, false, MinRuns},
-		{map[string]float64{"": 100, "0": 90, "1": 100.5, "0-1": 80}, "", false, false, MinRuns},
-		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, true, MinRuns},
+		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, false, stats.MinRuns},
+		{map[string]float64{"": 100, "0": 90, "1": 100.5, "0-1": 80}, "", false, false, stats.MinRuns},
+		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", true, true, stats.MinRuns},
 		// 3 runs each: 1.3x every time, yet no verdict (indicative).
 		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", false, true, 3},
 	} {
@@ -114,7 +116,7 @@ func TestTuneKeepsOnlyRealWins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tc.rounds < MinRuns && (res.Best != tc.best || !strings.Contains(res.Why, "indicative")) {
+		if tc.rounds < stats.MinRuns && (res.Best != tc.best || !strings.Contains(res.Why, "indicative")) {
 			t.Errorf("%d rounds: best %s, %s", tc.rounds, res.Best, res.Why)
 		}
 		if res.Kept != tc.kept || (tc.kept && res.Best != tc.best) {

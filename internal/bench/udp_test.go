@@ -10,25 +10,11 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
-
-func TestParseUDPCaptured(t *testing.T) {
-	// The udp-send helper's line from a 2 s run on this machine (sender on
-	// CPU 0, sink on CPU 1, single-queue veth).
-	r, err := ParseUDP(read(t, "udp-send.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Unit != "dgram/s" || r.Throughput != udpCapturedRate {
-		t.Errorf("got %+v, want %v dgram/s", r, udpCapturedRate)
-	}
-	if _, err := ParseUDP([]byte("udp-send: connection refused\n")); err == nil || !strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("error output: %v", err)
-	}
-}
 
 // TestUDPWorkloadShort runs the udp workload (RPS/RFS on a single-queue NIC's scenario: sender
 // pinned to CPU 0, one queue) for default and for RPS to CPU 1 only, one
@@ -57,9 +43,6 @@ func TestUDPWorkloadShort(t *testing.T) {
 		t.Errorf("testbed left: %+v", left)
 	}
 }
-
-// udpCapturedRate is the last field of testdata/udp-send.txt.
-const udpCapturedRate = 677033
 
 // Under seed 004's load (one queue, the sender pinned to CPU 0, the
 // consumer on CPU 1) auto decides from the default run's measured load,
@@ -174,7 +157,7 @@ func udpScenario(t *testing.T, rounds int, configs ...string) (*Runner, *Report,
 		t.Skip("taskset not installed")
 	}
 	tbDir := t.TempDir()
-	w, err := NewNet("udp", NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
+	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,57 +171,4 @@ func udpScenario(t *testing.T, rounds int, configs ...string) (*Runner, *Report,
 		t.Errorf("machine not restored: %v", rep.Diff)
 	}
 	return r, rep, tbDir
-}
-
-// runMarked calls a mark's function when the program writes that line to
-// standard error — split across writes or not — and keeps the output whole.
-func TestRunMarkedCallsMarks(t *testing.T) {
-	var got []string
-	marks := map[string]func(){
-		udpTrafficOn:  func() { got = append(got, "on") },
-		udpTrafficOff: func() { got = append(got, "off") },
-	}
-	script := `printf 'udp-send: traf' >&2; sleep 0.1; printf 'fic on\n' >&2; echo result; echo '` + udpTrafficOff + `' >&2; echo 'udp-send: traffic on (not alone)' >&2`
-	out, err := runMarked(context.Background(), time.Second, cpuset.Set{}, []string{"sh", "-c", script}, marks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(got, ",") != "on,off" {
-		t.Errorf("marks called: %v", got)
-	}
-	for _, want := range []string{"result", udpTrafficOn, udpTrafficOff, "(not alone)"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("output lost %q: %q", want, out)
-		}
-	}
-}
-
-// The storage workload refuses an ioengine it does not drive before it
-// lays out any file; psync always runs one read at a time.
-func TestStorageEngine(t *testing.T) {
-	dir := t.TempDir()
-	w := &StorageWorkload{Dir: dir, Engine: "io_uring"}
-	if _, err := w.Prepare(); err == nil || !strings.Contains(err.Error(), `"io_uring"`) {
-		t.Errorf("io_uring: %v", err)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Errorf("left %d files", len(ents))
-	}
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Skip("fio not installed (make deps)")
-	}
-	// On the disk (make test's TMPDIR is tmpfs, which has no block device).
-	disk, err := os.MkdirTemp("/var/tmp", "irqpilot-storage-test-")
-	if err != nil {
-		t.Skip(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(disk) })
-	w = &StorageWorkload{Dir: disk, SizeMB: 1, Engine: "psync", IODepth: 16}
-	if _, err := w.Prepare(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	if w.IODepth != 1 {
-		t.Errorf("psync with --iodepth 16 runs at depth %d, want 1", w.IODepth)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // SaturatedIdlePct is the median %idle (idle + iowait, bench's per-CPU
@@ -58,8 +59,8 @@ func Warnings(runs []Run, cpus []CPUStat) []string {
 	for _, c := range cpus {
 		// A CPU whose counters did not advance (a run shorter than a
 		// tick) reads all zeros: not measured, so not saturated either.
-		measured := c.User+c.System+c.IRQ+c.SoftIRQ+c.Idle > 0
-		if measured && (!recorded || app.Contains(c.ID)) && c.Idle < SaturatedIdlePct {
+		measured := c.CPUTime != load.CPUTime{}
+		if measured && (!recorded || app.Contains(c.ID)) && c.IdleOrIOWait() < SaturatedIdlePct {
 			hot = append(hot, fmt.Sprint(c.ID))
 		}
 	}

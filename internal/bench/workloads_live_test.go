@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 )
 
 // serverProbe wraps a workload and, at every measured run, checks that its
 // server runs with the PID bench started and listens in the testbed's
 // server namespace alone.
 type serverProbe struct {
-	Workload
+	workload.Workload
 	t      *testing.T
 	server func() testbed.Proc
 	tb     func() *testbed.Testbed
@@ -27,7 +28,7 @@ type serverProbe struct {
 	checked int
 }
 
-func (p *serverProbe) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (p *serverProbe) Run(ctx context.Context, d time.Duration, s workload.Placement) (workload.Result, error) {
 	srv := p.server()
 	if p.checked == 0 {
 		p.seen, p.id = srv, p.tb().ID
@@ -73,7 +74,7 @@ func procsNamed(comm, s string) []int {
 // and checks what is robust on a busy machine: every run parsed a
 // positive figure, the server ran as started and was stopped, the testbed
 // and its namespaces are gone and the machine is restored.
-func liveWorkloadBench(t *testing.T, w Workload, server func() testbed.Proc, tb func() *testbed.Testbed, stateDir, unit string) *Report {
+func liveWorkloadBench(t *testing.T, w workload.Workload, server func() testbed.Proc, tb func() *testbed.Testbed, stateDir, unit string) *Report {
 	t.Helper()
 	probe := &serverProbe{Workload: w, t: t, server: server, tb: tb}
 	r := &Runner{Workload: probe, Configs: []string{"default", "rps-spread"}, Rounds: 2,
@@ -138,7 +139,7 @@ func skipUnlessLive(t *testing.T, progs ...string) {
 func TestMySQLWorkloadLive(t *testing.T) {
 	skipUnlessLive(t, "mariadbd", "mariadb-install-db", "mariadb", "sysbench")
 	dir := t.TempDir()
-	w, err := NewDB(DBOptions{Testbed: testbed.Options{StateDir: dir}, Connections: 4, TableSize: 2000})
+	w, err := workload.NewDB(workload.DBOptions{Testbed: testbed.Options{StateDir: dir}, Connections: 4, TableSize: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestMySQLWorkloadLive(t *testing.T) {
 func TestSockperfWorkloadLive(t *testing.T) {
 	skipUnlessLive(t, "sockperf")
 	dir := t.TempDir()
-	w, err := NewSockperf(SockperfOptions{Testbed: testbed.Options{StateDir: dir}})
+	w, err := workload.NewSockperf(workload.SockperfOptions{Testbed: testbed.Options{StateDir: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func craft(n int) *crafted {
 	mk := func(clock time.Duration) *Sample {
 		s := &Sample{Clock: clock, ClockSource: ClockUptime, Interrupts: &kernel.Interrupts{}}
 		for i := 0; i < n; i++ {
-			s.CPUs = append(s.CPUs, CPUTimes{ID: i, User: 1000, System: 500, Idle: 50000})
+			s.CPUs = append(s.CPUs, CPUTimes{ID: i, CPUTime: CPUTime{User: 1000, System: 500, Idle: 50000}})
 			s.Interrupts.CPUs = append(s.Interrupts.CPUs, i)
 			s.Softnet = append(s.Softnet, SoftnetCounters{CPU: i, Processed: 1000, Columns: 13})
 		}

@@ -55,21 +55,12 @@ type Load struct {
 	NAPI []bpfcost.NAPIRate `json:"napi,omitempty"`
 }
 
-// CPULoad is one CPU over the interval. The time fields are percent of the
-// CPU's ticks in the interval (as mpstat computes them: User excludes Guest,
-// Nice excludes GuestNice), the rest are per second.
+// CPULoad is one CPU over the interval. The times (CPUTime) are percent of
+// the CPU's ticks in the interval (as mpstat computes them: User excludes
+// Guest, Nice excludes GuestNice), the rest are per second.
 type CPULoad struct {
-	ID        int     `json:"id"`
-	User      float64 `json:"user"`
-	Nice      float64 `json:"nice"`
-	System    float64 `json:"system"`
-	IOWait    float64 `json:"iowait"`
-	IRQ       float64 `json:"irq"`
-	SoftIRQ   float64 `json:"softirq"`
-	Steal     float64 `json:"steal"`
-	Guest     float64 `json:"guest"`
-	GuestNice float64 `json:"guest_nice"`
-	Idle      float64 `json:"idle"`
+	ID int `json:"id"`
+	CPUTime
 	// NoTicks is set when the CPU's counters did not advance at all (the
 	// interval was shorter than a tick, or the counters went backwards):
 	// the percentages are then all 0.
@@ -94,12 +85,6 @@ type CPULoad struct {
 	HardirqTime float64            `json:"hardirq_time"`
 	SoftirqTime map[string]float64 `json:"softirq_time"`
 }
-
-// Busy is the percentage of the CPU not idle (and not waiting for I/O).
-func (c *CPULoad) Busy() float64 { return 100 - c.Idle - c.IOWait }
-
-// IRQTime is the percentage spent in hard and soft interrupt context.
-func (c *CPULoad) IRQTime() float64 { return c.IRQ + c.SoftIRQ }
 
 // IPI is the rate of reschedule plus function-call IPIs.
 func (c *CPULoad) IPI() float64 { return c.Reschedule + c.FunctionCall }
@@ -272,34 +257,21 @@ func cpuPercent(p, c *CPUTimes, resets *[]Reset) CPULoad {
 		}
 		return v
 	}
-	user := d("user", p.User, c.User)
-	nice := d("nice", p.Nice, c.Nice)
-	sys := d("system", p.System, c.System)
-	idle := d("idle", p.Idle, c.Idle)
-	iow := d("iowait", p.IOWait, c.IOWait)
-	irq := d("irq", p.IRQ, c.IRQ)
-	soft := d("softirq", p.SoftIRQ, c.SoftIRQ)
-	steal := d("steal", p.Steal, c.Steal)
-	guest := d("guest", p.Guest, c.Guest)
-	gnice := d("guest_nice", p.GuestNice, c.GuestNice)
-	// User includes guest time and Nice includes guest_nice (kernel
-	// account_guest_time); the total counts each tick once.
-	total := user + nice + sys + idle + iow + irq + soft + steal
-	if total <= 0 {
-		out.NoTicks = true
-		return out
+	spent := CPUTime{
+		User:      d("user", p.User, c.User),
+		Nice:      d("nice", p.Nice, c.Nice),
+		System:    d("system", p.System, c.System),
+		Idle:      d("idle", p.Idle, c.Idle),
+		IOWait:    d("iowait", p.IOWait, c.IOWait),
+		IRQ:       d("irq", p.IRQ, c.IRQ),
+		SoftIRQ:   d("softirq", p.SoftIRQ, c.SoftIRQ),
+		Steal:     d("steal", p.Steal, c.Steal),
+		Guest:     d("guest", p.Guest, c.Guest),
+		GuestNice: d("guest_nice", p.GuestNice, c.GuestNice),
 	}
-	pct := func(v float64) float64 { return 100 * v / total }
-	out.User = pct(math.Max(0, user-guest))
-	out.Nice = pct(math.Max(0, nice-gnice))
-	out.System = pct(sys)
-	out.Idle = pct(idle)
-	out.IOWait = pct(iow)
-	out.IRQ = pct(irq)
-	out.SoftIRQ = pct(soft)
-	out.Steal = pct(steal)
-	out.Guest = pct(guest)
-	out.GuestNice = pct(gnice)
+	var ok bool
+	out.CPUTime, ok = spent.Percent()
+	out.NoTicks = !ok
 	return out
 }
 

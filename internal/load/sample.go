@@ -58,17 +58,8 @@ type Sample struct {
 // CPUTimes is one cpuN line of /proc/stat, in seconds (USER_HZ ticks / 100).
 // As in the kernel, User includes Guest and Nice includes GuestNice.
 type CPUTimes struct {
-	ID        int     `json:"id"`
-	User      float64 `json:"user"`
-	Nice      float64 `json:"nice"`
-	System    float64 `json:"system"`
-	Idle      float64 `json:"idle"`
-	IOWait    float64 `json:"iowait"`
-	IRQ       float64 `json:"irq"`
-	SoftIRQ   float64 `json:"softirq"`
-	Steal     float64 `json:"steal"`
-	Guest     float64 `json:"guest"`
-	GuestNice float64 `json:"guest_nice"`
+	ID int `json:"id"`
+	CPUTime
 }
 
 // Softirqs is /proc/softirqs: Counts[t][i] is softirq type Types[t] on CPU CPUs[i].
@@ -147,11 +138,11 @@ func (s *Sampler) Sample() (*Sample, error) {
 	}
 	smp.CPUs = make([]CPUTimes, 0, len(st))
 	for _, c := range st { // ascending id
-		smp.CPUs = append(smp.CPUs, CPUTimes{
-			ID: c.CPU, User: ticks(c.User), Nice: ticks(c.Nice), System: ticks(c.System), Idle: ticks(c.Idle),
+		smp.CPUs = append(smp.CPUs, CPUTimes{ID: c.CPU, CPUTime: CPUTime{
+			User: ticks(c.User), Nice: ticks(c.Nice), System: ticks(c.System), Idle: ticks(c.Idle),
 			IOWait: ticks(c.IOWait), IRQ: ticks(c.IRQ), SoftIRQ: ticks(c.SoftIRQ), Steal: ticks(c.Steal),
 			Guest: ticks(c.Guest), GuestNice: ticks(c.GuestNice),
-		})
+		}})
 	}
 	if len(smp.CPUs) == 0 {
 		return nil, errors.New("/proc/stat: no per-CPU lines")

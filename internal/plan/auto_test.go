@@ -28,8 +28,7 @@ func synthLoad(h *host.Host, prof map[int]cpuProfile, rates map[int]map[int]floa
 			continue
 		}
 		p := prof[c.ID]
-		cl := load.CPULoad{ID: c.ID, User: p.user, System: p.sys, IRQ: p.irq, SoftIRQ: p.soft,
-			Idle: 100 - p.user - p.sys - p.irq - p.soft, Softirqs: map[string]float64{"TIMER": 250, "RCU": 100}}
+		cl := load.CPULoad{ID: c.ID, CPUTime: load.CPUTime{User: p.user, System: p.sys, IRQ: p.irq, SoftIRQ: p.soft, Idle: 100 - p.user - p.sys - p.irq - p.soft}, Softirqs: map[string]float64{"TIMER": 250, "RCU": 100}}
 		if p.soft > 0 {
 			cl.Softirqs["NET_RX"] = p.soft * 1000
 			cl.NetRx = p.soft * 1000

@@ -12,7 +12,6 @@ import (
 	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
@@ -107,8 +106,8 @@ func newLayout(runs []*Run, o Options) (*layout, error) {
 		rows += len(r.CPUs)
 	}
 	l := &layout{heatH: vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch}
-	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", func(c *cpuPoint) float64 { return c.IRQ + c.SoftIRQ })
-	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", func(c *cpuPoint) float64 { return 100 - c.Idle - c.IOWait })
+	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", (*load.CPUTime).IRQTime)
+	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", (*load.CPUTime).Busy)
 	irq, err := IRQChart(runs, o)
 	if err != nil {
 		return nil, err
@@ -185,7 +184,7 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 			{"softirq", colSoft, func(m CPUMean) float64 { return m.SoftIRQ }},
 			{"system", colSystem, func(m CPUMean) float64 { return m.System }},
 			{"user", colUser, func(m CPUMean) float64 { return m.User }},
-			{"nice+iowait+steal", colOther, func(m CPUMean) float64 { return m.Others }},
+			{"nice+iowait+steal", colOther, func(m CPUMean) float64 { return m.Others() }},
 		}
 		var below *plotter.BarChart
 		for _, c := range comp {
@@ -238,11 +237,6 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	return p, nil
 }
 
-// cpuPoint is what overTime reads from one CPU in one interval.
-type cpuPoint struct {
-	User, Nice, System, IOWait, IRQ, SoftIRQ, Steal, Idle float64
-}
-
 // grid is a heat map grid: rows are host/CPU, columns are intervals.
 type grid struct {
 	z      [][]float64 // [row][col], NaN where missing
@@ -263,13 +257,12 @@ func (g *grid) cols() int          { return len(g.xs) }
 // interval, colour from blue (0 %) to red (100 %). A heat map stays
 // readable for hundreds of cores where one line per core would not.
 // It returns the top of its colour range too.
-func overTime(runs []*Run, title string, v func(*cpuPoint) float64) (*plot.Plot, float64) {
+func overTime(runs []*Run, title string, v func(*load.CPUTime) float64) (*plot.Plot, float64) {
 	g, peak := cpuGrid(runs, func(cl *load.CPULoad) (float64, bool) {
 		if cl.NoTicks {
 			return 0, false
 		}
-		pt := cpuPoint{cl.User, cl.Nice, cl.System, cl.IOWait, cl.IRQ, cl.SoftIRQ, cl.Steal, cl.Idle}
-		return math.Max(0, math.Min(100, v(&pt))), true
+		return math.Max(0, math.Min(100, v(&cl.CPUTime))), true
 	})
 	// Colour range 0 … the highest value rounded up to 10 % (at least
 	// 10 %), so that a few percent of interrupt time is still visible.
@@ -356,7 +349,6 @@ func nanRow(n int) []float64 {
 func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
 	p := linePlot("interrupts per second")
-	p.Y.Tick.Marker = plot.TickerFunc(compactTicks)
 
 	var all []IRQSeries
 	for _, r := range runs {
@@ -399,17 +391,19 @@ func linePlot(yLabel string) *plot.Plot {
 	p.Y.Label.Text = yLabel
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.Padding = 1
+	p.Y.Tick.Marker = plot.TickerFunc(valueTicks)
 	p.Add(plotter.NewGrid())
 	return p
 }
 
 // addLines draws n series, series(i) giving the i-th one's legend name,
-// times and values, and sets the y range from 0 to the highest value with
-// headroom so that the legend (top left, a line per series) does not hide
-// the lines.
+// times and values, each in its own colour, and sets the y range from 0 to
+// the highest value with room for the legend (top left, a row per series)
+// above the lines.
 func addLines(p *plot.Plot, n int, series func(i int) (name string, t, y []float64)) error {
 	var peak float64
-	var args []any
+	names := make([]string, n)
+	lines := make([]plotter.XYs, n)
 	for k := range n {
 		name, t, y := series(k)
 		xys := make(plotter.XYs, len(t))
@@ -417,13 +411,13 @@ func addLines(p *plot.Plot, n int, series func(i int) (name string, t, y []float
 			xys[i] = plotter.XY{X: t[i], Y: y[i]}
 			peak = math.Max(peak, y[i])
 		}
-		args = append(args, name, xys)
+		names[k], lines[k] = name, xys
 	}
-	if err := plotutil.AddLines(p, args...); err != nil {
+	if err := addSeries(p, names, lines, false); err != nil {
 		return err
 	}
 	p.Y.Min = 0
-	p.Y.Max = peak * (1.1 + 0.085*float64(n))
+	p.Y.Max = legendRoom(peak, n)
 	return nil
 }
 
@@ -439,25 +433,4 @@ func percentTicks() []plot.Tick {
 		t = append(t, plot.Tick{Value: float64(v), Label: l})
 	}
 	return t
-}
-
-// compactTicks are gonum's default ticks with labels like 250, 1.5k, 2M
-// instead of "250.00".
-func compactTicks(min, max float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(min, max)
-	for i := range ticks {
-		if ticks[i].Label == "" {
-			continue
-		}
-		v := ticks[i].Value
-		switch a := math.Abs(v); {
-		case a >= 1e6:
-			ticks[i].Label = strconv.FormatFloat(v/1e6, 'g', 4, 64) + "M"
-		case a >= 1e3:
-			ticks[i].Label = strconv.FormatFloat(v/1e3, 'g', 4, 64) + "k"
-		default:
-			ticks[i].Label = strconv.FormatFloat(v, 'g', 4, 64)
-		}
-	}
-	return ticks
 }

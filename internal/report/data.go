@@ -78,14 +78,17 @@ func (r *Run) Duration() time.Duration {
 // CPUMean is one CPU's utilisation averaged over the run, weighted by
 // interval length.
 type CPUMean struct {
-	ID                                 int
-	User, System, IRQ, SoftIRQ, Others float64 // Others: nice, iowait, steal
-	Idle                               float64
+	ID int
+	load.CPUTime
 }
+
+// Others is the percentage neither user, system, irq, softirq nor idle:
+// nice, iowait and steal.
+func (m *CPUMean) Others() float64 { return m.Nice + m.IOWait + m.Steal }
 
 // MeanCPUs averages each CPU over the run.
 func (r *Run) MeanCPUs() []CPUMean {
-	acc := map[int]*CPUMean{}
+	acc := map[int]*load.CPUTime{}
 	wsum := map[int]float64{}
 	for _, l := range r.Loads {
 		w := l.Interval.Seconds()
@@ -95,15 +98,10 @@ func (r *Run) MeanCPUs() []CPUMean {
 			}
 			m := acc[c.ID]
 			if m == nil {
-				m = &CPUMean{ID: c.ID}
+				m = &load.CPUTime{}
 				acc[c.ID] = m
 			}
-			m.User += w * c.User
-			m.System += w * c.System
-			m.IRQ += w * c.IRQ
-			m.SoftIRQ += w * c.SoftIRQ
-			m.Others += w * (c.Nice + c.IOWait + c.Steal)
-			m.Idle += w * c.Idle
+			m.AddScaled(w, c.CPUTime)
 			wsum[c.ID] += w
 		}
 	}
@@ -111,12 +109,10 @@ func (r *Run) MeanCPUs() []CPUMean {
 	for _, id := range r.CPUs {
 		m := acc[id]
 		if m == nil {
-			out = append(out, CPUMean{ID: id, Idle: math.NaN()})
+			out = append(out, CPUMean{ID: id, CPUTime: load.CPUTime{Idle: math.NaN()}})
 			continue
 		}
-		w := wsum[id]
-		out = append(out, CPUMean{ID: id, User: m.User / w, System: m.System / w, IRQ: m.IRQ / w,
-			SoftIRQ: m.SoftIRQ / w, Others: m.Others / w, Idle: m.Idle / w})
+		out = append(out, CPUMean{ID: id, CPUTime: m.Scaled(wsum[id])})
 	}
 	return out
 }

@@ -43,14 +43,9 @@ func WriteImage(w io.Writer, format string, charts []Chart, width vg.Length) err
 	for _, c := range charts {
 		h += c.Height
 	}
-	var c canvas
-	switch format {
-	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, h), vgimg.UseDPI(DPI))}
-	case "svg":
-		c = vgsvg.New(width, h)
-	default:
-		return fmt.Errorf("unknown image format %q", format)
+	c, err := newCanvas(format, width, h)
+	if err != nil {
+		return err
 	}
 	dc := draw.New(c)
 	top := h
@@ -62,9 +57,23 @@ func WriteImage(w io.Writer, format string, charts []Chart, width vg.Length) err
 		ch.Plot.Draw(sub)
 		top -= ch.Height
 	}
-	_, err := c.WriteTo(w)
+	_, err = c.WriteTo(w)
 	return err
 }
+
+// newCanvas is an empty w × h image in format ("png", "svg").
+func newCanvas(format string, w, h vg.Length) (canvas, error) {
+	switch format {
+	case "png":
+		return vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(DPI))}, nil
+	case "svg":
+		return vgsvg.New(w, h), nil
+	}
+	return nil, fmt.Errorf("unknown image format %q", format)
+}
+
+// extOf is a file name's extension, lower case, without the dot.
+func extOf(name string) string { return strings.TrimPrefix(strings.ToLower(filepath.Ext(name)), ".") }
 
 func imageBytes(format string, charts []Chart, width vg.Length) ([]byte, error) {
 	var b bytes.Buffer

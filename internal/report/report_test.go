@@ -84,10 +84,10 @@ func TestMeanCPUs(t *testing.T) {
 	for i, m := range means {
 		c := l.CPUs[i]
 		if m.ID != c.ID || math.Abs(m.SoftIRQ-c.SoftIRQ) > 1e-9 || math.Abs(m.System-c.System) > 1e-9 ||
-			math.Abs(m.Others-(c.Nice+c.IOWait+c.Steal)) > 1e-9 {
+			math.Abs(m.Others()-(c.Nice+c.IOWait+c.Steal)) > 1e-9 {
 			t.Errorf("cpu %d: mean %+v, load %+v", c.ID, m, c)
 		}
-		if sum := m.User + m.System + m.IRQ + m.SoftIRQ + m.Others + m.Idle; math.Abs(sum-100) > 0.01 {
+		if sum := m.User + m.System + m.IRQ + m.SoftIRQ + m.Others() + m.Idle; math.Abs(sum-100) > 0.01 {
 			t.Errorf("cpu %d: components add up to %.3f", m.ID, sum)
 		}
 	}

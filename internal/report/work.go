@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"image/color"
 	"math"
 	"sort"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
@@ -67,7 +67,7 @@ func ScaleChart(top float64, unit string) *plot.Plot {
 	sans(p)
 	p.HideY()
 	p.X.Label.Text = "colour scale: " + unit
-	p.X.Tick.Marker = plot.TickerFunc(compactTicks)
+	p.X.Tick.Marker = plot.TickerFunc(valueTicks)
 	cb := &plotter.ColorBar{ColorMap: heatPalette(top)}
 	p.Add(cb)
 	return p
@@ -83,7 +83,8 @@ type deviceShare struct {
 // DeviceChart attributes each CPU's interrupts to the devices and queues
 // whose IRQs fired there: one stacked bar per CPU (hosts side by side),
 // mean interrupts per second over the run, a colour per device queue (the
-// busiest 8; the rest as "other").
+// busiest 8; the rest as "other"). A device without IRQs (veth) counts by
+// its NAPI polls on each CPU, where the recording measured them (eBPF).
 func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
 	p := plot.New()
@@ -91,11 +92,12 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 	p.Title.Text = "Interrupts per CPU by device and queue (mean over the run)"
 	p.Y.Label.Text = "interrupts per second"
 	p.X.Label.Text = "CPU"
-	p.Y.Tick.Marker = plot.TickerFunc(compactTicks)
+	p.Y.Tick.Marker = plot.TickerFunc(valueTicks)
 	p.Legend.Top, p.Legend.Left = true, false
 	p.Legend.Padding = 1
 
 	shares := map[string]*deviceShare{}
+	polled := false
 	var ticks []plot.Tick
 	slot := 0
 	for k, r := range runs {
@@ -129,6 +131,25 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 					s.total += rate * w
 				}
 			}
+			for _, n := range l.NAPI {
+				label, ok := r.napiLabel(n)
+				if !ok {
+					continue
+				}
+				polled = true
+				if len(runs) > 1 {
+					label = r.Host + ": " + label
+				}
+				s := shares[label]
+				if s == nil {
+					s = &deviceShare{label: label, rate: map[int]float64{}}
+					shares[label] = s
+				}
+				for cpu, polls := range n.PollsPerCPU {
+					s.rate[pos[cpu]] += polls * w
+					s.total += polls * w
+				}
+			}
 		}
 		slot += len(r.CPUs)
 	}
@@ -158,6 +179,10 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 		}
 		list = append(list[:7], other)
 	}
+	if polled {
+		p.Title.Text = "Interrupts per CPU by device and queue, NAPI polls of devices without IRQs (mean over the run)"
+		p.Y.Label.Text = "interrupts (polls) per second"
+	}
 	barW := vg.Length(math.Min(40, math.Max(1, 0.75*float64(o.Width-1.3*vg.Inch)/float64(max(slot, 1)))))
 	var below *plotter.BarChart
 	var peak float64
@@ -173,7 +198,7 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		bc.Color = deviceColour(i)
+		bc.Color = seriesColour(i)
 		bc.LineStyle.Width = 0
 		if below != nil {
 			bc.StackOn(below)
@@ -187,8 +212,27 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 		p.Legend.Add(name, bc)
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Min, p.Y.Max = 0, peak*(1.15+0.08*float64(len(list)))
+	// Half a slot either side, so the first and last CPUs' bars are whole.
+	p.X.Min, p.X.Max = -0.6, float64(slot)-0.4
+	p.Y.Min, p.Y.Max = 0, legendRoom(peak, len(list))
 	return p, nil
+}
+
+// napiLabel names a NAPI instance the device chart counts (ok) by its
+// polls: one whose device has no IRQ — a veth, whose receive work runs
+// where the sender's packets are handed over, and the per-CPU backlog
+// ("" device: netif_rx, RPS) — since a device with IRQs is counted by
+// them. Without an inventory every named device counts.
+func (r *Run) napiLabel(n bpfcost.NAPIRate) (string, bool) {
+	if n.Dev == "" {
+		return "backlog NAPI polls (veth, RPS)", true
+	}
+	if r.inv != nil {
+		if nic := r.inv.NIC(n.Dev); nic != nil && len(nic.IRQs) > 0 {
+			return "", false
+		}
+	}
+	return n.Dev + " NAPI polls", true
 }
 
 // deviceLabel names the source of an IRQ for people: "eth0 q3", or the
@@ -206,14 +250,6 @@ func (r *Run) deviceLabel(q load.IRQRate) string {
 		return q.Actions[0] + " (irq " + strconv.Itoa(q.IRQ) + ")"
 	}
 	return "irq " + strconv.Itoa(q.IRQ)
-}
-
-func deviceColour(i int) color.Color {
-	cs := []color.RGBA{
-		{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xd6, 0x27, 0x28, 0xff},
-		{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff},
-	}
-	return cs[i%len(cs)]
 }
 
 // MinIRQLineRate is the lowest mean rate (per second) of an IRQ drawn in

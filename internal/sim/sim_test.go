@@ -2,7 +2,6 @@ package sim
 
 import (
 	"math"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -145,22 +144,5 @@ func TestBadConfig(t *testing.T) {
 	}
 	if _, err := NewPolicy("magic", DefaultPolicyParams(), 1); err == nil || !strings.Contains(err.Error(), "magic") {
 		t.Fatalf("unknown policy: %v", err)
-	}
-}
-
-func TestCharts(t *testing.T) {
-	c := DefaultConfig()
-	c.Completions = 2000
-	rs, err := Sweep(c, DefaultPolicyParams(), []string{"none", "vic"}, []int{1, 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	files, err := WriteCharts(rs, []string{"none", "vic"}, dir, []string{"png", "svg"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) != 8 || filepath.Dir(files[0]) != dir {
-		t.Fatalf("files %v", files)
 	}
 }

@@ -31,18 +31,11 @@ type Frame struct {
 // CPU is one CPU over the interval: times in percent of the CPU, softirqs
 // and softnet events per second.
 type CPU struct {
-	ID      int     `json:"id"`
-	User    float64 `json:"user"`
-	Nice    float64 `json:"nice"`
-	System  float64 `json:"system"`
-	IOWait  float64 `json:"iowait"`
-	IRQ     float64 `json:"irq"`
-	SoftIRQ float64 `json:"softirq"`
-	Steal   float64 `json:"steal"`
-	Idle    float64 `json:"idle"`
-	NetRx   float64 `json:"net_rx"`
-	NetTx   float64 `json:"net_tx"`
-	Block   float64 `json:"block"`
+	ID int `json:"id"`
+	load.CPUTime
+	NetRx float64 `json:"net_rx"`
+	NetTx float64 `json:"net_tx"`
+	Block float64 `json:"block"`
 	// Softnet drops (backlog full) and time squeezes (budget ran out), per second.
 	Dropped  float64 `json:"softnet_dropped"`
 	Squeezed float64 `json:"softnet_squeezed"`
@@ -51,9 +44,6 @@ type CPU struct {
 	SoftirqTime map[string]float64 `json:"softirq_time"`
 	HardirqTime float64            `json:"hardirq_time"`
 }
-
-// Busy is the percentage neither idle nor waiting for I/O.
-func (c *CPU) Busy() float64 { return 100 - c.Idle - c.IOWait }
 
 // IRQ is one numbered interrupt over the interval.
 type IRQ struct {
@@ -81,9 +71,7 @@ func NewFrame(hostname string, h *host.Host, l *load.Load) *Frame {
 	for i := range l.CPUs {
 		c := &l.CPUs[i]
 		fc := CPU{
-			ID: c.ID, User: c.User, Nice: c.Nice, System: c.System, IOWait: c.IOWait,
-			IRQ: c.IRQ, SoftIRQ: c.SoftIRQ, Steal: c.Steal, Idle: c.Idle,
-			NetRx: c.NetRx, NetTx: c.NetTx, Block: c.Block,
+			ID: c.ID, CPUTime: c.CPUTime, NetRx: c.NetRx, NetTx: c.NetTx, Block: c.Block,
 			SoftirqTime: c.SoftirqTime, HardirqTime: c.HardirqTime,
 		}
 		if fc.SoftirqTime == nil {

@@ -2,11 +2,9 @@ package testbed
 
 import (
 	"net/netip"
-	"os"
-	"runtime"
 	"testing"
 
-	"github.com/vishvananda/netns"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,41 +12,15 @@ import (
 // stays in the namespace it was created in).
 func socketIn(t *testing.T, ns string) int {
 	t.Helper()
-	type res struct {
-		fd  int
-		err error
+	var fd int
+	if err := onThreadIn(ns, func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			ch <- res{-1, err}
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(ns)
-		if err != nil {
-			ch <- res{-1, err}
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			ch <- res{-1, err}
-			return
-		}
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread() // else the thread ends with the goroutine
-		}
-		ch <- res{fd, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { unix.Close(r.fd) })
-	return r.fd
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
 }
 
 // incomingNAPI sends a few datagrams from the client namespace to the
@@ -85,9 +57,7 @@ func incomingNAPI(t *testing.T, tb *Testbed) int {
 // GRO (veth_skb_is_eligible_for_gro) — so busy polling and the NAPI knobs
 // act on it; without GRO it takes the per-CPU backlog (no NAPI id).
 func TestUDPTakesNAPIPathWithGRO(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
+	livetest.NeedRoot(t, "ip")
 	for _, gro := range []bool{true, false} {
 		tb, err := Up(Options{Queues: 1, GRO: gro, StateDir: t.TempDir()})
 		if err != nil {

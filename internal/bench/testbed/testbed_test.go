@@ -6,22 +6,33 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/livetest"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
-func needRoot(t *testing.T) {
+func needRoot(t *testing.T) { livetest.NeedRoot(t, "ip", "memcached", "nginx") }
+
+// rootLinks names the devices of this process's network namespace.
+func rootLinks(t *testing.T) []string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, b := range []string{"ip", "memcached", "nginx", "ethtool"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
+	var out []string
+	for _, l := range links {
+		out = append(out, l.Attrs().Name)
 	}
+	sort.Strings(out)
+	return out
 }
 
 // TestMain doubles as the helper process of TestKilledHarness: with
@@ -83,7 +94,7 @@ func leftovers(tb *Testbed, workers []int) []string {
 func TestUpDown(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	linksBefore, _ := exec.Command("ip", "-o", "link").Output()
+	linksBefore := rootLinks(t)
 	tb, err := Up(Options{Queues: 2, Threaded: true, StateDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +127,22 @@ func TestUpDown(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "STAT pid") {
 		t.Errorf("memcached stats from the client namespace: %v: %.200s", err, out)
 	}
-	// Nothing was created in the root namespace.
-	linksDuring, _ := exec.Command("ip", "-o", "link").Output()
-	if strings.Count(string(linksDuring), "\n") != strings.Count(string(linksBefore), "\n") {
-		t.Errorf("root namespace links changed:\n%s\n→\n%s", linksBefore, linksDuring)
+	// Nothing was created in the root namespace (another test's device
+	// may come or go meanwhile: only ours would be named like the testbed's).
+	for _, l := range rootLinks(t) {
+		if l == tb.ServerDev || l == tb.ClientDev {
+			t.Errorf("testbed device %s in the root namespace (before: %v)", l, linksBefore)
+		}
+	}
+	// The servers run in the server namespace, found by its inode.
+	if pids := nsPIDs(tb.ServerNS); !slices.Contains(pids, ng.PID) || (len(workers) > 0 && !slices.Contains(pids, workers[0])) {
+		t.Errorf("processes in %s: %v, want nginx %d and its workers %v among them", tb.ServerNS, pids, ng.PID, workers)
+	}
+	if ok, err := listening(tb.ServerNS, unix.IPPROTO_UDP, ServerAddr, 11211); err != nil || ok {
+		t.Errorf("udp socket on %s:11211 (memcached -U 0 opens none): %v %v", ServerAddr, ok, err)
+	}
+	if ok, err := listening(tb.ClientNS, unix.IPPROTO_TCP, ServerAddr, 80); err != nil || ok {
+		t.Errorf("nginx listening in the client namespace: %v %v", ok, err)
 	}
 	l, _ := List(dir)
 	if len(l) != 1 || l[0].ID != tb.ID || l[0].Stale() {

@@ -110,6 +110,9 @@ type NAPIRate struct {
 	Packets   float64 `json:"packets"`   // per second
 	Exhausted float64 `json:"exhausted"` // polls/s that used their whole budget
 	CPUs      []int   `json:"cpus"`      // where it polled
+	// PollsPerCPU is Polls by CPU: where a device without an IRQ (veth)
+	// did its receive work.
+	PollsPerCPU map[int]float64 `json:"polls_per_cpu,omitempty"`
 }
 
 // delta64 is cur-prev for a 64-bit counter. A counter lower than before is
@@ -246,6 +249,10 @@ func Diff(prev, cur *Snapshot) (*Cost, error) {
 			r.Exhausted += d(name+" exhausted", k.id, at(p.Exhausted, k.p), at(q.Exhausted, k.c)) / sec
 			if polls > 0 {
 				r.CPUs = append(r.CPUs, k.id)
+				if r.PollsPerCPU == nil {
+					r.PollsPerCPU = map[int]float64{}
+				}
+				r.PollsPerCPU[k.id] = polls
 			}
 		}
 		if r.Polls > 0 {

@@ -149,6 +149,9 @@ func TestDiffNAPI(t *testing.T) {
 	if n.Dev != "veth1" || !near(n.Polls, 15/sec) || !near(n.Packets, 704/sec) || !near(n.Exhausted, 11/sec) || !reflect.DeepEqual(n.CPUs, []int{0, 1}) {
 		t.Errorf("veth1 = %+v", n)
 	}
+	if !near(n.PollsPerCPU[0], 10/sec) || !near(n.PollsPerCPU[1], 5/sec) || len(n.PollsPerCPU) != 2 {
+		t.Errorf("veth1 polls per CPU %v, want 0: %g, 1: %g", n.PollsPerCPU, 10/sec, 5/sec)
+	}
 }
 
 func TestDiffRefuses(t *testing.T) {

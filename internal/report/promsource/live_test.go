@@ -311,7 +311,7 @@ scrape_configs:
 			t.Errorf("%s: %d of %d points have every CPU, want at least 3", r.Host, points, len(r.Loads))
 		}
 		for _, m := range r.MeanCPUs() {
-			if sum := m.User + m.System + m.IRQ + m.SoftIRQ + m.Others + m.Idle; math.Abs(sum-100) > 0.5 {
+			if sum := m.User + m.System + m.IRQ + m.SoftIRQ + m.Others() + m.Idle; math.Abs(sum-100) > 0.5 {
 				t.Errorf("%s cpu%d: modes add up to %.2f %%, want 100", r.Host, m.ID, sum)
 			}
 		}

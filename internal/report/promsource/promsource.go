@@ -15,11 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +25,6 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/report"
 )
@@ -247,8 +244,8 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		add    func(model.Metric, int, float64)
 	}{
 		{MetricCPUModes, b.addMode},
-		{MetricIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *cpuAcc) { c.irq = v }) }},
-		{MetricSoftIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *cpuAcc) { c.soft = v }) }},
+		{MetricIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *load.CPUTime) { c.IRQ = v }) }},
+		{MetricSoftIRQ, func(m model.Metric, i int, v float64) { b.addCPU(m, i, func(c *load.CPUTime) { c.SoftIRQ = v }) }},
 		{MetricQueue, b.addQueue},
 	} {
 		query := fmt.Sprintf("rate(%s[%s])", o.metric(q.metric), w)
@@ -374,209 +371,4 @@ func RateWindow(step, scrape time.Duration) time.Duration {
 		w = r
 	}
 	return w
-}
-
-// cpuAcc is one CPU's rates at one point (fractions of a second per
-// second; NaN: missing).
-type cpuAcc struct {
-	user, nice, system, idle, iowait, steal, irq, soft float64
-}
-
-func newCPUAcc() *cpuAcc {
-	n := math.NaN()
-	return &cpuAcc{n, n, n, n, n, n, n, n}
-}
-
-type queueAcc struct {
-	device string
-	queue  *int
-}
-
-type nodeAcc struct {
-	cpus   []map[int]*cpuAcc // [point][cpu]
-	irqs   []map[int]float64 // [point][irq] rate
-	queues map[int]queueAcc
-}
-
-// builder lays samples on the grid, per instance.
-type builder struct {
-	res   *Result
-	n     int
-	nodes map[string]*nodeAcc
-}
-
-func newBuilder(res *Result) *builder {
-	return &builder{res: res, n: int(res.End.Sub(res.Start)/res.Step) + 1, nodes: map[string]*nodeAcc{}}
-}
-
-func (b *builder) node(m model.Metric) *nodeAcc {
-	inst := string(m[model.InstanceLabel])
-	a := b.nodes[inst]
-	if a == nil {
-		a = &nodeAcc{cpus: make([]map[int]*cpuAcc, b.n), irqs: make([]map[int]float64, b.n), queues: map[int]queueAcc{}}
-		b.nodes[inst] = a
-	}
-	return a
-}
-
-// add feeds every point of m that falls on the grid to fn.
-func (b *builder) add(m model.Matrix, fn func(model.Metric, int, float64)) {
-	for _, s := range m {
-		for _, p := range s.Values {
-			t := p.Timestamp.Time()
-			off := t.Sub(b.res.Start)
-			if off < 0 || off%b.res.Step != 0 {
-				continue
-			}
-			i := int(off / b.res.Step)
-			v := float64(p.Value)
-			if i >= b.n || math.IsNaN(v) || math.IsInf(v, 0) {
-				continue
-			}
-			fn(s.Metric, i, v)
-		}
-	}
-}
-
-func (b *builder) addCPU(m model.Metric, i int, set func(*cpuAcc)) {
-	cpu, err := strconv.Atoi(string(m["cpu"]))
-	if err != nil || cpu < 0 {
-		return
-	}
-	a := b.node(m)
-	if a.cpus[i] == nil {
-		a.cpus[i] = map[int]*cpuAcc{}
-	}
-	c := a.cpus[i][cpu]
-	if c == nil {
-		c = newCPUAcc()
-		a.cpus[i][cpu] = c
-	}
-	set(c)
-}
-
-func (b *builder) addMode(m model.Metric, i int, v float64) {
-	b.addCPU(m, i, func(c *cpuAcc) {
-		switch m["mode"] {
-		case "user":
-			c.user = v
-		case "nice":
-			c.nice = v
-		case "system":
-			c.system = v
-		case "idle":
-			c.idle = v
-		case "iowait":
-			c.iowait = v
-		case "steal":
-			c.steal = v
-		}
-	})
-}
-
-func (b *builder) addQueue(m model.Metric, i int, v float64) {
-	irq, err := strconv.Atoi(string(m["irq"]))
-	if err != nil || irq < 0 {
-		return
-	}
-	a := b.node(m)
-	if a.irqs[i] == nil {
-		a.irqs[i] = map[int]float64{}
-	}
-	a.irqs[i][irq] = v
-	if _, ok := a.queues[irq]; !ok {
-		q := queueAcc{device: string(m["device"])}
-		if n, err := strconv.Atoi(string(m["queue"])); err == nil {
-			q.queue = &n
-		}
-		a.queues[irq] = q
-	}
-}
-
-// cpuLoad turns one CPU's rates into percentages of its time, as
-// load.Rates does from /proc/stat (of the sum of all modes, so that an
-// idle counter that stalls on a tickless CPU does not break the sum). ok is
-// false when a mode is missing.
-// Not load.Rates: that takes two /proc/stat Samples; these are PromQL rate() values with NaN gaps.
-func cpuLoad(id int, c *cpuAcc) (load.CPULoad, bool) {
-	parts := []float64{c.user, c.nice, c.system, c.idle, c.iowait, c.steal, c.irq, c.soft}
-	total := 0.0
-	for _, v := range parts {
-		if math.IsNaN(v) {
-			return load.CPULoad{}, false
-		}
-		total += max(0, v)
-	}
-	l := load.CPULoad{ID: id}
-	if total <= 0 {
-		l.NoTicks = true // as load.Rates: no tick counted, no percentages
-		return l, true
-	}
-	pc := func(v float64) float64 { return 100 * max(0, v) / total }
-	l.User, l.Nice, l.System, l.Idle = pc(c.user), pc(c.nice), pc(c.system), pc(c.idle)
-	l.IOWait, l.Steal, l.IRQ, l.SoftIRQ = pc(c.iowait), pc(c.steal), pc(c.irq), pc(c.soft)
-	return l, true
-}
-
-func (b *builder) runs(names map[string]string, source string) ([]*report.Run, error) {
-	insts := make([]string, 0, len(b.nodes))
-	for inst := range b.nodes {
-		insts = append(insts, inst)
-	}
-	name := func(inst string) string {
-		if n := names[inst]; n != "" {
-			return n
-		}
-		return inst
-	}
-	sort.Slice(insts, func(i, j int) bool { return name(insts[i]) < name(insts[j]) })
-	var out []*report.Run
-	var skipped []string
-	for _, inst := range insts {
-		a := b.nodes[inst]
-		loads := make([]*load.Load, b.n)
-		for i := range loads {
-			end := b.res.Start.Add(time.Duration(i) * b.res.Step)
-			l := &load.Load{Start: end.Add(-b.res.Step), End: end, Interval: b.res.Step, CostSource: load.CostCounts}
-			ids := make([]int, 0, len(a.cpus[i]))
-			for id := range a.cpus[i] {
-				ids = append(ids, id)
-			}
-			sort.Ints(ids)
-			for _, id := range ids {
-				if c, ok := cpuLoad(id, a.cpus[i][id]); ok {
-					l.CPUs = append(l.CPUs, c)
-				}
-			}
-			irqs := make([]int, 0, len(a.irqs[i]))
-			for n := range a.irqs[i] {
-				irqs = append(irqs, n)
-			}
-			sort.Ints(irqs)
-			for _, n := range irqs {
-				l.IRQs = append(l.IRQs, load.IRQRate{IRQ: n, Name: strconv.Itoa(n), Rate: a.irqs[i][n]})
-			}
-			loads[i] = l
-		}
-		inv := &host.Host{Hostname: name(inst)}
-		irqNums := make([]int, 0, len(a.queues))
-		for n := range a.queues {
-			irqNums = append(irqNums, n)
-		}
-		sort.Ints(irqNums)
-		for _, n := range irqNums {
-			inv.IRQs = append(inv.IRQs, host.IRQ{Number: n, Device: a.queues[n].device, Queue: a.queues[n].queue})
-		}
-		r, err := report.RunOf(name(inst), source, loads, inv)
-		if err != nil {
-			skipped = append(skipped, inst)
-			continue
-		}
-		out = append(out, r)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("prometheus %s: no node has every CPU mode (%s with mode user…steal, %s, %s) at the same points; targets seen: %s",
-			source, MetricCPUModes, MetricIRQ, MetricSoftIRQ, strings.Join(skipped, ", "))
-	}
-	return out, nil
 }

@@ -108,7 +108,7 @@ func TestFetchRecorded(t *testing.T) {
 			t.Errorf("%s: %d loads, want one per point (31)", r.Host, len(r.Loads))
 		}
 		for _, m := range r.MeanCPUs() {
-			if sum := m.User + m.System + m.IRQ + m.SoftIRQ + m.Others + m.Idle; math.Abs(sum-100) > 1e-6 {
+			if sum := m.User + m.System + m.IRQ + m.SoftIRQ + m.Others() + m.Idle; math.Abs(sum-100) > 1e-6 {
 				t.Errorf("%s cpu%d: %.3f %%", r.Host, m.ID, sum)
 			}
 		}

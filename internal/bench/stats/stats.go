@@ -1,4 +1,10 @@
-package bench
+// Package stats is bench's and tune's statistics, pure and without I/O:
+// medians with distribution-free intervals (golang.org/x/perf/benchmath's
+// for one sample, equal-tailed order statistics for a ratio), the sign test
+// of ratios paired by round, the Mann-Whitney U test of unpaired groups
+// with its ratio interval, the verdict words, how many rounds a verdict
+// needs (MinRounds), and successive halving for tune's search.
+package stats
 
 import (
 	"encoding/json"
@@ -75,6 +81,35 @@ func (i Interval) Finite() bool {
 // Confidence is the confidence of every interval bench and tune report,
 // and 1 − Confidence the level of every test behind a verdict.
 const Confidence = 0.95
+
+// MinRuns is the fewest successful runs (rounds, when paired) per
+// configuration from which bench and tune report an interval and a
+// verdict at Confidence: MinRounds(Confidence), 6 for 95 %. Below it a
+// ratio is "indicative": its direction, no verdict.
+var MinRuns = MinRounds(Confidence)
+
+// Verdicts.
+const (
+	VerdictBaseline   = "baseline"
+	VerdictBetter     = "better"
+	VerdictWorse      = "worse"
+	VerdictNoise      = "within noise"
+	VerdictIndicative = "indicative"
+	VerdictNoData     = "no data"
+)
+
+// Verdict judges a comparison to the baseline at Confidence: within noise
+// unless its test rejects "no difference", else better or worse by the
+// ratio's direction (below 1 is better when lowerIsBetter: a latency).
+func Verdict(c Comparison, lowerIsBetter bool) string {
+	switch {
+	case !c.Significant(Confidence):
+		return VerdictNoise
+	case c.Ratio.Point > 1 && !lowerIsBetter, c.Ratio.Point < 1 && lowerIsBetter:
+		return VerdictBetter
+	}
+	return VerdictWorse
+}
 
 // MinRounds is the fewest observations from which a distribution-free
 // (order-statistic) interval of the median at the given confidence has two

@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import (
 	"bufio"
@@ -260,7 +260,7 @@ func (b BusyPoll) String() string {
 // S32_MAX.
 const maxBusyPollUsecs = 1000
 
-func (b BusyPoll) check() error {
+func (b BusyPoll) Check() error {
 	for _, v := range []struct {
 		name string
 		us   int
@@ -289,7 +289,7 @@ type epollParams struct {
 // SO_BUSY_POLL above net.core.busy_read and a budget above the default
 // need CAP_NET_ADMIN (the sink runs as root).
 func setBusyPoll(fd int, epfds []int, b BusyPoll) error {
-	if err := b.check(); err != nil {
+	if err := b.Check(); err != nil {
 		return err
 	}
 	on := func(us int) int {
@@ -455,7 +455,7 @@ var udpLine = regexp.MustCompile(`(?m)^udp: (\d+) sends \((\d+) datagrams\) in (
 func ParseUDP(out []byte) (Result, error) {
 	m := udpLine.FindSubmatch(out)
 	if m == nil {
-		return Result{}, fmt.Errorf("udp sender output has no result line: %s", strings.TrimSpace(tail(out, 200)))
+		return Result{}, fmt.Errorf("udp sender output has no result line: %s", strings.TrimSpace(Tail(out, 200)))
 	}
 	v, err := strconv.ParseFloat(string(m[6]), 64)
 	if err != nil {

@@ -1,9 +1,73 @@
-package bench
+package workload
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
+
+func read(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseCapturedOutputs(t *testing.T) {
+	cases := []struct {
+		file     string
+		parse    func([]byte) (Result, error)
+		tput     float64
+		p50, p99 float64
+	}{
+		// memcaslap 1.1 against memcached 1.6 on loopback, this machine.
+		{"memcaslap.txt", ParseMemcaslap, 71771, 0, 0},
+		// Same with -S 3s: log2 histogram "Total Statistics (192885 events)";
+		// 50 % of 192885 falls in the 2^7 bucket (upper bound 256 µs), 99 % (190957)
+		// in the 2^12 bucket (upper bound 8192 µs).
+		{"memcaslap-stat.txt", ParseMemcaslap, 64294, 256, 8192},
+		// wrk 4.1 against nginx on loopback, --latency.
+		{"wrk.txt", ParseWrk, 24782.37, 376, 456260},
+		// fio 3.33 randread 4k iodepth 8 on this machine's virtio disk.
+		{"fio.json", ParseFio, 4460.31746, 205.824, 15663.104},
+	}
+	for _, c := range cases {
+		r, err := c.parse(read(t, c.file))
+		if err != nil {
+			t.Errorf("%s: %v", c.file, err)
+			continue
+		}
+		if r.Throughput != c.tput || !near(r.LatencyP50, c.p50) || !near(r.LatencyP99, c.p99) {
+			t.Errorf("%s: got %+v, want throughput %v p50 %v p99 %v", c.file, r, c.tput, c.p50, c.p99)
+		}
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+func TestParseErrors(t *testing.T) {
+	if _, err := ParseMemcaslap([]byte("servers: 127.0.0.1:1\nconnect failed\n")); err == nil {
+		t.Error("memcaslap without a result line parsed")
+	}
+	if _, err := ParseWrk([]byte("unable to connect to 127.0.0.1:18080 Connection refused\n")); err == nil {
+		t.Error("wrk failure parsed")
+	}
+	if _, err := ParseFio([]byte("fio: pid=0, err=2/file:filesetup.c")); err == nil {
+		t.Error("fio failure parsed")
+	}
+	if _, err := ParsePattern([]byte("x"), "(", "u"); err == nil {
+		t.Error("bad pattern accepted")
+	}
+	if _, err := ParsePattern([]byte("x"), "x", "u"); err == nil {
+		t.Error("pattern without group accepted")
+	}
+	r, err := ParsePattern([]byte("transactions: 1,234.5 per sec\n"), `transactions: ([0-9.,]+)`, "tps")
+	if err != nil || r.Throughput != 1234.5 {
+		t.Errorf("pattern: %+v %v", r, err)
+	}
+}
 
 // sysbench 1.0.20 oltp_point_select against MariaDB 10.11 on this
 // machine (one network namespace, TCP on loopback).
@@ -95,42 +159,5 @@ func TestParseSockperfRefusesFewObservations(t *testing.T) {
 	}
 	if _, err := ParseSockperf([]byte("sockperf: == version #3.7 ==\n")); err == nil {
 		t.Error("output without results parsed")
-	}
-}
-
-// A latency objective: lower is better. A configuration whose p99 is
-// below its baseline's in every round is "better", with the ratio below
-// 1; the same numbers as a throughput would be "worse".
-func TestSummarizeLowerIsBetter(t *testing.T) {
-	var runs []Run
-	for round := 0; round < 8; round++ {
-		base := 40 + float64(round%3)
-		runs = append(runs,
-			Run{Config: "default", Round: round, Result: Result{Throughput: base, Unit: "µs", LowerIsBetter: true, Objective: "p99 latency", LatencyP999: 90, Rate: 30000, ServerCPUPerOp: 4}},
-			Run{Config: "rps-spread", Round: round, Result: Result{Throughput: base * 0.8, Unit: "µs", LowerIsBetter: true, Objective: "p99 latency", Rate: 31000}},
-		)
-	}
-	s := Summarize([]string{"default", "rps-spread"}, runs, "", true)
-	if got := s[1]; got.Verdict != VerdictBetter || got.Ratio == nil || got.Ratio.Point >= 1 || !got.LowerIsBetter {
-		t.Errorf("lower latency: verdict %q ratio %+v, want better below 1", got.Verdict, got.Ratio)
-	}
-	if s[0].LatencyP999 != 90 || s[0].Rate != 30000 || s[0].ServerCPUPerOp != 4 {
-		t.Errorf("baseline medians: %+v", s[0])
-	}
-	for i := range runs {
-		runs[i].LowerIsBetter = false
-	}
-	if got := Summarize([]string{"default", "rps-spread"}, runs, "", true)[1]; got.Verdict != VerdictWorse {
-		t.Errorf("the same numbers as throughput: verdict %q, want worse", got.Verdict)
-	}
-	rep := &Report{Workload: "sockperf", Baseline: "default", Summary: s}
-	var b strings.Builder
-	if err := rep.WriteTable(&b); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"p99 latency (median, lower is better)", "lower is better, a ratio below 1 is an improvement", "default: p99.9 90.0 µs, 30000 messages/s, server CPU 4.00 µs per message"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, b.String())
-		}
 	}
 }

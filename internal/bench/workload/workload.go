@@ -1,11 +1,17 @@
-package bench
+// Package workload is what bench measures: servers and their load
+// generators in a testbed (memcached with memcaslap, nginx with wrk,
+// MariaDB with sysbench, sockperf, and the udp sink and flood that this
+// program runs itself in helper mode), fio on a disk and any command, each
+// with the parser of its load generator's output into a Result. A workload
+// starts processes by design; where they run is the Placement a
+// configuration gives each run.
+package workload
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,6 +21,8 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // Workload is a server (or none) and a load generator.
@@ -23,10 +31,56 @@ type Workload interface {
 	// Prepare starts what the workload serves from and says what may be
 	// placed.
 	Prepare() (AppInfo, error)
-	// Run drives load for d, with the setup's client and application CPUs.
-	Run(ctx context.Context, d time.Duration, s *Setup) (Result, error)
+	// Run drives load for d, with the placement's client and application
+	// CPUs.
+	Run(ctx context.Context, d time.Duration, s Placement) (Result, error)
 	// Close removes everything Prepare made.
 	Close() error
+}
+
+// Placement is what one configuration says about the processes a workload
+// starts for a run: bench's Setup (the kernel settings besides) gives it.
+type Placement struct {
+	// Config names the configuration (for errors).
+	Config string
+	// AppCPUs places an application started per run (fio, a command);
+	// empty: free. A server started by Prepare is placed by the
+	// configuration's thread affinities instead.
+	AppCPUs cpuset.Set
+	// ClientCPUs places the load generator (empty: free).
+	ClientCPUs cpuset.Set
+	// BusyPoll, when set, is how the udp workload's sink waits in this
+	// configuration (NetOptions.BusyPoll otherwise).
+	BusyPoll *BusyPoll
+}
+
+// AppInfo is what a configuration may place besides IRQs and queues.
+type AppInfo struct {
+	// PIDs are the server processes (all threads of each are pinned).
+	PIDs []int `json:"pids,omitempty"`
+	// Device is the server-side network device of the testbed ("" for
+	// storage and commands).
+	Device string `json:"device,omitempty"`
+	// NSRoot is a root directory whose sys/ shows Device (the testbed's
+	// namespace view); changes whose Path is below sys/class/net/Device are
+	// applied there.
+	NSRoot string `json:"-"`
+	// NetNS is the nsfs file of Device's network namespace
+	// (/run/netns/NAME): its NAPI instances are read and set with netlink
+	// sockets opened there.
+	NetNS string `json:"-"`
+	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
+	NAPIThreads []int `json:"napi_threads,omitempty"`
+	// Disk is the block device the storage workload reads ("" otherwise);
+	// its IRQs are the only IRQs a storage configuration may place.
+	Disk string `json:"disk,omitempty"`
+	// ClientFixed: the scenario pins the load generator (--client-cpus), so
+	// tune and the exhaustive search do not vary the client's CPUs.
+	ClientFixed bool `json:"client_fixed,omitempty"`
+	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
+	// "default" run, given to the policies (auto weighs it the way
+	// `plan --sample` does on a live machine); nil before the first one.
+	BaselineLoad *plan.MeasuredLoad `json:"-"`
 }
 
 // NetOptions shape the network workloads' testbed and load.
@@ -107,7 +161,7 @@ func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
 		return nil, fmt.Errorf("network workload %q: want memcached, nginx or udp", kind)
 	}
 	o.defaults(kind, machineCPUs())
-	if err := o.BusyPoll.check(); err != nil {
+	if err := o.BusyPoll.Check(); err != nil {
 		return nil, err
 	}
 	if kind != "udp" && !o.BusyPoll.IsZero() {
@@ -159,19 +213,19 @@ type Window struct {
 	On, Off func()
 }
 
-// windowed workloads report their traffic's window (see Window).
-type windowed interface {
-	RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error)
+// Windowed workloads report their traffic's window (see Window).
+type Windowed interface {
+	RunWindow(ctx context.Context, d time.Duration, s Placement, win Window) (Result, error)
 }
 
 // Run implements Workload.
-func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *NetWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	return w.RunWindow(ctx, d, s, Window{})
 }
 
 // RunWindow is Run that reports the udp flood's window (memcaslap and wrk
 // start in milliseconds and print no marks).
-func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s *Setup, win Window) (Result, error) {
+func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s Placement, win Window) (Result, error) {
 	secs := strconv.Itoa(int(d.Round(time.Second) / time.Second))
 	if secs == "0" {
 		secs = "1"
@@ -245,7 +299,7 @@ func runMarked(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []str
 	err := cmd.Run()
 	out := buf.b.Bytes()
 	if err != nil {
-		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, tail(out, 400))
+		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, Tail(out, 400))
 	}
 	return out, nil
 }
@@ -290,7 +344,8 @@ func (m *markWriter) Write(p []byte) (int, error) {
 	return m.out.Write(p)
 }
 
-func tail(b []byte, n int) string {
+// Tail is the last n bytes of a program's output, for an error message.
+func Tail(b []byte, n int) string {
 	s := strings.TrimSpace(string(b))
 	if len(s) > n {
 		s = "…" + s[len(s)-n:]
@@ -298,129 +353,10 @@ func tail(b []byte, n int) string {
 	return s
 }
 
-// StorageWorkload is fio random reads on a file on the real disk. Its IRQ is
-// kernel-managed; what a configuration places is fio relative to it.
-type StorageWorkload struct {
-	// Dir holds the test file (default /var/tmp: the root disk).
-	Dir    string
-	SizeMB int
-	// Engine is fio's ioengine: "libaio" (default) or "psync" (one
-	// synchronous read at a time: latency-bound, the IRQ-to-thread
-	// distance matters most).
-	Engine string
-	// IODepth of libaio (default 16; psync is always 1).
-	IODepth int
-	file    string
-}
-
-// Name implements Workload.
-func (w *StorageWorkload) Name() string { return "storage" }
-
-// Prepare lays out the test file.
-func (w *StorageWorkload) Prepare() (AppInfo, error) {
-	if w.Dir == "" {
-		w.Dir = "/var/tmp"
-	}
-	if w.SizeMB <= 0 {
-		w.SizeMB = 256
-	}
-	switch w.Engine {
-	case "":
-		w.Engine = "libaio"
-	case "libaio", "psync":
-	default:
-		return AppInfo{}, fmt.Errorf("storage workload: ioengine %q: want libaio or psync", w.Engine)
-	}
-	if w.Engine == "psync" {
-		w.IODepth = 1
-	}
-	if w.IODepth <= 0 {
-		w.IODepth = 16
-	}
-	f, err := os.CreateTemp(w.Dir, "irqpilot-fio-*.dat")
-	if err != nil {
-		return AppInfo{}, err
-	}
-	w.file = f.Name()
-	f.Close()
-	out, err := exec.Command("fio", "--name=layout", "--filename="+w.file, "--size="+strconv.Itoa(w.SizeMB)+"M",
-		"--rw=write", "--bs=1M", "--create_only=0", "--end_fsync=1", "--output-format=terse").CombinedOutput()
-	if err != nil {
-		os.Remove(w.file)
-		return AppInfo{}, fmt.Errorf("fio layout of %s: %v: %s", w.file, err, tail(out, 300))
-	}
-	disk, err := DiskOf(w.file)
-	if err != nil {
-		os.Remove(w.file)
-		return AppInfo{}, fmt.Errorf("storage workload: %w", err)
-	}
-	return AppInfo{Disk: disk}, nil
-}
-
-// Run implements Workload.
-func (w *StorageWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
-	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
-	out, err := runPinned(ctx, d, s.AppCPUs, []string{"fio", "--name=randread", "--filename=" + w.file,
-		"--size=" + strconv.Itoa(w.SizeMB) + "M", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=" + w.Engine,
-		"--iodepth=" + strconv.Itoa(w.IODepth), "--runtime=" + secs, "--time_based", "--output-format=json"})
-	if err != nil {
-		return Result{}, err
-	}
-	return ParseFio(out)
-}
-
-// Close removes the test file.
-func (w *StorageWorkload) Close() error {
-	if w.file == "" {
-		return nil
-	}
-	err := os.Remove(w.file)
-	w.file = ""
-	return err
-}
-
-// CommandWorkload runs any command; Pattern's first group is the figure of
-// merit. The command runs under the setup's application CPUs.
-type CommandWorkload struct {
-	Argv    []string
-	Pattern string
-	Unit    string
-}
-
-// Name implements Workload.
-func (w *CommandWorkload) Name() string { return "command" }
-
-// Prepare checks the command exists.
-func (w *CommandWorkload) Prepare() (AppInfo, error) {
-	if len(w.Argv) == 0 {
-		return AppInfo{}, fmt.Errorf("command workload: no command given")
-	}
-	if _, err := exec.LookPath(w.Argv[0]); err != nil {
-		return AppInfo{}, fmt.Errorf("command workload: %w", err)
-	}
-	if _, err := ParsePattern(nil, w.Pattern, w.Unit); err != nil && strings.Contains(err.Error(), "capture group") {
-		return AppInfo{}, err
-	}
-	return AppInfo{}, nil
-}
-
-// Run implements Workload. The command should run about d by itself; it is
-// stopped after d plus 30 s.
-func (w *CommandWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
-	out, err := runPinned(ctx, d, s.AppCPUs, w.Argv)
-	if err != nil {
-		return Result{}, err
-	}
-	return ParsePattern(out, w.Pattern, w.Unit)
-}
-
-// Close implements Workload.
-func (w *CommandWorkload) Close() error { return nil }
-
 // machineCPUs counts the machine's online CPUs (the load generator's
 // default size); 0 when unreadable.
 func machineCPUs() int {
-	v, err := liveFS().ReadString("/sys/devices/system/cpu/online")
+	v, err := kernel.New("/").ReadString("/sys/devices/system/cpu/online")
 	if err != nil {
 		return 0
 	}

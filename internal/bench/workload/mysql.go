@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import (
 	"bufio"
@@ -104,7 +104,7 @@ func (w *DBWorkload) startServer() error {
 		"--datadir="+data, "--user=root", "--auth-root-authentication-method=socket",
 		"--skip-test-db", "--skip-name-resolve").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("mariadb-install-db: %v: %s", err, tail(out, 400))
+		return fmt.Errorf("mariadb-install-db: %v: %s", err, Tail(out, 400))
 	}
 	w.srv, err = tb.StartProgram("mariadbd", "mariadbd", 0, "mariadbd", "--no-defaults",
 		"--datadir="+data, "--user=root", "--socket="+w.sock(), "--pid-file="+filepath.Join(tb.Dir, "mysqld.pid"),
@@ -118,19 +118,19 @@ func (w *DBWorkload) startServer() error {
 	// usual 5 s.
 	if err := tb.WaitListen(mysqlPort, 60*time.Second); err != nil {
 		b, _ := os.ReadFile(filepath.Join(tb.Dir, "mariadbd.err"))
-		return fmt.Errorf("%w: %s", err, tail(b, 400))
+		return fmt.Errorf("%w: %s", err, Tail(b, 400))
 	}
 	sql := "CREATE DATABASE sbtest; CREATE USER 'sbtest'@'" + testbed.ClientAddr + "' IDENTIFIED BY 'sbtest'; " +
 		"GRANT ALL ON sbtest.* TO 'sbtest'@'" + testbed.ClientAddr + "';"
 	if out, err := exec.Command("ip", "netns", "exec", tb.ServerNS, "mariadb", "--no-defaults", "--socket="+w.sock(),
 		"-uroot", "-e", sql).CombinedOutput(); err != nil {
-		return fmt.Errorf("create the sysbench user: %v: %s", err, tail(out, 300))
+		return fmt.Errorf("create the sysbench user: %v: %s", err, Tail(out, 300))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", tb.ClientNS, "sysbench"},
 		w.sysbenchArgs("prepare")...)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("sysbench prepare: %v: %s", err, tail(out, 400))
+		return fmt.Errorf("sysbench prepare: %v: %s", err, Tail(out, 400))
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func (w *DBWorkload) sysbenchArgs(command string, extra ...string) []string {
 
 // Run implements Workload: sysbench oltp_point_select for d at the
 // workload's concurrency.
-func (w *DBWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *DBWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 	argv := append([]string{"ip", "netns", "exec", w.TB.ClientNS, "sysbench"}, w.sysbenchArgs("run",
 		"--threads="+strconv.Itoa(w.Opts.Connections), "--time="+secs, "--report-interval=0",
@@ -180,7 +180,7 @@ var (
 func ParseSysbench(out []byte) (Result, error) {
 	r := Result{Unit: "trx/s"}
 	if bytes.Contains(out, []byte("FATAL:")) {
-		return r, fmt.Errorf("sysbench failed: %s", tail(out, 300))
+		return r, fmt.Errorf("sysbench failed: %s", Tail(out, 300))
 	}
 	m := sysbenchTPS.FindSubmatch(out)
 	if m == nil {

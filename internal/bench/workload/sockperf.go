@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import (
 	"context"
@@ -103,29 +103,21 @@ func (w *SockperfWorkload) Prepare() (AppInfo, error) {
 	return AppInfo{PIDs: []int{w.srv.PID}, Device: tb.ServerDev, NSRoot: tb.Root(), NetNS: tb.NetNSPath(), NAPIThreads: tb.NAPIThreads()}, nil
 }
 
-// waitUDP waits until the server's UDP socket is bound (ss inside the
-// server namespace): a message sent before would be lost.
+// waitUDP waits until the server's UDP socket is bound (in the server
+// namespace's socket table): a message sent before would be lost.
 func (w *SockperfWorkload) waitUDP(timeout time.Duration) error {
-	want := testbed.ServerAddr + ":" + strconv.Itoa(sockperfPort)
-	deadline := time.Now().Add(timeout)
-	for {
-		out, err := exec.Command("ip", "netns", "exec", w.TB.ServerNS, "ss", "-Hlun").Output()
-		if err == nil && strings.Contains(string(out), want) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(w.TB.Dir, "sockperf.log"))
-			return fmt.Errorf("sockperf server not bound to %s after %s: %s", want, timeout, tail(b, 300))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := w.TB.WaitBound(sockperfPort, timeout); err != nil {
+		b, _ := os.ReadFile(filepath.Join(w.TB.Dir, "sockperf.log"))
+		return fmt.Errorf("sockperf server: %w: %s", err, Tail(b, 300))
 	}
+	return nil
 }
 
 // Run implements Workload: the client for d, and the server's CPU time
 // over it (the sum over its threads of /proc/PID/task/TID/schedstat's
 // time on CPU, in ns; the kernel's accounting at nanosecond resolution,
 // where /proc/PID/stat's utime and stime count 10 ms ticks).
-func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s *Setup) (Result, error) {
+func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 	argv := []string{"ip", "netns", "exec", w.TB.ClientNS, "sockperf", w.Opts.Mode, "-i", testbed.ServerAddr,
 		"-p", strconv.Itoa(sockperfPort), "-t", secs}

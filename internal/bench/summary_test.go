@@ -8,168 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
-
-func TestMedian(t *testing.T) {
-	for _, c := range []struct {
-		xs   []float64
-		want float64
-	}{
-		{[]float64{3, 1, 2}, 2},
-		{[]float64{4, 1, 3, 2}, 2.5},
-		{[]float64{7}, 7},
-	} {
-		if got := Median(c.xs); got != c.want {
-			t.Errorf("Median(%v) = %v, want %v", c.xs, got, c.want)
-		}
-	}
-	if !math.IsNaN(Median(nil)) {
-		t.Error("Median(nil) is not NaN")
-	}
-}
-
-// The rounds a verdict needs follow from the confidence: with n rounds
-// the widest interval [x(1), x(n)] misses the median with probability
-// 2·(1/2)^n, so 95 % needs 6 (2/64 = 3.1 %; 5 rounds: 6.3 %), 90 % needs 5
-// and 99 % needs 8 (2/256 = 0.8 %; 7 rounds: 1.6 %). benchmath's own
-// order-statistic interval agrees: finite from that count, not before.
-func TestMinRounds(t *testing.T) {
-	for conf, want := range map[float64]int{0.95: 6, 0.90: 5, 0.99: 8, 0.5: 2} {
-		if got := MinRounds(conf); got != want {
-			t.Errorf("MinRounds(%v) = %d, want %d", conf, got, want)
-		}
-	}
-	if MinRuns != 6 {
-		t.Errorf("MinRuns = %d at %v, want 6", MinRuns, Confidence)
-	}
-	xs := []float64{3, 1, 4, 1.5, 9, 2.6, 5, 3.5}
-	for _, conf := range []float64{0.9, 0.95, 0.99} {
-		n := MinRounds(conf)
-		if iv := SampleMedian(xs[:n], conf); !iv.Finite() {
-			t.Errorf("benchmath at %v: %d values give %+v", conf, n, iv)
-		}
-		if iv := SampleMedian(xs[:n-1], conf); iv.Finite() {
-			t.Errorf("benchmath at %v: %d values give a finite %+v", conf, n-1, iv)
-		}
-	}
-}
-
-// Intervals against order statistics computed by hand (B = Binomial(n, ½),
-// the interval [x(k), x(n+1−k)] with the largest k whose tail
-// P(B ≤ k−1) ≤ 2.5 %).
-func TestMedianIntervalOrderStatistics(t *testing.T) {
-	seq := func(n int) []float64 { // n values 10, 20, …, shuffled
-		var xs []float64
-		for i := 1; i <= n; i++ {
-			xs = append(xs, float64(10*i))
-		}
-		rand.New(rand.NewPCG(uint64(n), 1)).Shuffle(n, func(i, j int) { xs[i], xs[j] = xs[j], xs[i] })
-		return xs
-	}
-	for _, c := range []struct {
-		n, k int
-		why  string
-	}{
-		{6, 1, "P(B≤0) = 1/64 = 1.6 %; P(B≤1) = 7/64 = 10.9 %"},
-		{7, 1, "P(B≤0) = 1/128; P(B≤1) = 8/128 = 6.3 %"},
-		{8, 1, "P(B≤1) = 9/256 = 3.5 % > 2.5 %"},
-		{9, 2, "P(B≤1) = 10/512 = 2.0 %; P(B≤2) = 46/512 = 9.0 %"},
-		{10, 2, "P(B≤1) = 11/1024 = 1.1 %; P(B≤2) = 56/1024 = 5.5 %"},
-		{17, 5, "P(B≤4) = 3214/131072 = 2.45 %; P(B≤5) = 9402/131072 = 7.2 %"},
-	} {
-		iv := MedianInterval(seq(c.n), 0.95)
-		lo, hi := float64(10*c.k), float64(10*(c.n+1-c.k))
-		if iv.Low != lo || iv.High != hi {
-			t.Errorf("n=%d: %+v, want [x(%d), x(%d)] = [%v, %v] (%s)", c.n, iv, c.k, c.n+1-c.k, lo, hi, c.why)
-		}
-		// Where benchmath's interval is equal-tailed it is the same one.
-		if c.n != 8 {
-			if b := SampleMedian(seq(c.n), 0.95); b.Low != lo || b.High != hi {
-				t.Errorf("n=%d: benchmath %+v, want [%v, %v]", c.n, b, lo, hi)
-			}
-		}
-	}
-	// 5 values: the median lies outside [x(1), x(5)] with probability
-	// 2/32 = 6.25 %, so no 95 % interval exists.
-	if iv := MedianInterval(seq(5), 0.95); iv.Finite() || iv.Point != 30 {
-		t.Errorf("n=5: %+v, want median 30 and no finite interval", iv)
-	}
-	if iv := MedianInterval([]float64{5, 5, 5, 5, 5, 5}, 0.95); iv != (Interval{5, 5, 5}) {
-		t.Errorf("constant sample: %+v", iv)
-	}
-}
-
-// The sign test's exact p-values: "all three rounds agreed" is p = 0.25.
-func TestSignTest(t *testing.T) {
-	for _, c := range []struct {
-		rs []float64
-		p  float64
-		n  int
-	}{
-		{[]float64{0.95, 0.96, 0.97}, 0.25, 3},
-		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02}, 2.0 / 64, 6},
-		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02, 1.1, 1.2, 1.05, 0.99}, 2 * 11.0 / 1024, 10},
-		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02, 1.1, 1.2, 0.98, 0.99}, 2 * 56.0 / 1024, 10},
-		{[]float64{1, 1, 1.1, 0.9}, 1, 2}, // ratios of exactly 1 drop out
-	} {
-		p, n := SignTest(c.rs)
-		if math.Abs(p-c.p) > 1e-12 || n != c.n {
-			t.Errorf("SignTest(%v) = %v, %d; want %v, %d", c.rs, p, n, c.p, c.n)
-		}
-	}
-}
-
-// A verdict and its interval never disagree: the paired interval excludes
-// 1 exactly when the sign test rejects at 5 %, for every split of 6–16
-// rounds.
-func TestPairedIntervalMatchesSignTest(t *testing.T) {
-	for n := MinRuns; n <= 16; n++ {
-		for below := 0; below <= n; below++ {
-			a := make([]float64, n)
-			b := make([]float64, n)
-			for i := range a {
-				a[i] = 100
-				b[i] = 100 * (1.01 + 0.001*float64(i))
-				if i < below {
-					b[i] = 100 * (0.99 - 0.001*float64(i))
-				}
-			}
-			c := PairedRatio(a, b, Confidence)
-			if excl := !c.Ratio.Contains(1); excl != c.Significant(Confidence) {
-				t.Errorf("n=%d, %d below: interval %+v, p = %v", n, below, c.Ratio, c.P)
-			}
-		}
-	}
-}
-
-// Unpaired: a clear shift of 6 runs against 6 is p = 2/C(12,6) = 2/924
-// (U = 0) with an interval above 1; two equal groups are not told apart.
-func TestUnpairedRatio(t *testing.T) {
-	base := []float64{100, 101, 99, 100, 102, 98}
-	faster := []float64{120, 121, 119, 120, 122, 118}
-	c := UnpairedRatio(base, faster, Confidence)
-	if c.Ratio.Point != 1.2 || !c.Significant(Confidence) || math.Abs(c.P-2.0/924) > 1e-9 || c.Ratio.Low <= 1 || c.Ratio.High > 1.25 {
-		t.Errorf("1.2x: %+v", c)
-	}
-	// Hand-computed interval: U's lower tail for 6+6 (of C(12,6) = 924
-	// equally likely rankings, how many give U ≤ u) is P(U ≤ 5) = 19/924
-	// = 2.1 % and P(U ≤ 6) = 30/924 = 3.2 % > 2.5 %, so c = 6: the 6th
-	// smallest and 6th largest of the 36 pairwise ratios.
-	var ds []float64
-	for _, x := range base {
-		for _, y := range faster {
-			ds = append(ds, y/x)
-		}
-	}
-	slices.Sort(ds)
-	if c.Ratio.Low != ds[5] || c.Ratio.High != ds[30] {
-		t.Errorf("interval %+v, want [%v, %v]", c.Ratio, ds[5], ds[30])
-	}
-	same := []float64{101, 99, 100, 102, 98, 100}
-	if c := UnpairedRatio(base, same, Confidence); c.Significant(Confidence) || !c.Ratio.Contains(1) {
-		t.Errorf("equal groups judged different: %+v", c)
-	}
-}
 
 // 3 rounds: no verdict however clear; 6 rounds with a clear shift: one.
 func TestVerdictNeedsRounds(t *testing.T) {
@@ -178,8 +21,8 @@ func TestVerdictNeedsRounds(t *testing.T) {
 		for r := range rounds {
 			l := 1000 + 37*float64(r%4)
 			runs = append(runs,
-				Run{Config: "default", Round: r, Result: Result{Throughput: l}},
-				Run{Config: "b", Round: r, Result: Result{Throughput: l * shift}})
+				Run{Config: "default", Round: r, Result: workload.Result{Throughput: l}},
+				Run{Config: "b", Round: r, Result: workload.Result{Throughput: l * shift}})
 		}
 		return runs
 	}
@@ -188,12 +31,12 @@ func TestVerdictNeedsRounds(t *testing.T) {
 		shift  float64
 		want   string
 	}{
-		{3, 1.3, VerdictIndicative},
-		{3, 0.7, VerdictIndicative},
-		{5, 1.3, VerdictIndicative},
-		{6, 1.3, VerdictBetter},
-		{6, 0.7, VerdictWorse},
-		{10, 1.05, VerdictBetter},
+		{3, 1.3, stats.VerdictIndicative},
+		{3, 0.7, stats.VerdictIndicative},
+		{5, 1.3, stats.VerdictIndicative},
+		{6, 1.3, stats.VerdictBetter},
+		{6, 0.7, stats.VerdictWorse},
+		{10, 1.05, stats.VerdictBetter},
 	} {
 		for _, paired := range []bool{true, false} {
 			s := Summarize([]string{"default", "b"}, mk(c.rounds, c.shift), "default", paired)[1]
@@ -205,10 +48,10 @@ func TestVerdictNeedsRounds(t *testing.T) {
 			if s.Verdict != c.want {
 				t.Errorf("%d rounds × %v (paired %v): %s, want %s (%+v)", c.rounds, c.shift, paired, s.Verdict, c.want, s.Ratio)
 			}
-			if c.want == VerdictIndicative && (s.Ratio.Low != s.Ratio.Point || s.Test != "" || s.P != 0) {
+			if c.want == stats.VerdictIndicative && (s.Ratio.Low != s.Ratio.Point || s.Test != "" || s.P != 0) {
 				t.Errorf("%d rounds: indicative yet an interval or a test: %+v %s %v", c.rounds, *s.Ratio, s.Test, s.P)
 			}
-			if c.want != VerdictIndicative && paired && (s.Test != TestSign || s.Paired != c.rounds) {
+			if c.want != stats.VerdictIndicative && paired && (s.Test != stats.TestSign || s.Paired != c.rounds) {
 				t.Errorf("%d rounds paired: test %q over %d", c.rounds, s.Test, s.Paired)
 			}
 		}
@@ -235,76 +78,25 @@ func TestAAWithinNoise(t *testing.T) {
 		for r := range rounds {
 			level := 1000 * (0.7 + 0.6*rng.Float64()) // whole rounds drift
 			runs = append(runs,
-				Run{Config: "default", Round: r, Result: Result{Throughput: level * (1 + 0.03*rng.NormFloat64())}},
-				Run{Config: "default#aa", Round: r, Result: Result{Throughput: level * (1 + 0.03*rng.NormFloat64())}})
+				Run{Config: "default", Round: r, Result: workload.Result{Throughput: level * (1 + 0.03*rng.NormFloat64())}},
+				Run{Config: "default#aa", Round: r, Result: workload.Result{Throughput: level * (1 + 0.03*rng.NormFloat64())}})
 		}
 		return runs
 	}
 	cs := []string{"default", "default#aa"}
-	if s := Summarize(cs, draw(2, 10), "default", true)[1]; s.Verdict != VerdictNoise || !s.Ratio.Contains(1) {
+	if s := Summarize(cs, draw(2, 10), "default", true)[1]; s.Verdict != stats.VerdictNoise || !s.Ratio.Contains(1) {
 		t.Errorf("A/A: %s %+v p=%v", s.Verdict, *s.Ratio, s.P)
 	}
 	false_, trials := 0, 1000
 	for seed := range uint64(trials) {
-		if v := Summarize(cs, draw(seed, 10), "default", true)[1].Verdict; v != VerdictNoise {
+		if v := Summarize(cs, draw(seed, 10), "default", true)[1].Verdict; v != stats.VerdictNoise {
 			false_++
 		}
 	}
-	if rate := float64(false_) / float64(trials); rate > 1-Confidence {
-		t.Errorf("A/A judged different in %.1f %% of %d draws, more than %.0f %%", 100*rate, trials, 100*(1-Confidence))
+	if rate := float64(false_) / float64(trials); rate > 1-stats.Confidence {
+		t.Errorf("A/A judged different in %.1f %% of %d draws, more than %.0f %%", 100*rate, trials, 100*(1-stats.Confidence))
 	}
 	t.Logf("A/A judged different in %d of %d draws", false_, trials)
-}
-
-func TestSuccessiveHalvingFindsBest(t *testing.T) {
-	// Candidate c scores c*10 plus deterministic noise of ±3: the best is 7.
-	calls := map[int]int{}
-	measure := func(c, n int) []float64 {
-		out := make([]float64, n)
-		for i := range out {
-			calls[c]++
-			out[i] = float64(c*10) + float64((calls[c]*7)%7-3)
-		}
-		return out
-	}
-	ranked, obs := SuccessiveHalving([]int{0, 1, 2, 3, 4, 5, 6, 7}, 40, measure)
-	if ranked[0] != 7 {
-		t.Fatalf("ranked %v, want 7 first", ranked)
-	}
-	total := 0
-	for _, o := range obs {
-		total += len(o)
-	}
-	if total > 40 {
-		t.Errorf("used %d measurements, budget 40", total)
-	}
-	// Losers of round 0 were measured once; the winner more often.
-	if len(obs[0]) != 1 || len(obs[7]) < 3 {
-		t.Errorf("measurements: loser %d, winner %d", len(obs[0]), len(obs[7]))
-	}
-}
-
-// A configuration whose every run failed has no throughput: its interval
-// is NaN, and the report must still encode (as null) and decode (as NaN).
-func TestIntervalJSONMissing(t *testing.T) {
-	sums := Summarize([]string{"default", "broken"}, []Run{
-		{Config: "default", Result: Result{Throughput: 100, Unit: "ops/s"}},
-		{Config: "broken", Error: "memcaslap: exit status 1"},
-	}, "default", true)
-	b, err := json.Marshal(sums)
-	if err != nil {
-		t.Fatalf("report with a failed configuration: %v", err)
-	}
-	if !strings.Contains(string(b), `"throughput":{"point":null,"low":null,"high":null}`) {
-		t.Errorf("failed configuration's throughput not null: %s", b)
-	}
-	var back []Summary
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !math.IsNaN(back[1].Throughput.Point) || back[0].Throughput.Point != 100 {
-		t.Errorf("decoded %+v, %+v", back[0].Throughput, back[1].Throughput)
-	}
 }
 
 // Rounds of an interleaved bench drift together (this VM: one round's every
@@ -317,9 +109,9 @@ func TestSummarizePairedRounds(t *testing.T) {
 	for r, l := range level {
 		wobble := 1 + 0.004*float64(r%3-1)
 		runs = append(runs,
-			Run{Config: "default", Round: r, Result: Result{Throughput: l}},
-			Run{Config: "default#aa", Round: r, Result: Result{Throughput: l * wobble}},
-			Run{Config: "better", Round: r, Result: Result{Throughput: l * 1.05 * wobble}})
+			Run{Config: "default", Round: r, Result: workload.Result{Throughput: l}},
+			Run{Config: "default#aa", Round: r, Result: workload.Result{Throughput: l * wobble}},
+			Run{Config: "better", Round: r, Result: workload.Result{Throughput: l * 1.05 * wobble}})
 	}
 	runs = append(runs, Run{Config: "better", Round: 8, Error: "no baseline in this round"})
 	configs := []string{"default", "default#aa", "better"}
@@ -406,8 +198,8 @@ func TestReadReportResummarises(t *testing.T) {
 	var runs []Run
 	for r, l := range []float64{100, 60, 100, 60, 100, 60} {
 		runs = append(runs,
-			Run{Config: "default", Round: r, Result: Result{Throughput: l, Unit: "ops/s"}},
-			Run{Config: "b", Round: r, Result: Result{Throughput: l * 1.1, Unit: "ops/s"}})
+			Run{Config: "default", Round: r, Result: workload.Result{Throughput: l, Unit: "ops/s"}},
+			Run{Config: "b", Round: r, Result: workload.Result{Throughput: l * 1.1, Unit: "ops/s"}})
 	}
 	saved := Report{Workload: "memcached", Rounds: 6, Baseline: "default", Runs: runs,
 		Summary: []Summary{{Config: "default"}, {Config: "b", Verdict: "within noise"}}} // as an older version wrote it
@@ -476,7 +268,7 @@ func TestWithTwin(t *testing.T) {
 // Warnings: saturated only on the server's measured CPUs, shared only
 // where the load generator's CPUs meet the server's.
 func TestWarnings(t *testing.T) {
-	cpus := []CPUStat{{ID: 0, User: 60, SoftIRQ: 38, Idle: 2}, {ID: 1, User: 50, Idle: 4.9}, {ID: 2}}
+	cpus := []CPUStat{{ID: 0, CPUTime: load.CPUTime{User: 60, SoftIRQ: 38, Idle: 2}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 4.9}}, {ID: 2}}
 	run := func(app, client string) []Run { return []Run{{Config: "x", AppCPUs: app, ClientCPUs: client}} }
 	for _, c := range []struct {
 		runs []Run
@@ -493,7 +285,67 @@ func TestWarnings(t *testing.T) {
 			t.Errorf("app %q client %q: %q, want %q", c.runs[0].AppCPUs, c.runs[0].ClientCPUs, got, c.want)
 		}
 	}
-	if got := Warnings(run("0-1", "0-1"), []CPUStat{{ID: 0, User: 50, Idle: 5}, {ID: 1, User: 50, Idle: 50}}); strings.Join(got, ";") != "shared CPU 0-1" {
+	if got := Warnings(run("0-1", "0-1"), []CPUStat{{ID: 0, CPUTime: load.CPUTime{User: 50, Idle: 5}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 50}}}); strings.Join(got, ";") != "shared CPU 0-1" {
 		t.Errorf("5 %% idle counts as saturated: %v", got)
+	}
+}
+
+// A configuration whose every run failed has no throughput: its interval
+// is NaN, and the report must still encode (as null) and decode (as NaN).
+func TestIntervalJSONMissing(t *testing.T) {
+	sums := Summarize([]string{"default", "broken"}, []Run{
+		{Config: "default", Result: workload.Result{Throughput: 100, Unit: "ops/s"}},
+		{Config: "broken", Error: "memcaslap: exit status 1"},
+	}, "default", true)
+	b, err := json.Marshal(sums)
+	if err != nil {
+		t.Fatalf("report with a failed configuration: %v", err)
+	}
+	if !strings.Contains(string(b), `"throughput":{"point":null,"low":null,"high":null}`) {
+		t.Errorf("failed configuration's throughput not null: %s", b)
+	}
+	var back []Summary
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(back[1].Throughput.Point) || back[0].Throughput.Point != 100 {
+		t.Errorf("decoded %+v, %+v", back[0].Throughput, back[1].Throughput)
+	}
+}
+
+// A latency objective: lower is better. A configuration whose p99 is
+// below its baseline's in every round is "better", with the ratio below
+// 1; the same numbers as a throughput would be "worse".
+func TestSummarizeLowerIsBetter(t *testing.T) {
+	var runs []Run
+	for round := 0; round < 8; round++ {
+		base := 40 + float64(round%3)
+		runs = append(runs,
+			Run{Config: "default", Round: round, Result: workload.Result{Throughput: base, Unit: "µs", LowerIsBetter: true, Objective: "p99 latency", LatencyP999: 90, Rate: 30000, ServerCPUPerOp: 4}},
+			Run{Config: "rps-spread", Round: round, Result: workload.Result{Throughput: base * 0.8, Unit: "µs", LowerIsBetter: true, Objective: "p99 latency", Rate: 31000}},
+		)
+	}
+	s := Summarize([]string{"default", "rps-spread"}, runs, "", true)
+	if got := s[1]; got.Verdict != stats.VerdictBetter || got.Ratio == nil || got.Ratio.Point >= 1 || !got.LowerIsBetter {
+		t.Errorf("lower latency: verdict %q ratio %+v, want better below 1", got.Verdict, got.Ratio)
+	}
+	if s[0].LatencyP999 != 90 || s[0].Rate != 30000 || s[0].ServerCPUPerOp != 4 {
+		t.Errorf("baseline medians: %+v", s[0])
+	}
+	for i := range runs {
+		runs[i].LowerIsBetter = false
+	}
+	if got := Summarize([]string{"default", "rps-spread"}, runs, "", true)[1]; got.Verdict != stats.VerdictWorse {
+		t.Errorf("the same numbers as throughput: verdict %q, want worse", got.Verdict)
+	}
+	rep := &Report{Workload: "sockperf", Baseline: "default", Summary: s}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"p99 latency (median, lower is better)", "lower is better, a ratio below 1 is an improvement", "default: p99.9 90.0 µs, 30000 messages/s, server CPU 4.00 µs per message"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
 	}
 }

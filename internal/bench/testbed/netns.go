@@ -1,0 +1,258 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"github.com/safchain/ethtool"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// The testbed's namespaces, devices, addresses and features are made with
+// netlink (vishvananda/netlink, netns) and the ethtool ioctl
+// (safchain/ethtool) instead of ip(8) and ethtool(8): errors name the
+// object, and nothing depends on the tools' output format. `ip netns exec`
+// stays where a process is started inside a namespace (see start).
+
+// netnsDir is where named namespaces are bind-mounted, as `ip netns add`
+// does: `ip netns exec`, which starts the servers, finds them there.
+const netnsDir = "/run/netns"
+
+// addNetns creates the named network namespace. The calling goroutine's
+// thread is switched into it by netns.NewNamed and back before returning.
+func addNetns(name string) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return fmt.Errorf("namespace %s: current namespace: %w", name, err)
+	}
+	defer orig.Close()
+	h, err := netns.NewNamed(name)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	h.Close()
+	if err := netns.Set(orig); err != nil {
+		// This thread stays in the new namespace: let it end with the
+		// goroutine instead of serving others (LockOSThread without
+		// Unlock does that).
+		runtime.LockOSThread()
+		return fmt.Errorf("namespace %s: back to the original namespace: %w", name, err)
+	}
+	return nil
+}
+
+// delNetns removes the named namespace's name; the kernel frees it (and its
+// veth end, whose peer goes with it) once nothing runs in it. Unlike
+// netns.DeleteNamed it removes a name that is no longer (or never was) a
+// mount point, as `ip netns del` does: Up killed between creating the file
+// and mounting the namespace on it leaves one.
+func delNetns(name string) error {
+	p := filepath.Join(netnsDir, name)
+	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("namespace %s: unmount: %w", name, err)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("namespace %s: delete: %w", name, err)
+	}
+	return nil
+}
+
+// inNetns runs fn with a netlink handle (route and sock_diag) inside the
+// named namespace.
+func inNetns(name string, fn func(h *netlink.Handle) error) error {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE, unix.NETLINK_INET_DIAG)
+	if err != nil {
+		return fmt.Errorf("namespace %s: netlink: %w", name, err)
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+// addVeth creates the veth pair with queues rx and tx queues per end: dev
+// in namespace ns, peer in peerNS.
+func addVeth(ns, dev, peerNS, peer string, queues int) error {
+	pns, err := netns.GetFromName(peerNS)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", peerNS, err)
+	}
+	defer pns.Close()
+	return inNetns(ns, func(h *netlink.Handle) error {
+		la := netlink.NewLinkAttrs()
+		la.Name = dev
+		la.NumTxQueues, la.NumRxQueues = queues, queues
+		v := &netlink.Veth{LinkAttrs: la, PeerName: peer, PeerNamespace: netlink.NsFd(pns)}
+		v.PeerNumTxQueues, v.PeerNumRxQueues = uint32(queues), uint32(queues)
+		if err := h.LinkAdd(v); err != nil {
+			return fmt.Errorf("veth %s (%s) / %s (%s): %w", dev, ns, peer, peerNS, err)
+		}
+		return nil
+	})
+}
+
+// linkUp gives dev in namespace ns the address addr/24 and sets it and the
+// namespace's loopback up.
+func linkUp(ns, dev, addr string) error {
+	return inNetns(ns, func(h *netlink.Handle) error {
+		a, err := netlink.ParseAddr(addr + "/24")
+		if err != nil {
+			return err
+		}
+		l, err := h.LinkByName(dev)
+		if err != nil {
+			return fmt.Errorf("%s in %s: %w", dev, ns, err)
+		}
+		if err := h.AddrAdd(l, a); err != nil {
+			return fmt.Errorf("%s in %s: address %s: %w", dev, ns, a, err)
+		}
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("lo in %s: %w", ns, err)
+		}
+		for _, x := range []netlink.Link{l, lo} {
+			if err := h.LinkSetUp(x); err != nil {
+				return fmt.Errorf("%s in %s: up: %w", x.Attrs().Name, ns, err)
+			}
+		}
+		return nil
+	})
+}
+
+// groFeatures are the features GRO turns on (see Options.GRO), by the names
+// ethtool -k prints.
+var groFeatures = map[string]bool{"rx-gro": true, "rx-udp-gro-forwarding": true}
+
+// setFeatures turns features of dev in namespace ns on or off and reads
+// them back. The ethtool ioctl acts in the namespace of its socket, so the
+// socket is opened inside ns (onThreadIn).
+func setFeatures(ns, dev string, features map[string]bool) error {
+	var et *ethtool.Ethtool
+	if err := onThreadIn(ns, func() (err error) { et, err = ethtool.NewEthtool(); return err }); err != nil {
+		return fmt.Errorf("ethtool socket in %s: %w", ns, err)
+	}
+	defer et.Close()
+	if err := et.Change(dev, features); err != nil {
+		return fmt.Errorf("%s in %s: ethtool features %v: %w", dev, ns, features, err)
+	}
+	got, err := et.Features(dev)
+	if err != nil {
+		return fmt.Errorf("%s in %s: read features back: %w", dev, ns, err)
+	}
+	for f, on := range features {
+		if got[f] != on {
+			return fmt.Errorf("%s in %s: feature %s reads %v after setting %v", dev, ns, f, got[f], on)
+		}
+	}
+	return nil
+}
+
+// onThreadIn runs fn on a thread inside the named namespace, for what
+// binds to the namespace it is created in (a socket). fn runs on its own
+// goroutine; the thread goes back to the original namespace, or ends with
+// the goroutine when it cannot.
+func onThreadIn(ns string, fn func() error) error {
+	target, err := netns.GetFromName(ns)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	defer target.Close()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			done <- fmt.Errorf("namespace %s: current namespace: %w", ns, err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(target); err != nil {
+			done <- fmt.Errorf("namespace %s: enter: %w", ns, err)
+			return
+		}
+		ferr := fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- ferr
+	}()
+	return <-done
+}
+
+// listening reports whether a socket of proto (unix.IPPROTO_TCP: a
+// listening one; unix.IPPROTO_UDP: a bound one) is on addr:port in
+// namespace ns, from the kernel's socket table (sock_diag).
+func listening(ns string, proto int, addr string, port int) (bool, error) {
+	want := net.ParseIP(addr)
+	found := false
+	err := inNetns(ns, func(h *netlink.Handle) error {
+		var socks []*netlink.Socket
+		var err error
+		if proto == unix.IPPROTO_UDP {
+			socks, err = h.SocketDiagUDP(unix.AF_INET)
+		} else {
+			socks, err = h.SocketDiagTCP(unix.AF_INET)
+		}
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return err
+		}
+		for _, s := range socks {
+			if (proto == unix.IPPROTO_UDP || s.State == netlink.TCP_LISTEN) &&
+				int(s.ID.SourcePort) == port && s.ID.Source.Equal(want) {
+				found = true
+			}
+		}
+		return nil
+	})
+	return found, err
+}
+
+// nsPIDs lists the processes running in the named namespace (but this
+// one): those whose /proc/PID/ns/net is the namespace's nsfs file (same
+// device and inode), as `ip netns pids` finds them.
+func nsPIDs(name string) []int {
+	want, err := nsID(filepath.Join(netnsDir, name))
+	if err != nil {
+		return nil
+	}
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if id, err := nsID(filepath.Join("/proc", e.Name(), "ns/net")); err == nil && id == want {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// nsID is the device and inode of an nsfs file: equal for two files of the
+// same namespace.
+func nsID(path string) ([2]uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return [2]uint64{}, err
+	}
+	return [2]uint64{uint64(st.Dev), st.Ino}, nil
+}
+
+func nsExists(ns string) bool {
+	_, err := os.Stat(filepath.Join(netnsDir, ns))
+	return err == nil
+}
