@@ -4,7 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +13,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
@@ -94,17 +95,7 @@ func TestMachineStateDiff(t *testing.T) {
 // memcached in a testbed; the machine must be restored exactly, and the
 // testbed gone.
 func TestShortBench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live test (-short)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, b := range []string{"memcached", "memcaslap", "taskset"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
+	livetest.NeedRoot(t, "memcached", "memcaslap", "taskset")
 	tbDir := t.TempDir()
 	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}, ClientThreads: 2, Connections: 16})
 	if err != nil {
@@ -187,17 +178,7 @@ func TestShortBench(t *testing.T) {
 // has no IRQs, so here irqbalance has nothing to place and this checks the
 // bans; the write-back of moved IRQs runs only where it moves one.)
 func TestBenchIrqbalanceRestoresMachine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live test (-short)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, b := range []string{"memcached", "memcaslap", "taskset", "irqbalance"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
+	livetest.NeedRoot(t, "memcached", "memcaslap", "taskset", "irqbalance")
 	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: t.TempDir()}, ClientThreads: 2, Connections: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -227,5 +208,83 @@ func TestBenchIrqbalanceRestoresMachine(t *testing.T) {
 		if j.State == apply.StateApplied || j.State == apply.StateApplying {
 			t.Errorf("journal %s (%s) left %s: a revert would replay it", j.ID, j.PlanFile, j.State)
 		}
+	}
+}
+
+func TestCutRunOptions(t *testing.T) {
+	for _, c := range []struct {
+		in, name string
+		bp       *workload.BusyPoll
+	}{
+		{"latency", "latency", nil},
+		{"latency/busypoll=50", "latency", &workload.BusyPoll{SocketUsecs: 50}},
+		{"default/epollbusy=100/busypoll=0", "default", &workload.BusyPoll{EpollUsecs: 100}},
+		{"spec:app=1,rps=0/busypoll=25", "spec:app=1,rps=0", &workload.BusyPoll{SocketUsecs: 25}},
+	} {
+		name, o, err := CutRunOptions(c.in)
+		if err != nil || name != c.name || (o.BusyPoll == nil) != (c.bp == nil) || (c.bp != nil && *o.BusyPoll != *c.bp) {
+			t.Errorf("%s → %q %+v %v, want %q %+v", c.in, name, o.BusyPoll, err, c.name, c.bp)
+		}
+	}
+	for in, want := range map[string]string{
+		"/busypoll=1":              "no name",
+		"latency/busypoll":         "not KEY=MICROSECONDS",
+		"latency/busypoll=x":       "not KEY=MICROSECONDS",
+		"latency/spin=5":           "unknown option",
+		"latency/busypoll=-1":      "want 0 (off) to 1000",
+		"latency/epollbusy=100000": "want 0 (off) to 1000",
+	} {
+		if _, _, err := CutRunOptions(in); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), in) {
+			t.Errorf("%s: %v, want an error naming it and %q", in, err, want)
+		}
+	}
+}
+
+// Busy polling is the udp sink's: a configuration label asking it of
+// another workload is refused before anything runs.
+func TestBusyPollOnlyUDP(t *testing.T) {
+	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Workload: w, Configurator: Configs{}}
+	if _, err := r.Setup("default/busypoll=50", workload.AppInfo{}); err == nil || !strings.Contains(err.Error(), "memcached") {
+		t.Errorf("memcached default/busypoll=50: %v", err)
+	}
+	if _, err := r.Setup("default/busypoll=0", workload.AppInfo{}); err != nil {
+		t.Errorf("busypoll=0 (off) refused: %v", err)
+	}
+}
+
+// bench created /var/lib/irqpilot (and its bench directory) 0755 with
+// MkdirAll. Both are now made under the state directory's rules: 0700.
+func TestBenchStateDirPrivate(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "lib")
+	if err := os.Mkdir(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(base, "irqpilot", "bench")
+	if err := secureStateDir(state); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(state), state} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0o700 {
+			t.Errorf("%s created %04o, want 0700", d, perm)
+		}
+	}
+	// An existing parent is left as it is (it may be /tmp); a state
+	// directory others can write is refused.
+	if fi, _ := os.Stat(base); fi.Mode().Perm() != 0o755 {
+		t.Errorf("existing parent %s changed to %04o", base, fi.Mode().Perm())
+	}
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if err := secureStateDir(filepath.Join(open, "bench")); err == nil {
+		t.Errorf("a bench state directory below a world-writable directory was accepted")
 	}
 }

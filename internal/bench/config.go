@@ -2,7 +2,8 @@ package bench
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -249,13 +250,8 @@ func (s *Spec) String() string {
 	if s.Flows > 0 {
 		parts = append(parts, "flows="+strconv.Itoa(s.Flows))
 	}
-	var irqs []int
-	for n := range s.IRQs {
-		irqs = append(irqs, n)
-	}
-	sort.Ints(irqs)
 	var is []string
-	for _, n := range irqs {
+	for _, n := range slices.Sorted(maps.Keys(s.IRQs)) {
 		c := s.IRQs[n]
 		is = append(is, fmt.Sprintf("%d:%s", n, cl(&c)))
 	}

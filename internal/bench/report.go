@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -348,12 +350,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w, r.Scope.Describe())
 	}
 	fmt.Fprintln(w, r.machineWideLine())
-	var dc []string
-	for c := range r.Dropped {
-		dc = append(dc, c)
-	}
-	sort.Strings(dc)
-	for _, c := range dc {
+	for _, c := range slices.Sorted(maps.Keys(r.Dropped)) {
 		fmt.Fprintf(w, "%s: %d changes outside the devices under test dropped (see JSON \"dropped\"), e.g. %s\n", c, len(r.Dropped[c]), r.Dropped[c][0])
 	}
 	if r.Restored {
@@ -396,13 +393,8 @@ func (r *Report) machineWideLine() string {
 	if len(r.MachineWide) == 0 {
 		return "nothing outside the devices under test is changed"
 	}
-	var cs []string
-	for c := range r.MachineWide {
-		cs = append(cs, c)
-	}
-	sort.Strings(cs)
 	var parts []string
-	for _, c := range cs {
+	for _, c := range slices.Sorted(maps.Keys(r.MachineWide)) {
 		parts = append(parts, c+": "+strings.Join(r.MachineWide[c], ", "))
 	}
 	return "machine-wide settings changed during their runs (restored after each run): " + strings.Join(parts, "; ")

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -97,17 +96,7 @@ func TestScopeRestrictKnownAnswers(t *testing.T) {
 // the one under test) or an IRQ that is not the tested device's. Nothing
 // is applied.
 func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("live test (-short)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, b := range []string{"memcached", "fio", "ip"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
+	livetest.NeedRoot(t, "memcached", "fio", "ip")
 	configs := append([]string{"default", "irqbalance", "spec:app=1,rps=0+1,flows=1024,irq=36:0;38:0;39:1"}, plan.PolicyNames()...)
 	irqRe := regexp.MustCompile(`^proc/irq/(\d+)/`)
 	check := func(name string, r *Runner) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
@@ -147,15 +147,7 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 // machine was restored. It skips without root or taskset.
 func udpScenario(t *testing.T, rounds int, configs ...string) (*Runner, *Report, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("live test (-short)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip("taskset not installed")
-	}
+	livetest.NeedRoot(t, "taskset")
 	tbDir := t.TempDir()
 	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
 	if err != nil {
@@ -171,4 +163,13 @@ func udpScenario(t *testing.T, rounds int, configs ...string) (*Runner, *Report,
 		t.Errorf("machine not restored: %v", rep.Diff)
 	}
 	return r, rep, tbDir
+}
+
+// TestMain lets the test binary act as the udp workload's sink and sender
+// (the workload starts its own executable with HelperEnv set).
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(workload.HelperEnv); mode != "" {
+		os.Exit(workload.RunHelper(mode, os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
 }

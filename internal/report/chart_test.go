@@ -181,8 +181,10 @@ func TestSweepChart(t *testing.T) {
 	for _, v := range []int{1, 4, 16} {
 		sw.Points = append(sw.Points, bench.SweepPoint{Value: v, Report: benchReport(8)})
 	}
-	if err := SweepChart(sw, filepath.Join(dir, "curve.svg")); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"curve.png", "curve.svg"} {
+		if err := SweepChart(sw, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	svg := readSVG(t, filepath.Join(dir, "curve.svg"))
 	for _, want := range []string{"rps-spread", "connections", "req/s", ">16<"} {

@@ -141,20 +141,26 @@ func sans(p *plot.Plot) {
 	p.Title.Padding = 6
 }
 
+// cpuPlot is an empty chart of a bar per CPU, its legend top right.
+func cpuPlot(title, yLabel string) *plot.Plot {
+	p := plot.New()
+	sans(p)
+	p.Title.Text = title
+	p.Y.Label.Text = yLabel
+	p.X.Label.Text = "CPU"
+	p.Legend.Top = true
+	return p
+}
+
 // ClusterChart is per-core utilisation averaged over each run: one stacked
 // bar per CPU (irq, softirq, system, user, other from the bottom), every
 // host's CPUs side by side on one axis with a gap between hosts, like the
 // per-core cluster charts of the ClustrixDB core-0 write-up.
 func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
-	p := plot.New()
-	sans(p)
-	p.Title.Text = "Per-core utilisation, mean over the run (cluster view)"
-	p.Y.Label.Text = "% of CPU"
-	p.X.Label.Text = "CPU"
+	p := cpuPlot("Per-core utilisation, mean over the run (cluster view)", "% of CPU")
 	p.Y.Min, p.Y.Max = 0, 160 // room above 100 % for host names and, above them, the legend
 	p.Y.Tick.Marker = plot.ConstantTicks(percentTicks())
-	p.Legend.Top, p.Legend.Left = true, false
 	p.Legend.Padding = 2
 
 	slots := 0

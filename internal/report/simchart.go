@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
@@ -36,14 +37,16 @@ func SimCharts(rs []sim.Result, policies []string, dir string, formats []string)
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Y.Tick.Marker = plot.TickerFunc(valueTicks)
-		p.Legend.Top = true
+		p.Legend.Top, p.Legend.Left = true, true
 		var names []string
 		var series []plotter.XYs
+		lo, hi, peak := math.Inf(1), 0.0, 0.0
 		for _, pol := range policies {
 			var xys plotter.XYs
 			for _, r := range rs {
 				if r.Policy == pol && r.CIF > 0 {
 					xys = append(xys, plotter.XY{X: float64(r.CIF), Y: c.y(r)})
+					lo, hi, peak = math.Min(lo, float64(r.CIF)), math.Max(hi, float64(r.CIF)), math.Max(peak, c.y(r))
 				}
 			}
 			if len(xys) > 0 {
@@ -56,6 +59,10 @@ func SimCharts(rs []sim.Result, policies []string, dir string, formats []string)
 		if err := addSeries(p, names, series, true); err != nil {
 			return nil, fmt.Errorf("sim charts: %w", err)
 		}
+		// Room either side on the log axis, so the end points are whole,
+		// and above the lines for the legend (top left).
+		p.X.Min, p.X.Max = lo/1.25, hi*1.25
+		p.Y.Min, p.Y.Max = 0, math.Max(1, legendRoom(peak, len(series)))
 		for _, f := range formats {
 			path := filepath.Join(dir, c.file+"."+f)
 			if err := SavePlots(path, 7*vg.Inch, 4.5*vg.Inch, p); err != nil {

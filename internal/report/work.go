@@ -87,13 +87,8 @@ type deviceShare struct {
 // its NAPI polls on each CPU, where the recording measured them (eBPF).
 func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 	o.defaults()
-	p := plot.New()
-	sans(p)
-	p.Title.Text = "Interrupts per CPU by device and queue (mean over the run)"
-	p.Y.Label.Text = "interrupts per second"
-	p.X.Label.Text = "CPU"
+	p := cpuPlot("Interrupts per CPU by device and queue (mean over the run)", "interrupts per second")
 	p.Y.Tick.Marker = plot.TickerFunc(valueTicks)
-	p.Legend.Top, p.Legend.Left = true, false
 	p.Legend.Padding = 1
 
 	shares := map[string]*deviceShare{}
@@ -114,40 +109,31 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 			pos[id] = base + i
 			ticks = append(ticks, plot.Tick{Value: float64(base + i), Label: strconv.Itoa(id)})
 		}
+		// add counts perCPU (events per second by CPU) for the source label
+		// over an interval of weight w.
+		add := func(label string, perCPU map[int]float64, w float64) {
+			if len(runs) > 1 {
+				label = r.Host + ": " + label
+			}
+			s := shares[label]
+			if s == nil {
+				s = &deviceShare{label: label, rate: map[int]float64{}}
+				shares[label] = s
+			}
+			for cpu, rate := range perCPU {
+				s.rate[pos[cpu]] += rate * w
+				s.total += rate * w
+			}
+		}
 		for _, l := range r.Loads {
 			w := l.Interval.Seconds() / dur
 			for _, q := range l.IRQs {
-				label := r.deviceLabel(q)
-				if len(runs) > 1 {
-					label = r.Host + ": " + label
-				}
-				s := shares[label]
-				if s == nil {
-					s = &deviceShare{label: label, rate: map[int]float64{}}
-					shares[label] = s
-				}
-				for cpu, rate := range q.PerCPU {
-					s.rate[pos[cpu]] += rate * w
-					s.total += rate * w
-				}
+				add(r.deviceLabel(q), q.PerCPU, w)
 			}
 			for _, n := range l.NAPI {
-				label, ok := r.napiLabel(n)
-				if !ok {
-					continue
-				}
-				polled = true
-				if len(runs) > 1 {
-					label = r.Host + ": " + label
-				}
-				s := shares[label]
-				if s == nil {
-					s = &deviceShare{label: label, rate: map[int]float64{}}
-					shares[label] = s
-				}
-				for cpu, polls := range n.PollsPerCPU {
-					s.rate[pos[cpu]] += polls * w
-					s.total += polls * w
+				if label, ok := r.napiLabel(n); ok {
+					polled = true
+					add(label, n.PollsPerCPU, w)
 				}
 			}
 		}

@@ -3,12 +3,14 @@ package workload
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Result is what one workload run reports.
@@ -209,4 +211,190 @@ func ParsePattern(out []byte, pattern, unit string) (Result, error) {
 		return Result{}, fmt.Errorf("pattern %q captured %q, not a number", pattern, m[1])
 	}
 	return Result{Throughput: v, Unit: unit}, nil
+}
+
+// Run implements Workload: sysbench oltp_point_select for d at the
+// workload's concurrency.
+func (w *DBWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
+	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+	argv := w.client(append([]string{"sysbench"}, w.sysbenchArgs("run",
+		"--threads="+strconv.Itoa(w.Opts.Connections), "--time="+secs, "--report-interval=0",
+		"--percentile=99", "--histogram=on")...)...)
+	out, err := runPinned(ctx, d, s.ClientCPUs, argv)
+	if err != nil {
+		return Result{}, err
+	}
+	return ParseSysbench(out)
+}
+
+var (
+	sysbenchTPS    = regexp.MustCompile(`(?m)^\s*transactions:\s+(\d+)\s+\(([0-9.]+) per sec\.\)`)
+	sysbenchP99    = regexp.MustCompile(`(?m)^\s*99th percentile:\s+([0-9.]+)`)
+	sysbenchErrors = regexp.MustCompile(`(?m)^\s*ignored errors:\s+(\d+)`)
+)
+
+// ParseSysbench reads the output of sysbench 1.0's `run` of an OLTP
+// test: transactions per second as the throughput and, from its latency
+// histogram (--histogram=on), p50 and p99 in µs; without the histogram,
+// p99 from its "99th percentile" line (--percentile=99).
+func ParseSysbench(out []byte) (Result, error) {
+	r := Result{Unit: "trx/s"}
+	if bytes.Contains(out, []byte("FATAL:")) {
+		return r, fmt.Errorf("sysbench failed: %s", Tail(out, 300))
+	}
+	m := sysbenchTPS.FindSubmatch(out)
+	if m == nil {
+		return r, fmt.Errorf("sysbench output has no 'transactions: N (X per sec.)' line (did it run to the end?)")
+	}
+	r.Throughput, _ = strconv.ParseFloat(string(m[2]), 64)
+	if r.Throughput <= 0 {
+		return r, fmt.Errorf("sysbench ran no transactions")
+	}
+	if e := sysbenchErrors.FindSubmatch(out); e != nil && string(e[1]) != "0" {
+		return r, fmt.Errorf("sysbench: %s queries failed", e[1])
+	}
+	if h := sysbenchHistogram(out); len(h) > 0 {
+		r.LatencyP50 = h.percentile(0.50) * 1e3
+		r.LatencyP99 = h.percentile(0.99) * 1e3
+	} else if p := sysbenchP99.FindSubmatch(out); p != nil {
+		v, _ := strconv.ParseFloat(string(p[1]), 64)
+		r.LatencyP99 = v * 1e3
+	}
+	return r, nil
+}
+
+// valueHist is a histogram as (value, count) rows in increasing value.
+type valueHist []struct {
+	v float64
+	n uint64
+}
+
+// percentile is the value of the row holding the q-quantile.
+func (h valueHist) percentile(q float64) float64 {
+	var total uint64
+	for _, r := range h {
+		total += r.n
+	}
+	want := uint64(math.Ceil(q * float64(total)))
+	var seen uint64
+	for _, r := range h {
+		seen += r.n
+		if seen >= want {
+			return r.v
+		}
+	}
+	return h[len(h)-1].v
+}
+
+// sysbenchHistogram reads the rows "  VALUE |*** COUNT" after "Latency
+// histogram (values are in milliseconds)".
+func sysbenchHistogram(out []byte) valueHist {
+	i := bytes.Index(out, []byte("Latency histogram"))
+	if i < 0 {
+		return nil
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out[i:]))
+	sc.Scan() // the title
+	var h valueHist
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "value") || (line == "" && len(h) == 0) {
+			continue // the column heads
+		}
+		left, right, ok := strings.Cut(line, "|")
+		if !ok {
+			break
+		}
+		f := strings.Fields(right)
+		v, err := strconv.ParseFloat(strings.TrimSpace(left), 64)
+		if len(f) == 0 || err != nil {
+			break
+		}
+		n, err := strconv.ParseUint(f[len(f)-1], 10, 64)
+		if err != nil {
+			break
+		}
+		h = append(h, struct {
+			v float64
+			n uint64
+		}{v, n})
+	}
+	return h
+}
+
+// SockperfStats is one sockperf client run.
+type SockperfStats struct {
+	Result
+	// Observations is how many latencies the percentiles are taken from.
+	Observations int
+	// TotalSent is every message the client sent, warm-up included: what
+	// the server handled while it was measured.
+	TotalSent int64
+	Dropped   int64
+}
+
+var (
+	ansiEscape       = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+	sockperfValid    = regexp.MustCompile(`\[Valid Duration\] RunTime=([0-9.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)`)
+	sockperfTotal    = regexp.MustCompile(`\[Total Run\] RunTime=[0-9.]+ sec; Warm up time=\d+ msec; SentMessages=(\d+);`)
+	sockperfObs      = regexp.MustCompile(`Total (\d+) observations`)
+	sockperfPct      = regexp.MustCompile(`(?m)---> percentile ([0-9.]+) =\s+([0-9.]+)`)
+	sockperfDropped  = regexp.MustCompile(`# dropped messages = (\d+)`)
+	sockperfMinCount = 100 // the fewest observations with a p99 that is not the largest one
+)
+
+// ParseSockperf reads the client's output of sockperf 3 (ping-pong or
+// under-load): the latency percentiles it prints (in µs, half the round
+// trip, as sockperf reports latency; exact order statistics of its
+// observations), the message rate over its valid duration, and the
+// messages sent. The p99.9 is left out (0) below 1000 observations, where
+// it would be the largest observation, and a run with fewer than 100
+// observations is refused: its p99 would be too.
+func ParseSockperf(out []byte) (SockperfStats, error) {
+	out = ansiEscape.ReplaceAll(out, nil)
+	st := SockperfStats{Result: Result{Unit: "µs", Objective: "p99 latency", LowerIsBetter: true}}
+	v := sockperfValid.FindSubmatch(out)
+	if v == nil {
+		return st, fmt.Errorf("sockperf output has no '[Valid Duration] RunTime=… SentMessages=…' line (did it run to the end?)")
+	}
+	secs, _ := strconv.ParseFloat(string(v[1]), 64)
+	sent, _ := strconv.ParseFloat(string(v[2]), 64)
+	if secs > 0 {
+		st.Rate = sent / secs
+	}
+	if t := sockperfTotal.FindSubmatch(out); t != nil {
+		st.TotalSent, _ = strconv.ParseInt(string(t[1]), 10, 64)
+	}
+	if dr := sockperfDropped.FindSubmatch(out); dr != nil {
+		st.Dropped, _ = strconv.ParseInt(string(dr[1]), 10, 64)
+	}
+	o := sockperfObs.FindSubmatch(out)
+	if o == nil {
+		return st, fmt.Errorf("sockperf output has no 'Total N observations' line")
+	}
+	st.Observations, _ = strconv.Atoi(string(o[1]))
+	if st.Observations < sockperfMinCount {
+		return st, fmt.Errorf("sockperf: %d latency observations, fewer than the %d a p99 needs (a longer --duration or a higher --rate)", st.Observations, sockperfMinCount)
+	}
+	for _, m := range sockperfPct.FindAllSubmatch(out, -1) {
+		val, err := strconv.ParseFloat(string(m[2]), 64)
+		if err != nil {
+			continue
+		}
+		switch string(m[1]) {
+		case "50.000":
+			st.LatencyP50 = val
+		case "99.000":
+			st.LatencyP99 = val
+		case "99.900":
+			if st.Observations >= 1000 {
+				st.LatencyP999 = val
+			}
+		}
+	}
+	if st.LatencyP99 <= 0 || st.LatencyP50 <= 0 {
+		return st, fmt.Errorf("sockperf output has no 50.000 and 99.000 percentiles")
+	}
+	st.Throughput = st.LatencyP99
+	return st, nil
 }

@@ -151,8 +151,7 @@ const memcaslapWindow = "1k"
 type NetWorkload struct {
 	Kind string // "memcached", "nginx" or "udp"
 	Opts NetOptions
-	TB   *testbed.Testbed
-	srv  testbed.Proc
+	served
 }
 
 // NewNet returns the memcached or nginx workload.
@@ -204,7 +203,7 @@ func (w *NetWorkload) Prepare() (AppInfo, error) {
 		return AppInfo{}, err
 	}
 	pids := append([]int{w.srv.PID}, testbed.Children(w.srv.PID)...)
-	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NetNS: tb.NetNSPath(), NAPIThreads: tb.NAPIThreads()}, nil
+	return w.app(pids), nil
 }
 
 // Window marks when a workload's measured traffic starts and stops, for a
@@ -257,21 +256,41 @@ func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s Placemen
 		parse = ParseWrk
 	}
 	marks := map[string]func(){udpTrafficOn: win.On, udpTrafficOff: win.Off}
-	out, err := runMarked(ctx, d, s.ClientCPUs, append([]string{"ip", "netns", "exec", w.TB.ClientNS}, argv...), marks)
+	out, err := runMarked(ctx, d, s.ClientCPUs, w.client(argv...), marks)
 	if err != nil {
 		return Result{}, err
 	}
 	return parse(out)
 }
 
-// Close implements Workload.
-func (w *NetWorkload) Close() error {
+// served is the part of a workload whose server runs in a testbed: the
+// testbed and the server's process.
+type served struct {
+	TB  *testbed.Testbed
+	srv testbed.Proc
+}
+
+// Close stops the server (by PID) and removes the testbed.
+func (w *served) Close() error {
 	if w.TB == nil {
 		return nil
 	}
 	err := w.TB.Down()
 	w.TB = nil
 	return err
+}
+
+// app is what a configuration may place: the server's processes pids and
+// the testbed's server device.
+func (w *served) app(pids []int) AppInfo {
+	tb := w.TB
+	return AppInfo{PIDs: pids, Device: tb.ServerDev, NSRoot: tb.Root(), NetNS: tb.NetNSPath(), NAPIThreads: tb.NAPIThreads()}
+}
+
+// client is argv run in the testbed's client namespace (where the load
+// generators run; ip netns exec starts it there).
+func (w *served) client(argv ...string) []string {
+	return append([]string{"ip", "netns", "exec", w.TB.ClientNS}, argv...)
 }
 
 // runPinned runs argv under taskset (when cpus is not empty) with a

@@ -6,6 +6,7 @@ package promsource
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,19 +96,10 @@ func (b *builder) addCPU(m model.Metric, i int, set func(*load.CPUTime)) {
 
 func (b *builder) addMode(m model.Metric, i int, v float64) {
 	b.addCPU(m, i, func(c *load.CPUTime) {
-		switch m["mode"] {
-		case "user":
-			c.User = v
-		case "nice":
-			c.Nice = v
-		case "system":
-			c.System = v
-		case "idle":
-			c.Idle = v
-		case "iowait":
-			c.IOWait = v
-		case "steal":
-			c.Steal = v
+		mode := map[model.LabelValue]*float64{"user": &c.User, "nice": &c.Nice, "system": &c.System,
+			"idle": &c.Idle, "iowait": &c.IOWait, "steal": &c.Steal}
+		if p := mode[m["mode"]]; p != nil {
+			*p = v
 		}
 	})
 }
@@ -171,7 +163,7 @@ func (b *builder) runs(names map[string]string, source string) ([]*report.Run, e
 			for id := range a.cpus[i] {
 				ids = append(ids, id)
 			}
-			sort.Ints(ids)
+			slices.Sort(ids)
 			for _, id := range ids {
 				if c, ok := cpuLoad(id, a.cpus[i][id]); ok {
 					l.CPUs = append(l.CPUs, c)
@@ -181,7 +173,7 @@ func (b *builder) runs(names map[string]string, source string) ([]*report.Run, e
 			for n := range a.irqs[i] {
 				irqs = append(irqs, n)
 			}
-			sort.Ints(irqs)
+			slices.Sort(irqs)
 			for _, n := range irqs {
 				l.IRQs = append(l.IRQs, load.IRQRate{IRQ: n, Name: strconv.Itoa(n), Rate: a.irqs[i][n]})
 			}
@@ -192,7 +184,7 @@ func (b *builder) runs(names map[string]string, source string) ([]*report.Run, e
 		for n := range a.queues {
 			irqNums = append(irqNums, n)
 		}
-		sort.Ints(irqNums)
+		slices.Sort(irqNums)
 		for _, n := range irqNums {
 			inv.IRQs = append(inv.IRQs, host.IRQ{Number: n, Device: a.queues[n].device, Queue: a.queues[n].queue})
 		}

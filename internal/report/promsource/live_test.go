@@ -168,20 +168,10 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // export metrics. All three see this machine's CPUs (/proc/stat is not
 // namespaced): three nodes with every online CPU each.
 func TestLiveThreeAgentsPrometheusReport(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
-	if testing.Short() {
-		t.Skip("live test; -short")
-	}
+	livetest.NeedRoot(t, "prometheus", "ip", "unshare")
 	prom, err := exec.LookPath("prometheus")
 	if err != nil {
-		t.Skip("prometheus not installed (Debian package prometheus; make deps)")
-	}
-	for _, tool := range []string{"ip", "unshare"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	bin := livetest.Irqpilot(t)

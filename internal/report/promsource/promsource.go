@@ -163,31 +163,36 @@ func (f *fetcher) warn(q string, w v1.Warnings) {
 }
 
 func (f *fetcher) instant(ctx context.Context, q string, at time.Time) (model.Vector, error) {
-	f.res.Queries = append(f.res.Queries, q)
-	v, w, _, err := f.api.Query(ctx, q, at)
-	if err != nil {
-		return nil, f.failed(q, err)
-	}
-	f.warn(q, w)
-	vec, ok := v.(model.Vector)
-	if !ok {
-		return nil, fmt.Errorf("prometheus %s: query %q: got a %s, want a vector", f.url, q, v.Type())
-	}
-	return vec, nil
+	v, err := f.query(q, "vector", func() (model.Value, v1.Warnings, error) {
+		v, w, _, err := f.api.Query(ctx, q, at)
+		return v, w, err
+	})
+	vec, _ := v.(model.Vector)
+	return vec, err
 }
 
 func (f *fetcher) matrix(ctx context.Context, q string) (model.Matrix, error) {
+	v, err := f.query(q, "matrix", func() (model.Value, v1.Warnings, error) {
+		v, w, _, err := f.api.QueryRange(ctx, q, v1.Range{Start: f.res.Start, End: f.res.End, Step: f.res.Step})
+		return v, w, err
+	})
+	m, _ := v.(model.Matrix)
+	return m, err
+}
+
+// query runs q with do, records it and its warnings, and checks that the
+// answer is of the type want names ("vector", "matrix").
+func (f *fetcher) query(q, want string, do func() (model.Value, v1.Warnings, error)) (model.Value, error) {
 	f.res.Queries = append(f.res.Queries, q)
-	v, w, _, err := f.api.QueryRange(ctx, q, v1.Range{Start: f.res.Start, End: f.res.End, Step: f.res.Step})
+	v, w, err := do()
 	if err != nil {
 		return nil, f.failed(q, err)
 	}
 	f.warn(q, w)
-	m, ok := v.(model.Matrix)
-	if !ok {
-		return nil, fmt.Errorf("prometheus %s: query %q: got a %s, want a matrix", f.url, q, v.Type())
+	if v.Type().String() != want {
+		return nil, fmt.Errorf("prometheus %s: query %q: got a %s, want a %s", f.url, q, v.Type(), want)
 	}
-	return m, nil
+	return v, nil
 }
 
 // Fetch reads the range from Prometheus and builds one Run per node.
