@@ -2,10 +2,10 @@ package bench
 
 import (
 	"fmt"
-	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"strconv"
 	"strings"
 
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )

@@ -2,8 +2,9 @@ package bench
 
 import (
 	"fmt"
-	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 )
 
 // Objective is what tune optimises: one figure read from every run, and

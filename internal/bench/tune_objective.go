@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"math"
+	"strings"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
 )
 
 // Tune is TuneFor with the workload's own objective (ObjectiveFor).
@@ -106,6 +108,9 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 	}
 	if j.Kept && w.PerCPUSecond != nil && b.PerCPUSecond != nil && obj != ObjectiveCPUPerOp {
 		j.Why += fmt.Sprintf(" (work per busy CPU-second %.0f against %.0f)", w.PerCPUSecond.Point, b.PerCPUSecond.Point)
+	}
+	if len(w.Warnings) > 0 { // what the winner's measurement cannot carry
+		j.Why += "; " + best + "'s runs: " + strings.Join(w.Warnings, "; ")
 	}
 	return j, sums, width
 }

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"github.com/irqpilot/irqpilot/internal/bench/stats"
-	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"math"
 	"os"
 	"strings"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
 )
 
