@@ -88,8 +88,7 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 // managedIRQ returns a virtio-blk request IRQ, which this machine's kernel
 // manages, or 0.
 func managedIRQ(fs *kernel.FS) int {
-	data, _ := fs.ReadFile("proc/interrupts")
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	in, err := fs.Interrupts()
 	if err != nil {
 		return 0
 	}

@@ -8,7 +8,9 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,7 +82,7 @@ func (r *Runner) apply(config string, liveCh, nsCh []setting.Change) (func() err
 // apply, and the returned function reverts that journal — so a killed bench
 // leaves a journal `irqpilot revert` undoes.
 func (r *Runner) irqbalance() (func() error, error) {
-	before, err := irqAffinities()
+	before, err := irqAffinities(r.fs())
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +93,7 @@ func (r *Runner) irqbalance() (func() error, error) {
 		args = append(args, "--banirq="+strconv.Itoa(n))
 	}
 	out, err := exec.Command("irqbalance", args...).CombinedOutput()
-	after, aerr := irqAffinities()
+	after, aerr := irqAffinities(r.fs())
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -150,9 +152,8 @@ func (r *Runner) irqbalance() (func() error, error) {
 	return func() error { _, err := r.live.Revert(id, false); return err }, nil
 }
 
-// irqAffinities reads every IRQ's affinity on the live machine.
-func irqAffinities() (map[int]cpuset.Set, error) {
-	fs := liveFS()
+// irqAffinities reads every IRQ's affinity.
+func irqAffinities(fs *kernel.FS) (map[int]cpuset.Set, error) {
 	irqs, err := fs.ProcIRQs()
 	if err != nil {
 		return nil, err
@@ -177,7 +178,7 @@ type MachineState map[string]string
 
 // ReadMachineState reads the state of the live machine.
 func ReadMachineState() (MachineState, error) {
-	fs := liveFS()
+	fs := kernel.New("/")
 	st := MachineState{}
 	for _, g := range setting.StateGlobs() {
 		names, err := fs.Glob(g)
@@ -215,4 +216,19 @@ func (a MachineState) Diff(b MachineState) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// secureStateDir creates the bench's state directory under the state
+// directory's rules (apply.SecureStateDir: 0700, owned by root, writable by
+// no one else), and a missing parent as a state directory too: the default,
+// /var/lib/irqpilot/bench, would otherwise create /var/lib/irqpilot 0755.
+func secureStateDir(dir string) error {
+	if parent := filepath.Dir(dir); parent != dir {
+		if _, err := os.Lstat(parent); errors.Is(err, os.ErrNotExist) {
+			if err := apply.SecureStateDir(parent); err != nil {
+				return err
+			}
+		}
+	}
+	return apply.SecureStateDir(dir)
 }

@@ -44,9 +44,10 @@ func (n nsNAPI) SetNAPI(s netdev.NAPISet) error {
 // testbedNAPI lists the NAPI instances of dev in the namespace nsPath, as
 // the host model has them (host.Read below the namespace's sysfs view is not
 // the live machine, so it cannot ask netlink itself). fs is that view (for
-// the ifindex); thread placement and start times come from the live /proc.
+// the ifindex); thread placement and start times come from live, the
+// machine's /proc.
 // A veth without GRO has none.
-func testbedNAPI(fs *kernel.FS, nsPath, dev string) ([]host.NAPI, error) {
+func testbedNAPI(live, fs *kernel.FS, nsPath, dev string) ([]host.NAPI, error) {
 	ix, err := fs.ReadInt("sys/class/net/" + dev + "/ifindex")
 	if err != nil {
 		return nil, fmt.Errorf("testbed device %s: %w", dev, err)
@@ -60,7 +61,6 @@ func testbedNAPI(fs *kernel.FS, nsPath, dev string) ([]host.NAPI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testbed device %s: %w", dev, err)
 	}
-	live := liveFS()
 	var out []host.NAPI
 	for _, n := range ns {
 		if n.Ifindex != int(ix) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,8 +20,6 @@ import (
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
-
-func liveFS() *kernel.FS { return kernel.New("/") }
 
 // CPUStat is one CPU's utilisation over a run: its time split in percent
 // (as load.Rates measures it), NET_RX softirqs and numbered IRQs per
@@ -103,6 +100,9 @@ type Runner struct {
 	StateDir string
 	// Progress, when set, is told what is happening.
 	Progress func(format string, args ...any)
+	// FS is the machine measured and changed (nil: the live machine,
+	// kernel.New("/")).
+	FS *kernel.FS
 
 	// Setups keeps, per configuration, what its first measured run set up
 	// (auto's plan is decided from the latest default run's load).
@@ -125,21 +125,6 @@ type Runner struct {
 	started  bool
 }
 
-// secureStateDir creates the bench's state directory under the state
-// directory's rules (apply.SecureStateDir: 0700, owned by root, writable by
-// no one else), and a missing parent as a state directory too: the default,
-// /var/lib/irqpilot/bench, would otherwise create /var/lib/irqpilot 0755.
-func secureStateDir(dir string) error {
-	if parent := filepath.Dir(dir); parent != dir {
-		if _, err := os.Lstat(parent); errors.Is(err, os.ErrNotExist) {
-			if err := apply.SecureStateDir(parent); err != nil {
-				return err
-			}
-		}
-	}
-	return apply.SecureStateDir(dir)
-}
-
 // Start prepares the workload and reads the host (with the testbed's device).
 func (r *Runner) Start() error {
 	if r.Configurator == nil {
@@ -155,9 +140,10 @@ func (r *Runner) Start() error {
 	if err != nil {
 		return err
 	}
+	app.FS = r.fs()
 	r.app = app
 	r.started = true
-	h, err := host.Read(liveFS(), host.Options{ProbeManaged: true})
+	h, err := host.Read(r.fs(), host.Options{ProbeManaged: true})
 	if err != nil {
 		return err
 	}
@@ -176,7 +162,7 @@ func (r *Runner) Start() error {
 			// Per-NAPI settings go through netlink in the testbed's
 			// namespace, and the policies see its NAPI instances.
 			r.ns.Env.NAPI = nsNAPI{Path: app.NetNS}
-			napis, err := testbedNAPI(r.ns.Env.FS, app.NetNS, app.Device)
+			napis, err := testbedNAPI(r.fs(), r.ns.Env.FS, app.NetNS, app.Device)
 			if err != nil {
 				r.progress("testbed device %s: NAPI instances not read (%v); no per-NAPI settings", app.Device, err)
 			}
@@ -185,8 +171,16 @@ func (r *Runner) Start() error {
 	}
 	r.h = h
 	r.scope = NewScope(h, app)
-	r.live = apply.New(liveFS(), r.StateDir)
+	r.live = apply.New(r.fs(), r.StateDir)
 	return nil
+}
+
+// fs is the machine measured and changed (Runner.FS).
+func (r *Runner) fs() *kernel.FS {
+	if r.FS == nil {
+		r.FS = kernel.New("/")
+	}
+	return r.FS
 }
 
 // Scope is what the runner's configurations may change.
@@ -413,7 +407,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		prev := undo
 		undo = func() error { return errors.Join(iu(), prev()) }
 	}
-	sampler := load.NewSampler(liveFS())
+	sampler := load.NewSampler(r.fs())
 	sampler.Tasks = BaseConfig(config) == "default" // auto places the consumer from its measured threads
 	// Warm-up: the workload runs, unmeasured, so caches, connection pools
 	// and the scheduler settle into the configuration before it counts.

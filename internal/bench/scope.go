@@ -7,6 +7,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -168,7 +169,7 @@ func (s Scope) ownsThread(tid int) bool {
 }
 
 func tgid(tid int) int {
-	n, err := liveFS().Tgid(tid)
+	n, err := kernel.New("/").Tgid(tid) // the application runs here
 	if err != nil {
 		return 0
 	}

@@ -7,8 +7,6 @@ import (
 	"os"
 	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -149,36 +147,16 @@ func ReadNVMe(fs *kernel.FS) ([]NVMeSample, error) {
 		if s == nil {
 			continue
 		}
-		inflight, err := fs.ReadString("sys/block/" + b + "/inflight")
+		reads, writes, err := fs.BlockInFlight(b)
 		if err != nil {
-			return nil, fmt.Errorf("/sys/block/%s/inflight: %w", b, err)
+			return nil, err
 		}
-		f := strings.Fields(inflight)
-		if len(f) != 2 {
-			return nil, fmt.Errorf("/sys/block/%s/inflight: want 2 numbers (reads writes), got %q", b, inflight)
-		}
-		for _, x := range f {
-			n, err := strconv.Atoi(x)
-			if err != nil {
-				return nil, fmt.Errorf("/sys/block/%s/inflight: %q is not a number", b, x)
-			}
-			s.InFlight += n
-		}
-		stat, err := fs.ReadString("sys/block/" + b + "/stat")
+		s.InFlight += reads + writes
+		st, err := fs.BlockStat(b)
 		if err != nil {
-			return nil, fmt.Errorf("/sys/block/%s/stat: %w", b, err)
+			return nil, err
 		}
-		sf := strings.Fields(stat)
-		if len(sf) < 5 {
-			return nil, fmt.Errorf("/sys/block/%s/stat: want ≥ 5 fields, got %q", b, stat)
-		}
-		for _, i := range []int{0, 4} {
-			n, err := strconv.ParseUint(sf[i], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("/sys/block/%s/stat field %d: %q is not a number", b, i+1, sf[i])
-			}
-			s.Completed += n
-		}
+		s.Completed += st.ReadIOs + st.WriteIOs
 		s.Namespaces = append(s.Namespaces, b)
 	}
 	out := make([]NVMeSample, 0, len(byCtrl))

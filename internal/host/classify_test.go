@@ -295,7 +295,14 @@ func TestClassify1152CPUs(t *testing.T) {
 
 func hostFromInterrupts(t *testing.T, b []byte) *Host {
 	t.Helper()
-	in, err := kernel.ParseInterrupts("interrupts", b)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "proc/interrupts"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := kernel.New(dir).Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}

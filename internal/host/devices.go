@@ -198,24 +198,12 @@ func lowerDevice(kfs *kernel.FS, base, name string, vlans map[string]string) str
 	return vlans[name]
 }
 
-// readVLANConfig parses /proc/net/vlan/config: "eth1.10 | 10 | eth1" lines
-// after a two-line header.
+// readVLANConfig is /proc/net/vlan/config: each VLAN's lower device (none
+// when unreadable).
 func readVLANConfig(kfs *kernel.FS) map[string]string {
-	out := map[string]string{}
-	b, err := kfs.ReadFile("proc/net/vlan/config")
+	out, err := kfs.VLANs()
 	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Split(line, "|")
-		if len(f) != 3 {
-			continue
-		}
-		dev, id, lower := strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), strings.TrimSpace(f[2])
-		if _, err := strconv.Atoi(id); err != nil || dev == "" || lower == "" {
-			continue // header "VLAN Dev name | VLAN ID"
-		}
-		out[dev] = lower
+		return map[string]string{}
 	}
 	return out
 }

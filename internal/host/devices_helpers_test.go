@@ -11,11 +11,7 @@ import (
 // tests do not depend on the rest of the IRQ reader.
 func irqTable(t *testing.T, kfs *kernel.FS) *Host {
 	t.Helper()
-	b, err := kfs.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", b)
+	in, err := kfs.Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}

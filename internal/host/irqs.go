@@ -38,18 +38,17 @@ const SingleTotalCPU = -1
 // h.Unavailable.
 func readIRQs(kfs *kernel.FS, h *Host, opts Options) error {
 	const path = "/proc/interrupts"
-	data, err := kfs.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	in, err := kfs.Interrupts()
+	var parse *kernel.ParseError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		h.IRQs = []IRQ{}
 		h.unavailable("irqs", path, fmt.Errorf("not present in this capture"))
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	in, err := kernel.ParseInterrupts(path, data)
-	if err != nil {
+	case errors.As(err, &parse):
 		return err
+	case err != nil:
+		return fmt.Errorf("read %s: %w", path, err)
 	}
 	rows := map[int]*kernel.InterruptLine{}
 	for i := range in.Lines {

@@ -176,11 +176,7 @@ func TestReadIRQsLiveProbe(t *testing.T) {
 		t.Skip("needs root")
 	}
 	live := kernel.New("/")
-	data, err := live.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	in, err := live.Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,7 +238,11 @@ func TestParseCmdlineIsolation(t *testing.T) {
 		{cmdline: "isolcpus=managed_irq,domain,2-N nohz_full=N", domain: "2-7", managed: "2-7", nohz: "7"},
 	}
 	for _, tc := range tests {
-		b, errs := parseCmdlineIsolation(tc.cmdline, 7)
+		params, err := topoTree(t, map[string]string{"proc/cmdline": tc.cmdline + "\n"}).Cmdline()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, errs := parseCmdlineIsolation(params, 7)
 		if len(errs) != tc.errs {
 			t.Errorf("%q: errors %v, want %d", tc.cmdline, errs, tc.errs)
 		}

@@ -110,7 +110,7 @@ func TestGenerateDefault(t *testing.T) {
 	}
 	fs := kernel.New(dir)
 
-	in, err := kernel.ParseInterrupts("interrupts", []byte(readFile(t, dir, "proc/interrupts")))
+	in, err := fs.Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestSamplePair(t *testing.T) {
 		t.Fatal(err)
 	}
 	parse := func(dir string) map[int]kernel.InterruptLine {
-		in, err := kernel.ParseInterrupts("interrupts", []byte(readFile(t, dir, "proc/interrupts")))
+		in, err := kernel.New(dir).Interrupts()
 		if err != nil {
 			t.Fatal(err)
 		}

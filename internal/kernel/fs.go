@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,18 +22,6 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-)
-
-// Typed errors for writes the kernel refuses. Callers test with errors.Is.
-var (
-	// ErrManaged: the IRQ's affinity is managed by the kernel (MSI-X vectors
-	// spread by the driver with pci_alloc_irq_vectors_affinity); writes to
-	// smp_affinity fail with EIO on older kernels and EPERM on newer ones.
-	ErrManaged = errors.New("kernel-managed affinity")
-	// ErrNotPermitted: the caller lacks the privilege to write.
-	ErrNotPermitted = errors.New("not permitted")
-	// ErrUnsupported: the setting does not exist on this kernel or device.
-	ErrUnsupported = errors.New("not supported")
 )
 
 // FS reads and writes kernel files below a root directory.
@@ -74,147 +61,8 @@ type FS struct {
 	snapWarnings []string
 }
 
-// Access says how a recorded path was used.
-type Access int
-
-// Kinds of access, so that a capture stores a listed directory's entries
-// and a read file's content.
-const (
-	AccessFile Access = 1 << iota // content read
-	AccessDir                     // directory listed
-	AccessStat                    // existence or link checked
-)
-
-// SyntheticDir is the directory, relative to a snapshot's root, that holds
-// facts irqpilot learned without a file.
-const SyntheticDir = "irqpilot"
-
-// ReadErrorsFile is the synthetic file (below SyntheticDir) listing the reads
-// that failed during a capture, replayed when reading the snapshot.
-const ReadErrorsFile = "read-errors.json"
-
-// ReadError is a recorded failed read: the operation ("open", "read",
-// "readlink") and the errno by name ("EIO").
-type ReadError struct {
-	Op    string `json:"op"`
-	Errno string `json:"errno"`
-}
-
-// StartRecording makes the FS remember every path read from now on.
-func (f *FS) StartRecording() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.recording = true
-	f.reads = map[string]Access{}
-	f.content = map[string][]byte{}
-	f.errs = map[string]ReadError{}
-	f.synthetic = map[string][]byte{}
-}
-
-// StopRecording ends recording; what was recorded stays available.
-func (f *FS) StopRecording() {
-	f.mu.Lock()
-	f.recording = false
-	f.mu.Unlock()
-}
-
-// Recorded returns the root-relative paths (leading "/") read since
-// StartRecording, with how each was used.
-func (f *FS) Recorded() map[string]Access {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.reads)
-}
-
-// RecordedContent returns the bytes of a file as the tool first read it
-// while recording (path as in Recorded).
-func (f *FS) RecordedContent(path string) ([]byte, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b, ok := f.content[path]
-	return b, ok
-}
-
-// RecordedErrors returns the reads that failed while recording, by path,
-// except opens of files that do not exist.
-func (f *FS) RecordedErrors() map[string]ReadError {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.errs)
-}
-
-// Synthetics returns the synthetic files saved (or, below a snapshot, read)
-// since StartRecording.
-func (f *FS) Synthetics() map[string][]byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.synthetic)
-}
-
 // clean turns "proc/x", "/proc/x/" or "proc//x" into "/proc/x".
 func clean(rel string) string { return filepath.Clean("/" + rel) }
-
-func (f *FS) note(rel string, a Access) {
-	f.mu.Lock()
-	if f.recording {
-		f.reads[clean(rel)] |= a
-	}
-	f.mu.Unlock()
-}
-
-// noteResult records the outcome of a read: the content of a file (first
-// read wins, so a capture holds what the model was built from) or the error.
-func (f *FS) noteResult(rel string, data []byte, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.recording {
-		return
-	}
-	p := clean(rel)
-	if err == nil {
-		if data != nil {
-			if _, ok := f.content[p]; !ok {
-				f.content[p] = append([]byte(nil), data...)
-			}
-		}
-		return
-	}
-	var pe *fs.PathError
-	var errno syscall.Errno
-	// A missing file needs no record (the snapshot lacks it too); but some
-	// attributes exist and fail on read, even with ENOENT (xps_cpus of a
-	// single-queue device), and those must fail the same way from a snapshot.
-	if errors.As(err, &pe) && errors.As(err, &errno) && !(errno == syscall.ENOENT && pe.Op == "open") {
-		if name := unix.ErrnoName(errno); name != "" {
-			f.errs[p] = ReadError{Op: pe.Op, Errno: name}
-		}
-	}
-}
-
-// SaveSynthetic keeps data under name for a capture (only while recording).
-func (f *FS) SaveSynthetic(name string, data []byte) {
-	f.mu.Lock()
-	if f.recording {
-		f.synthetic[name] = append([]byte(nil), data...)
-	}
-	f.mu.Unlock()
-}
-
-// ReadSynthetic reads a synthetic file saved by a capture: <root>/irqpilot/<name>.
-// While recording, what it reads is kept for the next capture, so that
-// capturing from a snapshot keeps the snapshot's synthetic facts.
-func (f *FS) ReadSynthetic(name string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(f.root, SyntheticDir, filepath.Clean("/"+name)))
-	err = f.kernelErr(err)
-	if err == nil {
-		f.mu.Lock()
-		if f.recording {
-			f.synthetic[name] = append([]byte(nil), b...)
-		}
-		f.mu.Unlock()
-	}
-	return b, err
-}
 
 // New returns an FS rooted at root ("/" for the live machine). Below any
 // other root, the read errors recorded by a capture (irqpilot/read-errors.json)
@@ -312,6 +160,17 @@ func (f *FS) ReadFile(rel string) ([]byte, error) {
 	}
 	f.noteResult(rel, b, err)
 	return b, err
+}
+
+// readParsed reads a kernel file and parses it; parse names the file by
+// its kernel path in its errors.
+func readParsed[T any](f *FS, rel string, parse func(name string, data []byte) (T, error)) (T, error) {
+	data, err := f.ReadFile(rel)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return parse("/"+rel, data)
 }
 
 // readCapped reads a file of a snapshot or --root tree, refusing one larger
@@ -487,73 +346,4 @@ func (f *FS) ResolveLinks(rel string) (real string, links []string, err error) {
 		cur = "/"
 	}
 	return cur, links, nil
-}
-
-// WriteFile writes value to a kernel file the way `echo value > file` does,
-// in a single write(2), and classifies the kernel's refusal into typed errors.
-// It does not create files: a missing file is ErrUnsupported.
-func (f *FS) WriteFile(rel, value string) error {
-	p := f.Path(rel)
-	fh, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return classify(rel, err)
-	}
-	_, werr := fh.Write([]byte(value))
-	cerr := fh.Close()
-	if werr != nil {
-		return classify(rel, werr)
-	}
-	if cerr != nil {
-		return classify(rel, cerr)
-	}
-	return nil
-}
-
-// WriteError describes a refused write with the file and the errno.
-type WriteError struct {
-	Path  string
-	Errno syscall.Errno // 0 when not a system error
-	Kind  error         // ErrManaged, ErrNotPermitted, ErrUnsupported or nil
-	Err   error
-}
-
-func (e *WriteError) Error() string {
-	if e.Kind != nil {
-		return fmt.Sprintf("write %s: %v (%v)", e.Path, e.Kind, e.Err)
-	}
-	return fmt.Sprintf("write %s: %v", e.Path, e.Err)
-}
-
-func (e *WriteError) Unwrap() []error {
-	if e.Kind != nil {
-		return []error{e.Kind, e.Err}
-	}
-	return []error{e.Err}
-}
-
-func classify(rel string, err error) error {
-	we := &WriteError{Path: rel, Err: err}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		we.Errno = errno
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		we.Kind = ErrUnsupported
-	case isIRQAffinity(rel) && (we.Errno == syscall.EIO || we.Errno == syscall.EPERM):
-		// The only reason root gets EIO/EPERM from smp_affinity is a managed
-		// (or per-CPU) interrupt: irq_can_set_affinity_usr() fails.
-		we.Kind = ErrManaged
-	case we.Errno == syscall.EACCES || we.Errno == syscall.EPERM || errors.Is(err, fs.ErrPermission):
-		we.Kind = ErrNotPermitted
-	case we.Errno == syscall.EOPNOTSUPP || we.Errno == syscall.ENOTSUP:
-		we.Kind = ErrUnsupported
-	}
-	return we
-}
-
-func isIRQAffinity(rel string) bool {
-	rel = "/" + strings.TrimPrefix(rel, "/")
-	return strings.HasPrefix(rel, "/proc/irq/") &&
-		(strings.HasSuffix(rel, "/smp_affinity") || strings.HasSuffix(rel, "/smp_affinity_list"))
 }

@@ -44,7 +44,7 @@ func (l *InterruptLine) Total() uint64 {
 
 // Line returns the numbered row for irq, or nil.
 func (in *Interrupts) Line(irq int) *InterruptLine {
-	// Numbered rows are ascending (ParseInterrupts enforces it), so search.
+	// Numbered rows are ascending (parseInterrupts enforces it), so search.
 	lo, hi := 0, len(in.Lines)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -84,7 +84,12 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.
 // IRQ_BITMAP_BITS (NR_IRQS + 8196 with sparse IRQs, i.e. well below a million).
 const maxIRQ = 1 << 24
 
-// ParseInterrupts parses the text of /proc/interrupts. name is used in errors.
+// Interrupts reads /proc/interrupts (parseInterrupts).
+func (f *FS) Interrupts() (*Interrupts, error) {
+	return readParsed(f, "proc/interrupts", parseInterrupts)
+}
+
+// parseInterrupts parses the text of /proc/interrupts. name is used in errors.
 //
 // The kernel prints a header of CPU ids (online CPUs only), then one row per
 // numbered IRQ in ascending order ("  36:  0  41924  PCI-MSIX-0000:00:02.0
@@ -96,7 +101,7 @@ const maxIRQ = 1 << 24
 // strings, ignores the CPU ids of the header (wrong with offline CPUs) and
 // misreads glued arm64 IPI rows; it is also several times slower on
 // thousand-CPU files because it splits every field into its own string.
-func ParseInterrupts(name string, data []byte) (*Interrupts, error) {
+func parseInterrupts(name string, data []byte) (*Interrupts, error) {
 	p := irqParser{name: name, data: data}
 	header, ok := p.next()
 	if !ok {

@@ -15,7 +15,7 @@ func cpuHeader(n int) string {
 	return sb.String()
 }
 
-// Each limit of ParseInterrupts is refused with a *ParseError that names the
+// Each limit of parseInterrupts is refused with a *ParseError that names the
 // limit, before anything proportional to it is allocated.
 func TestParseInterruptsLimits(t *testing.T) {
 	for _, tc := range []struct {
@@ -43,7 +43,7 @@ func TestParseInterruptsLimits(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseInterrupts("/proc/interrupts", []byte(tc.data))
+			_, err := parseInterrupts("/proc/interrupts", []byte(tc.data))
 			var pe *ParseError
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %v is not a *ParseError", err)
@@ -59,21 +59,21 @@ func TestParseInterruptsLimits(t *testing.T) {
 // every limit, and so is a 8192-column file of a few rows.
 func TestParseInterruptsLimitsAdmitReal(t *testing.T) {
 	data := readFixture(t, "pcp/interrupts-1152cpu-x86_64.bz2")
-	in, err := ParseInterrupts("pcp", data)
+	in, err := parseInterrupts("pcp", data)
 	if err != nil || len(in.CPUs) != 1152 || len(in.Lines) != 1056 {
 		t.Fatalf("1152-CPU capture: %v", err)
 	}
-	in, err = ParseInterrupts("wide", []byte(cpuHeader(maxInterruptColumns)+" 0:"+strings.Repeat(" 12345678901", maxInterruptColumns)+" IO-APIC 2-edge timer\nNMI: 1 Non-maskable interrupts\n"))
+	in, err = parseInterrupts("wide", []byte(cpuHeader(maxInterruptColumns)+" 0:"+strings.Repeat(" 12345678901", maxInterruptColumns)+" IO-APIC 2-edge timer\nNMI: 1 Non-maskable interrupts\n"))
 	if err != nil || len(in.Lines) != 2 {
 		t.Fatalf("8192 columns: %v", err)
 	}
 }
 
 func TestParsePerCPUCountLimit(t *testing.T) {
-	if _, err := ParsePerCPUCount(strings.Repeat("0,", maxInterruptColumns-1) + "0"); err != nil {
+	if _, err := parsePerCPUCount(strings.Repeat("0,", maxInterruptColumns-1) + "0"); err != nil {
 		t.Fatalf("%d counts: %v", maxInterruptColumns, err)
 	}
-	_, err := ParsePerCPUCount(strings.Repeat("0,", maxInterruptColumns) + "0")
+	_, err := parsePerCPUCount(strings.Repeat("0,", maxInterruptColumns) + "0")
 	if err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Fatalf("%d counts: err = %v, want the limit", maxInterruptColumns+1, err)
 	}

@@ -47,7 +47,7 @@ func (d *IRQDebug) RefusesAffinity() bool {
 	return d.AffinityManaged() || d.Has("IRQD_PER_CPU") || d.Has("IRQD_NO_BALANCING")
 }
 
-// ParseIRQDebug parses the text of /sys/kernel/debug/irq/irqs/N, as printed
+// parseIRQDebug parses the text of /sys/kernel/debug/irq/irqs/N, as printed
 // by irq_debug_show():
 //
 //	handler:  handle_edge_irq
@@ -66,7 +66,7 @@ func (d *IRQDebug) RefusesAffinity() bool {
 // Bit names follow their state word, indented by 12 spaces; the chip's
 // "flags:" further down are IRQCHIP_* bits and not read. Only the dstate word
 // is required; name is used in errors.
-func ParseIRQDebug(name string, data []byte) (*IRQDebug, error) {
+func parseIRQDebug(name string, data []byte) (*IRQDebug, error) {
 	var d IRQDebug
 	found := false
 	inDState := false
@@ -126,5 +126,5 @@ func (f *FS) ReadIRQDebug(irq int) (*IRQDebug, error) {
 	if err != nil {
 		return nil, f.kernelErr(err)
 	}
-	return ParseIRQDebug("/"+p, b)
+	return parseIRQDebug("/"+p, b)
 }

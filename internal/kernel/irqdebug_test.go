@@ -29,7 +29,7 @@ func TestParseIRQDebug(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := ParseIRQDebug("/"+IRQDebugPath(tc.irq), data)
+		d, err := parseIRQDebug("/"+IRQDebugPath(tc.irq), data)
 		if err != nil {
 			t.Fatalf("irq %d: %v", tc.irq, err)
 		}
@@ -47,7 +47,7 @@ func TestParseIRQDebug(t *testing.T) {
 func TestParseIRQDebugRefusing(t *testing.T) {
 	// A per-CPU or unbalanced IRQ refuses affinity writes without being managed.
 	for _, flag := range []string{"IRQD_PER_CPU", "IRQD_NO_BALANCING"} {
-		d, err := ParseIRQDebug("x", []byte("handler:  handle_percpu_devid_irq\ndstate:   0x00010800\n            "+flag+"\nnode:     0\n"))
+		d, err := parseIRQDebug("x", []byte("handler:  handle_percpu_devid_irq\ndstate:   0x00010800\n            "+flag+"\nnode:     0\n"))
 		if err != nil || d.AffinityManaged() || !d.RefusesAffinity() {
 			t.Errorf("%s: %+v %v", flag, d, err)
 		}
@@ -65,7 +65,7 @@ func TestParseIRQDebugErrors(t *testing.T) {
 		"wide":        "dstate:   0x1ffffffff\n",
 		"colon flags": "dstate:   0x200\n     Vector:    35\n",
 	} {
-		_, err := ParseIRQDebug("/sys/kernel/debug/irq/irqs/7", []byte(text))
+		_, err := parseIRQDebug("/sys/kernel/debug/irq/irqs/7", []byte(text))
 		var pe *ParseError
 		if !errors.As(err, &pe) || pe.File != "/sys/kernel/debug/irq/irqs/7" {
 			t.Errorf("%s: %v", name, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -55,10 +56,9 @@ func (f *FS) Processes() ([]Process, error) {
 			continue // exited, or not a process directory
 		}
 		p := Process{PID: pid, Comm: strings.TrimSpace(string(comm))}
-		if st, err := f.readUnrecorded("proc/" + e.Name() + "/stat"); err == nil {
-			if p.StartTime, err = ParseStatStartTime(st); err != nil {
-				return nil, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-			}
+		// Unreadable (exited): StartTime 0. Unparsable: an error.
+		if p.StartTime, err = f.ProcStart(pid); err != nil && !errors.As(err, new(*fs.PathError)) {
+			return nil, err
 		}
 		out = append(out, p)
 	}
@@ -157,23 +157,19 @@ func rootProgram(dir, name string) bool {
 	return st.Uid == 0 && st.Mode&0o022 == 0
 }
 
-// ParseStatStartTime returns field 22 (starttime) of a /proc/PID/stat or
-// /proc/PID/task/TID/stat line. The command name (field 2) is in
-// parentheses and may hold spaces and parentheses itself, so fields are
-// counted from the last ')'.
-func ParseStatStartTime(data []byte) (uint64, error) {
-	closing := bytes.LastIndexByte(data, ')')
-	if closing < 0 || bytes.IndexByte(data, '(') < 0 {
-		return 0, fmt.Errorf("no (comm) in %q", truncate(data))
-	}
-	f := bytes.Fields(data[closing+1:])
-	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 22-2 {
-		return 0, fmt.Errorf("%d fields after comm, want at least %d", len(f), 22-2)
-	}
-	v, err := strconv.ParseUint(string(f[22-3]), 10, 64)
+// ProcStart is when process (or thread) pid started, in clock ticks after
+// boot: field 22 of /proc/PID/stat. With the id it names one process for
+// good (an id is reused, the pair is not). Like every process read, it is
+// never recorded into a capture. A missing process is the read's
+// fs.ErrNotExist.
+func (f *FS) ProcStart(pid int) (uint64, error) {
+	b, err := f.readUnrecorded(fmt.Sprintf("proc/%d/stat", pid))
 	if err != nil {
-		return 0, fmt.Errorf("field 22 (starttime) %q is not a number", truncate(f[22-3]))
+		return 0, err
+	}
+	v, err := parseStatStartTime(b)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return v, nil
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,23 +26,8 @@ func statLine(pid int, comm string, start uint64) string {
 	return strings.Join(f, " ") + "\n"
 }
 
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
 func TestProcessesFakeTree(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := tree(t, map[string]string{
 		"proc/1/comm":         "init\n",
 		"proc/1/stat":         statLine(1, "init", 2),
 		"proc/4242/comm":      "irqbalance\n",
@@ -91,7 +77,7 @@ func TestProcessesFakeTree(t *testing.T) {
 	}
 
 	// A malformed stat is an error naming the file.
-	bad := writeTree(t, map[string]string{"proc/5/comm": "x\n", "proc/5/stat": "5 (x) S 1 2\n"})
+	bad := tree(t, map[string]string{"proc/5/comm": "x\n", "proc/5/stat": "5 (x) S 1 2\n"})
 	if _, err := New(bad).Processes(); err == nil || !strings.Contains(err.Error(), "/proc/5/stat") {
 		t.Errorf("short stat: %v", err)
 	}
@@ -115,7 +101,7 @@ func TestParseStatStartTime(t *testing.T) {
 		{"12 x S", 0, "no (comm)"},
 		{strings.Replace(statLine(1, "x", 5), " 5 ", " -5 ", 1), 0, `field 22 (starttime) "-5" is not a number`},
 	} {
-		got, err := ParseStatStartTime([]byte(tc.in))
+		got, err := parseStatStartTime([]byte(tc.in))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want error %q", tc.in, err, tc.err)
@@ -124,6 +110,35 @@ func TestParseStatStartTime(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("%q: %d, %v, want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseTaskStat(t *testing.T) {
+	line := "4242 (my (odd) app) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 4 0 900 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n"
+	tt, err := parseTaskStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(TaskStat{TID: 4242, Comm: "my (odd) app", Flags: 4194560, UTime: 1234, STime: 567, CPU: 3}, tt); d != "" || tt.KernelThread() {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	k, err := parseTaskStat([]byte("12 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 31 0 0 20 0 1 0 10 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0"))
+	if err != nil || !k.KernelThread() || k.CPU != 1 || k.STime != 31 {
+		t.Fatalf("kthread %+v %v", k, err)
+	}
+	// This test process's own main thread, read live through FS.
+	pid := os.Getpid()
+	self, err := New("/").TaskStat(pid, pid)
+	if err != nil {
+		t.Skip(err)
+	}
+	if self.TID != pid || self.KernelThread() {
+		t.Errorf("self %+v", self)
+	}
+	for _, bad := range []string{"", "12 ksoftirqd S", "x (a) S 1", "12 (a) S 1 2 3"} {
+		if _, err := parseTaskStat([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }
@@ -141,7 +156,7 @@ func TestProcessesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	self, _ := os.ReadFile("/proc/self/stat")
-	start, err := ParseStatStartTime(self)
+	start, err := parseStatStartTime(self)
 	if err != nil {
 		t.Fatal(err)
 	}

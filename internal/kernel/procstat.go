@@ -30,7 +30,10 @@ type CPUStat struct {
 // columns, should a kernel add any, are ignored.
 const statCPUColumns = 10
 
-// ParseStatCPUs parses the per-CPU lines ("cpu0 …") of /proc/stat, which
+// StatCPUs reads the per-CPU lines of /proc/stat (parseStatCPUs).
+func (f *FS) StatCPUs() ([]CPUStat, error) { return readParsed(f, "proc/stat", parseStatCPUs) }
+
+// parseStatCPUs parses the per-CPU lines ("cpu0 …") of /proc/stat, which
 // the kernel prints for online CPUs only, and returns them by ascending CPU
 // id. The "cpu" total and every other line are skipped; a cpu line without
 // counters is skipped too. name is used in errors; bad input yields a
@@ -38,7 +41,7 @@ const statCPUColumns = 10
 //
 // Written here rather than with prometheus/procfs because procfs reads the
 // file itself, which a kernel.FS could not record for a capture.
-func ParseStatCPUs(name string, data []byte) ([]CPUStat, error) {
+func parseStatCPUs(name string, data []byte) ([]CPUStat, error) {
 	var out []CPUStat
 	seen := map[int]bool{}
 	for n, l := range bytes.Split(data, []byte("\n")) {
@@ -89,10 +92,15 @@ type SoftnetStat struct {
 // softnetMinColumns is the width of the oldest layout (2.6.23).
 const softnetMinColumns = 9
 
-// ParseSoftnet parses /proc/net/softnet_stat, one SoftnetStat per row in
+// Softnet reads /proc/net/softnet_stat (parseSoftnet).
+func (f *FS) Softnet() ([]SoftnetStat, error) {
+	return readParsed(f, "proc/net/softnet_stat", parseSoftnet)
+}
+
+// parseSoftnet parses /proc/net/softnet_stat, one SoftnetStat per row in
 // file order. Blank lines are skipped. name is used in errors; bad input
 // yields a *ParseError.
-func ParseSoftnet(name string, data []byte) ([]SoftnetStat, error) {
+func parseSoftnet(name string, data []byte) ([]SoftnetStat, error) {
 	var out []SoftnetStat
 	for n, l := range bytes.Split(data, []byte("\n")) {
 		f := bytes.Fields(l)

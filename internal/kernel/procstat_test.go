@@ -29,7 +29,7 @@ func TestParseStatCPUsFixtures(t *testing.T) {
 	for _, fx := range statFixtures {
 		t.Run(fx.tree, func(t *testing.T) {
 			data := readFixture(t, fx.tree+"/proc/stat")
-			got, err := ParseStatCPUs("/proc/stat", data)
+			got, err := parseStatCPUs("/proc/stat", data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestParseStatCPUsFixtures(t *testing.T) {
 		})
 	}
 	// One value read by eye: node_exporter's cpu7 guest_nice.
-	got, _ := ParseStatCPUs("x", readFixture(t, "node_exporter/proc/stat"))
+	got, _ := parseStatCPUs("x", readFixture(t, "node_exporter/proc/stat"))
 	if c := got[7]; c.CPU != 7 || c.User != 29098 || c.GuestNice != 8 || c.Guest != 9 {
 		t.Errorf("node_exporter cpu7: %+v", c)
 	}
@@ -96,7 +96,7 @@ func TestParseStatCPUs(t *testing.T) {
 		{"no cpu lines", "ctxt 5\nbtime 7\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseStatCPUs("x", []byte(tc.in))
+			got, err := parseStatCPUs("x", []byte(tc.in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestParseStatCPUs(t *testing.T) {
 		{"cpu0 1 2.5\n", `x:1: cpu0 column 2: "2.5" is not a number`},
 		{"cpu0 1 -2\n", `x:1: cpu0 column 2: "-2" is not a number`},
 	} {
-		_, err := ParseStatCPUs("x", []byte(bad.in))
+		_, err := parseStatCPUs("x", []byte(bad.in))
 		var pe *ParseError
 		if !errors.As(err, &pe) || err.Error() != bad.want {
 			t.Errorf("%q: %v, want %s", bad.in, err, bad.want)
@@ -129,7 +129,7 @@ func TestParseStatCPUs(t *testing.T) {
 func TestParseSoftnetFixtures(t *testing.T) {
 	for _, fx := range statFixtures {
 		t.Run(fx.tree, func(t *testing.T) {
-			got, err := ParseSoftnet("/proc/net/softnet_stat", readFixture(t, fx.tree+"/proc/net/softnet_stat"))
+			got, err := parseSoftnet("/proc/net/softnet_stat", readFixture(t, fx.tree+"/proc/net/softnet_stat"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,14 +161,14 @@ func TestParseSoftnetFixtures(t *testing.T) {
 	}
 	// Values read by eye from procfs's fixture: row 1 is CPU 1 with a
 	// backlog of 0xdc; row 2 has a time_squeeze above 2^31.
-	got, _ := ParseSoftnet("x", readFixture(t, "procfs/proc/net/softnet_stat"))
+	got, _ := parseSoftnet("x", readFixture(t, "procfs/proc/net/softnet_stat"))
 	if got[1].CPU != 1 || got[1].Backlog != 0xdc || got[1].Processed != 0x953d1a || got[2].TimeSqueeze != 0xf0000769 || got[2].CPU != -1 {
 		t.Errorf("procfs fixture: %+v", got)
 	}
 }
 
 func TestParseSoftnet(t *testing.T) {
-	got, err := ParseSoftnet("x", []byte("\n1 2 3 0 0 0 0 0 0 a b c 7 ff\n\n"))
+	got, err := parseSoftnet("x", []byte("\n1 2 3 0 0 0 0 0 0 a b c 7 ff\n\n"))
 	if err != nil || len(got) != 1 {
 		t.Fatalf("%+v %v", got, err)
 	}
@@ -176,7 +176,7 @@ func TestParseSoftnet(t *testing.T) {
 	if r := got[0]; r.Processed != 1 || r.ReceivedRPS != 10 || r.FlowLimit != 11 || r.Backlog != 12 || r.CPU != 7 || r.Columns != 14 {
 		t.Errorf("%+v", r)
 	}
-	if got, err := ParseSoftnet("x", nil); err != nil || len(got) != 0 {
+	if got, err := parseSoftnet("x", nil); err != nil || len(got) != 0 {
 		t.Errorf("empty file: %+v %v", got, err)
 	}
 	for _, bad := range []struct{ in, want string }{
@@ -184,7 +184,7 @@ func TestParseSoftnet(t *testing.T) {
 		{"0 0 0 0 0 0 0 0 0\n0 0 0 0 0 0 0 0 g\n", `x:2: column 9: "g" is not a 32-bit hex number`},
 		{"100000000 0 0 0 0 0 0 0 0\n", `x:1: column 1: "100000000" is not a 32-bit hex number`},
 	} {
-		_, err := ParseSoftnet("x", []byte(bad.in))
+		_, err := parseSoftnet("x", []byte(bad.in))
 		var pe *ParseError
 		if !errors.As(err, &pe) || err.Error() != bad.want {
 			t.Errorf("%q: %v, want %s", bad.in, err, bad.want)
@@ -196,7 +196,7 @@ func FuzzParseStatCPUs(f *testing.F) {
 	f.Add([]byte("cpu  1 2 3 4\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
 	f.Add([]byte("cpu7 1\ncpu3 2 2\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := ParseStatCPUs("f", b)
+		got, err := parseStatCPUs("f", b)
 		if err != nil {
 			return
 		}
@@ -211,7 +211,7 @@ func FuzzParseStatCPUs(f *testing.F) {
 func FuzzParseSoftnet(f *testing.F) {
 	f.Add([]byte("0 0 0 0 0 0 0 0 0\n1 2 3 4 5 6 7 8 9 a b c d\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := ParseSoftnet("f", b)
+		got, err := parseSoftnet("f", b)
 		if err != nil {
 			return
 		}

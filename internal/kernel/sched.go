@@ -129,12 +129,9 @@ func taskErr(tid int, err error) error {
 // a thread id reused by a new thread has another start time. Like every
 // process read, it is never recorded into a capture.
 func (f *FS) TaskStart(tid int) (uint64, error) {
-	b, err := f.readUnrecorded(fmt.Sprintf("proc/%d/stat", tid))
-	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, os.ErrNotExist) {
-			return 0, fmt.Errorf("thread %d: %w", tid, ErrNoSuchTask)
-		}
-		return 0, err
+	start, err := f.ProcStart(tid)
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("thread %d: %w", tid, ErrNoSuchTask)
 	}
-	return ParseStatStartTime(b)
+	return start, err
 }

@@ -194,7 +194,7 @@ func TestSnapshot1152CPUInterrupts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := ParseInterrupts("/proc/interrupts", b)
+	in, err := parseInterrupts("/proc/interrupts", b)
 	if err != nil || len(in.CPUs) != 1152 || len(in.Lines) != 1056 {
 		t.Fatalf("parse: %v", err)
 	}

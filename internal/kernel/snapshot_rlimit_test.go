@@ -72,7 +72,7 @@ func snapChild(t *testing.T, snap string) {
 	for range 3 {
 		data, err := fs.ReadFile("proc/interrupts")
 		if err == nil {
-			_, err = ParseInterrupts("/proc/interrupts", data)
+			_, err = parseInterrupts("/proc/interrupts", data)
 		}
 		t.Logf("read: %v", err)
 	}

@@ -144,7 +144,7 @@ func TestSnapshotStaleDirsRemoved(t *testing.T) {
 	}
 	dead := c.Process.Pid
 	self := os.Getpid()
-	start, err := procStartTime(self)
+	start, err := New("/").ProcStart(self)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,9 +71,9 @@ func (f *FS) ReadSysIRQ(irq int) (*SysIRQ, error) {
 	s.HWIRQ = read("hwirq")
 	s.Name = read("name")
 	s.Type = read("type")
-	s.Actions = ParseSysIRQActions(read("actions"))
+	s.Actions = parseSysIRQActions(read("actions"))
 	if pc := read("per_cpu_count"); pc != "" {
-		counts, err := ParsePerCPUCount(pc)
+		counts, err := parsePerCPUCount(pc)
 		if err != nil {
 			return nil, fmt.Errorf("/%s/per_cpu_count: %w", dir, err)
 		}
@@ -82,8 +82,8 @@ func (f *FS) ReadSysIRQ(irq int) (*SysIRQ, error) {
 	return s, nil
 }
 
-// ParsePerCPUCount parses per_cpu_count ("0,41924").
-func ParsePerCPUCount(s string) ([]uint64, error) {
+// parsePerCPUCount parses per_cpu_count ("0,41924").
+func parsePerCPUCount(s string) ([]uint64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, fmt.Errorf("empty per_cpu_count")
@@ -103,9 +103,9 @@ func ParsePerCPUCount(s string) ([]uint64, error) {
 	return out, nil
 }
 
-// ParseSysIRQActions splits the actions file ("eth0-TxRx-0" or
+// parseSysIRQActions splits the actions file ("eth0-TxRx-0" or
 // "PCIe PME,pciehp"; the kernel joins names with a bare comma).
-func ParseSysIRQActions(s string) []string {
+func parseSysIRQActions(s string) []string {
 	var out []string
 	for _, a := range strings.Split(s, ",") {
 		if a = strings.TrimSpace(a); a != "" {

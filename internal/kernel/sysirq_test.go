@@ -8,22 +8,22 @@ import (
 )
 
 func TestParsePerCPUCount(t *testing.T) {
-	got, err := ParsePerCPUCount("0,41924\n")
+	got, err := parsePerCPUCount("0,41924\n")
 	if err != nil || !slices.Equal(got, []uint64{0, 41924}) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if got, err := ParsePerCPUCount("18446744073709551615"); err != nil || got[0] != 1<<64-1 {
+	if got, err := parsePerCPUCount("18446744073709551615"); err != nil || got[0] != 1<<64-1 {
 		t.Fatalf("max uint64: %v %v", got, err)
 	}
 	for _, bad := range []string{"", "1,,2", "1,x", "1, 2", "-1", "18446744073709551616"} {
-		if _, err := ParsePerCPUCount(bad); err == nil {
+		if _, err := parsePerCPUCount(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if a := ParseSysIRQActions("PCIe PME,pciehp\n"); !slices.Equal(a, []string{"PCIe PME", "pciehp"}) {
+	if a := parseSysIRQActions("PCIe PME,pciehp\n"); !slices.Equal(a, []string{"PCIe PME", "pciehp"}) {
 		t.Errorf("actions %q", a)
 	}
-	if a := ParseSysIRQActions(""); a != nil {
+	if a := parseSysIRQActions(""); a != nil {
 		t.Errorf("empty actions %q", a)
 	}
 }
@@ -65,7 +65,7 @@ func crossCheckAll(t *testing.T, fs *FS) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := ParseInterrupts("/proc/interrupts", data)
+	in, err := parseInterrupts("/proc/interrupts", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestCrossCheckReportsMismatch(t *testing.T) {
 	// what sysfs would say after a driver renamed its handler.
 	in := parseFixture(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz!proc/interrupts")
 	l := in.Line(124)
-	same := &SysIRQ{ChipName: "IR-PCI-MSI-0000:16:02.0", Actions: ParseSysIRQActions("PCIe PME,pciehp")}
+	same := &SysIRQ{ChipName: "IR-PCI-MSI-0000:16:02.0", Actions: parseSysIRQActions("PCIe PME,pciehp")}
 	if d := same.CrossCheck(l); d != nil {
 		t.Errorf("agreeing rows reported: %v", d)
 	}

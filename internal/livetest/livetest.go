@@ -156,11 +156,7 @@ func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := fs.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	in, err := fs.Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +229,7 @@ func MovableIRQ(t testing.TB, fs *kernel.FS) (int, string) {
 // IRQCount is irq's interrupts so far, all CPUs (/proc/interrupts).
 func IRQCount(t testing.TB, fs *kernel.FS, irq int) uint64 {
 	t.Helper()
-	data, err := fs.ReadFile("proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	in, err := fs.Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}

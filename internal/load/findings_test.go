@@ -1,7 +1,6 @@
 package load
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,7 +23,7 @@ func craft(n int) *crafted {
 			s.Interrupts.CPUs = append(s.Interrupts.CPUs, i)
 			s.Softnet = append(s.Softnet, SoftnetCounters{CPU: i, Processed: 1000, Columns: 13})
 		}
-		s.Softirqs = &Softirqs{CPUs: s.Interrupts.CPUs, Types: []string{"NET_RX", "NET_TX", "BLOCK"}}
+		s.Softirqs = &kernel.Softirqs{CPUs: s.Interrupts.CPUs, Types: []string{"NET_RX", "NET_TX", "BLOCK"}}
 		for range s.Softirqs.Types {
 			s.Softirqs.Counts = append(s.Softirqs.Counts, make([]uint64, n))
 		}
@@ -423,29 +422,3 @@ func ids(fs []Finding) []string {
 }
 
 func (s Severity) String() string { return string(s) }
-
-func TestParseTaskStat(t *testing.T) {
-	line := "4242 (my (odd) app) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 567 0 0 20 0 4 0 900 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n"
-	tt, err := ParseTaskStat([]byte(line))
-	if err != nil || tt.TID != 4242 || tt.Comm != "my (odd) app" || tt.UTime != 1234 || tt.STime != 567 || tt.CPU != 3 || tt.Kernel {
-		t.Fatalf("%+v %v", tt, err)
-	}
-	k, err := ParseTaskStat([]byte("12 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 31 0 0 20 0 1 0 10 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0"))
-	if err != nil || !k.Kernel || k.CPU != 1 || k.STime != 31 {
-		t.Fatalf("kthread %+v %v", k, err)
-	}
-	// This test process's own main thread, read live.
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Skip(err)
-	}
-	self, err := ParseTaskStat(b)
-	if err != nil || self.TID != os.Getpid() || self.Kernel {
-		t.Errorf("self %+v %v", self, err)
-	}
-	for _, bad := range []string{"", "12 ksoftirqd S", "x (a) S 1", "12 (a) S 1 2 3"} {
-		if _, err := ParseTaskStat([]byte(bad)); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}

@@ -389,7 +389,7 @@ func isFunctionCall(c *kernel.InterruptLine) bool {
 	return c.Name == "CAL" || strings.HasPrefix(c.Description, "Function call interrupts")
 }
 
-func softirqRates(l *Load, prev, cur *Softirqs, cpuIdx map[int]int, sec float64) {
+func softirqRates(l *Load, prev, cur *kernel.Softirqs, cpuIdx map[int]int, sec float64) {
 	l.SoftirqTypes = append([]string(nil), cur.Types...)
 	prevCol := make(map[int]int, len(prev.CPUs))
 	for i, id := range prev.CPUs {

@@ -321,7 +321,7 @@ func TestDelta32(t *testing.T) {
 // Old kernels (before 5.10, commit 7d58e6555870) print no CPU column and
 // skip offline CPUs: the rows belong to the online CPUs in order.
 func TestSoftnetRowsWithoutCPUColumn(t *testing.T) {
-	rows := readSoftnetRows(t, "../../../shared/fixtures/node_exporter/proc/net/softnet_stat")
+	rows := readSoftnetRows(t, "../../../shared/fixtures/node_exporter")
 	if len(rows) != 4 || rows[0].Columns != 11 {
 		t.Fatalf("fixture changed: %d rows, width %d", len(rows), rows[0].Columns)
 	}
@@ -339,7 +339,7 @@ func TestSoftnetRowsWithoutCPUColumn(t *testing.T) {
 		t.Errorf("row/CPU mismatch: %v", err)
 	}
 	// 13-column rows carry the CPU id; the online list is not used.
-	rows2 := readSoftnetRows(t, "../../../shared/fixtures/procfs/proc/net/softnet_stat")
+	rows2 := readSoftnetRows(t, "../../../shared/fixtures/procfs")
 	for i, r := range rows2 {
 		if r.Columns >= 13 {
 			got, err := softnetRows(rows2[i:i+1], nil)
@@ -350,79 +350,12 @@ func TestSoftnetRowsWithoutCPUColumn(t *testing.T) {
 	}
 }
 
-func readSoftnetRows(t *testing.T, path string) []kernel.SoftnetStat {
+// readSoftnetRows reads proc/net/softnet_stat below root.
+func readSoftnetRows(t *testing.T, root string) []kernel.SoftnetStat {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := kernel.ParseSoftnet(path, b)
+	rows, err := kernel.New(root).Softnet()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rows
-}
-
-func TestParseSoftirqs(t *testing.T) {
-	for _, path := range []string{"../../../shared/fixtures/procfs/proc/softirqs", "../../../shared/fixtures/node_exporter/proc/softirqs", "testdata/udp-loopback/a/proc/softirqs"} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sq, err := ParseSoftirqs(path, b)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		want := nums(t, fileFields(t, path, "NET_RX:"), 10)
-		i := indexOf(sq.Types, "NET_RX")
-		if i < 0 || len(sq.CPUs) != len(want) {
-			t.Fatalf("%s: types %v cpus %v", path, sq.Types, sq.CPUs)
-		}
-		for c := range want {
-			if float64(sq.Counts[i][c]) != want[c] || sq.CPUs[c] != c {
-				t.Errorf("%s: NET_RX CPU%d = %d, want %.0f", path, sq.CPUs[c], sq.Counts[i][c], want[c])
-			}
-		}
-	}
-	// Sparse CPU ids are kept (procfs would lose them).
-	sq, err := ParseSoftirqs("x", []byte("    CPU0  CPU3\n HI: 1 2\n NET_RX: 30 40\n"))
-	if err != nil || sq.CPUs[1] != 3 || sq.Counts[1][1] != 40 {
-		t.Errorf("sparse: %+v %v", sq, err)
-	}
-	for _, bad := range []struct{ in, want string }{
-		{"", "x:1: empty file"},
-		{"CPU0 CPUx\n", "x:1: header field \"CPUx\""},
-		{"CPU0 CPU1\nHI: 1\n", "x:2: HI: 1 counts for 2 CPUs"},
-		{"CPU0\nHI: 1\nNET_RX: z\n", "x:3: NET_RX CPU0: count \"z\""},
-		{"CPU0\nHI 1\n", "x:2: no label"},
-	} {
-		if _, err := ParseSoftirqs("x", []byte(bad.in)); err == nil || !strings.HasPrefix(err.Error(), bad.want) {
-			t.Errorf("%q: %v, want %q", bad.in, err, bad.want)
-		}
-	}
-}
-
-func indexOf(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
-}
-
-func FuzzParseSoftirqs(f *testing.F) {
-	f.Add([]byte("    CPU0  CPU1\n HI: 1 2\n NET_RX: 30 40\n"))
-	f.Add([]byte("CPU0\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		sq, err := ParseSoftirqs("fuzz", b)
-		if err != nil {
-			return
-		}
-		for _, row := range sq.Counts {
-			if len(row) != len(sq.CPUs) {
-				t.Fatalf("row of %d for %d CPUs", len(row), len(sq.CPUs))
-			}
-		}
-	})
 }

@@ -7,11 +7,10 @@
 package load
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -43,7 +42,7 @@ type Sample struct {
 	// Interrupts is /proc/interrupts.
 	Interrupts *kernel.Interrupts `json:"interrupts"`
 	// Softirqs is /proc/softirqs (nil: unreadable).
-	Softirqs *Softirqs `json:"softirqs,omitempty"`
+	Softirqs *kernel.Softirqs `json:"softirqs,omitempty"`
 	// Softnet is /proc/net/softnet_stat, one entry per CPU row (nil: unreadable).
 	Softnet []SoftnetCounters `json:"softnet,omitempty"`
 	// Tasks are every thread's CPU times (only when Sampler.Tasks is set).
@@ -60,13 +59,6 @@ type Sample struct {
 type CPUTimes struct {
 	ID int `json:"id"`
 	CPUTime
-}
-
-// Softirqs is /proc/softirqs: Counts[t][i] is softirq type Types[t] on CPU CPUs[i].
-type Softirqs struct {
-	CPUs   []int      `json:"cpus"`
-	Types  []string   `json:"types"`
-	Counts [][]uint64 `json:"counts"`
 }
 
 // SoftnetCounters is one row of /proc/net/softnet_stat. The kernel keeps
@@ -128,11 +120,7 @@ func (s *Sampler) Sample() (*Sample, error) {
 	}
 
 	// /proc/stat: all columns, or fewer on old kernels (missing ones are 0).
-	data, err := s.fs.ReadFile("proc/stat")
-	if err != nil {
-		return nil, err
-	}
-	st, err := kernel.ParseStatCPUs("/proc/stat", data)
+	st, err := s.fs.StatCPUs()
 	if err != nil {
 		return nil, err
 	}
@@ -148,24 +136,16 @@ func (s *Sampler) Sample() (*Sample, error) {
 		return nil, errors.New("/proc/stat: no per-CPU lines")
 	}
 
-	data, err = s.fs.ReadFile("proc/interrupts")
-	if err != nil {
-		return nil, err
-	}
-	if smp.Interrupts, err = kernel.ParseInterrupts("/proc/interrupts", data); err != nil {
+	if smp.Interrupts, err = s.fs.Interrupts(); err != nil {
 		return nil, err
 	}
 
-	if data, err := s.fs.ReadFile("proc/softirqs"); err != nil {
-		smp.Unavailable = append(smp.Unavailable, "/proc/softirqs: "+err.Error())
-	} else if smp.Softirqs, err = ParseSoftirqs("/proc/softirqs", data); err != nil {
-		smp.Unavailable = append(smp.Unavailable, err.Error())
+	if smp.Softirqs, err = s.fs.Softirqs(); err != nil {
+		smp.Unavailable = append(smp.Unavailable, unavailable("/proc/softirqs", err))
 	}
 
-	if data, err := s.fs.ReadFile("proc/net/softnet_stat"); err != nil {
-		smp.Unavailable = append(smp.Unavailable, "/proc/net/softnet_stat: "+err.Error())
-	} else if rows, err := kernel.ParseSoftnet("/proc/net/softnet_stat", data); err != nil {
-		smp.Unavailable = append(smp.Unavailable, err.Error())
+	if rows, err := s.fs.Softnet(); err != nil {
+		smp.Unavailable = append(smp.Unavailable, unavailable("/proc/net/softnet_stat", err))
 	} else {
 		online := make([]int, len(smp.CPUs))
 		for i, c := range smp.CPUs {
@@ -198,19 +178,21 @@ func (s *Sampler) Sample() (*Sample, error) {
 }
 
 func (s *Sampler) uptime() (time.Duration, error) {
-	str, err := s.fs.ReadString("proc/uptime")
-	if err != nil {
+	up, err := s.fs.Uptime()
+	if errors.As(err, new(*iofs.PathError)) {
 		return 0, fmt.Errorf("interval clock below %s: %w", s.fs.Root(), err)
 	}
-	f := strings.Fields(str)
-	if len(f) == 0 {
-		return 0, fmt.Errorf("%s: empty", s.fs.Path("proc/uptime"))
+	return up, err
+}
+
+// unavailable says why an optional source is missing: a parse error names
+// its file and line, a read error gets the file's name in front.
+func unavailable(path string, err error) string {
+	var pe *kernel.ParseError
+	if errors.As(err, &pe) {
+		return err.Error()
 	}
-	sec, err := strconv.ParseFloat(f[0], 64)
-	if err != nil || sec < 0 {
-		return 0, fmt.Errorf("%s: %q is not a number of seconds", s.fs.Path("proc/uptime"), f[0])
-	}
-	return time.Duration(sec * float64(time.Second)), nil
+	return path + ": " + err.Error()
 }
 
 // ticks converts USER_HZ clock ticks to seconds.
@@ -243,52 +225,4 @@ func softnetRows(rows []kernel.SoftnetStat, online []int) ([]SoftnetCounters, er
 		out[i] = c
 	}
 	return out, nil
-}
-
-// ParseSoftirqs parses /proc/softirqs keeping the CPU ids of the header.
-//
-// Written here rather than using procfs.FS.Softirqs because procfs drops the
-// header, so its columns carry no CPU ids, and it knows only the ten softirq
-// names of today's kernels (older ones have BLOCK_IOPOLL, newer may add
-// more).
-func ParseSoftirqs(name string, data []byte) (*Softirqs, error) {
-	lines := bytes.Split(data, []byte("\n"))
-	if len(lines) == 0 || len(bytes.TrimSpace(lines[0])) == 0 {
-		return nil, &kernel.ParseError{File: name, Line: 1, Msg: "empty file"}
-	}
-	sq := &Softirqs{}
-	for _, f := range bytes.Fields(lines[0]) {
-		id, err := strconv.Atoi(string(bytes.TrimPrefix(f, []byte("CPU"))))
-		if !bytes.HasPrefix(f, []byte("CPU")) || err != nil || id < 0 {
-			return nil, &kernel.ParseError{File: name, Line: 1, Msg: fmt.Sprintf("header field %q is not CPUn", f)}
-		}
-		sq.CPUs = append(sq.CPUs, id)
-	}
-	if len(sq.CPUs) == 0 {
-		return nil, &kernel.ParseError{File: name, Line: 1, Msg: "header names no CPU"}
-	}
-	for n, l := range lines[1:] {
-		f := bytes.Fields(l)
-		if len(f) == 0 {
-			continue
-		}
-		label, ok := bytes.CutSuffix(f[0], []byte(":"))
-		if !ok || len(label) == 0 {
-			return nil, &kernel.ParseError{File: name, Line: n + 2, Msg: fmt.Sprintf("no label in %q", l)}
-		}
-		if len(f)-1 != len(sq.CPUs) {
-			return nil, &kernel.ParseError{File: name, Line: n + 2, Msg: fmt.Sprintf("%s: %d counts for %d CPUs", label, len(f)-1, len(sq.CPUs))}
-		}
-		row := make([]uint64, len(sq.CPUs))
-		for i, v := range f[1:] {
-			c, err := strconv.ParseUint(string(v), 10, 64)
-			if err != nil {
-				return nil, &kernel.ParseError{File: name, Line: n + 2, Msg: fmt.Sprintf("%s CPU%d: count %q is not a number", label, sq.CPUs[i], v)}
-			}
-			row[i] = c
-		}
-		sq.Types = append(sq.Types, string(label))
-		sq.Counts = append(sq.Counts, row)
-	}
-	return sq, nil
 }

@@ -1,11 +1,10 @@
 package load
 
 import (
-	"bytes"
-	"fmt"
+	"errors"
+	iofs "io/fs"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -33,8 +32,6 @@ type TaskLoad struct {
 	Kernel bool    `json:"kernel"`
 }
 
-const pfKthread = 0x00200000 // include/linux/sched.h
-
 // readTasks reads every thread's stat below fs. Threads that exit while
 // being read are skipped.
 func readTasks(fs *kernel.FS) ([]TaskTimes, error) {
@@ -59,71 +56,22 @@ func readTasksOf(fs *kernel.FS, procs []string) ([]TaskTimes, error) {
 			continue
 		}
 		for _, t := range tids {
-			data, err := fs.ReadFile("proc/" + p + "/task/" + t + "/stat")
+			tid, err := strconv.Atoi(t)
 			if err != nil {
 				continue
 			}
-			tt, err := ParseTaskStat(data)
-			if err != nil {
-				return nil, fmt.Errorf("/proc/%s/task/%s/stat: %w", p, t, err)
+			st, err := fs.TaskStat(pid, tid)
+			if errors.As(err, new(*iofs.PathError)) {
+				continue // exited
 			}
-			tt.PID = pid
-			out = append(out, tt)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, TaskTimes{PID: pid, TID: st.TID, Comm: st.Comm, UTime: st.UTime, STime: st.STime,
+				CPU: st.CPU, Kernel: st.KernelThread()})
 		}
 	}
 	return out, nil
-}
-
-// ParseTaskStat parses a /proc/PID/stat or /proc/PID/task/TID/stat line.
-// The command name is in parentheses and may itself contain spaces and
-// parentheses, so the fields are counted from the last ')'.
-func ParseTaskStat(data []byte) (TaskTimes, error) {
-	var t TaskTimes
-	open := bytes.IndexByte(data, '(')
-	closing := bytes.LastIndexByte(data, ')')
-	if open < 0 || closing < open {
-		return t, fmt.Errorf("no (comm) in %q", truncate(data))
-	}
-	tid, err := strconv.Atoi(strings.TrimSpace(string(data[:open])))
-	if err != nil {
-		return t, fmt.Errorf("pid %q is not a number", data[:open])
-	}
-	t.TID, t.Comm = tid, string(data[open+1:closing])
-	f := strings.Fields(string(data[closing+1:]))
-	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 37 {
-		return t, fmt.Errorf("%d fields after comm, want at least 37", len(f))
-	}
-	num := func(n int) (uint64, error) {
-		v, err := strconv.ParseUint(f[n-3], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("field %d %q is not a number", n, f[n-3])
-		}
-		return v, nil
-	}
-	flags, err := num(9)
-	if err != nil {
-		return t, err
-	}
-	if t.UTime, err = num(14); err != nil {
-		return t, err
-	}
-	if t.STime, err = num(15); err != nil {
-		return t, err
-	}
-	cpu, err := num(39)
-	if err != nil {
-		return t, err
-	}
-	t.CPU, t.Kernel = int(cpu), flags&pfKthread != 0
-	return t, nil
-}
-
-func truncate(b []byte) string {
-	if len(b) > 60 {
-		return string(b[:60]) + "…"
-	}
-	return string(b)
 }
 
 // MinTaskBusy is the smallest CPU use (percent of one CPU) for which a

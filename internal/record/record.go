@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
@@ -71,7 +72,7 @@ type line struct {
 	IRQCPUs     []int                  `json:"irq_cpus"`
 	IRQs        []irqRow               `json:"irqs"`
 	IRQInfo     map[string]*irqInfo    `json:"irq_info,omitempty"`
-	Softirqs    *load.Softirqs         `json:"softirqs,omitempty"`
+	Softirqs    *kernel.Softirqs       `json:"softirqs,omitempty"`
 	Softnet     []load.SoftnetCounters `json:"softnet,omitempty"`
 	Unavailable []string               `json:"unavailable,omitempty"`
 	Cost        *bpfcost.Snapshot      `json:"cost,omitempty"`

@@ -1,7 +1,9 @@
-// Package report turns recordings (internal/record) into charts drawn with
-// gonum.org/v1/plot — per-core utilisation across a cluster of hosts, per-CPU
-// load over time, per-IRQ rates over time — and writes them as PNG, SVG or a
-// self-contained HTML page (images inlined as data: URIs, no network).
+// Package report draws every chart of irqpilot with gonum.org/v1/plot:
+// recordings' (internal/record) — per-core utilisation across a cluster of
+// hosts, per-CPU load over time, per-IRQ rates over time, interrupts per CPU
+// by device — written as PNG, SVG or a self-contained HTML page (images
+// inlined as data: URIs, no network); a bench's and a sweep's results
+// (internal/bench); and the simulator's curves (internal/sim).
 package report
 
 import (

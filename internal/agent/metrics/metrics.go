@@ -196,11 +196,7 @@ func newCPUCollector(src *Source) collector {
 }
 
 func (c *cpuCollector) Update(ch chan<- prometheus.Metric) error {
-	data, err := c.src.FS.ReadFile("proc/stat")
-	if err != nil {
-		return err
-	}
-	st, err := kernel.ParseStatCPUs("/proc/stat", data)
+	st, err := c.src.FS.StatCPUs()
 	if err != nil {
 		return err
 	}
@@ -264,11 +260,7 @@ func (c *interruptsCollector) Update(ch chan<- prometheus.Metric) error {
 	if h == nil {
 		return errors.New("no host model yet")
 	}
-	data, err := c.src.FS.ReadFile("proc/interrupts")
-	if err != nil {
-		return err
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", data)
+	in, err := c.src.FS.Interrupts()
 	if err != nil {
 		return err
 	}
@@ -313,11 +305,7 @@ func newSoftnetCollector(src *Source) collector {
 }
 
 func (c *softnetCollector) Update(ch chan<- prometheus.Metric) error {
-	data, err := c.src.FS.ReadFile("proc/net/softnet_stat")
-	if err != nil {
-		return err
-	}
-	rows, err := kernel.ParseSoftnet("/proc/net/softnet_stat", data)
+	rows, err := c.src.FS.Softnet()
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"golang.org/x/sys/unix"
 )
 
@@ -285,14 +286,4 @@ func statFields(b []byte) []string {
 	return strings.Fields(string(b[i+1:]))
 }
 
-func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := statFields(b)
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
+func startTime(pid int) (uint64, error) { return kernel.New("/").ProcStart(pid) }

@@ -250,6 +250,13 @@ func (t *Testbed) Down() error {
 			errs = append(errs, err)
 		}
 	}
+	// The kernel frees a namespace, its veth end and the NAPI threads in a
+	// work queue after the name is gone: wait for the threads, so that
+	// what comes next (another testbed, a check) finds the machine as it
+	// was before Up.
+	for deadline := time.Now().Add(5 * time.Second); t.Threaded && len(t.NAPIThreads()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if t.Dir != "" && strings.Contains(filepath.Base(t.Dir), Prefix) {
 		if err := os.RemoveAll(t.Dir); err != nil {
 			errs = append(errs, err)

@@ -107,7 +107,11 @@ func TestUpDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The master forks its workers after it listens: give them a moment.
 	workers := Children(ng.PID)
+	for deadline := time.Now().Add(5 * time.Second); len(workers) < 2 && time.Now().Before(deadline); workers = Children(ng.PID) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if len(workers) != 2 {
 		t.Errorf("nginx workers %v, want 2", workers)
 	}

@@ -128,8 +128,8 @@ func (w *DBWorkload) startServer() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", tb.ClientNS, "sysbench"},
-		w.sysbenchArgs("prepare")...)...).CombinedOutput(); err != nil {
+	argv := w.client(append([]string{"sysbench"}, w.sysbenchArgs("prepare")...)...)
+	if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
 		return fmt.Errorf("sysbench prepare: %v: %s", err, Tail(out, 400))
 	}
 	return nil

@@ -71,6 +71,9 @@ type AppInfo struct {
 	NetNS string `json:"-"`
 	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
 	NAPIThreads []int `json:"napi_threads,omitempty"`
+	// FS is the machine the application runs on (set by bench's
+	// Runner.Start; nil: the live machine).
+	FS *kernel.FS `json:"-"`
 	// Disk is the block device the storage workload reads ("" otherwise);
 	// its IRQs are the only IRQs a storage configuration may place.
 	Disk string `json:"disk,omitempty"`

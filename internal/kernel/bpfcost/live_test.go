@@ -12,7 +12,6 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
-	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // bpftoolCount is how many BPF programs (what="prog") or links are loaded.
@@ -29,21 +28,14 @@ func bpftoolCount(t *testing.T, what string) int {
 	return len(l)
 }
 
-func counters(t *testing.T) (*load.Softirqs, *kernel.Interrupts) {
+func counters(t *testing.T) (*kernel.Softirqs, *kernel.Interrupts) {
 	t.Helper()
-	b, err := os.ReadFile("/proc/softirqs")
+	live := kernel.New("/")
+	sq, err := live.Softirqs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sq, err := load.ParseSoftirqs("/proc/softirqs", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err = os.ReadFile("/proc/interrupts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := kernel.ParseInterrupts("/proc/interrupts", b)
+	in, err := live.Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}

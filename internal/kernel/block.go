@@ -1,0 +1,72 @@
+package kernel
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// BlockStat is the start of /sys/block/DEV/stat (the kernel's
+// Documentation/block/stat.rst): requests completed, by direction. Later
+// fields are not read.
+type BlockStat struct {
+	ReadIOs  uint64 // field 1
+	WriteIOs uint64 // field 5
+}
+
+// BlockStat reads /sys/block/DEV/stat (recorded like any ReadFile).
+func (f *FS) BlockStat(dev string) (BlockStat, error) {
+	p := "sys/block/" + dev + "/stat"
+	s, err := f.ReadString(p)
+	if err != nil {
+		return BlockStat{}, fmt.Errorf("/%s: %w", p, err)
+	}
+	return parseBlockStat("/"+p, s)
+}
+
+// parseBlockStat parses the text of a block device's stat file; name is
+// used in errors.
+func parseBlockStat(name, s string) (BlockStat, error) {
+	f := strings.Fields(s)
+	if len(f) < 5 {
+		return BlockStat{}, fmt.Errorf("%s: want ≥ 5 fields, got %q", name, s)
+	}
+	var st BlockStat
+	for _, c := range []struct {
+		field int
+		dst   *uint64
+	}{{1, &st.ReadIOs}, {5, &st.WriteIOs}} {
+		n, err := strconv.ParseUint(f[c.field-1], 10, 64)
+		if err != nil {
+			return BlockStat{}, fmt.Errorf("%s field %d: %q is not a number", name, c.field, f[c.field-1])
+		}
+		*c.dst = n
+	}
+	return st, nil
+}
+
+// BlockInFlight reads /sys/block/DEV/inflight: the requests a block device
+// has in flight, reads and writes (recorded like any ReadFile).
+func (f *FS) BlockInFlight(dev string) (reads, writes int, err error) {
+	p := "sys/block/" + dev + "/inflight"
+	s, err := f.ReadString(p)
+	if err != nil {
+		return 0, 0, fmt.Errorf("/%s: %w", p, err)
+	}
+	return parseBlockInFlight("/"+p, s)
+}
+
+// parseBlockInFlight parses "reads writes"; name is used in errors.
+func parseBlockInFlight(name, s string) (reads, writes int, err error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("%s: want 2 numbers (reads writes), got %q", name, s)
+	}
+	var n [2]int
+	for i, x := range f {
+		if n[i], err = strconv.Atoi(x); err != nil {
+			return 0, 0, fmt.Errorf("%s: %q is not a number", name, x)
+		}
+	}
+	return n[0], n[1], nil
+}
