@@ -81,7 +81,7 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 	if unit == "" {
 		unit = b.Unit
 	}
-	head := fmt.Sprintf("objective %s: %s measured %s %s against %s's %s %s", obj.Describe(), best, FormatFigure(w.Throughput.Point), unit, baseline, FormatFigure(b.Throughput.Point), unit)
+	head := fmt.Sprintf("objective %s: %s measured %s %s against %s's %s %s (medians)", obj.Describe(), best, FormatFigure(w.Throughput.Point), unit, baseline, FormatFigure(b.Throughput.Point), unit)
 	twinText := "no A/A twin measured"
 	if t.Ratio != nil {
 		twinText = fmt.Sprintf("A/A twin %s %.3fx", twin, t.Ratio.Point)
@@ -93,17 +93,17 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 	case w.Verdict == stats.VerdictNoData || b.Verdict == stats.VerdictNoData && w.Ratio == nil:
 		j.Why = fmt.Sprintf("objective %s: %s or %s has no measured %s; keeping the baseline", obj.Describe(), best, baseline, obj)
 	case w.Verdict == stats.VerdictIndicative || math.IsNaN(width):
-		j.Why = fmt.Sprintf("%s, %.3fx over %d paired rounds (indicative: a verdict and an A/A interval need %d rounds or more); %s; keeping the baseline",
+		j.Why = fmt.Sprintf("%s; per-round ratio %.3fx over %d paired rounds (indicative: a verdict and an A/A interval need %d rounds or more); %s; keeping the baseline",
 			head, w.Ratio.Point, w.Paired, stats.MinRuns, twinText)
 	case w.Verdict != stats.VerdictBetter:
-		j.Why = fmt.Sprintf("%s, %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): %s; %s; keeping the baseline",
+		j.Why = fmt.Sprintf("%s; per-round ratio %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): %s; %s; keeping the baseline",
 			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, w.Verdict, twinText)
 	case math.Abs(w.Ratio.Point-1) <= width:
-		j.Why = fmt.Sprintf("%s, %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): better by the test but inside the A/A noise; %s; keeping the baseline",
+		j.Why = fmt.Sprintf("%s; per-round ratio %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): better by the test but inside the A/A noise; %s; keeping the baseline",
 			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, twinText)
 	default:
 		j.Kept = true
-		j.Why = fmt.Sprintf("%s, %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds), beyond the A/A noise; %s; kept",
+		j.Why = fmt.Sprintf("%s; per-round ratio %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds), beyond the A/A noise; %s; kept",
 			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, twinText)
 	}
 	if j.Kept && w.PerCPUSecond != nil && b.PerCPUSecond != nil && obj != ObjectiveCPUPerOp {
