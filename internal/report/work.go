@@ -211,7 +211,7 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 // them. Without an inventory every named device counts.
 func (r *Run) napiLabel(n bpfcost.NAPIRate) (string, bool) {
 	if n.Dev == "" {
-		return "backlog NAPI polls (veth, RPS)", true
+		return "backlog NAPI polls (veth, loopback, RPS)", true
 	}
 	if r.inv != nil {
 		if nic := r.inv.NIC(n.Dev); nic != nil && len(nic.IRQs) > 0 {
