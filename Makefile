@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test lab test-lab fleet-lab deps tools lint bench bench-workloads bench-evidence fuzz fuzz-smoke man install-man clean generate measure-cost deb
+.PHONY: all build run test lab test-lab fleet-lab deps tools lint bench bench-workloads bench-evidence bench-evidence-workloads fuzz fuzz-smoke man install-man clean generate measure-cost deb
 
 all: build
 
@@ -132,6 +132,16 @@ bench-workloads: deps build
 # 80 minutes, 65 without the NAPI benches): docs/benchmarks.md.
 bench-evidence: deps build
 	OUT=$(BENCH_OUT) ./scripts/bench-evidence.sh
+
+# The workloads campaign: MariaDB point selects (exhaustive best, tune and
+# auto in one bench; the curve against concurrency with default, irqbalance,
+# dedicated-core, rps-spread and auto) and sockperf under load (p99, CPU per
+# message: default against the best latency configuration), every
+# scenario's A/A width in aa-widths.txt (root, a quiet machine; about 60
+# minutes). SMOKE=1: a few minutes that prove it runs, no evidence; LOCK=FILE:
+# each measuring command waits for that lock (a shared machine).
+bench-evidence-workloads: deps build
+	OUT=$(BENCH_OUT) SMOKE=$(SMOKE) LOCK=$(LOCK) SCENARIOS="mysql mysql-sweep sockperf" ./scripts/bench-evidence.sh
 
 # Every fuzz target in the repository, as dir:FuzzName, found by grep so that
 # a new one is never left out. Patterns are anchored: "-fuzz FuzzParse" alone

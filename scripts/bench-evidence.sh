@@ -17,12 +17,34 @@
 # five scenarios of the campaign with the defaults below (the NAPI benches: 15
 # more; SCENARIOS="udp memcached nginx storage storage-psync" leaves them out). Results in
 # $OUT (JSON and text).
+#
+# The workloads campaign (make bench-evidence-workloads: SCENARIOS="mysql
+# mysql-sweep sockperf", about 60 minutes): the database scenario (MariaDB
+# point selects) searched and benched as above; its curve against
+# concurrency (SWEEP) with default, irqbalance, dedicated-core, rps-spread
+# and auto, an A/A twin at every value; sockperf under load (RATE messages
+# per second, GRO on so UDP takes the veth's NAPI path) searched on its p99
+# with the NAPI knobs, then benched. Every run ends with every scenario's A/A
+# width (aa-widths.txt).
+#
+# SMOKE=1 shrinks every run (2 rounds of 1 s, one exhaustive round, a
+# 20 s tune budget, two sweep values): it proves the campaign runs and
+# restores the machine, nothing more — its ratios are not evidence.
 set -euo pipefail
 BIN=${BIN:-bin/irqpilot}
 OUT=${OUT:-bench-results}
+if [ "${SMOKE:-0}" = 1 ]; then
+	: "${ROUNDS:=2}" "${DUR:=1s}" "${EXH_ROUNDS:=1}" "${TUNE_BUDGET:=20s}" "${TUNE_ROUNDS:=2}" "${SWEEP:=1,4}" "${PRIME:=1s}" "${WARMUP:=0s}"
+fi
 ROUNDS=${ROUNDS:-10}
 DUR=${DUR:-3s}
 EXH_ROUNDS=${EXH_ROUNDS:-3}
+# tune's confirmation rounds (the winner, the baseline and its A/A twin).
+TUNE_ROUNDS=${TUNE_ROUNDS:-6}
+SWEEP=${SWEEP:-1,4,16,64}
+RATE=${RATE:-10000}
+PRIME=${PRIME:-5s}
+WARMUP=${WARMUP:-1s}
 # The load generators of memcached and nginx stand for remote clients,
 # which no server-side plan can place: the scenario fixes them to every
 # online CPU (where the scheduler puts an unpinned process), so the searches
@@ -34,6 +56,17 @@ if [ "${CLIENT:-fixed}" = free ]; then NETCLIENT=(); else NETCLIENT=(--client-cp
 TUNE_BUDGET=${TUNE_BUDGET:-2m}
 CONFIGS=default,default#aa,irqbalance,dedicated-core,per-queue,colocate,rps-spread,auto
 mkdir -p "$OUT"
+
+# run COMMAND…: under flock "$LOCK" when LOCK names a lock file, so that a
+# shared machine's other measurements wait for each command (and it for
+# them) without one lock held for the whole campaign.
+run() {
+	if [ -n "${LOCK:-}" ]; then
+		flock "$LOCK" "$@"
+	else
+		"$@"
+	fi
+}
 
 # field FILE KEY: a top-level string or the first element of a list in tune's JSON.
 field() {
@@ -49,9 +82,9 @@ scenario() { # name, then workload flags
 		echo "== $name: searches kept from $OUT"
 	else
 		echo "== $name: exhaustive search"
-		"$BIN" tune --search exhaustive --rounds "$EXH_ROUNDS" --duration "$DUR" "$@" -o "$OUT/$name-exhaustive.json" >"$OUT/$name-exhaustive.txt"
+		run "$BIN" tune --search exhaustive --rounds "$EXH_ROUNDS" --duration "$DUR" --prime "$PRIME" "$@" -o "$OUT/$name-exhaustive.json" >"$OUT/$name-exhaustive.txt"
 		echo "== $name: tune --auto"
-		"$BIN" tune --auto --budget "$TUNE_BUDGET" --duration "$DUR" "$@" -o "$OUT/$name-tune.json" >"$OUT/$name-tune.txt"
+		run "$BIN" tune --auto --budget "$TUNE_BUDGET" --rounds "$TUNE_ROUNDS" --duration "$DUR" --prime "$PRIME" "$@" -o "$OUT/$name-tune.json" >"$OUT/$name-tune.txt"
 	fi
 	local best
 	best=$(field "$OUT/$name-exhaustive.json" ranked)
@@ -61,7 +94,7 @@ scenario() { # name, then workload flags
 		tuned=$(field "$OUT/$name-tune.json" baseline)
 	fi
 	echo "== $name: bench (exhaustive best: $best; tune kept: $tuned)"
-	"$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup 1s --configs "$CONFIGS,$best#best,$tuned#tune" "$@" \
+	run "$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup "$WARMUP" --prime "$PRIME" --configs "$CONFIGS,$best#best,$tuned#tune" "$@" \
 		-o "$OUT/$name.json" --chart "$OUT/$name.png" >"$OUT/$name.txt"
 	cat "$OUT/$name.txt"
 }
@@ -71,8 +104,62 @@ napi() { # name, then bench flags
 	local name=$1
 	shift
 	echo "== $name: bench"
-	"$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup 1s "$@" -o "$OUT/$name.json" >"$OUT/$name.txt"
+	run "$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup "$WARMUP" --prime "$PRIME" "$@" -o "$OUT/$name.json" >"$OUT/$name.txt"
 	cat "$OUT/$name.txt"
+}
+
+# The database curve: one bench per concurrency, an A/A twin at each.
+sweep() { # name, then bench flags
+	local name=$1
+	shift
+	echo "== $name: sweep connections=$SWEEP"
+	run "$BIN" bench --rounds "$ROUNDS" --duration "$DUR" --warmup "$WARMUP" --prime "$PRIME" --sweep "connections=$SWEEP" \
+		--configs default,default#aa,irqbalance,dedicated-core,rps-spread,auto "$@" \
+		-o "$OUT/$name.json" --chart "$OUT/$name.png" >"$OUT/$name.txt"
+	tail -n 8 "$OUT/$name.txt"
+}
+
+# Every A/A width of the reports in $OUT: a twin's ratio interval's widest
+# distance from 1 (the tables' noise floor), flagged above ±5 %. A report is
+# read again with this version's statistics first (bench --from), so a kept
+# older one is judged like a new one; a sweep is always new.
+aa_widths() {
+	local again="$OUT/.aa"
+	mkdir -p "$again"
+	local f files=()
+	for f in "$OUT"/*.json; do
+		case $f in *-exhaustive.json | *-tune.json) continue ;; esac
+		if grep -q '"points"' "$f"; then
+			files+=("$f")
+		elif "$BIN" bench --from "$f" -o "$again/$(basename "$f")" >/dev/null; then
+			files+=("$again/$(basename "$f")")
+		fi
+	done
+	[ ${#files[@]} -gt 0 ] || return 0
+	python3 - "${files[@]}" <<'PY' | tee "$OUT/aa-widths.txt"
+import json, os, sys
+def twin(name, rep):
+    base = rep.get("baseline") or rep["summary"][0]["config"]
+    twins = [s for s in rep.get("summary", []) if s["config"].endswith("#aa") and s["config"].split("#")[0] == base.split("#")[0]]
+    if not twins:
+        print(f"{name}: no A/A twin of {base}")
+    for s in twins:
+        r = s.get("ratio") or {}
+        if s.get("verdict") == "indicative" or r.get("low") is None or r.get("high") is None:
+            print(f"{name}: {s['config']} {r.get('point') or float('nan'):.3f}, indicative (fewer than 6 rounds): no width")
+            continue
+        w = max(1 - r["low"], r["high"] - 1)
+        flag = "  ABOVE ±5 %" if w > 0.05 else ""
+        print(f"{name}: {s['config']} {r['point']:.3f} ({r['low']:.3f}–{r['high']:.3f}): ±{100*w:.1f} %{flag}")
+for f in sys.argv[1:]:
+    name = os.path.basename(f)[:-5]
+    d = json.load(open(f))
+    if "points" in d:
+        for p in d["points"]:
+            twin(f"{name} {d['param']}={p['value']}", p["report"])
+    else:
+        twin(name, d)
+PY
 }
 
 for s in ${SCENARIOS:-udp memcached nginx storage storage-psync napi-udp napi-threaded napi-memcached}; do
@@ -87,6 +174,13 @@ for s in ${SCENARIOS:-udp memcached nginx storage storage-psync napi-udp napi-th
 	napi-threaded) napi napi-threaded --workload udp --queues 1 --threaded-napi --client-cpus 0 --app-cpus 1 \
 		--configs default,default#aa,spec:napi=0,spec:napi=1,auto ;;
 	napi-memcached) napi napi-memcached --workload memcached --queues 2 --gro --configs default,default#aa,efficiency,latency ;;
+	# sysbench stands for remote clients, like memcaslap: placed on every
+	# online CPU, never searched.
+	mysql) scenario mysql --workload mysql --connections "${CONNECTIONS:-16}" ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
+	mysql-sweep) sweep mysql-connections --workload mysql ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
+	sockperf) scenario sockperf --workload sockperf --sockperf-mode under-load --rate "$RATE" --gro ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
+	aa) ;; # measure nothing: only the A/A widths of the reports already in $OUT
 	*) echo "unknown scenario $s" >&2; exit 2 ;;
 	esac
 done
+aa_widths

@@ -231,13 +231,14 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 func splitConfigs(s string) []string {
 	var out []string
 	cur := ""
-	// spec:…,… contains commas: a part continues a spec only when it is
-	// one of its KEY=VALUE fields; anything else ("latency/busypoll=50",
+	// spec:…,… and napi:…,… contain commas: a part continues one only
+	// when it is one of its KEY=VALUE fields; anything else ("latency/busypoll=50",
 	// "spec:…", "default") starts the next configuration.
 	parts := strings.Split(s, ",")
 	for _, p := range parts {
 		key, _, _ := strings.Cut(strings.TrimSpace(p), "=")
-		if cur != "" && strings.HasPrefix(cur, "spec:") && slices.Contains(bench.SpecFields, key) {
+		if cur != "" && (strings.HasPrefix(cur, "spec:") && slices.Contains(bench.SpecFields, key) ||
+			strings.HasPrefix(cur, "napi:") && slices.Contains(bench.KnobFields, key)) {
 			cur += "," + p
 			continue
 		}

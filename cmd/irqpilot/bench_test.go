@@ -23,6 +23,7 @@ func TestSplitConfigs(t *testing.T) {
 		"spec:app=0,latency/busypoll=50":           {"spec:app=0", "latency/busypoll=50"},
 		"spec:app=0,client=1,spec:rps=off,flows=8": {"spec:app=0,client=1", "spec:rps=off,flows=8"},
 		"spec:app=0,rps=1#best,default#aa":         {"spec:app=0,rps=1#best", "default#aa"},
+		"default,napi:defer=2,flush=200000,suspend=20000000/epollbusy=50#best,napi:threaded=1,auto": {"default", "napi:defer=2,flush=200000,suspend=20000000/epollbusy=50#best", "napi:threaded=1", "auto"},
 	} {
 		if d := cmp.Diff(want, splitConfigs(in)); d != "" {
 			t.Errorf("splitConfigs(%q) (-want +got):\n%s", in, d)

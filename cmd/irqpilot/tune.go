@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
@@ -17,14 +16,15 @@ import (
 
 // tuneOptions are tune's flags.
 type tuneOptions struct {
-	g        *globalFlags
-	wf       workloadFlags
-	auto     bool
-	search   string
-	output   string
-	budget   time.Duration
-	duration time.Duration
-	rounds   int
+	g         *globalFlags
+	wf        workloadFlags
+	auto      bool
+	search    string
+	output    string
+	budget    time.Duration
+	duration  time.Duration
+	rounds    int
+	objective string
 }
 
 func newTuneCmd(g *globalFlags) *cobra.Command {
@@ -33,14 +33,19 @@ func newTuneCmd(g *globalFlags) *cobra.Command {
 		Use:   "tune --auto --workload W",
 		Short: "Closed loop: measure the baseline and candidate plans, keep the best only if it beats the baseline beyond the noise",
 		Long: fmt.Sprintf(`tune measures the baseline (default) and candidate configurations — irqbalance,
-every policy and explicit placements of the application, RPS and NAPI threads —
-with successive halving within --budget (--search auto), or every distinct
-placement on a small machine (--search exhaustive, ≤ 4 CPUs). The best is kept
-only if a Mann-Whitney U test of its runs against the baseline's says it is
-faster at %.0f %% (from at least %d runs of each; fewer give a direction only);
-otherwise the baseline stays and tune says so. Every change is reverted after
-each measurement; the winner is written to --output (its changes and the
-report).`, 100*(1-stats.Confidence), stats.MinRuns),
+every policy, explicit placements of the application, RPS and NAPI threads,
+and the NAPI settings of the device under test (deferral with GRO flush, IRQ
+suspension, threaded NAPI, and busy polling where the workload's server opts
+its sockets in) — with successive halving within --budget (--search auto), or
+every distinct placement on a small machine (--search exhaustive, ≤ 4 CPUs),
+ranked on --objective: throughput, p99 (latency) or cpu-per-op (the machine's
+busy CPU time per operation). The best is then measured again in --rounds
+interleaved rounds beside the baseline and an A/A twin of it, and kept only if
+a sign test of its per-round ratios says it is better at %.0f %% (from at least
+%d rounds; fewer give a direction only) and its ratio lies outside the twin's
+A/A interval; otherwise the baseline stays and tune says so, with the numbers.
+Every change is reverted after each measurement; the winner is written to
+--output (its changes, the measurement that justifies it and the report).`, 100*(1-stats.Confidence), stats.MinRuns),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
@@ -49,7 +54,8 @@ report).`, 100*(1-stats.Confidence), stats.MinRuns),
 	cmd.Flags().StringVar(&o.search, "search", "auto", "auto (successive halving within --budget) or exhaustive")
 	cmd.Flags().DurationVar(&o.budget, "budget", 10*time.Minute, "time budget of the auto search")
 	cmd.Flags().DurationVar(&o.duration, "duration", 5*time.Second, "length of one measurement")
-	cmd.Flags().IntVar(&o.rounds, "rounds", stats.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), or at least, of the winner and the baseline (auto); fewer than %d gives no verdict at %.0f %% confidence", stats.MinRuns, 100*stats.Confidence))
+	cmd.Flags().IntVar(&o.rounds, "rounds", stats.MinRuns, fmt.Sprintf("measurements per candidate (exhaustive), and rounds of the winner, the baseline and its A/A twin in the confirmation; fewer than %d gives no verdict at %.0f %% confidence", stats.MinRuns, 100*stats.Confidence))
+	cmd.Flags().StringVar(&o.objective, "objective", "", "what to optimise: throughput, p99 or cpu-per-op (default: p99 for a latency workload, throughput otherwise)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the result (winner's changes, observations, reasoning) as JSON")
 	return cmd
 }
@@ -57,6 +63,10 @@ report).`, 100*(1-stats.Confidence), stats.MinRuns),
 func (o *tuneOptions) run(out, errOut io.Writer) error {
 	if !o.auto && o.search == "auto" {
 		return &exitError{code: 2, err: fmt.Errorf("tune needs --auto (or --search exhaustive)")}
+	}
+	obj, err := bench.ParseObjective(o.objective)
+	if err != nil {
+		return &exitError{code: 2, err: err}
 	}
 	r, err := o.wf.runner(nil, 1, o.duration, errOut)
 	if err != nil {
@@ -92,11 +102,15 @@ func (o *tuneOptions) run(out, errOut io.Writer) error {
 	} else {
 		cands = bench.Candidates(r.Host(), app)
 	}
+	bp, _ := r.Workload.(interface{ BusyPolls() bool })
+	knobs, notes := bench.KnobCandidates(r.Host(), app, bp != nil && bp.BusyPolls())
+	cands = append(cands, knobs...)
 	fmt.Fprintf(errOut, "%d candidates\n", len(cands))
-	res, err := bench.Tune(ctx, r, cands, o.search, o.budget, o.rounds)
+	res, err := bench.TuneFor(ctx, r, cands, o.search, o.budget, o.rounds, obj)
 	if res == nil {
 		return err
 	}
+	res.Notes = append(res.Notes, notes...)
 	if o.output != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if werr := os.WriteFile(o.output, b, 0o644); werr != nil {
@@ -115,20 +129,23 @@ func (o *tuneOptions) run(out, errOut io.Writer) error {
 // per-CPU load, and why the winner was kept or not.
 func writeTune(w io.Writer, res *bench.TuneResult) {
 	unit := ""
-	for _, r := range res.Runs {
-		if r.Unit != "" {
-			unit = " " + r.Unit
+	for _, s := range res.Summary { // the objective's
+		if s.Unit != "" {
+			unit = " " + s.Unit
 			break
 		}
 	}
-	fmt.Fprintf(w, "%s search over %d candidates in %s; ranked by median throughput%s\n", res.Search, len(res.Candidates), res.Elapsed.Round(time.Second), unitParen(unit))
+	fmt.Fprintf(w, "%s search over %d candidates in %s; ranked by the median %s\n", res.Search, len(res.Candidates), res.Elapsed.Round(time.Second), res.Objective.Describe())
 	for i, c := range res.Ranked {
 		if i >= 10 {
 			break
 		}
-		fmt.Fprintf(w, "  %2d. %-45s median %.0f%s over %d runs\n", i+1, c, stats.Median(res.Obs[c]), unit, len(res.Obs[c]))
+		fmt.Fprintf(w, "  %2d. %-45s median %s%s over %d runs\n", i+1, c, bench.FormatFigure(stats.Median(res.Obs[c])), unit, len(res.Obs[c]))
 	}
-	fmt.Fprintf(w, "baseline %s median %.0f%s over %d runs\n", res.Baseline, stats.Median(res.Obs[res.Baseline]), unit, len(res.Obs[res.Baseline]))
+	fmt.Fprintf(w, "baseline %s median %s%s over %d runs\n", res.Baseline, bench.FormatFigure(stats.Median(res.Obs[res.Baseline])), unit, len(res.Obs[res.Baseline]))
+	for _, n := range res.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
 	for _, s := range res.Summary {
 		if s.Config != res.Baseline && s.Config != res.Best {
 			continue
@@ -140,11 +157,4 @@ func writeTune(w io.Writer, res *bench.TuneResult) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, res.Why)
-}
-
-func unitParen(unit string) string {
-	if unit == "" {
-		return ""
-	}
-	return " (" + strings.TrimSpace(unit) + ")"
 }

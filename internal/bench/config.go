@@ -73,6 +73,8 @@ type Configurator interface {
 //     (cpulist or "off", on every rx queue of the device), flows
 //     (rps_flow_cnt and rps_sock_flow_entries = flows×queues), irq=N:CPUS
 //     (repeatable with ";" between).
+//   - "napi:KEY=VAL,…": explicit NAPI settings of the device under test
+//     (see Knobs).
 type Configs struct {
 	// PlanOptions are passed to every policy (housekeeping CPUs …).
 	PlanOptions policy.Options
@@ -89,6 +91,8 @@ func (c Configs) Setup(config string, h *host.Host, app workload.AppInfo) (*Setu
 		return s, nil
 	case strings.HasPrefix(config, "spec:"):
 		return specSetup(config, h, app)
+	case strings.HasPrefix(config, "napi:"):
+		return knobSetup(config, h, app)
 	}
 	if _, ok := policy.Policies[config]; !ok {
 		return nil, fmt.Errorf("unknown configuration %q (known: default, irqbalance, spec:…, %s)", config, strings.Join(policy.PolicyNames(), ", "))

@@ -147,10 +147,16 @@ type TuneResult struct {
 	Ranked     []string             `json:"ranked"`
 	Obs        map[string][]float64 `json:"observations"`
 	Best       string               `json:"best"`
-	Ratio      stats.Interval       `json:"ratio_to_baseline"`
-	// P is the Mann-Whitney U test's p-value behind Kept (the runs of a
-	// search are not paired by round).
-	P       float64       `json:"p_value,omitempty"`
+	// Objective is what the search ranked and the confirmation judged;
+	// Obs holds its figures.
+	Objective Objective `json:"objective"`
+	// Ratio and P are the best's paired comparison with the baseline in
+	// the confirmation (Confirm), the sign test's p-value behind Kept.
+	Ratio   stats.Interval `json:"ratio_to_baseline"`
+	P       float64        `json:"p_value,omitempty"`
+	Confirm *Confirmation  `json:"confirmation,omitempty"`
+	// Notes say which candidates the machine could not have and why.
+	Notes   []string      `json:"notes,omitempty"`
 	Kept    bool          `json:"kept"`
 	Why     string        `json:"why"`
 	Setup   *Setup        `json:"setup,omitempty"`
@@ -163,29 +169,36 @@ type TuneResult struct {
 	Dropped map[string][]string `json:"dropped,omitempty"`
 }
 
-// Tune measures the candidates. With search "auto" it runs successive
-// halving within budget (each measurement costs about r.Duration plus the
-// apply/revert overhead); with "exhaustive" every candidate is measured
-// rounds times, interleaved. The best is kept only if its ratio to the
-// baseline ("default", candidate 0) is above 1 beyond the noise.
-func Tune(ctx context.Context, r *Runner, cands []string, search string, budget time.Duration, rounds int) (*TuneResult, error) {
-	// The search ranks by the highest median: on a latency it would keep
-	// the worst candidate.
-	if l, ok := r.Workload.(interface{ LowerIsBetter() bool }); ok && l.LowerIsBetter() {
-		return nil, fmt.Errorf("tune maximises throughput; %s's objective is a latency (lower is better), which tune does not search yet: measure it with bench", r.Workload.Name())
+// TuneFor measures the candidates on objective obj ("": the workload's,
+// see ObjectiveFor). With search "auto" it runs successive halving within
+// budget (each measurement costs about r.Duration plus the apply/revert
+// overhead; the confirmation's 3 × rounds measurements come out of it);
+// with "exhaustive" every candidate is measured rounds times, interleaved.
+// The best is then confirmed (Confirmation) and kept only if it beats the
+// baseline ("default", candidate 0) beyond the A/A noise on obj.
+func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budget time.Duration, rounds int, obj Objective) (*TuneResult, error) {
+	obj, err := ObjectiveFor(r.Workload, obj)
+	if err != nil {
+		return nil, err
+	}
+	// The search ranks by the highest score: the objective's figure,
+	// negated when lower is better.
+	sign := 1.0
+	if obj.LowerIsBetter() {
+		sign = -1
 	}
 	if err := r.prime(ctx); err != nil { // outside the budget: no candidate measures a cold machine
 		return nil, err
 	}
 	start := time.Now()
-	res := &TuneResult{Search: search, Baseline: cands[0], Candidates: cands, Obs: map[string][]float64{}}
+	res := &TuneResult{Search: search, Baseline: cands[0], Candidates: cands, Obs: map[string][]float64{}, Objective: obj}
 	per := r.Duration + 700*time.Millisecond
 	done := 0
 	rounds = max(rounds, 1)
 	// expected is how many measurements the search will take, for the ETA.
-	expected := rounds * len(cands)
+	expected := rounds*len(cands) + 3*rounds
 	if search != "exhaustive" {
-		expected = max(int(budget/per), 1) + 2*rounds
+		expected = max(int(budget/per), len(cands)+3*rounds)
 	}
 	var firstErr error
 	measure := func(c, n int) []float64 {
@@ -210,8 +223,8 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 				return xs
 			}
 			res.Runs = append(res.Runs, run)
-			if run.Error == "" {
-				xs = append(xs, run.Throughput)
+			if v, ok := obj.Value(run); ok {
+				xs = append(xs, sign*v)
 			}
 		}
 		return xs
@@ -232,33 +245,23 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 		for i := range idx {
 			idx[i] = i
 		}
-		total := int(budget / per)
-		// The baseline is measured alongside the final round, so keep some
-		// budget for it.
-		ranked, obs := stats.SuccessiveHalving(idx, total-4, func(c, n int) []float64 { return measure(c, n) })
+		// The confirmation's measurements come out of the budget; every
+		// candidate is measured at least once.
+		total := max(int(budget/per)-3*rounds, len(cands))
+		ranked, obs := stats.SuccessiveHalving(idx, total, func(c, n int) []float64 { return measure(c, n) })
 		for c, xs := range obs {
 			res.Obs[cands[c]] = xs
 		}
 		for _, c := range ranked {
 			res.Ranked = append(res.Ranked, cands[c])
 		}
-		// Give the baseline as many observations as the best, and both at
-		// least rounds, for a fair interval.
-		if len(ranked) > 0 {
-			best := cands[ranked[0]]
-			for (len(res.Obs[res.Baseline]) < max(len(res.Obs[best]), rounds) || len(res.Obs[best]) < rounds) && ctx.Err() == nil && firstErr == nil {
-				n0, n1 := len(res.Obs[res.Baseline]), len(res.Obs[best])
-				if best != res.Baseline {
-					res.Obs[res.Baseline] = append(res.Obs[res.Baseline], measure(0, 1)...)
-				}
-				res.Obs[best] = append(res.Obs[best], measure(ranked[0], 1)...)
-				if len(res.Obs[best]) > max(8, rounds) || (len(res.Obs[res.Baseline]) == n0 && len(res.Obs[best]) == n1) {
-					break
-				}
-			}
-		}
 	}
-	res.Elapsed = time.Since(start)
+	for c, xs := range res.Obs { // scores back to the objective's figures
+		for i := range xs {
+			xs[i] *= sign
+		}
+		res.Obs[c] = xs
+	}
 	res.Dropped = r.Dropped
 	var measured []string
 	for _, c := range res.Ranked {
@@ -269,35 +272,44 @@ func Tune(ctx context.Context, r *Runner, cands []string, search string, budget 
 	if len(res.Obs[res.Baseline]) > 0 && (len(measured) == 0 || measured[0] != res.Baseline) {
 		measured = append([]string{res.Baseline}, removeStr(measured, res.Baseline)...)
 	}
-	res.Summary = Summarize(measured, res.Runs, res.Baseline, false)
+	res.Summary = Summarize(measured, obj.Project(res.Runs), res.Baseline, false)
 	if firstErr != nil {
+		res.Elapsed = time.Since(start)
 		return res, firstErr
 	}
-	if len(res.Ranked) == 0 {
-		return res, fmt.Errorf("no candidate measured")
+	for _, c := range res.Ranked {
+		if len(res.Obs[c]) > 0 {
+			res.Best = c
+			break
+		}
 	}
-	res.Best = res.Ranked[0]
-	base := res.Obs[res.Baseline]
-	cmp := stats.UnpairedRatio(base, res.Obs[res.Best], stats.Confidence)
-	res.Ratio, res.P = cmp.Ratio, cmp.P
-	switch {
-	case res.Best == res.Baseline:
-		res.Why = "the baseline measured best; nothing to change"
-	// Too few runs give no interval and no verdict: with 2 runs each two
-	// identical placements measured 1.12x apart on this machine
-	// (memcached, docs/benchmarks.md), and with 3 the best a test can say
-	// is p = 0.1.
-	case len(base) < stats.MinRuns || len(res.Obs[res.Best]) < stats.MinRuns:
-		res.Why = fmt.Sprintf("%s measured best (%.3fx, indicative) but with fewer than %d runs each no test at %.0f %% can tell it from the noise; keeping the baseline", res.Best, res.Ratio.Point, stats.MinRuns, 100*stats.Confidence)
-	case cmp.Significant(stats.Confidence) && res.Ratio.Point > 1:
-		res.Kept = true
-		res.Why = fmt.Sprintf("%s beats %s by %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f), outside the noise", res.Best, res.Baseline, res.Ratio.Point, 100*stats.Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
-	default:
-		res.Why = fmt.Sprintf("%s measured best (%.3fx, %.0f %% interval %.3f–%.3f, %s p = %.3f) but not outside the noise; keeping the baseline", res.Best, res.Ratio.Point, 100*stats.Confidence, res.Ratio.Low, res.Ratio.High, cmp.Test, cmp.P)
+	if res.Best == "" {
+		res.Elapsed = time.Since(start)
+		return res, fmt.Errorf("no candidate measured a %s", obj)
+	}
+	if res.Best == res.Baseline {
+		res.Elapsed = time.Since(start)
+		res.Why = fmt.Sprintf("objective %s: the baseline %s measured best (median %s over %d runs); nothing to change", obj.Describe(), res.Baseline, FormatFigure(stats.Median(res.Obs[res.Baseline])), len(res.Obs[res.Baseline]))
+		return res, nil
+	}
+	conf, j, err := confirm(ctx, r, obj, res.Baseline, res.Best, rounds, func(config string, round int) (Run, error) {
+		r.progress("[confirm] %s against %s and its A/A twin, round %d of %d", res.Best, res.Baseline, round+1, rounds)
+		return r.Measure(ctx, config, round)
+	})
+	res.Confirm = conf
+	res.Elapsed = time.Since(start)
+	if err != nil {
+		return res, err
+	}
+	res.Kept, res.Why, res.P = j.Kept, j.Why, j.P
+	if j.Ratio != nil {
+		res.Ratio = *j.Ratio
 	}
 	if res.Kept {
 		s, err := r.Setup(res.Best, r.app)
 		if err == nil {
+			// The winner's setup carries the measurement that justifies it.
+			s.Notes = append([]string{"tune: " + res.Why}, s.Notes...)
 			res.Setup = s
 		}
 	}
