@@ -3,7 +3,6 @@ package setting_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
@@ -15,6 +14,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -33,21 +33,10 @@ func liveRun(t *testing.T, args ...string) string {
 // on) and runs TestNAPISettingsChild inside it, where both sysfs and
 // netlink show that namespace.
 func TestLiveNAPISettings(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, tool := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skip(tool + " not installed")
-		}
-	}
-	ns := fmt.Sprintf("irqpilot-napiset-%d", os.Getpid())
-	liveRun(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	liveRun(t, "ip", "-n", ns, "link", "add", "vA", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
-		"peer", "name", "vB", "numtxqueues", "4", "numrxqueues", "4")
+	livetest.NeedRoot(t, "ip", "ethtool")
+	ns := livetest.Netns(t, livetest.Name("irqp-napiset-"))
+	livetest.Veth(t, ns, "vA", "vB", 4)
 	for _, l := range []string{"vA", "vB"} {
-		liveRun(t, "ip", "-n", ns, "link", "set", l, "up")
 		liveRun(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
 	}
 	// A veth pair without GRO: no NAPI instance.

@@ -2,7 +2,6 @@ package setting
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 func TestThreadAffinityCheck(t *testing.T) {
@@ -84,9 +84,7 @@ func child(t *testing.T) int {
 }
 
 func TestThreadAffinityLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (sets the affinity of a child process)")
-	}
+	livetest.NeedRoot(t) // sets the affinity of a child process
 	live := kernel.New("/")
 	env := &Env{FS: live}
 	h := threadAffinity{}
