@@ -2,10 +2,11 @@ package setting
 
 import (
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -16,10 +17,10 @@ func TestParseKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"tx_frames", "rx_usecs", "adaptive_rx"}; !reflect.DeepEqual(keys, want) {
+	if want := []string{"tx_frames", "rx_usecs", "adaptive_rx"}; !cmp.Equal(keys, want) {
 		t.Errorf("keys = %v, want %v (the order of the value)", keys, want)
 	}
-	if want := map[string]string{"tx_frames": "9", "rx_usecs": "8", "adaptive_rx": "off"}; !reflect.DeepEqual(m, want) {
+	if want := map[string]string{"tx_frames": "9", "rx_usecs": "8", "adaptive_rx": "off"}; !cmp.Equal(m, want) {
 		t.Errorf("fields = %v, want %v", m, want)
 	}
 	for _, bad := range []struct{ in, msg string }{

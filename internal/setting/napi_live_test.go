@@ -2,12 +2,12 @@ package setting_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -120,10 +120,8 @@ func TestNAPISettingsChild(t *testing.T) {
 			t.Fatalf("%s: revert: %v", name, err)
 		}
 		after := readState(t, int(ix))
-		if !reflect.DeepEqual(before, after) {
-			b1, _ := json.Marshal(before)
-			b2, _ := json.Marshal(after)
-			t.Errorf("%s: not restored exactly:\nbefore %s\nafter  %s", name, b1, b2)
+		if d := cmp.Diff(before, after); d != "" {
+			t.Errorf("%s: not restored exactly (-before +after):\n%s", name, d)
 		}
 		if extra != nil {
 			if got := extra(); got != extraBefore {
@@ -181,7 +179,7 @@ func TestNAPISettingsChild(t *testing.T) {
 	if _, err := a.Apply([]setting.Change{bad, setting.DevDeferHardIRQs("vA", 2, "test")}, apply.Meta{}); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Errorf("5 s irq-suspend-timeout: %v", err)
 	}
-	if after := readState(t, int(ix)); !reflect.DeepEqual(before, after) {
-		t.Errorf("a refused plan wrote something: %+v → %+v", before, after)
+	if d := cmp.Diff(before, readState(t, int(ix))); d != "" {
+		t.Errorf("a refused plan wrote something (-before +after):\n%s", d)
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -133,8 +134,8 @@ func TestRegistryKinds(t *testing.T) {
 		KindIRQAffinity, KindIrqbalance, KindIrqbalanceBan,
 		KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIIRQSuspendTimeout, KindNAPIThreaded,
 		KindRPSCPUs, KindRPSFlowCnt, KindSysctl, KindThreadAffinity, KindXPSCPUs}
-	if got := Kinds(); !reflect.DeepEqual(got, want) {
-		t.Errorf("Kinds() = %v, want %v (sorted)", got, want)
+	if d := cmp.Diff(want, Kinds()); d != "" {
+		t.Errorf("Kinds() (-want, sorted +got):\n%s", d)
 	}
 	for k, h := range registry {
 		if h.Kind() != k {
@@ -184,8 +185,8 @@ func TestStateGlobs(t *testing.T) {
 		SockFlowPath, BusyReadPath, BusyPollPath,
 		"sys/class/net/*/queues/tx-*/xps_cpus",
 	}
-	if got := StateGlobs(); !reflect.DeepEqual(got, want) {
-		t.Errorf("StateGlobs() = %q, want %q", got, want)
+	if d := cmp.Diff(want, StateGlobs()); d != "" {
+		t.Errorf("StateGlobs() (-want +got):\n%s", d)
 	}
 	// Every file a pattern matches is one its kind accepts.
 	for _, k := range Kinds() {

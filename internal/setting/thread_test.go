@@ -3,9 +3,10 @@ package setting
 import (
 	"errors"
 	"os/exec"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -176,8 +177,8 @@ func TestPinProcessTree(t *testing.T) {
 		ThreadAffinity(100, 5000, "memcached pid 100 thread 100", cpuset.Of(2, 3), "why"),
 		ThreadAffinity(101, 5001, "memcached pid 100 thread 101", cpuset.Of(2, 3), "why"),
 	}
-	if !reflect.DeepEqual(changes, want) {
-		t.Errorf("PinProcess =\n%+v\nwant\n%+v", changes, want)
+	if d := cmp.Diff(want, changes); d != "" {
+		t.Errorf("PinProcess (-want +got):\n%s", d)
 	}
 }
 
@@ -231,8 +232,8 @@ func TestSelectProcesses(t *testing.T) {
 		{AppSelector{Cgroup: "missing"}, nil},
 	} {
 		got, err := SelectProcesses(fs, &tc.sel)
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("SelectProcesses(%+v) = %v, %v; want %v", tc.sel, got, err, tc.want)
+		if d := cmp.Diff(tc.want, got); err != nil || d != "" {
+			t.Errorf("SelectProcesses(%+v): %v (-want +got):\n%s", tc.sel, err, d)
 		}
 	}
 	if _, err := SelectProcesses(fs, &AppSelector{}); err == nil {

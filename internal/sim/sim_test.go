@@ -3,9 +3,10 @@ package sim
 import (
 	"math"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func sweep(t *testing.T) []Result {
@@ -31,8 +32,8 @@ func TestDeterminism(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := Run(c, p2)
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("%s: same seed, different results:\n%+v\n%+v", pol, a, b)
+		if d := cmp.Diff(a, b); d != "" {
+			t.Fatalf("%s: same seed, different results (-first +second):\n%s", pol, d)
 		}
 		c2 := c
 		c2.Seed = 2
