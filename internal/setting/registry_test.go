@@ -52,6 +52,21 @@ type checkCase struct {
 	want string
 }
 
+// readThenWrite reads c's value in force with h, which must be want,
+// keeps it as c.Old and writes c.Value: the start of every
+// write-and-restore test.
+func readThenWrite(t *testing.T, h Handler, env *Env, c *Change, want string) {
+	t.Helper()
+	old, err := h.Read(env, c)
+	if err != nil || old != want {
+		t.Fatalf("%s Read = %q, %v; want %q", c.Kind, old, err, want)
+	}
+	c.Old = old
+	if err := h.Write(env, c, c.Value); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func runCheck(t *testing.T, h Handler, cases []checkCase) {
 	t.Helper()
 	for _, tc := range cases {

@@ -118,14 +118,7 @@ func TestThreadAffinityLive(t *testing.T) {
 		t.Fatalf("PinProcess's change refused: %v", err)
 	}
 
-	old, err := h.Read(env, &c)
-	if err != nil || old != orig.String() {
-		t.Fatalf("Read = %q, %v; want %s", old, err, orig)
-	}
-	c.Old = old
-	if err := h.Write(env, &c, c.Value); err != nil {
-		t.Fatal(err)
-	}
+	readThenWrite(t, h, env, &c, orig.String())
 	if got, err := h.Read(env, &c); err != nil || got != target.String() {
 		t.Errorf("Read after Write = %q, %v; want %s", got, err, target)
 	}
