@@ -89,14 +89,7 @@ func TestLiveAgreesWithMpstat(t *testing.T) {
 	if err := mp.Wait(); err != nil {
 		t.Fatalf("mpstat: %v", err)
 	}
-	b, err := s.Sample()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Rates(a, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := ratesSince(t, s, a)
 	rows := parseMpstat(t, out.Bytes())
 	if len(rows) != len(l.CPUs) {
 		t.Fatalf("mpstat has %d CPUs, irqpilot %d", len(rows), len(l.CPUs))
@@ -121,6 +114,20 @@ func TestLiveAgreesWithMpstat(t *testing.T) {
 	if !softSeen {
 		t.Errorf("the loopback load produced no softirq time; the comparison tested nothing")
 	}
+}
+
+// ratesSince samples s again and returns the rates since a.
+func ratesSince(t *testing.T, s *Sampler, a *Sample) *Load {
+	t.Helper()
+	b, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Rates(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // ipq runs ip(8) and fails the test with its output on error.
@@ -277,14 +284,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		b, err := s.Sample()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := Rates(a, b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := ratesSince(t, s, a)
 		h, err := host.Read(kernel.New("/"), host.Options{})
 		if err != nil {
 			t.Fatal(err)
