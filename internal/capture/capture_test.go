@@ -8,11 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -308,8 +309,8 @@ func TestWriteArchivesExactlyWhatWasRead(t *testing.T) {
 	}
 	sort.Strings(refused)
 	want := []string{"/dev", "/etc/passwd", "/proc/812/cmdline", "/proc/self/maps"}
-	if !reflect.DeepEqual(refused, want) {
-		t.Errorf("refused %v, want %v", refused, want)
+	if d := cmp.Diff(want, refused); d != "" {
+		t.Errorf("refused (-want +got):\n%s", d)
 	}
 	if res.Files+res.Dirs+res.Symlinks != len(got) {
 		t.Errorf("result counts %+v, archive has %d entries", res, len(got))

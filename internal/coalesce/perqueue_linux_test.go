@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 func TestPerQueueRequestEncoding(t *testing.T) {
@@ -92,9 +93,7 @@ func TestParsePerQueueCoalesce(t *testing.T) {
 // compares with `ethtool --per-queue eth0 queue_mask 0x1 --show-coalesce`;
 // lo has no per-queue coalescing and must say so.
 func TestLivePerQueueCoalesceEth0(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("ETHTOOL_PERQUEUE needs CAP_NET_ADMIN (CI runs as root)")
-	}
+	livetest.NeedRoot(t, "ethtool") // ETHTOOL_PERQUEUE needs CAP_NET_ADMIN
 	if _, err := PerQueueCoalesce("lo", []int{0}); !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("lo: %v, want EOPNOTSUPP", err)
 	}

@@ -17,10 +17,16 @@ import (
 	"github.com/vishvananda/netns"
 )
 
+// needRoot is livetest.NeedRoot, which host's own tests cannot import
+// (livetest imports host): it skips a live test not run as root or run
+// with -short.
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		t.Skip("live test: needs root (CI runs as root)")
+	}
+	if testing.Short() {
+		t.Skip("live test; -short")
 	}
 }
 
@@ -230,12 +236,13 @@ type ipLink struct {
 	} `json:"linkinfo"`
 }
 
-// TestLiveVethNamespace reads a namespace with a 4-queue veth pair, a
-// macvlan and a bridge and compares with `ip -d link` and ethtool.
-func TestLiveVethNamespace(t *testing.T) {
-	ns := makeVethNamespace(t)
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestNetnsChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+// childResult runs the test named test of this binary inside namespace ns
+// (`ip netns exec` mounts the namespace's own /sys for it), with env set to
+// 1, and returns the JSON it printed after "IRQPILOT-JSON ".
+func childResult(t *testing.T, ns, test, env string) []byte {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -245,6 +252,14 @@ func TestLiveVethNamespace(t *testing.T) {
 		t.Fatalf("child printed no result:\n%s", out)
 	}
 	js, _, _ = bytes.Cut(js, []byte("\n"))
+	return js
+}
+
+// TestLiveVethNamespace reads a namespace with a 4-queue veth pair, a
+// macvlan and a bridge and compares with `ip -d link` and ethtool.
+func TestLiveVethNamespace(t *testing.T) {
+	ns := makeVethNamespace(t)
+	js := childResult(t, ns, "TestNetnsChild", childEnv)
 	var h Host
 	if err := json.Unmarshal(js, &h); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -164,17 +163,7 @@ func TestLiveNAPIInventory(t *testing.T) {
 		devRun(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
 	}
 	devRun(t, "ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /sys/class/net/vB/threaded")
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestNAPIChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), napiChildEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	_, js, ok := bytes.Cut(out, []byte("\nIRQPILOT-JSON "))
-	if !ok {
-		t.Fatalf("child printed no result:\n%s", out)
-	}
-	js, _, _ = bytes.Cut(js, []byte("\n"))
+	js := childResult(t, ns, "TestNAPIChild", napiChildEnv)
 	var got struct {
 		Model   []NAPI        `json:"model"`
 		Netlink []netdev.NAPI `json:"netlink"`

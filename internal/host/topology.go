@@ -200,9 +200,15 @@ func cpuDirs(fs *kernel.FS) []int {
 	if err != nil {
 		return nil
 	}
+	return numberedNames(names, "cpu")
+}
+
+// numberedNames are the ids of the names that are prefix followed by a
+// number (numberedName), ascending.
+func numberedNames(names []string, prefix string) []int {
 	var ids []int
 	for _, n := range names {
-		if id, ok := numberedName(n, "cpu"); ok {
+		if id, ok := numberedName(n, prefix); ok {
 			ids = append(ids, id)
 		}
 	}

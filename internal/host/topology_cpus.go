@@ -3,7 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -20,14 +19,7 @@ func readNodes(fs *kernel.FS, h *Host) map[int]int {
 		h.unavailable("numa nodes", "/"+nodeDir, relErr(fs, err))
 		return nodeOf
 	}
-	var ids []int
-	for _, n := range names {
-		if id, ok := numberedName(n, "node"); ok {
-			ids = append(ids, id)
-		}
-	}
-	sort.Ints(ids)
-	for _, id := range ids {
+	for _, id := range numberedNames(names, "node") {
 		base := fmt.Sprintf("%s/node%d", nodeDir, id)
 		set, err := readSet(fs, base+"/cpulist")
 		if err != nil {

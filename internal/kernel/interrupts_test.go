@@ -9,10 +9,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // fixtures is the shared real-capture tree, beside the repository.
@@ -280,8 +281,8 @@ func TestParseInterruptsShapes(t *testing.T) {
 		{Name: "IPI0", IRQ: -1, Counts: []uint64{4294967296, 5}, Description: "Rescheduling interrupts"},
 		{Name: "ERR", IRQ: -1, Counts: []uint64{7}},
 	}
-	if !reflect.DeepEqual(in.Lines, want) {
-		t.Errorf("got  %+v\nwant %+v", in.Lines, want)
+	if d := cmp.Diff(want, in.Lines); d != "" {
+		t.Errorf("lines (-want +got):\n%s", d)
 	}
 	if got := in.Lines[4].Total(); got != 4294967301 {
 		t.Errorf("IPI0 total %d", got)

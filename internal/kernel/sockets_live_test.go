@@ -1,8 +1,7 @@
-package kernel
+package kernel_test
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // sockRun runs a command for the test and fails it with the output.
@@ -26,19 +28,15 @@ func sockRun(t *testing.T, args ...string) {
 // to it from the caller's namespace, with the caller's veth end as its
 // device; the test process, a client, is not a serving owner.
 func TestSocketOwnersLive(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("live: needs root, not -short")
-	}
+	livetest.NeedRoot(t, "memcached", "ip")
 	mc, err := exec.LookPath("memcached")
 	if err != nil {
-		t.Skip("memcached not installed")
+		t.Fatal(err)
 	}
-	b := make([]byte, 3)
+	ns := livetest.Netns(t, livetest.Name("ipso"))
+	host, peer := livetest.Name("vso"), livetest.Name("vsp")
+	b := make([]byte, 1)
 	_, _ = rand.Read(b)
-	sfx := hex.EncodeToString(b)
-	ns, host, peer := "ipso"+sfx, "vso"+sfx, "vsp"+sfx
-	sockRun(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	sockRun(t, "ip", "link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
 	o3 := int(b[0]%200) + 20
@@ -47,7 +45,6 @@ func TestSocketOwnersLive(t *testing.T) {
 	sockRun(t, "ip", "link", "set", host, "up")
 	sockRun(t, "ip", "-n", ns, "addr", "add", peerIP+"/24", "dev", peer)
 	sockRun(t, "ip", "-n", ns, "link", "set", peer, "up")
-	sockRun(t, "ip", "-n", ns, "link", "set", "lo", "up")
 
 	cmd := exec.Command("ip", "netns", "exec", ns, mc, "-u", "nobody", "-l", peerIP, "-p", "11211", "-U", "0")
 	if err := cmd.Start(); err != nil {
@@ -84,12 +81,12 @@ func TestSocketOwnersLive(t *testing.T) {
 		}
 	}
 
-	owners, err := New("/").SocketOwners()
+	owners, err := kernel.New("/").SocketOwners()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// `ip netns exec` execs memcached: same PID.
-	var got *SocketOwner
+	var got *kernel.SocketOwner
 	for i := range owners {
 		if owners[i].PID == cmd.Process.Pid {
 			got = &owners[i]

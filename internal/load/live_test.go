@@ -22,19 +22,8 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
-
-func needRoot(t *testing.T, tools ...string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
-		}
-	}
-}
 
 // mpstatAverages runs `mpstat -P ALL <secs> 1` and returns its Average rows
 // by CPU id: %usr %nice %sys %iowait %irq %soft %steal %guest %gnice %idle.
@@ -77,7 +66,7 @@ func parseMpstat(t *testing.T, out []byte) map[int][]float64 {
 // per-CPU %irq, %soft and %idle over an interval agree with mpstat's over
 // the same interval within 3 points.
 func TestLiveAgreesWithMpstat(t *testing.T) {
-	needRoot(t, "mpstat", "stress-ng")
+	livetest.NeedRoot(t, "mpstat", "stress-ng")
 	load := exec.Command("stress-ng", "--udp", "1", "--cpu", "1", "--timeout", "8")
 	if err := load.Start(); err != nil {
 		t.Fatal(err)
@@ -100,14 +89,7 @@ func TestLiveAgreesWithMpstat(t *testing.T) {
 	if err := mp.Wait(); err != nil {
 		t.Fatalf("mpstat: %v", err)
 	}
-	b, err := s.Sample()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Rates(a, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := ratesSince(t, s, a)
 	rows := parseMpstat(t, out.Bytes())
 	if len(rows) != len(l.CPUs) {
 		t.Fatalf("mpstat has %d CPUs, irqpilot %d", len(rows), len(l.CPUs))
@@ -132,6 +114,20 @@ func TestLiveAgreesWithMpstat(t *testing.T) {
 	if !softSeen {
 		t.Errorf("the loopback load produced no softirq time; the comparison tested nothing")
 	}
+}
+
+// ratesSince samples s again and returns the rates since a.
+func ratesSince(t *testing.T, s *Sampler, a *Sample) *Load {
+	t.Helper()
+	b, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Rates(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // ipq runs ip(8) and fails the test with its output on error.
@@ -170,17 +166,12 @@ func inNetns(name string, fn func() error) error {
 // of the receive softirq work. doctor must name it; with rps_cpus set on
 // the receiving veth's rx-0 to all CPUs, the finding must be gone.
 func TestLiveDoctorCoreBottleneck(t *testing.T) {
-	needRoot(t, "ip")
+	livetest.NeedRoot(t, "ip")
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two CPUs")
 	}
-	suffix := strconv.Itoa(os.Getpid() % 100000)
-	nsA, nsB := "irqp-e1a-"+suffix, "irqp-e1b-"+suffix
-	vA, vB := "ipe1a"+suffix, "ipe1b"+suffix
-	ipq(t, "netns", "add", nsA)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", nsA).Run() })
-	ipq(t, "netns", "add", nsB)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", nsB).Run() })
+	nsA, nsB := livetest.Netns(t, livetest.Name("irqp-e1a-")), livetest.Netns(t, livetest.Name("irqp-e1b-"))
+	vA, vB := livetest.Name("ipe1a"), livetest.Name("ipe1b")
 	ipq(t, "link", "add", vA, "netns", nsA, "numrxqueues", "1", "numtxqueues", "1", "type", "veth", "peer", "name", vB, "netns", nsB, "numrxqueues", "1", "numtxqueues", "1")
 	ipq(t, "-n", nsA, "addr", "add", "10.231.0.1/24", "dev", vA)
 	ipq(t, "-n", nsB, "addr", "add", "10.231.0.2/24", "dev", vB)
@@ -293,14 +284,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		b, err := s.Sample()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := Rates(a, b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := ratesSince(t, s, a)
 		h, err := host.Read(kernel.New("/"), host.Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"reflect"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 	"github.com/irqpilot/irqpilot/internal/load"
@@ -31,8 +32,8 @@ func TestRoundTripCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range samples {
-		if !reflect.DeepEqual(rec.Samples[i].Cost, samples[i].Cost) {
-			t.Errorf("sample %d cost:\n got %+v\nwant %+v", i, rec.Samples[i].Cost, samples[i].Cost)
+		if d := cmp.Diff(samples[i].Cost, rec.Samples[i].Cost); d != "" {
+			t.Errorf("sample %d cost (-want +got):\n%s", i, d)
 		}
 	}
 	l, err := load.Rates(rec.Samples[0], rec.Samples[1])

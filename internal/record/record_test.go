@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
@@ -54,16 +55,16 @@ func sameSample(t *testing.T, i int, got, want *load.Sample) {
 	if !got.Time.Equal(want.Time) || got.Clock != want.Clock || got.ClockSource != want.ClockSource {
 		t.Errorf("sample %d: time/clock %v %v %s, want %v %v %s", i, got.Time, got.Clock, got.ClockSource, want.Time, want.Clock, want.ClockSource)
 	}
-	if !reflect.DeepEqual(got.CPUs, want.CPUs) {
-		t.Errorf("sample %d: cpus differ:\n got %+v\nwant %+v", i, got.CPUs, want.CPUs)
+	if d := cmp.Diff(want.CPUs, got.CPUs); d != "" {
+		t.Errorf("sample %d: cpus (-want +got):\n%s", i, d)
 	}
-	if !reflect.DeepEqual(got.Softirqs, want.Softirqs) {
-		t.Errorf("sample %d: softirqs differ", i)
+	if d := cmp.Diff(want.Softirqs, got.Softirqs); d != "" {
+		t.Errorf("sample %d: softirqs (-want +got):\n%s", i, d)
 	}
-	if !reflect.DeepEqual(got.Softnet, want.Softnet) {
-		t.Errorf("sample %d: softnet differ:\n got %+v\nwant %+v", i, got.Softnet, want.Softnet)
+	if d := cmp.Diff(want.Softnet, got.Softnet); d != "" {
+		t.Errorf("sample %d: softnet (-want +got):\n%s", i, d)
 	}
-	if !reflect.DeepEqual(got.Interrupts.CPUs, want.Interrupts.CPUs) || len(got.Interrupts.Lines) != len(want.Interrupts.Lines) {
+	if !cmp.Equal(got.Interrupts.CPUs, want.Interrupts.CPUs) || len(got.Interrupts.Lines) != len(want.Interrupts.Lines) {
 		t.Fatalf("sample %d: interrupts columns/rows differ", i)
 	}
 	for j := range want.Interrupts.Lines {
@@ -74,8 +75,8 @@ func sameSample(t *testing.T, i int, got, want *load.Sample) {
 		if len(g.Actions) == 0 {
 			g.Actions = nil
 		}
-		if !reflect.DeepEqual(g, w) {
-			t.Errorf("sample %d: interrupts row %d:\n got %+v\nwant %+v", i, j, g, w)
+		if d := cmp.Diff(w, g); d != "" {
+			t.Errorf("sample %d: interrupts row %d (-want +got):\n%s", i, j, d)
 		}
 	}
 }
@@ -121,8 +122,11 @@ func TestRoundTripLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.CPUs, want.CPUs) || !reflect.DeepEqual(got.IRQs, want.IRQs) {
-		t.Errorf("rates from the recording differ from rates from the samples")
+	if d := cmp.Diff(want.CPUs, got.CPUs); d != "" {
+		t.Errorf("CPU rates from the recording differ from rates from the samples (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(want.IRQs, got.IRQs); d != "" {
+		t.Errorf("IRQ rates from the recording differ from rates from the samples (-want +got):\n%s", d)
 	}
 }
 

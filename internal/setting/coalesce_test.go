@@ -2,10 +2,11 @@ package setting
 
 import (
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -16,10 +17,10 @@ func TestParseKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"tx_frames", "rx_usecs", "adaptive_rx"}; !reflect.DeepEqual(keys, want) {
+	if want := []string{"tx_frames", "rx_usecs", "adaptive_rx"}; !cmp.Equal(keys, want) {
 		t.Errorf("keys = %v, want %v (the order of the value)", keys, want)
 	}
-	if want := map[string]string{"tx_frames": "9", "rx_usecs": "8", "adaptive_rx": "off"}; !reflect.DeepEqual(m, want) {
+	if want := map[string]string{"tx_frames": "9", "rx_usecs": "8", "adaptive_rx": "off"}; !cmp.Equal(m, want) {
 		t.Errorf("fields = %v, want %v", m, want)
 	}
 	for _, bad := range []struct{ in, msg string }{
@@ -131,14 +132,7 @@ func TestCoalesceReadWriteRestore(t *testing.T) {
 	h := coalesce{}
 	c := Change{Kind: KindCoalesce, Target: "eth0 coalescing", Device: "eth0", Value: "tx_usecs=30 adaptive_rx=off"}
 
-	old, err := h.Read(env, &c)
-	if err != nil || old != "tx_usecs=3 adaptive_rx=on" {
-		t.Fatalf("Read = %q, %v; want the value's fields in its order", old, err)
-	}
-	c.Old = old
-	if err := h.Write(env, &c, c.Value); err != nil {
-		t.Fatal(err)
-	}
+	readThenWrite(t, h, env, &c, "tx_usecs=3 adaptive_rx=on")
 	if got, err := h.Read(env, &c); err != nil || got != h.Expected(&c) {
 		t.Errorf("Read after Write = %q, %v; want %q", got, err, h.Expected(&c))
 	}
@@ -159,7 +153,7 @@ func TestCoalesceReadWriteRestore(t *testing.T) {
 
 	gone := c
 	gone.Device = "eth9"
-	_, err = h.Read(env, &gone)
+	_, err := h.Read(env, &gone)
 	errIs(t, "Read of a device without coalescing", err, kernel.ErrUnsupported)
 
 	// On a snapshot without ethtool data there is no device to ask.

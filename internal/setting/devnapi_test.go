@@ -71,14 +71,7 @@ func TestDevNAPIConstructorsTree(t *testing.T) {
 		if sc := ScopeOf(&c); sc.NetDevice != "vA" || sc.MachineWide {
 			t.Errorf("%s scope %+v", c.Kind, sc)
 		}
-		old, err := h.Read(env, &c)
-		if err != nil || old != "0" {
-			t.Fatalf("%s read %q %v", c.Kind, old, err)
-		}
-		c.Old = old
-		if err := h.Write(env, &c, c.Value); err != nil {
-			t.Fatal(err)
-		}
+		readThenWrite(t, h, env, &c, "0")
 		if got, _ := h.Read(env, &c); got != c.Value {
 			t.Errorf("%s read back %q, want %q", c.Kind, got, c.Value)
 		}

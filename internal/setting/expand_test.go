@@ -2,9 +2,10 @@ package setting
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -48,12 +49,12 @@ func TestExpand(t *testing.T) {
 		t101,
 		wantRPS,
 	}
-	if !reflect.DeepEqual(changes, want) {
-		t.Errorf("changes:\n%s\nwant:\n%s", dump(changes), dump(want))
+	if d := cmp.Diff(want, changes); d != "" {
+		t.Errorf("changes (-want +got):\n%s", d)
 	}
 	noMatch := postgres
 	noMatch.Kind, noMatch.Status, noMatch.Note = KindThreadAffinity, StatusSkipped, "no running process matches postgres"
-	if wantSkipped := []Change{noMatch, irq39}; !reflect.DeepEqual(skipped, wantSkipped) {
+	if wantSkipped := []Change{noMatch, irq39}; !cmp.Equal(skipped, wantSkipped) {
 		t.Errorf("skipped:\n%s\nwant:\n%s", dump(skipped), dump(wantSkipped))
 	}
 	for i := range changes {
@@ -74,7 +75,7 @@ func TestExpandIrqbalanceFirst(t *testing.T) {
 	if len(changes) != 3 || len(skipped) != 0 {
 		t.Fatalf("Expand = %s / %s", dump(changes), dump(skipped))
 	}
-	if want := (Change{Kind: KindIrqbalance, Target: "irqbalance", Value: "stopped", Reason: "r"}); !reflect.DeepEqual(changes[0], want) {
+	if want := (Change{Kind: KindIrqbalance, Target: "irqbalance", Value: "stopped", Reason: "r"}); !cmp.Equal(changes[0], want) {
 		t.Errorf("first change = %+v, want the daemon stopped first", changes[0])
 	}
 	if c := IrqbalanceBan(fs, cpuset.Of(1), ""); c.Path != debianConf {
@@ -105,7 +106,7 @@ func TestExpandPIDLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Change{ThreadAffinity(pid, start, fmt.Sprintf("sleep pid %d thread %d", pid, pid), cpuset.Of(0), "r")}
-	if !reflect.DeepEqual(changes, want) || len(skipped) != 0 {
+	if !cmp.Equal(changes, want) || len(skipped) != 0 {
 		t.Errorf("Expand(pid %d) = %s / %s; want %s", pid, dump(changes), dump(skipped), dump(want))
 	}
 	if start == 0 {

@@ -83,14 +83,7 @@ func TestIRQAffinityFile(t *testing.T) {
 	env := &Env{FS: fs}
 	c := IRQAffinity(38, "irq 38", mustSet(t, "1"), "")
 
-	old, err := irqAffinityKind.Read(env, &c)
-	if err != nil || old != "0-3" {
-		t.Fatalf("Read = %q, %v; want 0-3", old, err)
-	}
-	c.Old = old
-	if err := irqAffinityKind.Write(env, &c, c.Value); err != nil {
-		t.Fatal(err)
-	}
+	readThenWrite(t, irqAffinityKind, env, &c, "0-3")
 	if got, err := irqAffinityKind.Read(env, &c); err != nil || got != "1" {
 		t.Errorf("Read after Write = %q, %v; want 1", got, err)
 	}
@@ -134,7 +127,7 @@ func TestIRQAffinityFile(t *testing.T) {
 
 	// An IRQ the machine does not have.
 	gone := IRQAffinity(40, "irq 40", mustSet(t, "1"), "")
-	_, err = irqAffinityKind.Read(env, &gone)
+	_, err := irqAffinityKind.Read(env, &gone)
 	errIs(t, "Read of a missing file", err, kernel.ErrUnsupported)
 	errIs(t, "Write of a missing file", irqAffinityKind.Write(env, &gone, "1"), kernel.ErrUnsupported)
 	if fs.Exists(gone.Path) {

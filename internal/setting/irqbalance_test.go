@@ -3,11 +3,12 @@ package setting
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -373,8 +374,8 @@ func TestIrqbalanceBanNotRegular(t *testing.T) {
 	if _, err := (irqbalanceBan{}).Read(&Env{FS: fs}, &c); err == nil {
 		t.Error("Read of a directory succeeded")
 	}
-	if got := ScopeOf(&c); !reflect.DeepEqual(got, Scope{IRQ: -1, MachineWide: true}) {
-		t.Errorf("Scope = %+v", got)
+	if d := cmp.Diff(Scope{IRQ: -1, MachineWide: true}, ScopeOf(&c)); d != "" {
+		t.Errorf("Scope (-want +got):\n%s", d)
 	}
 }
 

@@ -2,19 +2,19 @@ package setting_test
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -33,21 +33,10 @@ func liveRun(t *testing.T, args ...string) string {
 // on) and runs TestNAPISettingsChild inside it, where both sysfs and
 // netlink show that namespace.
 func TestLiveNAPISettings(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, tool := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skip(tool + " not installed")
-		}
-	}
-	ns := fmt.Sprintf("irqpilot-napiset-%d", os.Getpid())
-	liveRun(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	liveRun(t, "ip", "-n", ns, "link", "add", "vA", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
-		"peer", "name", "vB", "numtxqueues", "4", "numrxqueues", "4")
+	livetest.NeedRoot(t, "ip", "ethtool")
+	ns := livetest.Netns(t, livetest.Name("irqp-napiset-"))
+	livetest.Veth(t, ns, "vA", "vB", 4)
 	for _, l := range []string{"vA", "vB"} {
-		liveRun(t, "ip", "-n", ns, "link", "set", l, "up")
 		liveRun(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
 	}
 	// A veth pair without GRO: no NAPI instance.
@@ -131,10 +120,8 @@ func TestNAPISettingsChild(t *testing.T) {
 			t.Fatalf("%s: revert: %v", name, err)
 		}
 		after := readState(t, int(ix))
-		if !reflect.DeepEqual(before, after) {
-			b1, _ := json.Marshal(before)
-			b2, _ := json.Marshal(after)
-			t.Errorf("%s: not restored exactly:\nbefore %s\nafter  %s", name, b1, b2)
+		if d := cmp.Diff(before, after); d != "" {
+			t.Errorf("%s: not restored exactly (-before +after):\n%s", name, d)
 		}
 		if extra != nil {
 			if got := extra(); got != extraBefore {
@@ -192,7 +179,7 @@ func TestNAPISettingsChild(t *testing.T) {
 	if _, err := a.Apply([]setting.Change{bad, setting.DevDeferHardIRQs("vA", 2, "test")}, apply.Meta{}); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Errorf("5 s irq-suspend-timeout: %v", err)
 	}
-	if after := readState(t, int(ix)); !reflect.DeepEqual(before, after) {
-		t.Errorf("a refused plan wrote something: %+v → %+v", before, after)
+	if d := cmp.Diff(before, readState(t, int(ix))); d != "" {
+		t.Errorf("a refused plan wrote something (-before +after):\n%s", d)
 	}
 }

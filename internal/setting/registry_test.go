@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -49,6 +50,21 @@ type checkCase struct {
 	name string
 	c    Change
 	want string
+}
+
+// readThenWrite reads c's value in force with h, which must be want,
+// keeps it as c.Old and writes c.Value: the start of every
+// write-and-restore test.
+func readThenWrite(t *testing.T, h Handler, env *Env, c *Change, want string) {
+	t.Helper()
+	old, err := h.Read(env, c)
+	if err != nil || old != want {
+		t.Fatalf("%s Read = %q, %v; want %q", c.Kind, old, err, want)
+	}
+	c.Old = old
+	if err := h.Write(env, c, c.Value); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func runCheck(t *testing.T, h Handler, cases []checkCase) {
@@ -133,8 +149,8 @@ func TestRegistryKinds(t *testing.T) {
 		KindIRQAffinity, KindIrqbalance, KindIrqbalanceBan,
 		KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIIRQSuspendTimeout, KindNAPIThreaded,
 		KindRPSCPUs, KindRPSFlowCnt, KindSysctl, KindThreadAffinity, KindXPSCPUs}
-	if got := Kinds(); !reflect.DeepEqual(got, want) {
-		t.Errorf("Kinds() = %v, want %v (sorted)", got, want)
+	if d := cmp.Diff(want, Kinds()); d != "" {
+		t.Errorf("Kinds() (-want, sorted +got):\n%s", d)
 	}
 	for k, h := range registry {
 		if h.Kind() != k {
@@ -184,8 +200,8 @@ func TestStateGlobs(t *testing.T) {
 		SockFlowPath, BusyReadPath, BusyPollPath,
 		"sys/class/net/*/queues/tx-*/xps_cpus",
 	}
-	if got := StateGlobs(); !reflect.DeepEqual(got, want) {
-		t.Errorf("StateGlobs() = %q, want %q", got, want)
+	if d := cmp.Diff(want, StateGlobs()); d != "" {
+		t.Errorf("StateGlobs() (-want +got):\n%s", d)
 	}
 	// Every file a pattern matches is one its kind accepts.
 	for _, k := range Kinds() {

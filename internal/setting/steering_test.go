@@ -170,14 +170,7 @@ func TestSteeringFiles(t *testing.T) {
 	} {
 		h := mustLookup(t, tc.c.Kind)
 		c := tc.c
-		old, err := h.Read(env, &c)
-		if err != nil || old != tc.old {
-			t.Fatalf("%s Read = %q, %v; want %q", c.Kind, old, err, tc.old)
-		}
-		c.Old = old
-		if err := h.Write(env, &c, c.Value); err != nil {
-			t.Fatal(err)
-		}
+		readThenWrite(t, h, env, &c, tc.old)
 		if got, err := h.Read(env, &c); err != nil || got != tc.new {
 			t.Errorf("%s Read after Write = %q, %v; want %q", c.Kind, got, err, tc.new)
 		}
@@ -191,7 +184,7 @@ func TestSteeringFiles(t *testing.T) {
 		// The same kind on a queue the device does not have.
 		gone := c
 		gone.Path = strings.Replace(c.Path, "-0/", "-9/", 1)
-		_, err = h.Read(env, &gone)
+		_, err := h.Read(env, &gone)
 		errIs(t, string(c.Kind)+" Read of a missing queue", err, kernel.ErrUnsupported)
 		errIs(t, string(c.Kind)+" Write of a missing queue", h.Write(env, &gone, c.Value), kernel.ErrUnsupported)
 		if fs.Exists(gone.Path) {

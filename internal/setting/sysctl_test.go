@@ -66,14 +66,7 @@ func TestSysctlFile(t *testing.T) {
 	if c.Path != SockFlowPath || c.Value != "5000" || c.Reason != "rfs" {
 		t.Errorf("SockFlowEntries = %+v", c)
 	}
-	old, err := sysctlKind.Read(env, &c)
-	if err != nil || old != "0" {
-		t.Fatalf("Read = %q, %v", old, err)
-	}
-	c.Old = old
-	if err := sysctlKind.Write(env, &c, c.Value); err != nil {
-		t.Fatal(err)
-	}
+	readThenWrite(t, sysctlKind, env, &c, "0")
 	if got, _ := sysctlKind.Read(env, &c); got != "5000" {
 		t.Errorf("Read after Write = %q (a file tree does not round)", got)
 	}
@@ -86,7 +79,7 @@ func TestSysctlFile(t *testing.T) {
 
 	// A network namespace other than the first has no rps_sock_flow_entries.
 	bare := &Env{FS: tree(t, nil)}
-	_, err = sysctlKind.Read(bare, &c)
+	_, err := sysctlKind.Read(bare, &c)
 	errIs(t, "Read of a missing sysctl", err, kernel.ErrUnsupported)
 	errIs(t, "Write of a missing sysctl", sysctlKind.Write(bare, &c, "1"), kernel.ErrUnsupported)
 }

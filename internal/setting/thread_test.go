@@ -2,14 +2,15 @@ package setting
 
 import (
 	"errors"
-	"os"
 	"os/exec"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 func TestThreadAffinityCheck(t *testing.T) {
@@ -84,9 +85,7 @@ func child(t *testing.T) int {
 }
 
 func TestThreadAffinityLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (sets the affinity of a child process)")
-	}
+	livetest.NeedRoot(t) // sets the affinity of a child process
 	live := kernel.New("/")
 	env := &Env{FS: live}
 	h := threadAffinity{}
@@ -119,14 +118,7 @@ func TestThreadAffinityLive(t *testing.T) {
 		t.Fatalf("PinProcess's change refused: %v", err)
 	}
 
-	old, err := h.Read(env, &c)
-	if err != nil || old != orig.String() {
-		t.Fatalf("Read = %q, %v; want %s", old, err, orig)
-	}
-	c.Old = old
-	if err := h.Write(env, &c, c.Value); err != nil {
-		t.Fatal(err)
-	}
+	readThenWrite(t, h, env, &c, orig.String())
 	if got, err := h.Read(env, &c); err != nil || got != target.String() {
 		t.Errorf("Read after Write = %q, %v; want %s", got, err, target)
 	}
@@ -178,8 +170,8 @@ func TestPinProcessTree(t *testing.T) {
 		ThreadAffinity(100, 5000, "memcached pid 100 thread 100", cpuset.Of(2, 3), "why"),
 		ThreadAffinity(101, 5001, "memcached pid 100 thread 101", cpuset.Of(2, 3), "why"),
 	}
-	if !reflect.DeepEqual(changes, want) {
-		t.Errorf("PinProcess =\n%+v\nwant\n%+v", changes, want)
+	if d := cmp.Diff(want, changes); d != "" {
+		t.Errorf("PinProcess (-want +got):\n%s", d)
 	}
 }
 
@@ -233,8 +225,8 @@ func TestSelectProcesses(t *testing.T) {
 		{AppSelector{Cgroup: "missing"}, nil},
 	} {
 		got, err := SelectProcesses(fs, &tc.sel)
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("SelectProcesses(%+v) = %v, %v; want %v", tc.sel, got, err, tc.want)
+		if d := cmp.Diff(tc.want, got); err != nil || d != "" {
+			t.Errorf("SelectProcesses(%+v): %v (-want +got):\n%s", tc.sel, err, d)
 		}
 	}
 	if _, err := SelectProcesses(fs, &AppSelector{}); err == nil {

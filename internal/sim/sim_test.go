@@ -2,9 +2,10 @@ package sim
 
 import (
 	"math"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func sweep(t *testing.T) []Result {
@@ -30,8 +31,8 @@ func TestDeterminism(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := Run(c, p2)
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("%s: same seed, different results:\n%+v\n%+v", pol, a, b)
+		if d := cmp.Diff(a, b); d != "" {
+			t.Fatalf("%s: same seed, different results (-first +second):\n%s", pol, d)
 		}
 		c2 := c
 		c2.Seed = 2

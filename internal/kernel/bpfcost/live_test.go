@@ -2,7 +2,6 @@ package bpfcost_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // bpftoolCount is how many BPF programs (what="prog") or links are loaded.
@@ -47,20 +47,15 @@ func counters(t *testing.T) (*kernel.Softirqs, *kernel.Interrupts) {
 // peer in NET_RX softirq.
 func udpFlood(t *testing.T, d time.Duration) {
 	t.Helper()
-	ns := fmt.Sprintf("irqp-bpf-%d", os.Getpid())
-	host, peer := fmt.Sprintf("ibh%d", os.Getpid()%100000), fmt.Sprintf("ibp%d", os.Getpid()%100000)
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", host).Run()
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-	})
+	ns := livetest.Netns(t, livetest.Name("irqp-bpf-"))
+	host, peer := livetest.Name("ibh"), livetest.Name("ibp")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
 	for _, args := range [][]string{
-		{"ip", "netns", "add", ns},
 		{"ip", "link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns},
 		{"ip", "addr", "add", "10.251.77.1/30", "dev", host},
 		{"ip", "link", "set", host, "up"},
 		{"ip", "-n", ns, "addr", "add", "10.251.77.2/30", "dev", peer},
 		{"ip", "-n", ns, "link", "set", peer, "up"},
-		{"ip", "-n", ns, "link", "set", "lo", "up"},
 	} {
 		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v: %s", args, err, out)
@@ -104,12 +99,7 @@ func fsyncs(t *testing.T, n int) {
 // find their time on the CPUs whose counts rose; after Close no program
 // or link is left.
 func TestLiveCollector(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := exec.LookPath("bpftool"); err != nil {
-		t.Skip("needs bpftool (apt-get install -y bpftool)")
-	}
+	livetest.NeedRoot(t, "bpftool", "ip")
 	if err := bpfcost.Check(); err != nil {
 		t.Skipf("eBPF unavailable here: %v", err)
 	}

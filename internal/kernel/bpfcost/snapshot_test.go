@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // testdata/snapshot-{1,2}.json are two reads of the live maps one second
@@ -33,7 +34,7 @@ func TestDiffRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	sec := float64(b.Clock-a.Clock) / 1e9
-	if !near(c.Seconds, sec) || !reflect.DeepEqual(c.CPUs, []int{0, 1}) || len(c.Absent) != 0 || len(c.Resets) != 0 {
+	if !near(c.Seconds, sec) || !cmp.Equal(c.CPUs, []int{0, 1}) || len(c.Absent) != 0 || len(c.Resets) != 0 {
 		t.Fatalf("interval/CPUs: %+v", c)
 	}
 	// IRQ 42 appeared only in the second read: it counts from zero.
@@ -106,7 +107,7 @@ func TestDiffCPUOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c.CPUs, []int{1}) || !reflect.DeepEqual(c.Absent, []int{0}) {
+	if !cmp.Equal(c.CPUs, []int{1}) || !cmp.Equal(c.Absent, []int{0}) {
 		t.Fatalf("CPUs %v absent %v, want [1] and [0]", c.CPUs, c.Absent)
 	}
 	if _, ok := c.Softirq[0]; ok {
@@ -125,7 +126,7 @@ func TestDiffCPUOffline(t *testing.T) {
 	if c, err = Diff(b, loadSnap(t, "snapshot-2.json")); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c.CPUs, []int{1}) || !reflect.DeepEqual(c.Absent, []int{0}) {
+	if !cmp.Equal(c.CPUs, []int{1}) || !cmp.Equal(c.Absent, []int{0}) {
 		t.Errorf("CPU coming online: CPUs %v absent %v", c.CPUs, c.Absent)
 	}
 }
@@ -146,7 +147,7 @@ func TestDiffNAPI(t *testing.T) {
 		t.Fatalf("NAPI = %+v", c.NAPI)
 	}
 	n := c.NAPI[0]
-	if n.Dev != "veth1" || !near(n.Polls, 15/sec) || !near(n.Packets, 704/sec) || !near(n.Exhausted, 11/sec) || !reflect.DeepEqual(n.CPUs, []int{0, 1}) {
+	if n.Dev != "veth1" || !near(n.Polls, 15/sec) || !near(n.Packets, 704/sec) || !near(n.Exhausted, 11/sec) || !cmp.Equal(n.CPUs, []int{0, 1}) {
 		t.Errorf("veth1 = %+v", n)
 	}
 	if !near(n.PollsPerCPU[0], 10/sec) || !near(n.PollsPerCPU[1], 5/sec) || len(n.PollsPerCPU) != 2 {

@@ -1,7 +1,6 @@
-package netdev
+package netdev_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 func run(t *testing.T, args ...string) string {
@@ -26,21 +28,10 @@ func run(t *testing.T, args ...string) string {
 // (which gives veth its NAPI instances), removed in Cleanup.
 func vethNamespace(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, tool := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skip(tool + " not installed")
-		}
-	}
-	ns := fmt.Sprintf("irqpilot-napi-%d", os.Getpid())
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	run(t, "ip", "-n", ns, "link", "add", "vA", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
-		"peer", "name", "vB", "numtxqueues", "4", "numrxqueues", "4")
+	livetest.NeedRoot(t, "ip", "ethtool")
+	ns := livetest.Netns(t, livetest.Name("irqp-napi-"))
+	livetest.Veth(t, ns, "vA", "vB", 4)
 	for _, l := range []string{"vA", "vB"} {
-		run(t, "ip", "-n", ns, "link", "set", l, "up")
 		run(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
 	}
 	return ns
@@ -109,12 +100,12 @@ func napiThreads(t *testing.T, dev string) map[uint32]int {
 func TestLiveVethNAPI(t *testing.T) {
 	ns := vethNamespace(t)
 	ifindex, _ := strconv.Atoi(strings.TrimSpace(run(t, "ip", "netns", "exec", ns, "cat", "/sys/class/net/vA/ifindex")))
-	var before, threaded, after []NAPI
-	var one NAPI
+	var before, threaded, after []netdev.NAPI
+	var one netdev.NAPI
 	var threads map[uint32]int
 	var setErr, missingErr error
 	inNetns(t, ns, func() {
-		c, err := Open()
+		c, err := netdev.Open()
 		if err != nil {
 			t.Error(err)
 			return
@@ -138,10 +129,10 @@ func TestLiveVethNAPI(t *testing.T) {
 		}
 		id := before[0].ID
 		d, g := uint32(3), uint64(40000)
-		setErr = c.SetNAPI(NAPISet{ID: id, DeferHardIRQs: &d, GROFlushTimeout: &g})
+		setErr = c.SetNAPI(netdev.NAPISet{ID: id, DeferHardIRQs: &d, GROFlushTimeout: &g})
 		one, _ = c.NAPI(id)
 		z, zz := uint32(0), uint64(0)
-		if err := c.SetNAPI(NAPISet{ID: id, DeferHardIRQs: &z, GROFlushTimeout: &zz}); err != nil {
+		if err := c.SetNAPI(netdev.NAPISet{ID: id, DeferHardIRQs: &z, GROFlushTimeout: &zz}); err != nil {
 			t.Error(err)
 		}
 		_, missingErr = c.NAPI(1 << 30)
@@ -161,7 +152,7 @@ func TestLiveVethNAPI(t *testing.T) {
 	if setErr != nil || *one.DeferHardIRQs != 3 || *one.GROFlushTimeout != 40000 || *one.IRQSuspendTimeout != 0 {
 		t.Errorf("after napi-set: %+v (%v)", one, setErr)
 	}
-	if missingErr == nil || !strings.Contains(missingErr.Error(), ErrNoNAPI.Error()) {
+	if missingErr == nil || !strings.Contains(missingErr.Error(), netdev.ErrNoNAPI.Error()) {
 		t.Errorf("unknown id: %v", missingErr)
 	}
 	for i := range after {

@@ -1,4 +1,4 @@
-package netdev
+package netdev_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
 )
 
 // TestLiveOpenInNamespace: a Client opened with OpenIn sees the devices of
@@ -18,8 +20,8 @@ func TestLiveOpenInNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostNAPIs := func() []NAPI {
-		c, err := Open()
+	hostNAPIs := func() []netdev.NAPI {
+		c, err := netdev.Open()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +34,7 @@ func TestLiveOpenInNamespace(t *testing.T) {
 	}
 	hostBefore := hostNAPIs()
 
-	c, err := OpenIn("/run/netns/" + ns)
+	c, err := netdev.OpenIn("/run/netns/" + ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +55,12 @@ func TestLiveOpenInNamespace(t *testing.T) {
 	}
 	old := *n.DeferHardIRQs
 	v := old + 5
-	if err := c.SetNAPI(NAPISet{ID: n.ID, DeferHardIRQs: &v}); err != nil {
+	if err := c.SetNAPI(netdev.NAPISet{ID: n.ID, DeferHardIRQs: &v}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.SetNAPI(NAPISet{ID: n.ID, DeferHardIRQs: &old}) })
+	t.Cleanup(func() { _ = c.SetNAPI(netdev.NAPISet{ID: n.ID, DeferHardIRQs: &old}) })
 	// Another Client in the same namespace reads the value back.
-	c2, err := OpenIn("/run/netns/" + ns)
+	c2, err := netdev.OpenIn("/run/netns/" + ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestLiveOpenInNamespace(t *testing.T) {
 	if err != nil || got.DeferHardIRQs == nil || *got.DeferHardIRQs != v || got.Ifindex != ifindex {
 		t.Fatalf("read back in %s: %+v %v, want defer-hard-irqs %d on ifindex %d", ns, got, err, v, ifindex)
 	}
-	if err := c.SetNAPI(NAPISet{ID: n.ID, DeferHardIRQs: &old}); err != nil {
+	if err := c.SetNAPI(netdev.NAPISet{ID: n.ID, DeferHardIRQs: &old}); err != nil {
 		t.Fatal(err)
 	}
 	// The caller's namespace: the same id means nothing there, and its
@@ -81,7 +83,7 @@ func TestLiveOpenInNamespace(t *testing.T) {
 			t.Errorf("NAPI id %d is listed in the caller's namespace too: %+v", n.ID, hostBefore[i])
 		}
 	}
-	if _, err := OpenIn("/run/netns/irqpilot-no-such-namespace"); err == nil || !errors.Is(err, os.ErrNotExist) ||
+	if _, err := netdev.OpenIn("/run/netns/irqpilot-no-such-namespace"); err == nil || !errors.Is(err, os.ErrNotExist) ||
 		!strings.Contains(err.Error(), "irqpilot-no-such-namespace") {
 		t.Errorf("missing namespace: %v", err)
 	}
