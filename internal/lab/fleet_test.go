@@ -201,9 +201,8 @@ func TestFleetAnsible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	debs := t.TempDir()
-	deb1 := buildDebVersion(t, debs, "0.0.1~fleet1")
-	deb2 := buildDebVersion(t, debs, "0.0.1~fleet2")
+	deb1 := buildDeb(t, "0.0.1~fleet1")
+	deb2 := buildDeb(t, "0.0.1~fleet2")
 
 	start := time.Now()
 	f, err := StartFleet(context.Background(), FleetOptions{N: n, AuthorizedKey: string(pub), Log: testLog{t}})
@@ -378,20 +377,4 @@ func TestFleetAnsible(t *testing.T) {
 	t.Logf("runs: first %s %v, second %s %v, check %s %v, repair %s %v, rolling %s %v",
 		r1.took.Round(time.Second), r1.changed, r2.took.Round(time.Second), r2.changed, r3.took.Round(time.Second), r3.changed,
 		r4.took.Round(time.Second), r4.changed, r5.took.Round(time.Second), r5.changed)
-}
-
-// buildDebVersion builds the package with the project's script at a given
-// version into dir.
-func buildDebVersion(t *testing.T, dir, version string) string {
-	t.Helper()
-	b := exec.Command("../../scripts/build-deb.sh", dir)
-	b.Env = append(os.Environ(), "VERSION="+version)
-	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("build-deb.sh: %v\n%s", err, out)
-	}
-	debs, _ := filepath.Glob(filepath.Join(dir, "irqpilot_"+version+"_*.deb"))
-	if len(debs) != 1 {
-		t.Fatalf("build-deb.sh made %v", debs)
-	}
-	return debs[0]
 }
