@@ -80,11 +80,12 @@ type Guest struct {
 	// greeting.
 	Booted time.Duration
 
-	cmd   *exec.Cmd
-	mon   *Monitor
-	done  chan struct{}
-	err   error
-	start time.Time
+	cmd       *exec.Cmd
+	mon       *Monitor
+	nicDevice string // the -device argument of the bridge's NIC
+	done      chan struct{}
+	err       error
+	start     time.Time
 }
 
 // PID is QEMU's process id.
@@ -104,6 +105,7 @@ type Fleet struct {
 	dir        string
 	cleanupNS  func()
 	stopOnce   sync.Once
+	loads      []*memcachedLoad
 }
 
 // StartFleet builds each guest's image, boots them all and returns once
@@ -171,7 +173,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	imgs, keys, err := fleetImages(dir, rootfs, o.N, o.AuthorizedKey, o.Log)
+	imgs, keys, err := fleetImages(dir, rootfs, k, o.N, o.AuthorizedKey, o.Log)
 	if err != nil {
 		return f, err
 	}
@@ -201,8 +203,14 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 			o.Shape.machineArgs(taps[i], nil)...)
 		// machineArgs gives every machine the same MACs; on one bridge
 		// each guest needs its own.
+		// The bridge's NIC gets an id, so that it can be unplugged and
+		// plugged again (Guest.ReplugNIC).
 		for j, a := range args {
 			args[j] = strings.ReplaceAll(a, "mac=52:54:00:12:34:", fmt.Sprintf("mac=52:54:00:77:%02x:", i))
+			if strings.HasPrefix(a, o.Shape.NICs[0].Model+",netdev=n0,") {
+				args[j] += ",id=" + fleetNICID
+				g.nicDevice = args[j]
+			}
 		}
 		args = append(args,
 			"-drive", "file="+imgs[i]+",if=none,id=root,format=raw",
@@ -325,6 +333,7 @@ func (g *Guest) ConsoleText() string {
 // are thrown away, so a guest that ignores the button loses nothing.
 func (f *Fleet) Stop() {
 	f.stopOnce.Do(func() {
+		f.StopLoad(0)
 		for _, g := range f.Guests {
 			_, _ = g.mon.Command("system_powerdown")
 		}
@@ -394,104 +403,4 @@ func fleetNamespace(n int, nics []NIC) (name string, taps [][]string, cleanup fu
 		return nil
 	})
 	return name, taps, cleanup, err
-}
-
-// sshdConfig: keys only, and only the host key the host knows.
-const sshdConfig = `HostKey /etc/ssh/ssh_host_ed25519_key
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin no
-UseDNS no
-`
-
-// fleetImages copies the cached root once, adds FleetUser with the
-// authorized key and sudo, and writes one ext4 image per guest with its
-// own host name and SSH host key (made here with ssh-keygen, so that the
-// host can check it). Returns the images and the host public keys.
-func fleetImages(dir, rootfs string, n int, authorized string, log io.Writer) (imgs, hostKeys []string, err error) {
-	root := filepath.Join(dir, "root")
-	defer os.RemoveAll(root)
-	if out, err := exec.Command("cp", "-a", rootfs, root).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("copying the guest's root: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("chroot", root, "useradd", "--create-home", "--shell", "/bin/bash", FleetUser).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("useradd %s in the guest's root: %v\n%s", FleetUser, err, out)
-	}
-	put := []guestFile{
-		{"home/" + FleetUser + "/.ssh/authorized_keys", 0o600, []byte(strings.TrimSpace(authorized) + "\n")},
-		{"etc/sudoers.d/lab", 0o440, []byte(FleetUser + " ALL=(ALL:ALL) NOPASSWD: ALL\n")},
-		{"etc/ssh/sshd_config.d/lab.conf", 0o644, []byte(sshdConfig)},
-	}
-	for _, p := range put {
-		if err := writeGuestFile(root, p); err != nil {
-			return nil, nil, err
-		}
-	}
-	if out, err := exec.Command("chroot", root, "chown", "-R", FleetUser+":"+FleetUser, "/home/"+FleetUser).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("chown in the guest's root: %v\n%s", err, out)
-	}
-	if err := os.Chmod(filepath.Join(root, "home", FleetUser, ".ssh"), 0o700); err != nil {
-		return nil, nil, err
-	}
-	// The package's keys were made once for the cached root: every guest
-	// would share them. Each gets its own below.
-	old, _ := filepath.Glob(filepath.Join(root, "etc/ssh/ssh_host_*"))
-	for _, p := range old {
-		_ = os.Remove(p)
-	}
-	links := map[string]string{
-		"etc/systemd/system/multi-user.target.wants/ssh.service": "/lib/systemd/system/ssh.service",
-		"etc/systemd/system/serial-getty@ttyS0.service":          "/dev/null",
-		"etc/systemd/system/getty@tty1.service":                  "/dev/null",
-	}
-	for p, target := range links {
-		full := filepath.Join(root, p)
-		_ = os.MkdirAll(filepath.Dir(full), 0o755)
-		_ = os.Remove(full)
-		if err := os.Symlink(target, full); err != nil {
-			return nil, nil, err
-		}
-	}
-	key := filepath.Join(root, "etc/ssh/ssh_host_ed25519_key")
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("fleet%d", i+1)
-		if err := writeGuestFile(root, guestFile{"etc/hostname", 0o644, []byte(name + "\n")}); err != nil {
-			return nil, nil, err
-		}
-		if err := writeGuestFile(root, guestFile{"etc/hosts", 0o644, []byte("127.0.0.1 localhost\n127.0.1.1 " + name + "\n")}); err != nil {
-			return nil, nil, err
-		}
-		_ = os.Remove(key)
-		_ = os.Remove(key + ".pub")
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", key).CombinedOutput(); err != nil {
-			return nil, nil, fmt.Errorf("ssh-keygen: %v\n%s", err, out)
-		}
-		pub, err := os.ReadFile(key + ".pub")
-		if err != nil {
-			return nil, nil, err
-		}
-		f := strings.Fields(string(pub))
-		if len(f) < 2 {
-			return nil, nil, fmt.Errorf("ssh-keygen wrote %q", pub)
-		}
-		img := filepath.Join(dir, name+".img")
-		if out, err := exec.Command("mke2fs", "-q", "-t", "ext4", "-L", "irqpilot-root", "-d", root, img, "2G").CombinedOutput(); err != nil {
-			return nil, nil, fmt.Errorf("mke2fs -d: %v\n%s", err, out)
-		}
-		imgs = append(imgs, img)
-		hostKeys = append(hostKeys, f[0]+" "+f[1])
-		fmt.Fprintf(log, "lab: image for %s (%s) written\n", name, FleetAddr(i))
-	}
-	return imgs, hostKeys, nil
-}
-
-func writeGuestFile(root string, f guestFile) error {
-	full := filepath.Join(root, f.name)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(full, f.data, os.FileMode(f.mode)); err != nil {
-		return err
-	}
-	return os.Chmod(full, os.FileMode(f.mode))
 }

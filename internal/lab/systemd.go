@@ -27,7 +27,9 @@ const rootfsSuite = "bookworm"
 // server and what Ansible's modules need on the managed host (python3-apt
 // brings python3; sudo for become). A separate cached root, so that the
 // single guest's root is not rebuilt for them.
-var fleetPackages = []string{"openssh-server", "python3-apt", "sudo"}
+// memcached is the load the fleet serves; acpid powers a guest off when
+// QEMU presses its power button (there is no D-Bus, so no logind).
+var fleetPackages = []string{"openssh-server", "python3-apt", "sudo", "memcached", "acpid"}
 
 // PrepareRootfs returns the cached Debian root file system, building it
 // with mmdebstrap the first time (about two minutes).
