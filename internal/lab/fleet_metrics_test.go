@@ -131,7 +131,9 @@ func (fx *fleetFixture) report(t *testing.T, bin string, since time.Time, before
 		dir = t.TempDir()
 	}
 	out := filepath.Join(dir, fmt.Sprintf("fleet-%d.png", len(fx.f.Guests)))
-	span := func(w [2]time.Time) string { return w[0].UTC().Format(time.RFC3339) + "," + w[1].UTC().Format(time.RFC3339) }
+	span := func(w [2]time.Time) string {
+		return w[0].UTC().Format(time.RFC3339) + "," + w[1].UTC().Format(time.RFC3339)
+	}
 	rng := time.Since(since).Round(time.Minute) + time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
