@@ -122,26 +122,13 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 	if o.Shape.Name == "" {
 		o.Shape = FleetShape
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
-	if o.Busybox == "" {
-		o.Busybox = "/bin/busybox"
-	}
-	if o.Cache == "" {
-		o.Cache = DefaultCache()
-	}
 	if strings.TrimSpace(o.AuthorizedKey) == "" {
 		return nil, errors.New("a fleet needs the public key the host logs in with")
 	}
 	if len(o.Shape.NICs) == 0 {
 		return nil, fmt.Errorf("shape %s has no NIC to put on the fleet's bridge", o.Shape.Name)
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		return nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
-	}
-	k, err := PrepareKernel(o.Cache, o.Log)
+	qemu, k, err := prepareGuest(&o.Log, &o.Busybox, &o.Cache)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +225,26 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 		fmt.Fprintf(o.Log, "lab: booting %s (%s, %d vCPUs, %d nodes, QEMU pid %d)\n", g.Name, g.Addr, o.Shape.CPUs(), o.Shape.Nodes, g.PID())
 	}
 	return f, nil
+}
+
+// prepareGuest fills in what Options and FleetOptions leave empty (no
+// log, Debian's busybox, the default cache) and finds QEMU and the guest's
+// kernel.
+func prepareGuest(log *io.Writer, busybox, cache *string) (qemu string, k *Kernel, err error) {
+	if *log == nil {
+		*log = io.Discard
+	}
+	if *busybox == "" {
+		*busybox = "/bin/busybox"
+	}
+	if *cache == "" {
+		*cache = DefaultCache()
+	}
+	if qemu, err = exec.LookPath("qemu-system-x86_64"); err != nil {
+		return "", nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
+	}
+	k, err = PrepareKernel(*cache, *log)
+	return qemu, k, err
 }
 
 // WaitSSH waits until every guest's SSH server greets, or a guest's QEMU

@@ -207,13 +207,7 @@ func ShareChart(runs []*Run, before, after Window, o Options) (*plot.Plot, error
 	p.Y.Label.Text = "% of the node's interrupt time"
 	p.X.Label.Text = "CPU"
 	p.Legend.Top, p.Legend.Left = true, false
-	slots := 0
-	for i, r := range runs {
-		if i > 0 {
-			slots++
-		}
-		slots += len(r.CPUs)
-	}
+	slots := cpuSlots(runs)
 	barW := vg.Length(math.Min(30, math.Max(1, 0.35*float64(o.Width-1.3*vg.Inch)/float64(slots))))
 	var ticks []plot.Tick
 	var labels plotter.XYLabels
@@ -266,9 +260,31 @@ func ShareChart(runs []*Run, before, after Window, o Options) (*plot.Plot, error
 		labels.Labels = append(labels.Labels, r.Host)
 		x += float64(len(r.CPUs))
 	}
+	p.Y.Min, p.Y.Max = 0, 150
+	p.Y.Tick.Marker = plot.ConstantTicks(percentTicks())
+	return p, hostAxis(p, labels, ticks, x)
+}
+
+// cpuSlots is how many bar positions every host's CPUs take on one axis,
+// with an empty one between hosts.
+func cpuSlots(runs []*Run) int {
+	slots := 0
+	for i, r := range runs {
+		if i > 0 {
+			slots++ // gap
+		}
+		slots += len(r.CPUs)
+	}
+	return slots
+}
+
+// hostAxis finishes a chart with every host's CPUs on one axis (the
+// cluster view, the share chart): the host names above their CPUs, the
+// CPU ticks, the x range up to x, and horizontal grid lines.
+func hostAxis(p *plot.Plot, labels plotter.XYLabels, ticks []plot.Tick, x float64) error {
 	lb, err := plotter.NewLabels(labels)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range lb.TextStyle {
 		lb.TextStyle[i].Font.Variant = "Sans"
@@ -278,10 +294,8 @@ func ShareChart(runs []*Run, before, after Window, o Options) (*plot.Plot, error
 	p.Add(lb)
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Min, p.X.Max = -0.7, x-0.3
-	p.Y.Min, p.Y.Max = 0, 150
-	p.Y.Tick.Marker = plot.ConstantTicks(percentTicks())
 	g := plotter.NewGrid()
 	g.Vertical.Color = nil
 	p.Add(g)
-	return p, nil
+	return nil
 }

@@ -127,11 +127,11 @@ func TestRolloutCharts(t *testing.T) {
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("charts: %s\nwant %s", got, want)
 	}
-	var b bytes.Buffer
-	if err := WriteImage(&b, "png", charts, 10*vg.Inch); err != nil {
+	b, err := imageBytes("png", charts, 10*vg.Inch)
+	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&b)
+	img, err := png.Decode(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
