@@ -235,7 +235,9 @@ func TestFleetAnsible(t *testing.T) {
 				t.Logf("%s console:\n%s", g.Name, tail(g.ConsoleText(), 3000))
 			}
 		}
+		stop := time.Now()
 		f.Stop()
+		t.Logf("fleet of %d powered off and removed in %s", len(f.Guests), time.Since(stop).Round(100*time.Millisecond))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
