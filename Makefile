@@ -104,7 +104,7 @@ test-lab: deps
 # Prometheus under memcached load, then faults and the cluster chart: see
 # docs/fleet.md (what is checked, how long it takes). Root. FLEET_WINDOW and
 # FLEET_EVIDENCE pass through.
-FLEET_N ?= 4
+FLEET_N ?= 2
 fleet-lab: deps
 	FLEET_LAB=1 FLEET_N=$(FLEET_N) $(GO) test -count=1 -timeout 90m -v -run '^TestFleet' ./internal/lab/
 

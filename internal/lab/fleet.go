@@ -54,7 +54,7 @@ func FleetAddr(i int) string { return fmt.Sprintf("10.77.0.%d", 11+i) }
 
 // FleetOptions say what fleet to start.
 type FleetOptions struct {
-	// N is the number of guests (default 4).
+	// N is the number of guests (default 4; each is FleetShape).
 	N int
 	// Shape of every guest (default FleetShape; its first NIC is the one
 	// on the bridge).
