@@ -207,15 +207,12 @@ func ShareChart(runs []*Run, before, after Window, o Options) (*plot.Plot, error
 	p.Y.Label.Text = "% of the node's interrupt time"
 	p.X.Label.Text = "CPU"
 	p.Legend.Top, p.Legend.Left = true, false
-	slots := cpuSlots(runs)
-	barW := vg.Length(math.Min(30, math.Max(1, 0.35*float64(o.Width-1.3*vg.Inch)/float64(slots))))
+	barW := vg.Length(math.Min(30, math.Max(1, 0.35*float64(o.Width-1.3*vg.Inch)/float64(cpuSlots(runs)))))
 	var ticks []plot.Tick
 	var labels plotter.XYLabels
 	x := 0.0
 	for k, r := range runs {
-		if k > 0 {
-			x++
-		}
+		x += min(float64(k), 1) // a gap before every host but the first
 		for j, w := range []Window{before, after} {
 			vals := make(plotter.Values, len(r.CPUs))
 			if c := r.Within(w); c != nil {
