@@ -23,6 +23,8 @@ type reportOptions struct {
 	recordings []string
 	// prom: read the agents' metrics from Prometheus instead of recordings.
 	prom promsource.Options
+	// before, after: with prom, the windows the cluster view compares.
+	before, after string
 }
 
 func newReportCmd() *cobra.Command {
@@ -82,6 +84,8 @@ busiest device-queue IRQs. Nodes are named by the agents' host names.`,
 	f.DurationVar(&o.prom.Step, "step", 0, "with --prometheus: time between points (`duration`; default 5s, coarser for long ranges)")
 	f.DurationVar(&o.prom.RateWindow, "rate-window", 0, "with --prometheus: rate() window (`duration`; default max(step + scrape interval, 4 × scrape interval))")
 	f.StringVar(&o.prom.Selector, "selector", "", "with --prometheus: label `matchers` added to every query, e.g. 'job=\"irqpilot\"'")
+	f.StringVar(&o.before, "before", "", "with --prometheus and --after: the window `FROM,TO` (RFC 3339 or Unix seconds) before a rollout, for the cluster view before and after")
+	f.StringVar(&o.after, "after", "", "with --prometheus and --before: the window `FROM,TO` after the rollout")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
@@ -108,7 +112,7 @@ func (o *reportOptions) runPrometheus(ctx context.Context, out, errOut io.Writer
 		fmt.Fprintf(errOut, "irqpilot report: prometheus warning: %s\n", w)
 	}
 	opts := report.Options{Width: vg.Length(o.width) * vg.Inch, TopIRQs: o.top}
-	charts, err := report.FleetCharts(res.Runs, opts)
+	charts, err := o.promCharts(out, res.Runs, opts)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func FleetAddr(i int) string { return fmt.Sprintf("10.77.0.%d", 11+i) }
 
 // FleetOptions say what fleet to start.
 type FleetOptions struct {
-	// N is the number of guests (default 4).
+	// N is the number of guests (default 4; each is FleetShape).
 	N int
 	// Shape of every guest (default FleetShape; its first NIC is the one
 	// on the bridge).
@@ -80,11 +80,12 @@ type Guest struct {
 	// greeting.
 	Booted time.Duration
 
-	cmd   *exec.Cmd
-	mon   *Monitor
-	done  chan struct{}
-	err   error
-	start time.Time
+	cmd       *exec.Cmd
+	mon       *Monitor
+	nicDevice string // the -device argument of the bridge's NIC
+	done      chan struct{}
+	err       error
+	start     time.Time
 }
 
 // PID is QEMU's process id.
@@ -104,6 +105,7 @@ type Fleet struct {
 	dir        string
 	cleanupNS  func()
 	stopOnce   sync.Once
+	loads      []*memcachedLoad
 }
 
 // StartFleet builds each guest's image, boots them all and returns once
@@ -120,26 +122,13 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 	if o.Shape.Name == "" {
 		o.Shape = FleetShape
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
-	if o.Busybox == "" {
-		o.Busybox = "/bin/busybox"
-	}
-	if o.Cache == "" {
-		o.Cache = DefaultCache()
-	}
 	if strings.TrimSpace(o.AuthorizedKey) == "" {
 		return nil, errors.New("a fleet needs the public key the host logs in with")
 	}
 	if len(o.Shape.NICs) == 0 {
 		return nil, fmt.Errorf("shape %s has no NIC to put on the fleet's bridge", o.Shape.Name)
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		return nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
-	}
-	k, err := PrepareKernel(o.Cache, o.Log)
+	qemu, k, err := prepareGuest(&o.Log, &o.Busybox, &o.Cache)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +160,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	imgs, keys, err := fleetImages(dir, rootfs, o.N, o.AuthorizedKey, o.Log)
+	imgs, keys, err := fleetImages(dir, rootfs, k, o.N, o.AuthorizedKey, o.Log)
 	if err != nil {
 		return f, err
 	}
@@ -201,8 +190,14 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 			o.Shape.machineArgs(taps[i], nil)...)
 		// machineArgs gives every machine the same MACs; on one bridge
 		// each guest needs its own.
+		// The bridge's NIC gets an id, so that it can be unplugged and
+		// plugged again (Guest.ReplugNIC).
 		for j, a := range args {
 			args[j] = strings.ReplaceAll(a, "mac=52:54:00:12:34:", fmt.Sprintf("mac=52:54:00:77:%02x:", i))
+			if strings.HasPrefix(a, o.Shape.NICs[0].Model+",netdev=n0,") {
+				args[j] += ",id=" + fleetNICID
+				g.nicDevice = args[j]
+			}
 		}
 		args = append(args,
 			"-drive", "file="+imgs[i]+",if=none,id=root,format=raw",
@@ -230,6 +225,26 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 		fmt.Fprintf(o.Log, "lab: booting %s (%s, %d vCPUs, %d nodes, QEMU pid %d)\n", g.Name, g.Addr, o.Shape.CPUs(), o.Shape.Nodes, g.PID())
 	}
 	return f, nil
+}
+
+// prepareGuest fills in what Options and FleetOptions leave empty (no
+// log, Debian's busybox, the default cache) and finds QEMU and the guest's
+// kernel.
+func prepareGuest(log *io.Writer, busybox, cache *string) (qemu string, k *Kernel, err error) {
+	if *log == nil {
+		*log = io.Discard
+	}
+	if *busybox == "" {
+		*busybox = "/bin/busybox"
+	}
+	if *cache == "" {
+		*cache = DefaultCache()
+	}
+	if qemu, err = exec.LookPath("qemu-system-x86_64"); err != nil {
+		return "", nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
+	}
+	k, err = PrepareKernel(*cache, *log)
+	return qemu, k, err
 }
 
 // WaitSSH waits until every guest's SSH server greets, or a guest's QEMU
@@ -325,6 +340,7 @@ func (g *Guest) ConsoleText() string {
 // are thrown away, so a guest that ignores the button loses nothing.
 func (f *Fleet) Stop() {
 	f.stopOnce.Do(func() {
+		f.StopLoad(0)
 		for _, g := range f.Guests {
 			_, _ = g.mon.Command("system_powerdown")
 		}
@@ -394,104 +410,4 @@ func fleetNamespace(n int, nics []NIC) (name string, taps [][]string, cleanup fu
 		return nil
 	})
 	return name, taps, cleanup, err
-}
-
-// sshdConfig: keys only, and only the host key the host knows.
-const sshdConfig = `HostKey /etc/ssh/ssh_host_ed25519_key
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin no
-UseDNS no
-`
-
-// fleetImages copies the cached root once, adds FleetUser with the
-// authorized key and sudo, and writes one ext4 image per guest with its
-// own host name and SSH host key (made here with ssh-keygen, so that the
-// host can check it). Returns the images and the host public keys.
-func fleetImages(dir, rootfs string, n int, authorized string, log io.Writer) (imgs, hostKeys []string, err error) {
-	root := filepath.Join(dir, "root")
-	defer os.RemoveAll(root)
-	if out, err := exec.Command("cp", "-a", rootfs, root).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("copying the guest's root: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("chroot", root, "useradd", "--create-home", "--shell", "/bin/bash", FleetUser).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("useradd %s in the guest's root: %v\n%s", FleetUser, err, out)
-	}
-	put := []guestFile{
-		{"home/" + FleetUser + "/.ssh/authorized_keys", 0o600, []byte(strings.TrimSpace(authorized) + "\n")},
-		{"etc/sudoers.d/lab", 0o440, []byte(FleetUser + " ALL=(ALL:ALL) NOPASSWD: ALL\n")},
-		{"etc/ssh/sshd_config.d/lab.conf", 0o644, []byte(sshdConfig)},
-	}
-	for _, p := range put {
-		if err := writeGuestFile(root, p); err != nil {
-			return nil, nil, err
-		}
-	}
-	if out, err := exec.Command("chroot", root, "chown", "-R", FleetUser+":"+FleetUser, "/home/"+FleetUser).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("chown in the guest's root: %v\n%s", err, out)
-	}
-	if err := os.Chmod(filepath.Join(root, "home", FleetUser, ".ssh"), 0o700); err != nil {
-		return nil, nil, err
-	}
-	// The package's keys were made once for the cached root: every guest
-	// would share them. Each gets its own below.
-	old, _ := filepath.Glob(filepath.Join(root, "etc/ssh/ssh_host_*"))
-	for _, p := range old {
-		_ = os.Remove(p)
-	}
-	links := map[string]string{
-		"etc/systemd/system/multi-user.target.wants/ssh.service": "/lib/systemd/system/ssh.service",
-		"etc/systemd/system/serial-getty@ttyS0.service":          "/dev/null",
-		"etc/systemd/system/getty@tty1.service":                  "/dev/null",
-	}
-	for p, target := range links {
-		full := filepath.Join(root, p)
-		_ = os.MkdirAll(filepath.Dir(full), 0o755)
-		_ = os.Remove(full)
-		if err := os.Symlink(target, full); err != nil {
-			return nil, nil, err
-		}
-	}
-	key := filepath.Join(root, "etc/ssh/ssh_host_ed25519_key")
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("fleet%d", i+1)
-		if err := writeGuestFile(root, guestFile{"etc/hostname", 0o644, []byte(name + "\n")}); err != nil {
-			return nil, nil, err
-		}
-		if err := writeGuestFile(root, guestFile{"etc/hosts", 0o644, []byte("127.0.0.1 localhost\n127.0.1.1 " + name + "\n")}); err != nil {
-			return nil, nil, err
-		}
-		_ = os.Remove(key)
-		_ = os.Remove(key + ".pub")
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", key).CombinedOutput(); err != nil {
-			return nil, nil, fmt.Errorf("ssh-keygen: %v\n%s", err, out)
-		}
-		pub, err := os.ReadFile(key + ".pub")
-		if err != nil {
-			return nil, nil, err
-		}
-		f := strings.Fields(string(pub))
-		if len(f) < 2 {
-			return nil, nil, fmt.Errorf("ssh-keygen wrote %q", pub)
-		}
-		img := filepath.Join(dir, name+".img")
-		if out, err := exec.Command("mke2fs", "-q", "-t", "ext4", "-L", "irqpilot-root", "-d", root, img, "2G").CombinedOutput(); err != nil {
-			return nil, nil, fmt.Errorf("mke2fs -d: %v\n%s", err, out)
-		}
-		imgs = append(imgs, img)
-		hostKeys = append(hostKeys, f[0]+" "+f[1])
-		fmt.Fprintf(log, "lab: image for %s (%s) written\n", name, FleetAddr(i))
-	}
-	return imgs, hostKeys, nil
-}
-
-func writeGuestFile(root string, f guestFile) error {
-	full := filepath.Join(root, f.name)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(full, f.data, os.FileMode(f.mode)); err != nil {
-		return err
-	}
-	return os.Chmod(full, os.FileMode(f.mode))
 }

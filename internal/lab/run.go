@@ -78,23 +78,10 @@ var reEnd = regexp.MustCompile(`@@LAB-END rc=(\d+)@@`)
 // The guest's NICs are backed by taps in a network namespace created for
 // the run and removed after it.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
-	if o.Busybox == "" {
-		o.Busybox = "/bin/busybox"
-	}
-	if o.Cache == "" {
-		o.Cache = DefaultCache()
-	}
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Minute
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		return nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
-	}
-	k, err := PrepareKernel(o.Cache, o.Log)
+	qemu, k, err := prepareGuest(&o.Log, &o.Busybox, &o.Cache)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/irqpilot/irqpilot/internal/load"
 )
@@ -163,13 +162,7 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 	p.Y.Tick.Marker = plot.ConstantTicks(percentTicks())
 	p.Legend.Padding = 2
 
-	slots := 0
-	for i, r := range runs {
-		if i > 0 {
-			slots++ // gap
-		}
-		slots += len(r.CPUs)
-	}
+	slots := cpuSlots(runs)
 	barW := vg.Length(math.Min(60, math.Max(1, 0.75*float64(o.Width-1.3*vg.Inch)/float64(slots))))
 	step := int(math.Ceil(float64(slots) / 32))
 
@@ -225,22 +218,7 @@ func ClusterChart(runs []*Run, o Options) (*plot.Plot, error) {
 		labels.Labels = append(labels.Labels, r.Host)
 		x += float64(len(means))
 	}
-	lb, err := plotter.NewLabels(labels)
-	if err != nil {
-		return nil, err
-	}
-	for i := range lb.TextStyle {
-		lb.TextStyle[i].Font.Variant = "Sans"
-		lb.TextStyle[i].Font.Size = 11
-		lb.TextStyle[i].XAlign = draw.XCenter
-	}
-	p.Add(lb)
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.X.Min, p.X.Max = -0.7, x-0.3
-	g := plotter.NewGrid()
-	g.Vertical.Color = nil
-	p.Add(g)
-	return p, nil
+	return p, hostAxis(p, labels, ticks, x)
 }
 
 // grid is a heat map grid: rows are host/CPU, columns are intervals.
