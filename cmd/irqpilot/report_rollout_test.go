@@ -17,8 +17,8 @@ func TestRolloutShares(t *testing.T) {
 	step := 5 * time.Second
 	var loads []*load.Load
 	for i, cpus := range [][]load.CPULoad{
-		{{ID: 0, IRQ: 3, SoftIRQ: 3}, {ID: 1, IRQ: 1, SoftIRQ: 1}},
-		{{ID: 0, SoftIRQ: 1}, {ID: 1, SoftIRQ: 3}},
+		{{ID: 0, CPUTime: load.CPUTime{IRQ: 3, SoftIRQ: 3}}, {ID: 1, CPUTime: load.CPUTime{IRQ: 1, SoftIRQ: 1}}},
+		{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 1}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 3}}},
 	} {
 		loads = append(loads, &load.Load{Start: t0.Add(time.Duration(i) * step), End: t0.Add(time.Duration(i+1) * step), Interval: step, CPUs: cpus})
 	}
