@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -138,28 +137,6 @@ func ipq(t *testing.T, args ...string) {
 	}
 }
 
-// inNetns runs fn on a locked OS thread inside the named namespace. The
-// thread is never returned to the runtime's pool (the goroutine exits
-// locked, so the runtime discards the thread).
-func inNetns(name string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
 // The sources' core-0 bottleneck on this machine: a single-queue veth whose
 // sender is pinned to one CPU, RPS off. veth hands each packet to the
 // receiving device with netif_rx on the sending CPU, so that CPU runs all
@@ -193,7 +170,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 	// The receiver: a bound socket that is never read, so packets are
 	// dropped at the socket after the whole receive path ran.
 	var rx *net.UDPConn
-	if err := inNetns(nsB, func() error {
+	if err := livetest.InNetns(nsB, func() error {
 		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 231, 0, 2), Port: 9000})
 		rx = c
 		return err
@@ -218,7 +195,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- inNetns(nsA, func() error {
+			errc <- livetest.InNetns(nsA, func() error {
 				var set unix.CPUSet
 				set.Set(cpu)
 				if err := unix.SchedSetaffinity(0, &set); err != nil {

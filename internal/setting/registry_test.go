@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,23 +11,14 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // tree builds a fake machine below a temporary root: path (root-relative)
 // → content.
 func tree(t *testing.T, files map[string]string) *kernel.FS {
 	t.Helper()
-	root := t.TempDir()
-	for p, v := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return kernel.New(root)
+	return kernel.New(livetest.WriteTree(t, files))
 }
 
 // fileContent reads a root-relative file of fs's tree as it is on disk.

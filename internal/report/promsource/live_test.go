@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,23 +41,14 @@ func start(t *testing.T, what string, argv ...string) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	logb := &livetest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logb, logb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	// Registered before Start's own cleanup, so it runs after the process
+	// has stopped and its output is complete.
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
 		if t.Failed() {
-			t.Logf("%s (pid %d) output:\n%s", what, cmd.Process.Pid, logb)
+			t.Logf("%s output:\n%s", what, logb)
 		}
 	})
+	livetest.Start(t, cmd, 10*time.Second)
 }
 
 // freePort is a loopback TCP port nobody listens on right now.
