@@ -70,5 +70,15 @@ func CheckMetricQuery(q string) error {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--adapt-metric-query %q: give a Prometheus http:// or https:// URL (…/api/v1/query?query=…)", q)
 	}
+	if _, _, err := promInstantQuery(q); err != nil {
+		return fmt.Errorf("--adapt-metric-query: %w", err)
+	}
+	// Only the expression is sent (the query is evaluated when asked), so
+	// a parameter such as time= or timeout= would be dropped silently.
+	for k := range u.Query() {
+		if k != "query" {
+			return fmt.Errorf("--adapt-metric-query %q: parameter %q is not supported: only query= is sent, evaluated at the time of asking", q, k)
+		}
+	}
 	return nil
 }

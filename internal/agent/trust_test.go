@@ -206,6 +206,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{Options{AdaptOptions: AdaptOptions{MaxPerHour: -1}}, "--adapt-budget -1"},
 		{Options{Devices: []string{""}}, `--device ""`},
 		{Options{AdaptOptions: AdaptOptions{MetricQuery: "file:///etc/shadow"}}, "--adapt-metric-query"},
+		{Options{AdaptOptions: AdaptOptions{MetricQuery: "http://prom:9090/api/v1/series?match=up"}}, "not a Prometheus instant query URL"},
+		{Options{AdaptOptions: AdaptOptions{MetricQuery: "http://prom:9090/api/v1/query?query=up&time=1700000000"}}, `parameter "time" is not supported`},
 	} {
 		o := c.o
 		o.FS, o.StateDir, o.PlanFile, o.NoLinkEvents, o.Log = kernel.New(root), stateDir(t), pf, true, quiet()

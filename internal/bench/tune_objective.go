@@ -68,7 +68,8 @@ type Judgement struct {
 // round), on obj. The rule is the bench's, applied twice: best's verdict
 // must be "better" (the sign test of its per-round ratios at 1 −
 // stats.Confidence, from at least stats.MinRuns rounds), and its ratio must lie
-// outside the twin's A/A width — the report's noise floor, inside which
+// outside the twin's A/A width (|ratio − 1| above the larger side of the
+// twin's interval) — the report's noise floor, inside which
 // "a ratio is not resolved by this run, whatever its verdict". Anything
 // short of both keeps the baseline.
 func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgement, []Summary, float64) {
@@ -90,7 +91,7 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 		}
 	}
 	switch {
-	case w.Verdict == stats.VerdictNoData || b.Verdict == stats.VerdictNoData && w.Ratio == nil:
+	case w.Verdict == stats.VerdictNoData || w.Ratio == nil:
 		j.Why = fmt.Sprintf("objective %s: %s or %s has no measured %s; keeping the baseline", obj.Describe(), best, baseline, obj)
 	case w.Verdict == stats.VerdictIndicative || math.IsNaN(width):
 		j.Why = fmt.Sprintf("%s; per-round ratio %.3fx over %d paired rounds (indicative: a verdict and an A/A interval need %d rounds or more); %s; keeping the baseline",

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -45,28 +46,21 @@ func Name(prefix string) string {
 // The calling goroutine's namespace is left as it was.
 func Netns(t testing.TB, name string) string {
 	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatalf("netns %s: current namespace: %v", name, err)
-	}
-	defer orig.Close()
-	h, err := netns.NewNamed(name)
-	if err != nil {
-		t.Fatalf("netns %s: %v", name, err)
-	}
-	// NewNamed switched this thread into the new namespace: go back first.
-	if err := netns.Set(orig); err != nil {
-		t.Fatalf("netns %s: back to the original namespace: %v", name, err)
-	}
+	// Registered first, so a namespace half made is removed too.
 	t.Cleanup(func() {
 		// Deleting the name lets the kernel free the namespace once the
 		// last process in it exits.
-		if err := netns.DeleteNamed(name); err != nil && !os.IsNotExist(err) {
+		if err := kernel.DelNetns(name); err != nil {
 			t.Logf("netns %s: delete: %v", name, err)
 		}
 	})
+	if err := kernel.AddNetns(name); err != nil {
+		t.Fatalf("netns %s: %v", name, err)
+	}
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatalf("netns %s: %v", name, err)
+	}
 	nh, err := netlink.NewHandleAt(h)
 	h.Close()
 	if err != nil {

@@ -2,8 +2,11 @@ package livetest
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // TestNetnsVeth makes a namespace with a 4-queue veth pair in it and checks,
@@ -30,5 +33,48 @@ func TestNetnsVeth(t *testing.T) {
 	}
 	if _, err := os.Stat("/sys/class/net/lta0"); !os.IsNotExist(err) {
 		t.Errorf("lta0 leaked into the host namespace")
+	}
+}
+
+// TestAddNetnsLeavesCallerAlone: creating a namespace whose name is taken
+// fails with the name in the error, and neither that nor a success moves
+// the calling thread out of its namespace; /run/netns is a shared mount
+// afterwards, as iproute2 leaves it.
+func TestAddNetnsLeavesCallerAlone(t *testing.T) {
+	NeedRoot(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self := func() string {
+		l, err := os.Readlink("/proc/thread-self/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	before := self()
+	ns := Netns(t, Name("irqp-lt-"))
+	if got := self(); got != before {
+		t.Fatalf("after creating %s this thread is in %s, was in %s", ns, got, before)
+	}
+	err := kernel.AddNetns(ns)
+	if err == nil || !strings.Contains(err.Error(), ns) {
+		t.Errorf("creating %s again: err = %v, want an error naming it", ns, err)
+	}
+	if got := self(); got != before {
+		t.Fatalf("after the failed create this thread is in %s, was in %s", got, before)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := false
+	for _, l := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 6 && f[4] == kernel.RunNetNSDir && strings.Contains(l, " shared:") {
+			shared = true
+		}
+	}
+	if !shared {
+		t.Errorf("%s is not a shared mount after AddNetns", kernel.RunNetNSDir)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -21,51 +22,6 @@ import (
 // (safchain/ethtool) instead of ip(8) and ethtool(8): errors name the
 // object, and nothing depends on the tools' output format. `ip netns exec`
 // stays where a process is started inside a namespace (see start).
-
-// netnsDir is where named namespaces are bind-mounted, as `ip netns add`
-// does: `ip netns exec`, which starts the servers, finds them there.
-const netnsDir = "/run/netns"
-
-// addNetns creates the named network namespace. The calling goroutine's
-// thread is switched into it by netns.NewNamed and back before returning.
-func addNetns(name string) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return fmt.Errorf("namespace %s: current namespace: %w", name, err)
-	}
-	defer orig.Close()
-	h, err := netns.NewNamed(name)
-	if err != nil {
-		return fmt.Errorf("namespace %s: %w", name, err)
-	}
-	h.Close()
-	if err := netns.Set(orig); err != nil {
-		// This thread stays in the new namespace: let it end with the
-		// goroutine instead of serving others (LockOSThread without
-		// Unlock does that).
-		runtime.LockOSThread()
-		return fmt.Errorf("namespace %s: back to the original namespace: %w", name, err)
-	}
-	return nil
-}
-
-// delNetns removes the named namespace's name; the kernel frees it (and its
-// veth end, whose peer goes with it) once nothing runs in it. Unlike
-// netns.DeleteNamed it removes a name that is no longer (or never was) a
-// mount point, as `ip netns del` does: Up killed between creating the file
-// and mounting the namespace on it leaves one.
-func delNetns(name string) error {
-	p := filepath.Join(netnsDir, name)
-	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("namespace %s: unmount: %w", name, err)
-	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("namespace %s: delete: %w", name, err)
-	}
-	return nil
-}
 
 // inNetns runs fn with a netlink handle (route and sock_diag) inside the
 // named namespace.
@@ -132,8 +88,9 @@ func linkUp(ns, dev, addr string) error {
 	})
 }
 
-// groFeatures are the features GRO turns on (see Options.GRO), by the names
-// ethtool -k prints.
+// groFeatures are the features GRO turns on (see Options.GRO), by the
+// kernel's names (ETH_SS_FEATURES strings; `ethtool -k` prints
+// generic-receive-offload for rx-gro).
 var groFeatures = map[string]bool{"rx-gro": true, "rx-udp-gro-forwarding": true}
 
 // setFeatures turns features of dev in namespace ns on or off and reads
@@ -224,7 +181,7 @@ func listening(ns string, proto int, addr string, port int) (bool, error) {
 // one): those whose /proc/PID/ns/net is the namespace's nsfs file (same
 // device and inode), as `ip netns pids` finds them.
 func nsPIDs(name string) []int {
-	want, err := nsID(filepath.Join(netnsDir, name))
+	want, err := nsID(filepath.Join(kernel.RunNetNSDir, name))
 	if err != nil {
 		return nil
 	}
@@ -253,6 +210,6 @@ func nsID(path string) ([2]uint64, error) {
 }
 
 func nsExists(ns string) bool {
-	_, err := os.Stat(filepath.Join(netnsDir, ns))
+	_, err := os.Stat(filepath.Join(kernel.RunNetNSDir, ns))
 	return err == nil
 }

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // DefaultStateDir holds one state file per testbed. /run is cleared at boot,
@@ -172,7 +174,7 @@ func Up(o Options) (t *Testbed, err error) {
 		return t, err
 	}
 	for _, ns := range []string{t.ServerNS, t.ClientNS} {
-		if err = addNetns(ns); err != nil {
+		if err = kernel.AddNetns(ns); err != nil {
 			return t, err
 		}
 	}
@@ -216,7 +218,7 @@ func (t *Testbed) Root() string {
 
 // NetNSPath is the nsfs file of the server namespace (bind-mounted there
 // as `ip netns add` does): netlink sockets opened in it see the server veth.
-func (t *Testbed) NetNSPath() string { return filepath.Join(netnsDir, t.ServerNS) }
+func (t *Testbed) NetNSPath() string { return filepath.Join(kernel.RunNetNSDir, t.ServerNS) }
 
 func (t *Testbed) nsWrite(rel, value string) error {
 	r := t.Root()
@@ -246,7 +248,7 @@ func (t *Testbed) Down() error {
 		for _, pid := range nsPIDs(ns) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if err := delNetns(ns); err != nil {
+		if err := kernel.DelNetns(ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -359,7 +361,7 @@ func Load(dir, id string) (*Testbed, error) {
 
 // Namespaces lists the network namespaces named with Prefix.
 func Namespaces() []string {
-	ents, _ := os.ReadDir(netnsDir)
+	ents, _ := os.ReadDir(kernel.RunNetNSDir)
 	var out []string
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), Prefix) {
