@@ -18,9 +18,11 @@ import (
 // Written here rather than with netns.NewNamed, which switches the calling
 // thread into the new namespace and, when creating or mounting the file
 // fails, returns with the thread still there; nor does it make /run/netns
-// shared. Here a goroutine of its own enters the namespace and ends with
-// its thread locked, so the runtime discards that thread and no other
-// goroutine ever runs in the wrong namespace.
+// shared. Here a goroutine of its own enters the new namespace and goes
+// back to the one it came from on every path: the thread may be the
+// process's first, whose namespace /proc/self/ns/net shows. Only if going
+// back fails does the goroutine end with its thread locked, so that the
+// runtime retires the thread instead of running other goroutines on it.
 func AddNetns(name string) error {
 	if err := shareNetnsDir(); err != nil {
 		return fmt.Errorf("namespace %s: %w", name, err)
@@ -33,20 +35,30 @@ func AddNetns(name string) error {
 	f.Close()
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("unshare: %w", err)
+		runtime.LockOSThread()
+		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("this thread's namespace: %w", err)
 			return
 		}
-		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
-		if err := unix.Mount(src, p, "none", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("mount on %s: %w", p, err)
+		defer orig.Close()
+		err = unix.Unshare(unix.CLONE_NEWNET)
+		if err != nil {
+			err = fmt.Errorf("unshare: %w", err)
+		} else if merr := unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), p, "none", unix.MS_BIND, ""); merr != nil {
+			err = fmt.Errorf("mount on %s: %w", p, merr)
+		}
+		if serr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); serr != nil {
+			// Stay locked: the thread dies with this goroutine.
+			errc <- errors.Join(err, fmt.Errorf("back to the original namespace: %w", serr))
 			return
 		}
-		errc <- nil
+		runtime.UnlockOSThread()
+		errc <- err
 	}()
 	if err := <-errc; err != nil {
-		os.Remove(p)
+		DelNetns(name)
 		return fmt.Errorf("namespace %s: %w", name, err)
 	}
 	return nil
