@@ -199,16 +199,9 @@ func (o *benchOptions) run(out, errOut io.Writer) error {
 	if o.sweep != "" {
 		return o.runSweep(out, errOut)
 	}
-	configs := splitConfigs(o.configs)
-	if o.baseline != "" { // before anything starts: a typo would measure every run and compare none
-		b, err := bench.FindConfig(configs, o.baseline)
-		if err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
-		}
-		o.baseline = b
-	}
-	if o.aa {
-		configs = bench.WithTwin(configs, o.baseline)
+	configs, err := o.configList()
+	if err != nil {
+		return err
 	}
 	r, err := o.wf.runner(configs, o.rounds, o.duration, errOut)
 	if err != nil {
@@ -282,16 +275,9 @@ func (o *benchOptions) runSweep(out, errOut io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--sweep: %w", err)}
 	}
-	configs := splitConfigs(o.configs)
-	if o.baseline != "" {
-		b, err := bench.FindConfig(configs, o.baseline)
-		if err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
-		}
-		o.baseline = b
-	}
-	if o.aa {
-		configs = bench.WithTwin(configs, o.baseline)
+	configs, err := o.configList()
+	if err != nil {
+		return err
 	}
 	mk := func(v int) (*bench.Runner, error) {
 		wf := o.wf
@@ -343,4 +329,23 @@ func (o *benchOptions) writeSweep(w io.Writer, sw *bench.Sweep) error {
 		return writeJSONLine(w, sw)
 	}
 	return sw.WriteTable(w)
+}
+
+// configList is --configs with --baseline resolved to one of them and,
+// with --aa, the baseline's A/A twin added. It runs before anything
+// starts: a --baseline typo would otherwise measure every run and compare
+// none.
+func (o *benchOptions) configList() ([]string, error) {
+	configs := splitConfigs(o.configs)
+	if o.baseline != "" {
+		b, err := bench.FindConfig(configs, o.baseline)
+		if err != nil {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
+		}
+		o.baseline = b
+	}
+	if o.aa {
+		configs = bench.WithTwin(configs, o.baseline)
+	}
+	return configs, nil
 }
