@@ -291,7 +291,7 @@ func irqAndVa0Plan(irq int, cpus, reason string) string {
 func (b *bed) promAPI(t *testing.T, url string) promv1.API {
 	t.Helper()
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
-		err = livetest.InNetns(b.ns, func() error {
+		err = kernel.InNetns(b.ns, func() error {
 			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 			return err
 		})

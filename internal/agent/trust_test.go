@@ -396,7 +396,7 @@ func asNobody(t *testing.T, ns, mode string, env ...string) *nobodyProc {
 		t.Fatal(err)
 	}
 	p.stdin, p.out = stdin, bufio.NewReader(stdout)
-	if err := livetest.InNetns(ns, cmd.Start); err != nil {
+	if err := kernel.InNetns(ns, cmd.Start); err != nil {
 		t.Fatalf("start the unprivileged child: %v", err)
 	}
 	go func() { cmd.Wait(); close(p.done) }()

@@ -33,31 +33,16 @@ func AddNetns(name string) error {
 		return fmt.Errorf("namespace %s: %w", name, err)
 	}
 	f.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("this thread's namespace: %w", err)
-			return
+	err = onOwnThread(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("unshare: %w", err)
 		}
-		defer orig.Close()
-		err = unix.Unshare(unix.CLONE_NEWNET)
-		if err != nil {
-			err = fmt.Errorf("unshare: %w", err)
-		} else if merr := unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), p, "none", unix.MS_BIND, ""); merr != nil {
-			err = fmt.Errorf("mount on %s: %w", p, merr)
+		if err := unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), p, "none", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mount on %s: %w", p, err)
 		}
-		if serr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); serr != nil {
-			// Stay locked: the thread dies with this goroutine.
-			errc <- errors.Join(err, fmt.Errorf("back to the original namespace: %w", serr))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
+		return nil
+	})
+	if err != nil {
 		DelNetns(name)
 		return fmt.Errorf("namespace %s: %w", name, err)
 	}
@@ -98,4 +83,64 @@ func DelNetns(name string) error {
 		return fmt.Errorf("namespace %s: delete: %w", name, err)
 	}
 	return nil
+}
+
+// InNetns runs fn on a thread inside the named network namespace (name ""
+// runs it where this process is), for what binds to the namespace it is
+// made in: sockets, netlink handles, ethtool ioctls, taps. fn runs on a
+// goroutine of its own whose thread goes back to the namespace it came
+// from afterwards; if it cannot, the goroutine ends with the thread locked,
+// so the runtime retires it rather than run other goroutines in the wrong
+// namespace.
+//
+// Written here rather than with netns.Set on the caller's thread: the
+// caller's goroutine may hold other locked state, and the thread may be
+// the process's first, whose namespace /proc/self/ns/net shows.
+func InNetns(name string, fn func() error) error {
+	if name == "" {
+		return fn()
+	}
+	target, err := os.Open(filepath.Join(RunNetNSDir, name))
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	defer target.Close()
+	var ferr error
+	err = onOwnThread(func() error {
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("enter: %w", err)
+		}
+		ferr = fn()
+		return nil
+	})
+	if err != nil {
+		return errors.Join(ferr, fmt.Errorf("namespace %s: %w", name, err))
+	}
+	return ferr
+}
+
+// onOwnThread runs work on a goroutine of its own, locked to its thread,
+// and then puts that thread back into the network namespace it started
+// in (work may leave it elsewhere). If that fails, the goroutine ends with
+// the thread still locked, so the runtime retires it.
+func onOwnThread(work func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("this thread's namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		werr := work()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- errors.Join(werr, fmt.Errorf("back to the original namespace: %w", err))
+			return // still locked: the thread is retired
+		}
+		runtime.UnlockOSThread()
+		errc <- werr
+	}()
+	return <-errc
 }

@@ -10,13 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 // A fleet is several systemd guests that stay up while the host drives
@@ -299,30 +298,7 @@ func (f *Fleet) greets(addr string) bool {
 
 // inNamespace runs fn on a thread inside the fleet's namespace. Sockets
 // opened there stay in it.
-func (f *Fleet) inNamespace(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	h, err := netns.GetFromName(f.Namespace)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	if err := netns.Set(h); err != nil {
-		return err
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		// The thread stays locked and dies with the goroutine: Go does
-		// not reuse a thread left locked.
-		return fmt.Errorf("returning to the host's namespace: %w", err)
-	}
-	return ferr
-}
+func (f *Fleet) inNamespace(fn func() error) error { return kernel.InNetns(f.Namespace, fn) }
 
 // Command is argv run inside the fleet's namespace (ssh, ansible-playbook).
 func (f *Fleet) Command(ctx context.Context, argv ...string) *exec.Cmd {

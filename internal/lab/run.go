@@ -5,20 +5,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 // Options say what to boot and what to do in it.
@@ -248,44 +246,22 @@ func tapNamespace(nics []NIC) (name string, taps []string, cleanup func(), err e
 }
 
 // inNewNamespace creates a network namespace named prefix and a random
-// suffix and runs build inside it, on this goroutine's locked thread (what
-// build creates — taps, a bridge — is created in the namespace), then
-// returns to the host's namespace. cleanup deletes the namespace and all
-// that is in it; on an error nothing is left.
+// suffix and runs build inside it (kernel.InNetns: what build creates —
+// taps, a bridge — is created in the namespace). cleanup deletes the
+// namespace and all that is in it; on an error nothing is left.
 func inNewNamespace(prefix string, build func(ns string) error) (name string, cleanup func(), err error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", nil, err
 	}
 	name = prefix + hex.EncodeToString(b[:])
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return "", nil, err
+	if err := kernel.AddNetns(name); err != nil {
+		return "", nil, fmt.Errorf("lab namespace: %w", err)
 	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name) // creates the namespace and enters it
-	if err != nil {
-		return "", nil, fmt.Errorf("lab namespace %s: %w", name, err)
-	}
-	cleanup = func() { _ = netns.DeleteNamed(name) }
-	defer ns.Close()
-	err = func() error {
-		defer func() { _ = netns.Set(orig) }()
-		return build(name)
-	}()
-	if err != nil {
+	cleanup = func() { _ = kernel.DelNetns(name) }
+	if err := kernel.InNetns(name, func() error { return build(name) }); err != nil {
 		cleanup()
 		return "", nil, err
-	}
-	if cur, e := netns.Get(); e == nil {
-		same := cur.Equal(orig)
-		cur.Close()
-		if !same {
-			cleanup()
-			return "", nil, errors.New("could not return to the host's network namespace")
-		}
 	}
 	return name, cleanup, nil
 }

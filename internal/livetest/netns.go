@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"os"
 	"os/exec"
-	"runtime"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -110,29 +109,4 @@ func Veth(t testing.TB, ns, name, peer string, queues int) {
 			t.Fatalf("veth %s in %s: up: %v", n, ns, err)
 		}
 	}
-}
-
-// InNetns runs fn on an OS thread of its own inside the named namespace ns
-// ("": the current one) and returns its error; a process fn starts is born
-// in ns. The thread is never returned to the pool: the goroutine ends
-// locked to it, so the runtime discards it.
-func InNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if ns != "" {
-			h, err := netns.GetFromName(ns)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer h.Close()
-			if err := netns.Set(h); err != nil {
-				errc <- err
-				return
-			}
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }

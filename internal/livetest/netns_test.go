@@ -62,6 +62,24 @@ func TestAddNetnsLeavesCallerAlone(t *testing.T) {
 			t.Fatalf("after creating %s: %s, was %s", ns, got, before)
 		}
 	}
+	// InNetns runs fn inside the namespace and leaves the process where it
+	// was, as many times as it is called.
+	for i := 0; i < 32; i++ {
+		var in string
+		if err := kernel.InNetns(ns, func() error {
+			var err error
+			in, err = os.Readlink("/proc/thread-self/ns/net")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if in == before {
+			t.Fatalf("InNetns(%s) ran in %s (process: %s)", ns, in, before)
+		}
+		if got := self(); got != before {
+			t.Fatalf("after InNetns(%s): %s, was %s", ns, got, before)
+		}
+	}
 	err := kernel.AddNetns(ns)
 	if err == nil || !strings.Contains(err.Error(), ns) {
 		t.Errorf("creating %s again: err = %v, want an error naming it", ns, err)

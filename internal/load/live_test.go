@@ -170,7 +170,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 	// The receiver: a bound socket that is never read, so packets are
 	// dropped at the socket after the whole receive path ran.
 	var rx *net.UDPConn
-	if err := livetest.InNetns(nsB, func() error {
+	if err := kernel.InNetns(nsB, func() error {
 		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 231, 0, 2), Port: 9000})
 		rx = c
 		return err
@@ -195,7 +195,7 @@ func TestLiveDoctorCoreBottleneck(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- livetest.InNetns(nsA, func() error {
+			errc <- kernel.InNetns(nsA, func() error {
 				var set unix.CPUSet
 				set.Set(cpu)
 				if err := unix.SchedSetaffinity(0, &set); err != nil {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +14,7 @@ import (
 func socketIn(t *testing.T, ns string) int {
 	t.Helper()
 	var fd int
-	if err := onThreadIn(ns, func() (err error) {
+	if err := kernel.InNetns(ns, func() (err error) {
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		return err
 	}); err != nil {

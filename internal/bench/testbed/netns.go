@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 
@@ -95,10 +94,10 @@ var groFeatures = map[string]bool{"rx-gro": true, "rx-udp-gro-forwarding": true}
 
 // setFeatures turns features of dev in namespace ns on or off and reads
 // them back. The ethtool ioctl acts in the namespace of its socket, so the
-// socket is opened inside ns (onThreadIn).
+// socket is opened inside ns (kernel.InNetns).
 func setFeatures(ns, dev string, features map[string]bool) error {
 	var et *ethtool.Ethtool
-	if err := onThreadIn(ns, func() (err error) { et, err = ethtool.NewEthtool(); return err }); err != nil {
+	if err := kernel.InNetns(ns, func() (err error) { et, err = ethtool.NewEthtool(); return err }); err != nil {
 		return fmt.Errorf("ethtool socket in %s: %w", ns, err)
 	}
 	defer et.Close()
@@ -115,38 +114,6 @@ func setFeatures(ns, dev string, features map[string]bool) error {
 		}
 	}
 	return nil
-}
-
-// onThreadIn runs fn on a thread inside the named namespace, for what
-// binds to the namespace it is created in (a socket). fn runs on its own
-// goroutine; the thread goes back to the original namespace, or ends with
-// the goroutine when it cannot.
-func onThreadIn(ns string, fn func() error) error {
-	target, err := netns.GetFromName(ns)
-	if err != nil {
-		return fmt.Errorf("namespace %s: %w", ns, err)
-	}
-	defer target.Close()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			done <- fmt.Errorf("namespace %s: current namespace: %w", ns, err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			done <- fmt.Errorf("namespace %s: enter: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		done <- ferr
-	}()
-	return <-done
 }
 
 // listening reports whether a socket of proto (unix.IPPROTO_TCP: a

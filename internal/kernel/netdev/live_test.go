@@ -2,27 +2,15 @@ package netdev_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netns"
-
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 )
-
-func run(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // vethNamespace creates a namespace with veth vA/vB, 4 queues each, GRO on
 // (which gives veth its NAPI instances), removed in Cleanup.
@@ -32,42 +20,18 @@ func vethNamespace(t *testing.T) string {
 	ns := livetest.Netns(t, livetest.Name("irqp-napi-"))
 	livetest.Veth(t, ns, "vA", "vB", 4)
 	for _, l := range []string{"vA", "vB"} {
-		run(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
+		livetest.Run(t, "ip", "netns", "exec", ns, "ethtool", "-K", l, "gro", "on")
 	}
 	return ns
 }
 
-// inNetns runs fn on an OS thread inside the named namespace.
+// inNetns runs fn on an OS thread inside the named namespace
+// (livetest.InNetns; the thread is discarded afterwards).
 func inNetns(t *testing.T, name string, fn func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(name)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			t.Error(err)
-			return
-		}
-		fn()
-		if err := netns.Set(orig); err != nil {
-			t.Errorf("could not return to the original namespace: %v", err)
-			return
-		}
-		runtime.UnlockOSThread()
-	}()
-	<-done
+	if err := kernel.InNetns(name, func() error { fn(); return nil }); err != nil {
+		t.Fatalf("namespace %s: %v", name, err)
+	}
 }
 
 // napiThreads lists the kernel threads named napi/DEV-ID: the kernel's own
@@ -99,7 +63,7 @@ func napiThreads(t *testing.T, dev string) map[uint32]int {
 // napi-set changes exactly what it names and the old values go back.
 func TestLiveVethNAPI(t *testing.T) {
 	ns := vethNamespace(t)
-	ifindex, _ := strconv.Atoi(strings.TrimSpace(run(t, "ip", "netns", "exec", ns, "cat", "/sys/class/net/vA/ifindex")))
+	ifindex, _ := strconv.Atoi(strings.TrimSpace(livetest.Run(t, "ip", "netns", "exec", ns, "cat", "/sys/class/net/vA/ifindex")))
 	var before, threaded, after []netdev.NAPI
 	var one netdev.NAPI
 	var threads map[uint32]int
@@ -117,8 +81,8 @@ func TestLiveVethNAPI(t *testing.T) {
 		}
 		// Make the device threaded through sysfs of this namespace, as a
 		// process in it sees it.
-		run(t, "ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /sys/class/net/vA/threaded")
-		defer run(t, "ip", "netns", "exec", ns, "sh", "-c", "echo 0 > /sys/class/net/vA/threaded")
+		livetest.Run(t, "ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /sys/class/net/vA/threaded")
+		defer livetest.Run(t, "ip", "netns", "exec", ns, "sh", "-c", "echo 0 > /sys/class/net/vA/threaded")
 		if threaded, err = c.NAPIs(ifindex); err != nil {
 			t.Error(err)
 			return

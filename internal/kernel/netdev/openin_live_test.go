@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/kernel/netdev"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // TestLiveOpenInNamespace: a Client opened with OpenIn sees the devices of
@@ -15,7 +16,7 @@ import (
 // changes them there; the caller's own namespace is not touched.
 func TestLiveOpenInNamespace(t *testing.T) {
 	ns := vethNamespace(t)
-	ifindex, _ := strconv.Atoi(strings.TrimSpace(run(t, "ip", "netns", "exec", ns, "cat", "/sys/class/net/vA/ifindex")))
+	ifindex, _ := strconv.Atoi(strings.TrimSpace(livetest.Run(t, "ip", "netns", "exec", ns, "cat", "/sys/class/net/vA/ifindex")))
 	self, err := os.Readlink("/proc/thread-self/ns/net")
 	if err != nil {
 		t.Fatal(err)
