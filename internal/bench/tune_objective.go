@@ -5,15 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 )
-
-// Tune is TuneFor with the workload's own objective (ObjectiveFor).
-func Tune(ctx context.Context, r *Runner, cands []string, search string, budget time.Duration, rounds int) (*TuneResult, error) {
-	return TuneFor(ctx, r, cands, search, budget, rounds, "")
-}
 
 // Confirmation is tune's last stage: the search's best measured again,
 // interleaved with the baseline and the baseline's A/A twin, and judged

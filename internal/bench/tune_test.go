@@ -112,7 +112,7 @@ func TestTuneKeepsOnlyRealWins(t *testing.T) {
 		if tc.exhaust {
 			search = "exhaustive"
 		}
-		res, err := Tune(context.Background(), r, cands, search, 20*time.Second, tc.rounds)
+		res, err := TuneFor(context.Background(), r, cands, search, 20*time.Second, tc.rounds, "")
 		if err != nil {
 			t.Fatal(err)
 		}

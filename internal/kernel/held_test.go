@@ -111,10 +111,10 @@ func TestHeldLive(t *testing.T) {
 	var rb [3]byte
 	rand.Read(rb[:])
 	ns := "irqp-held-" + hex.EncodeToString(rb[:])
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v %s", err, out)
+	t.Cleanup(func() { _ = DelNetns(ns) })
+	if err := AddNetns(ns); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	// `ip netns exec` mounts the namespace's own /sys for the child.
 	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestHeldLive$", "-test.v", "-test.count", "1")
 	cmd.Env = append(os.Environ(), "IRQPILOT_HELD_CHILD=1")

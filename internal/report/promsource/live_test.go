@@ -179,8 +179,7 @@ func TestLiveThreeAgentsPrometheusReport(t *testing.T) {
 	var targets []string
 	for i, node := range nodes {
 		ns := fmt.Sprintf("irqp-pr-%s-%d", tag, i)
-		run(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		livetest.Netns(t, ns)
 		hostSide, nsSide := fmt.Sprintf("iqph%s%d", tag[:4], i), fmt.Sprintf("iqpn%s%d", tag[:4], i)
 		run(t, "ip", "link", "add", hostSide, "type", "veth", "peer", "name", nsSide, "netns", ns)
 		// Deleting the namespace deletes the pair; this covers a failure
