@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/vishvananda/netns"
 )
 
 // needRoot is livetest.NeedRoot, which host's own tests cannot import
@@ -189,10 +191,8 @@ func makeVethNamespace(t *testing.T) string {
 		t.Skip("ip not installed")
 	}
 	ns := fmt.Sprintf("irqpilot-b2-%d", os.Getpid())
-	t.Cleanup(func() { _ = kernel.DelNetns(ns) })
-	if err := kernel.AddNetns(ns); err != nil {
-		t.Fatal(err)
-	}
+	devRun(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	devRun(t, "ip", "-n", ns, "link", "add", "vA", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
 		"peer", "name", "vB", "numtxqueues", "4", "numrxqueues", "4")
 	devRun(t, "ip", "-n", ns, "link", "add", "link", "vA", "name", "mv0", "type", "macvlan", "mode", "bridge")
@@ -327,13 +327,39 @@ func TestLiveVethNamespace(t *testing.T) {
 	}
 }
 
-// inNetns runs fn on an OS thread inside the named network namespace
-// (kernel.InNetns), for calls that act on the thread's namespace such as
-// ethtool ioctls or netlink. /sys is not switched: it shows the namespace
-// of whoever mounted it.
+// inNetns runs fn on an OS thread that has entered the named network
+// namespace (ip netns add NAME), for calls that act on the thread's
+// namespace such as ethtool ioctls or netlink. /sys is not switched: it
+// shows the namespace of whoever mounted it. The thread goes back to its
+// namespace afterwards; if it cannot, it is not returned to the scheduler.
 func inNetns(t *testing.T, name string, fn func()) {
 	t.Helper()
-	if err := kernel.InNetns(name, func() error { fn(); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer orig.Close()
+		target, err := netns.GetFromName(name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			t.Error(err)
+			return
+		}
+		fn()
+		if err := netns.Set(orig); err != nil {
+			t.Errorf("could not return to the original namespace: %v", err)
+			return // thread stays locked and dies with the goroutine
+		}
+		runtime.UnlockOSThread()
+	}()
+	<-done
 }
