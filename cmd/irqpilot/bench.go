@@ -166,7 +166,7 @@ without an application that opts in.`, 100*stats.Confidence, 100*(1-stats.Confid
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
 	o.wf.add(cmd.Flags())
-	cmd.Flags().StringVar(&o.configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs)")
+	cmd.Flags().StringVar(&o.configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs; A&B measures two together, e.g. spec:app=1&napi:threaded=1)")
 	cmd.Flags().IntVar(&o.rounds, "rounds", stats.MinRuns, fmt.Sprintf("measurements per configuration (fewer than %d: no verdict at %.0f %% confidence)", stats.MinRuns, 100*stats.Confidence))
 	cmd.Flags().DurationVar(&o.duration, "duration", 10*time.Second, "length of one measurement")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the JSON report to this file")
@@ -226,12 +226,14 @@ func splitConfigs(s string) []string {
 	cur := ""
 	// spec:…,… and napi:…,… contain commas: a part continues one only
 	// when it is one of its KEY=VALUE fields; anything else ("latency/busypoll=50",
-	// "spec:…", "default") starts the next configuration.
+	// "spec:…", "default") starts the next configuration. In a combination
+	// ("spec:…&napi:…") the last of its parts is the one continued.
 	parts := strings.Split(s, ",")
 	for _, p := range parts {
 		key, _, _ := strings.Cut(strings.TrimSpace(p), "=")
-		if cur != "" && (strings.HasPrefix(cur, "spec:") && slices.Contains(bench.SpecFields, key) ||
-			strings.HasPrefix(cur, "napi:") && slices.Contains(bench.KnobFields, key)) {
+		last := cur[strings.LastIndex(cur, bench.CombineSep)+1:]
+		if cur != "" && (strings.HasPrefix(last, "spec:") && slices.Contains(bench.SpecFields, key) ||
+			strings.HasPrefix(last, "napi:") && slices.Contains(bench.KnobFields, key)) {
 			cur += "," + p
 			continue
 		}

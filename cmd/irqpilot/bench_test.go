@@ -19,10 +19,11 @@ import (
 // after a spec ("latency/busypoll=50") starts a new one.
 func TestSplitConfigs(t *testing.T) {
 	for in, want := range map[string][]string{
-		"default,spec:app=0,rps=1,auto":            {"default", "spec:app=0,rps=1", "auto"},
-		"spec:app=0,latency/busypoll=50":           {"spec:app=0", "latency/busypoll=50"},
-		"spec:app=0,client=1,spec:rps=off,flows=8": {"spec:app=0,client=1", "spec:rps=off,flows=8"},
-		"spec:app=0,rps=1#best,default#aa":         {"spec:app=0,rps=1#best", "default#aa"},
+		"default,spec:app=0,rps=1,auto":                                                             {"default", "spec:app=0,rps=1", "auto"},
+		"spec:app=0,latency/busypoll=50":                                                            {"spec:app=0", "latency/busypoll=50"},
+		"spec:app=0,client=1,spec:rps=off,flows=8":                                                  {"spec:app=0,client=1", "spec:rps=off,flows=8"},
+		"spec:app=0,rps=1#best,default#aa":                                                          {"spec:app=0,rps=1#best", "default#aa"},
+		"spec:app=1,rps=0&napi:defer=2,flush=20000#tune,auto":                                       {"spec:app=1,rps=0&napi:defer=2,flush=20000#tune", "auto"},
 		"default,napi:defer=2,flush=200000,suspend=20000000/epollbusy=50#best,napi:threaded=1,auto": {"default", "napi:defer=2,flush=200000,suspend=20000000/epollbusy=50#best", "napi:threaded=1", "auto"},
 	} {
 		if d := cmp.Diff(want, splitConfigs(in)); d != "" {

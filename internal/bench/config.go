@@ -75,6 +75,9 @@ type Configurator interface {
 //     (repeatable with ";" between).
 //   - "napi:KEY=VAL,…": explicit NAPI settings of the device under test
 //     (see Knobs).
+//   - "A&B": configurations A and B together (Combine): a placement with
+//     NAPI settings ("spec:app=1,rps=0&napi:defer=2,flush=20000",
+//     "rps-spread&napi:threaded=1"), tune's combined candidates.
 type Configs struct {
 	// PlanOptions are passed to every policy (housekeeping CPUs …).
 	PlanOptions policy.Options
@@ -82,6 +85,9 @@ type Configs struct {
 
 // Setup implements Configurator.
 func (c Configs) Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
+	if strings.Contains(config, CombineSep) {
+		return Combine(c, config, h, app)
+	}
 	s := &Setup{Config: config}
 	switch {
 	case config == "default":

@@ -256,6 +256,18 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 			res.Ranked = append(res.Ranked, cands[c])
 		}
 	}
+	if firstErr == nil && ctx.Err() == nil {
+		if combo, place := Combination(res.Ranked, res.Obs, res.Baseline); combo != "" {
+			if _, err := r.Setup(combo, r.app); err != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("no combined candidate: %s", err))
+			} else {
+				cands = append(cands, combo)
+				res.Candidates = cands
+				res.Obs[combo] = measure(len(cands)-1, max(len(res.Obs[place]), 1))
+				res.Ranked = insertRanked(res.Ranked, res.Obs, combo)
+			}
+		}
+	}
 	for c, xs := range res.Obs { // scores back to the objective's figures
 		for i := range xs {
 			xs[i] *= sign
@@ -314,6 +326,50 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 		}
 	}
 	return res, nil
+}
+
+// Combination is tune's combined candidate: the best-ranked placement and
+// the best-ranked NAPI setting (Knobs), each with a median score above the
+// baseline's (scores: higher is better), as one configuration "P&K" —
+// and P, whose number of measurements the combination gets. Their effects
+// need not add up (deferral can undo what a placement gained), so the
+// combination is measured as a candidate of its own, not inferred. ""
+// when either kind has no candidate better than the baseline.
+func Combination(ranked []string, obs map[string][]float64, baseline string) (combo, placement string) {
+	if len(obs[baseline]) == 0 {
+		return "", ""
+	}
+	base := stats.Median(obs[baseline])
+	var knob string
+	for _, c := range ranked {
+		if len(obs[c]) == 0 || stats.Median(obs[c]) <= base {
+			continue
+		}
+		p, k := placementAndKnob(c)
+		if p && placement == "" {
+			placement = c
+		}
+		if k && knob == "" {
+			knob = c
+		}
+	}
+	if placement == "" || knob == "" {
+		return "", ""
+	}
+	return placement + CombineSep + knob, placement
+}
+
+// insertRanked puts c into ranked before the first candidate whose median
+// score it beats (scores: higher is better).
+func insertRanked(ranked []string, obs map[string][]float64, c string) []string {
+	m := stats.Median(obs[c])
+	out := removeStr(ranked, c)
+	for i, x := range out {
+		if len(obs[c]) > 0 && (len(obs[x]) == 0 || m > stats.Median(obs[x])) {
+			return append(out[:i], append([]string{c}, out[i:]...)...)
+		}
+	}
+	return append(out, c)
 }
 
 func removeStr(xs []string, x string) []string {

@@ -63,7 +63,10 @@ func TestTuneObjectiveLive(t *testing.T) {
 		return out
 	}
 	knobsBefore := read()
-	cands := append([]string{"default"}, knobs...)
+	// A combination (a placement with a knob) is a candidate like any other:
+	// both parts applied, both restored.
+	combo := "spec:rps=0" + CombineSep + knobs[0]
+	cands := append(append([]string{"default"}, knobs...), combo)
 	res, err := TuneFor(context.Background(), r, cands, "exhaustive", 0, 2, ObjectiveP99)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +102,17 @@ func TestTuneObjectiveLive(t *testing.T) {
 		if s := r.Setups[c]; strings.HasPrefix(c, "napi:") && (s == nil || len(s.Changes) == 0) {
 			t.Errorf("%s applied nothing: %+v", c, s)
 		}
+	}
+	if s := r.Setups[combo]; s != nil {
+		var kinds []string
+		for _, c := range s.Changes {
+			kinds = append(kinds, string(c.Kind))
+		}
+		if k := strings.Join(kinds, " "); !strings.Contains(k, "rps") || !strings.Contains(k, "defer") {
+			t.Errorf("%s applied %s: want the RPS mask and the deferral", combo, k)
+		}
+	} else if len(res.Obs[combo]) > 0 {
+		t.Errorf("%s measured without a setup", combo)
 	}
 	conf := res.Confirm
 	if res.Best == res.Baseline { // the search kept default: confirm a knob anyway, to run the stage
