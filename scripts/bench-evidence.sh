@@ -23,7 +23,7 @@
 # point selects) searched and benched as above; its curve against
 # concurrency (SWEEP) with default, irqbalance, dedicated-core, rps-spread
 # and auto, an A/A twin at every value; sockperf under load (RATE messages
-# per second, GRO on so UDP takes the veth's NAPI path) searched on its p99
+# per second, GRO on so UDP takes the veth's NAPI path, the client on CPU 0) searched on its p99
 # with the NAPI knobs, then benched. Every run ends with every scenario's A/A
 # width (aa-widths.txt).
 #
@@ -120,7 +120,8 @@ sweep() { # name, then bench flags
 }
 
 # Every A/A width of the reports in $OUT: a twin's ratio interval's widest
-# distance from 1 (the tables' noise floor), flagged above ±5 %. A report is
+# multiplicative distance from 1, max(1/low, high) − 1 (the tables' noise
+# floor), flagged above ±5 %. A report is
 # read again with this version's statistics first (bench --from), so a kept
 # older one is judged like a new one; a sweep is always new.
 aa_widths() {
@@ -148,7 +149,10 @@ def twin(name, rep):
         if s.get("verdict") == "indicative" or r.get("low") is None or r.get("high") is None:
             print(f"{name}: {s['config']} {r.get('point') or float('nan'):.3f}, indicative (fewer than 6 rounds): no width")
             continue
-        w = max(1 - r["low"], r["high"] - 1)
+        # The multiplicative band of bench's noise-floor line (NoiseBand):
+        # ratios from 1/F to F are inside the noise.
+        f = max(r["high"], 1 / r["low"] if r["low"] > 0 else float("inf"), 1)
+        w = f - 1
         flag = "  ABOVE ±5 %" if w > 0.05 else ""
         print(f"{name}: {s['config']} {r['point']:.3f} ({r['low']:.3f}–{r['high']:.3f}): ±{100*w:.1f} %{flag}")
 for f in sys.argv[1:]:
@@ -178,7 +182,12 @@ for s in ${SCENARIOS:-udp memcached nginx storage storage-psync napi-udp napi-th
 	# online CPU, never searched.
 	mysql) scenario mysql --workload mysql --connections "${CONNECTIONS:-16}" ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
 	mysql-sweep) sweep mysql-connections --workload mysql ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
-	sockperf) scenario sockperf --workload sockperf --sockperf-mode under-load --rate "$RATE" --gro ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
+	# sockperf's under-load client paces its sends by spinning (half of
+	# this machine's two CPUs): free, it and the server meet on one CPU in
+	# some runs and not in others, and default's p99 ranged 62–1 270 µs
+	# over ten quiet runs. Fixed to CPU 0 (SOCKPERF_CLIENT), as the udp
+	# flood's sender is, the search places the server around it.
+	sockperf) scenario sockperf --workload sockperf --sockperf-mode under-load --rate "$RATE" --gro --client-cpus "${SOCKPERF_CLIENT:-0}" ;;
 	aa) ;; # measure nothing: only the A/A widths of the reports already in $OUT
 	*) echo "unknown scenario $s" >&2; exit 2 ;;
 	esac

@@ -51,15 +51,15 @@ func TestBenchEvidenceAAWidths(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"memcached: default#aa 0.981 (0.929–1.031): ±7.1 %  ABOVE ±5 %",
+		"memcached: default#aa 0.981 (0.929–1.031): ±7.6 %  ABOVE ±5 %",
 		"mysql-connections connections=1: no A/A twin of default",
 		"mysql-connections connections=4: no A/A twin of default",
 		"mysql-connections connections=16: no A/A twin of default",
 		"mysql-connections connections=64: no A/A twin of default",
 		"nginx: default#aa 0.999 (0.970–1.056): ±5.6 %  ABOVE ±5 %",
-		"storage-libaio-qd16: default#aa 1.017 (0.856–1.088): ±14.4 %  ABOVE ±5 %",
-		"storage-psync-qd1: default#aa 0.982 (0.953–1.007): ±4.7 %",
-		"udp: default#aa 0.980 (0.951–0.993): ±4.9 %",
+		"storage-libaio-qd16: default#aa 1.017 (0.856–1.088): ±16.8 %  ABOVE ±5 %",
+		"storage-psync-qd1: default#aa 0.982 (0.953–1.007): ±4.9 %",
+		"udp: default#aa 0.980 (0.951–0.993): ±5.2 %  ABOVE ±5 %",
 	}
 	if d := cmp.Diff(want, strings.Split(strings.TrimSpace(string(got)), "\n")); d != "" {
 		t.Errorf("A/A widths (-want +got):\n%s", d)

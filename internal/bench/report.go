@@ -362,8 +362,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 // noiseFloorLine states the run's own noise when it measured the baseline
-// twice (an A/A twin, "default#aa" beside "default"): the widest distance
-// from 1 of a twin's ratio interval. One configuration's interval can be
+// twice (an A/A twin, "default#aa" beside "default"): the widest
+// multiplicative distance from 1 of a twin's ratio interval (NoiseBand). One configuration's interval can be
 // narrower than that — in the campaign of record's udp bench a bootstrap
 // interval put the twin at 0.980 (0.963–0.993), "worse" than itself — so a
 // difference inside the A/A width is not one this run resolves, whatever
@@ -376,15 +376,15 @@ func (r *Report) noiseFloorLine() string {
 			s.Verdict == stats.VerdictIndicative || !s.Ratio.Finite() {
 			continue
 		}
-		if w := math.Max(1-s.Ratio.Low, s.Ratio.High-1); twin == nil || w > width {
+		if w := NoiseBand(*s.Ratio) - 1; twin == nil || w > width {
 			twin, width = &r.Summary[i], w
 		}
 	}
 	if twin == nil {
 		return ""
 	}
-	return fmt.Sprintf("noise floor: %s, the same configuration as %s, measured %.3f (%.3f–%.3f): ratios within ±%.1f %% of 1 are not resolved by this run, whatever their verdict",
-		twin.Config, r.Baseline, twin.Ratio.Point, twin.Ratio.Low, twin.Ratio.High, 100*width)
+	return fmt.Sprintf("noise floor: %s, the same configuration as %s, measured %.3f (%.3f–%.3f): ratios within ±%.1f %% of 1 (%.3f–%.3f) are not resolved by this run, whatever their verdict",
+		twin.Config, r.Baseline, twin.Ratio.Point, twin.Ratio.Low, twin.Ratio.High, 100*width, 1/(1+width), 1+width)
 }
 
 // machineWideLine says what the configurations changed outside the devices

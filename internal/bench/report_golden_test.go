@@ -107,7 +107,7 @@ func TestNoiseFloorLine(t *testing.T) {
 		t.Errorf("got %q\nwant prefix %q", got, want)
 	}
 	r.Summary[2].Verdict = stats.VerdictIndicative
-	if got := r.noiseFloorLine(); !strings.Contains(got, "default#aa") || !strings.Contains(got, "±3.7 %") {
+	if got := r.noiseFloorLine(); !strings.Contains(got, "default#aa") || !strings.Contains(got, "±3.8 % of 1 (0.963–1.038)") {
 		t.Errorf("without #best: %q", got)
 	}
 	// Against a tagged baseline its untagged twin counts; NaN ends do not.
@@ -116,7 +116,7 @@ func TestNoiseFloorLine(t *testing.T) {
 		{Config: "default#aa", Ratio: iv(1, math.NaN(), 1.2), Verdict: "within noise"},
 		{Config: "default#best"},
 	}}
-	if got := tagged.noiseFloorLine(); !strings.HasPrefix(got, "noise floor: default, the same configuration as default#best") || !strings.Contains(got, "±3.0 %") {
+	if got := tagged.noiseFloorLine(); !strings.HasPrefix(got, "noise floor: default, the same configuration as default#best") || !strings.Contains(got, "±3.1 %") {
 		t.Errorf("tagged baseline: %q", got)
 	}
 	r.Summary = r.Summary[2:]

@@ -34,14 +34,40 @@ type Confirmation struct {
 	Runs       []Run    `json:"runs"`
 }
 
-// AAWidth is the noise floor an A/A twin's summary gives: the widest
-// distance from 1 of its ratio interval, as the report's noise-floor line
-// states it; NaN without a finite interval (an indicative twin).
+// AAWidth is the noise floor an A/A twin's summary gives, as the report's
+// noise-floor line states it: NoiseBand(its ratio interval) − 1 (0.05:
+// ratios from 1/1.05 to 1.05 are not resolved); NaN without a finite
+// interval (an indicative twin).
 func AAWidth(twin Summary) float64 {
 	if twin.Ratio == nil || twin.Verdict == stats.VerdictIndicative || !twin.Ratio.Finite() {
 		return math.NaN()
 	}
-	return math.Max(1-twin.Ratio.Low, twin.Ratio.High-1)
+	return NoiseBand(*twin.Ratio) - 1
+}
+
+// NoiseBand is the factor F ≥ 1 an A/A twin's ratio interval spans around
+// 1: max(1/low, high). Ratios from 1/F to F are inside the noise. The band
+// is multiplicative because ratios are: a configuration that halves a
+// latency (0.5x) is as far from 1 as one that doubles it (2x), and on a
+// linear scale an improvement of a lower-is-better figure could never lie
+// beyond a twin that spread more than 100 % upward — however consistently
+// it won. For narrow bands the two readings agree (a twin at 0.951–0.993:
+// ±5.2 % here, 4.9 % below 1 on the linear scale).
+func NoiseBand(twin stats.Interval) float64 {
+	f := math.Max(twin.High, 1)
+	if twin.Low > 0 {
+		f = math.Max(f, 1/twin.Low)
+	} else {
+		f = math.Inf(1)
+	}
+	return f
+}
+
+// OutsideNoise says whether ratio lies beyond the band of width (AAWidth):
+// above 1 + width or below 1/(1 + width).
+func OutsideNoise(ratio, width float64) bool {
+	f := 1 + width
+	return ratio > f || ratio < 1/f
 }
 
 // Judgement is whether the best beat the baseline beyond the noise on the
@@ -62,7 +88,7 @@ type Judgement struct {
 // round), on obj. The rule is the bench's, applied twice: best's verdict
 // must be "better" (the sign test of its per-round ratios at 1 −
 // stats.Confidence, from at least stats.MinRuns rounds), and its ratio must lie
-// outside the twin's A/A width (|ratio − 1| above the larger side of the
+// outside the twin's A/A band (beyond F or below 1/F, F = NoiseBand of the
 // twin's interval) — the report's noise floor, inside which
 // "a ratio is not resolved by this run, whatever its verdict". Anything
 // short of both keeps the baseline.
@@ -81,7 +107,7 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 	if t.Ratio != nil {
 		twinText = fmt.Sprintf("A/A twin %s %.3fx", twin, t.Ratio.Point)
 		if !math.IsNaN(width) {
-			twinText += fmt.Sprintf(" (%.3f–%.3f): noise ±%.1f %%", t.Ratio.Low, t.Ratio.High, 100*width)
+			twinText += fmt.Sprintf(" (%.3f–%.3f): noise ±%.1f %% (ratios %.3f–%.3f)", t.Ratio.Low, t.Ratio.High, 100*width, 1/(1+width), 1+width)
 		}
 	}
 	switch {
@@ -93,7 +119,7 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 	case w.Verdict != stats.VerdictBetter:
 		j.Why = fmt.Sprintf("%s; per-round ratio %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): %s; %s; keeping the baseline",
 			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, w.Verdict, twinText)
-	case math.Abs(w.Ratio.Point-1) <= width:
+	case !OutsideNoise(w.Ratio.Point, width):
 		j.Why = fmt.Sprintf("%s; per-round ratio %.3fx (%.0f %% interval %.3f–%.3f, %s p = %.3f over %d rounds): better by the test but inside the A/A noise; %s; keeping the baseline",
 			head, w.Ratio.Point, 100*stats.Confidence, w.Ratio.Low, w.Ratio.High, w.Test, w.P, w.Paired, twinText)
 	default:

@@ -53,9 +53,12 @@ func TestJudgeConfirmationOnCampaign(t *testing.T) {
 		{"udp", "colocate", ObjectiveCPUPerOp, true, "0.670x"},
 		{"memcached", "efficiency#tune", ObjectiveThroughput, false, "within noise"},
 		// wrk's p99 under nginx: rps-spread is "better" by the sign test
-		// (0.594x, p = 0.002), but the twin's p99 ranged 0.992–1.453:
-		// inside that noise, tune keeps the baseline.
-		{"nginx", "rps-spread", ObjectiveP99, false, "better by the test but inside the A/A noise"},
+		// (0.594x, p = 0.002), and the twin's p99 ranged 0.992–1.453: a
+		// band of 1/1.453–1.453 (0.688–1.453), which 0.594x lies below —
+		// 1.68 times lower, where the twin spread 1.45 times.
+		{"nginx", "rps-spread", ObjectiveP99, true, "beyond the A/A noise; A/A twin default#aa 1.046x (0.992–1.453): noise ±45.3 % (ratios 0.688–1.453)"},
+		// The same candidate on throughput: 0.887x, worse.
+		{"nginx", "rps-spread", ObjectiveThroughput, false, "0.887x (95 % interval 0.812–0.974, sign test p = 0.021 over 10 rounds): worse"},
 		{"storage-psync-qd1", "colocate", ObjectiveP99, false, ": worse;"},
 	} {
 		j, sums, width := JudgeConfirmation(tc.obj, campaignRuns(t, tc.report), "default", tc.best)
@@ -262,6 +265,39 @@ func TestKnobCandidates(t *testing.T) {
 			} else if _, err := (Configs{}).Setup(name, h, workload.AppInfo{Device: tc.dev}); err != nil {
 				t.Errorf("%s: %v", c, err)
 			}
+		}
+	}
+}
+
+// The band is multiplicative: a twin that spread to 4.6x above 1 hides
+// ratios down to 1/4.6, not every improvement (a linear width of 3.6
+// would); a narrow twin reads about the same either way.
+func TestNoiseBand(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi, want float64
+	}{
+		{0.951, 0.993, 1 / 0.951},
+		{0.992, 1.453, 1.453},
+		{0.196, 4.587, 1 / 0.196},
+		{1.02, 1.10, 1.10}, // an interval above 1 still spans 1
+		{0, 2, math.Inf(1)},
+	} {
+		if got := NoiseBand(stats.Interval{Low: tc.lo, High: tc.hi}); math.Abs(got-tc.want) > 1e-9 && got != tc.want {
+			t.Errorf("NoiseBand(%v–%v) = %v, want %v", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		ratio, width float64
+		out          bool
+	}{
+		{0.2, 3.587, true}, // 5x lower than 1, beyond a band of 4.587
+		{0.25, 3.587, false},
+		{1.05, 0.049, true},
+		{0.954, 0.049, false}, // 1/1.049 = 0.9533
+		{0.953, 0.049, true},
+	} {
+		if got := OutsideNoise(tc.ratio, tc.width); got != tc.out {
+			t.Errorf("OutsideNoise(%v, ±%v) = %v, want %v", tc.ratio, tc.width, got, tc.out)
 		}
 	}
 }
