@@ -141,7 +141,7 @@ bench-evidence: deps build
 # minutes). SMOKE=1: a few minutes that prove it runs, no evidence; LOCK=FILE:
 # each measuring command waits for that lock (a shared machine).
 bench-evidence-workloads: deps build
-	OUT=$(BENCH_OUT) SMOKE=$(SMOKE) LOCK=$(LOCK) SCENARIOS="mysql mysql-sweep sockperf" ./scripts/bench-evidence.sh
+	OUT=$(BENCH_OUT) SMOKE=$(SMOKE) LOCK=$(LOCK) SCENARIOS="mysql mysql-sweep sockperf sockperf-pp" ./scripts/bench-evidence.sh
 
 # Every fuzz target in the repository, as dir:FuzzName, found by grep so that
 # a new one is never left out. Patterns are anchored: "-fuzz FuzzParse" alone

@@ -39,11 +39,14 @@ suspension, threaded NAPI, and busy polling where the workload's server opts
 its sockets in) — with successive halving within --budget (--search auto), or
 every distinct placement on a small machine (--search exhaustive, ≤ 4 CPUs),
 ranked on --objective: throughput, p99 (latency) or cpu-per-op (the machine's
-busy CPU time per operation). The best is then measured again in --rounds
-interleaved rounds beside the baseline and an A/A twin of it, and kept only if
-a sign test of its per-round ratios says it is better at %.0f %% (from at least
-%d rounds; fewer give a direction only) and its ratio lies outside the twin's
-A/A interval; otherwise the baseline stays and tune says so, with the numbers.
+busy CPU time per operation). The best placement and the best NAPI setting,
+each better than the baseline, are then measured together as one more
+candidate (PLACEMENT&SETTING): effects need not add up. The best is measured
+again in --rounds interleaved rounds beside the baseline and an A/A twin of
+it, and kept only if a sign test of its per-round ratios says it is better at
+%.0f %% (from at least %d rounds; fewer give a direction only) and its ratio
+lies outside the twin's A/A band (1/F to F, F = max(1/low, high) of the twin's
+interval); otherwise the baseline stays and tune says so, with the numbers.
 Every change is reverted after each measurement; the winner is written to
 --output (its changes, the measurement that justifies it and the report).`, 100*(1-stats.Confidence), stats.MinRuns),
 		Args: cobra.NoArgs,

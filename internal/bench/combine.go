@@ -25,8 +25,12 @@ func Combine(c Configurator, config string, h *host.Host, app workload.AppInfo) 
 	out := &Setup{Config: config}
 	owner := map[string]string{} // setting key → the part that writes it
 	for _, part := range parts {
+		part = strings.TrimSpace(part)
 		if part == "" {
 			return nil, fmt.Errorf("configuration %q: an empty part around %q", config, CombineSep)
+		}
+		if strings.ContainsAny(part, "#/") { // a tag or run options would cut the label short
+			return nil, fmt.Errorf("configuration %q: %q: a tag (#) or run options (/) go after the whole combination, not inside a part", config, part)
 		}
 		s, err := c.Setup(part, h, app)
 		if err != nil {
@@ -62,15 +66,39 @@ func Combine(c Configurator, config string, h *host.Host, app workload.AppInfo) 
 	return out, nil
 }
 
-// placementAndKnob says whether config is a placement (default aside) or
-// a NAPI setting, the two kinds tune combines; a run option ("/") makes
-// neither: its busy polling belongs to the label as a whole.
-func placementAndKnob(config string) (placement, knob bool) {
+// kindOf says whether config is a placement or a NAPI setting, the two
+// kinds tune combines, by what its setup wrote when it was measured (the
+// setup of a candidate not measured yet is made as Measure would make
+// it): only NAPI settings (a napi: configuration, the efficiency policy)
+// makes a setting; a placement of IRQs, RPS, threads, the application or
+// the load generator with no NAPI setting (a spec:, a placement policy,
+// irqbalance) makes a placement. default, a setup that changes nothing
+// (a policy with nothing to do here), a mix of both (latency where it
+// also pins NAPI threads), a label with run options ("/": busy polling
+// belongs to the label as a whole), a tag or a combination is neither.
+func (r *Runner) kindOf(config string) (placement, knob bool) {
 	if config == "default" || strings.ContainsAny(config, "/#"+CombineSep) {
 		return false, false
 	}
-	if strings.HasPrefix(config, "napi:") {
+	s := r.Setups[config]
+	if s == nil {
+		var err error
+		if s, err = r.Setup(config, r.measureApp()); err != nil {
+			return false, false
+		}
+	}
+	napi := 0
+	for _, c := range s.Changes {
+		if setting.IsNAPI(c.Kind) {
+			napi++
+		}
+	}
+	places := len(s.Changes) > napi || !s.AppCPUs.IsEmpty() || !s.ClientCPUs.IsEmpty() || s.Irqbalance
+	switch {
+	case napi == 0 && places:
+		return true, false
+	case napi > 0 && napi == len(s.Changes) && s.AppCPUs.IsEmpty() && s.ClientCPUs.IsEmpty() && !s.Irqbalance:
 		return false, true
 	}
-	return true, false
+	return false, false
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 func TestCombine(t *testing.T) {
@@ -38,6 +40,7 @@ func TestCombine(t *testing.T) {
 		"spec:client=0&spec:client=1":       "place the load generator",
 		"spec:app=0&":                       "an empty part",
 		"spec:app=0&nosuch":                 "unknown configuration",
+		"spec:app=0#x&napi:threaded=1":      "go after the whole combination",
 	} {
 		if _, err := (Configs{}).Setup(bad, h, app); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: %v, want an error with %q", bad, err, why)
@@ -56,12 +59,18 @@ func TestCombination(t *testing.T) {
 		"default/busypoll=50": {130},
 	}
 	ranked := []string{"default/busypoll=50", "spec:app=1", "rps-spread", "napi:threaded=1", "default", "spec:app=0", "napi:defer=2"}
-	combo, place := Combination(ranked, obs, "default")
+	kindOf := func(c string) (bool, bool) {
+		if c == "default" || strings.Contains(c, "/") {
+			return false, false
+		}
+		return !strings.HasPrefix(c, "napi:"), strings.HasPrefix(c, "napi:")
+	}
+	combo, place := Combination(ranked, obs, "default", kindOf)
 	if combo != "spec:app=1&napi:threaded=1" || place != "spec:app=1" {
 		t.Errorf("Combination = %q, %q", combo, place)
 	}
 	obs["napi:threaded=1"] = []float64{99}
-	if combo, _ := Combination(ranked, obs, "default"); combo != "" {
+	if combo, _ := Combination(ranked, obs, "default", kindOf); combo != "" {
 		t.Errorf("combined %q with no NAPI setting better than the baseline", combo)
 	}
 	if d := cmp.Diff([]string{"a", "c", "b"}, insertRanked([]string{"a", "b"}, map[string][]float64{"a": {3}, "b": {1}, "c": {2}}, "c")); d != "" {
@@ -95,7 +104,9 @@ func (w *labelWorkload) Run(_ context.Context, _ time.Duration, s workload.Place
 // better than the baseline, are measured together, and the combination is
 // kept when it beats both.
 func TestTuneCombines(t *testing.T) {
-	cands := []string{"default", "spec:app=0", "spec:app=1", "napi:threaded=1", "napi:defer=2,flush=20000"}
+	orig := []string{"default", "spec:app=0", "spec:app=1", "napi:threaded=1", "napi:defer=2,flush=20000"}
+	cands := make([]string, len(orig), len(orig)+4) // room to append into
+	copy(cands, orig)
 	for _, tc := range []struct {
 		combo float64
 		best  string
@@ -107,6 +118,15 @@ func TestTuneCombines(t *testing.T) {
 			"spec:app=1&napi:threaded=1": tc.combo}
 		for _, search := range []string{"auto", "exhaustive"} {
 			r := &Runner{Workload: &labelWorkload{scoreWorkload{score: score}}, Duration: time.Millisecond, Configurator: combineConfigs{}, h: twoCPUHost(2), StateDir: t.TempDir()}
+			// What each candidate's setup wrote when measured, which kindOf
+			// reads (combineConfigs applies nothing).
+			one, two := cpuset.Of(0), cpuset.Of(1)
+			r.Setups = map[string]*Setup{
+				"spec:app=0":               {AppCPUs: one},
+				"spec:app=1":               {AppCPUs: two},
+				"napi:threaded=1":          {Changes: []setting.Change{{Kind: setting.KindDevThreaded}}},
+				"napi:defer=2,flush=20000": {Changes: []setting.Change{{Kind: setting.KindDevDeferHardIRQs}, {Kind: setting.KindDevGROFlushTimeout}}},
+			}
 			res, err := TuneFor(context.Background(), r, cands, search, 20*time.Second, stats.MinRuns, ObjectiveThroughput)
 			if err != nil {
 				t.Fatal(err)
@@ -114,9 +134,38 @@ func TestTuneCombines(t *testing.T) {
 			if res.Best != tc.best || !res.Kept {
 				t.Errorf("%s, combination at %v: best %s kept %v: %s", search, tc.combo, res.Best, res.Kept, res.Why)
 			}
-			if len(res.Obs["spec:app=1&napi:threaded=1"]) == 0 || res.Candidates[len(res.Candidates)-1] != "spec:app=1&napi:threaded=1" {
-				t.Errorf("%s: the combination was not measured: %v", search, res.Candidates)
+			if n := len(res.Obs["spec:app=1&napi:threaded=1"]); n == 0 || n > stats.MinRuns || res.Candidates[len(res.Candidates)-1] != "spec:app=1&napi:threaded=1" {
+				t.Errorf("%s: the combination was measured %d times (want 1 to %d): %v", search, n, stats.MinRuns, res.Candidates)
 			}
+			if !cmp.Equal(cands, orig) {
+				t.Errorf("%s: the caller's candidates changed: %v", search, cands)
+			}
+		}
+	}
+}
+
+// kindOf tells placements from NAPI settings by what their setups write.
+func TestKindOf(t *testing.T) {
+	suspend, off := uint64(0), false
+	h := twoCPUHost(2)
+	h.NICs = []host.NIC{{Name: "vs1", Virtual: true}}
+	h.NAPI = []host.NAPI{{ID: 8193, Device: "vs1", Threaded: &off, IRQSuspendTimeout: &suspend}}
+	app := workload.AppInfo{Device: "vs1"}
+	r := &Runner{Configurator: Configs{}, h: h, app: app, scope: NewScope(h, app)}
+	for c, want := range map[string][2]bool{
+		"default":                    {false, false},
+		"spec:app=1,rps=0":           {true, false},
+		"irqbalance":                 {true, false},
+		"napi:threaded=1":            {false, true},
+		"efficiency":                 {false, true},
+		"default/busypoll=50":        {false, false},
+		"spec:app=1&napi:threaded=1": {false, false},
+		"spec:app=1#best":            {false, false},
+		"nosuch":                     {false, false},
+	} {
+		p, k := r.kindOf(c)
+		if got := [2]bool{p, k}; got != want {
+			t.Errorf("kindOf(%q) = placement %v, setting %v; want %v", c, p, k, want)
 		}
 	}
 }

@@ -309,6 +309,14 @@ func (r *Runner) currentApp() workload.AppInfo {
 	return app
 }
 
+// measureApp is the application as Measure sets a configuration up for
+// it: its current processes and the baseline's measured load.
+func (r *Runner) measureApp() workload.AppInfo {
+	app := r.currentApp()
+	app.BaselineLoad = r.baseline
+	return app
+}
+
 // prime runs the workload for Prime under the default configuration (the
 // scenario's fixed placements applied, then reverted), unmeasured (see
 // Runner.Prime).
@@ -376,8 +384,7 @@ func RoundOrder(configs []string, round int) []string {
 // failure to apply or revert is returned.
 func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run, err error) {
 	run = Run{Config: config, Round: round, Start: time.Now().UTC()}
-	app := r.currentApp()
-	app.BaselineLoad = r.baseline
+	app := r.measureApp()
 	s, err := r.Setup(config, app)
 	if err != nil {
 		return run, err

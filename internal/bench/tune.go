@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -172,7 +173,7 @@ type TuneResult struct {
 // TuneFor measures the candidates on objective obj ("": the workload's,
 // see ObjectiveFor). With search "auto" it runs successive halving within
 // budget (each measurement costs about r.Duration plus the apply/revert
-// overhead; the confirmation's 3 × rounds measurements come out of it);
+// overhead; the confirmation's 3 × rounds measurements and up to rounds of a combined candidate come out of it);
 // with "exhaustive" every candidate is measured rounds times, interleaved.
 // The best is then confirmed (Confirmation) and kept only if it beats the
 // baseline ("default", candidate 0) beyond the A/A noise on obj.
@@ -245,9 +246,9 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 		for i := range idx {
 			idx[i] = i
 		}
-		// The confirmation's measurements come out of the budget; every
-		// candidate is measured at least once.
-		total := max(int(budget/per)-3*rounds, len(cands))
+		// The confirmation's measurements, and a combined candidate's,
+		// come out of the budget; every candidate is measured at least once.
+		total := max(int(budget/per)-4*rounds, len(cands))
 		ranked, obs := stats.SuccessiveHalving(idx, total, func(c, n int) []float64 { return measure(c, n) })
 		for c, xs := range obs {
 			res.Obs[cands[c]] = xs
@@ -257,13 +258,18 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 		}
 	}
 	if firstErr == nil && ctx.Err() == nil {
-		if combo, place := Combination(res.Ranked, res.Obs, res.Baseline); combo != "" {
-			if _, err := r.Setup(combo, r.app); err != nil {
+		if combo, place := Combination(res.Ranked, res.Obs, res.Baseline, r.kindOf); combo != "" && !slices.Contains(cands, combo) {
+			// Set up as Measure will (the measured load, the current
+			// processes): a refusal is a note, not the end of the search.
+			if _, err := r.Setup(combo, r.measureApp()); err != nil {
 				res.Notes = append(res.Notes, fmt.Sprintf("no combined candidate: %s", err))
 			} else {
-				cands = append(cands, combo)
+				expected += min(max(len(res.Obs[place]), 1), rounds)
+				cands = append(slices.Clip(cands), combo) // never into the caller's array
 				res.Candidates = cands
-				res.Obs[combo] = measure(len(cands)-1, max(len(res.Obs[place]), 1))
+				// As many runs as the placement had, at most --rounds
+				// (a successive-halving survivor may have had many more).
+				res.Obs[combo] = measure(len(cands)-1, min(max(len(res.Obs[place]), 1), rounds))
 				res.Ranked = insertRanked(res.Ranked, res.Obs, combo)
 			}
 		}
@@ -329,13 +335,15 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 }
 
 // Combination is tune's combined candidate: the best-ranked placement and
-// the best-ranked NAPI setting (Knobs), each with a median score above the
+// the best-ranked NAPI setting (as kindOf tells them apart; the runner's
+// reads each candidate's changes), each with a median score above the
 // baseline's (scores: higher is better), as one configuration "P&K" —
 // and P, whose number of measurements the combination gets. Their effects
 // need not add up (deferral can undo what a placement gained), so the
 // combination is measured as a candidate of its own, not inferred. ""
 // when either kind has no candidate better than the baseline.
-func Combination(ranked []string, obs map[string][]float64, baseline string) (combo, placement string) {
+// TuneFor measures it as often as P was measured, at most its rounds.
+func Combination(ranked []string, obs map[string][]float64, baseline string, kindOf func(string) (placement, knob bool)) (combo, placement string) {
 	if len(obs[baseline]) == 0 {
 		return "", ""
 	}
@@ -345,7 +353,7 @@ func Combination(ranked []string, obs map[string][]float64, baseline string) (co
 		if len(obs[c]) == 0 || stats.Median(obs[c]) <= base {
 			continue
 		}
-		p, k := placementAndKnob(c)
+		p, k := kindOf(c)
 		if p && placement == "" {
 			placement = c
 		}

@@ -282,7 +282,7 @@ func TestNoiseBand(t *testing.T) {
 		{1.02, 1.10, 1.10}, // an interval above 1 still spans 1
 		{0, 2, math.Inf(1)},
 	} {
-		if got := NoiseBand(stats.Interval{Low: tc.lo, High: tc.hi}); math.Abs(got-tc.want) > 1e-9 && got != tc.want {
+		if got := NoiseBand(stats.Interval{Low: tc.lo, High: tc.hi}); !(got == tc.want || math.Abs(got-tc.want) <= 1e-9) {
 			t.Errorf("NoiseBand(%v–%v) = %v, want %v", tc.lo, tc.hi, got, tc.want)
 		}
 	}

@@ -51,6 +51,17 @@ const (
 	KindNAPIIRQSuspendTimeout Kind = "napi-irq-suspend-timeout" // napi-set irq-suspend-timeout (ns)
 )
 
+// IsNAPI says whether k is an interrupt-mitigation setting of NAPI: a
+// device-wide sysfs file or one NAPI instance's attribute.
+func IsNAPI(k Kind) bool {
+	switch k {
+	case KindDevThreaded, KindDevDeferHardIRQs, KindDevGROFlushTimeout,
+		KindNAPIThreaded, KindNAPIDeferHardIRQs, KindNAPIGROFlushTimeout, KindNAPIIRQSuspendTimeout:
+		return true
+	}
+	return false
+}
+
 // Status is where a change stands. One vocabulary for plans, dry runs,
 // applies, journals and reverts.
 type Status string
