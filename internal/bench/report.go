@@ -383,6 +383,10 @@ func (r *Report) noiseFloorLine() string {
 	if twin == nil {
 		return ""
 	}
+	if math.IsInf(width, 1) { // a twin's interval reached 0: no band is finite
+		return fmt.Sprintf("noise floor: %s, the same configuration as %s, measured %.3f (%.3f–%.3f): no ratio is resolved by this run, whatever its verdict",
+			twin.Config, r.Baseline, twin.Ratio.Point, twin.Ratio.Low, twin.Ratio.High)
+	}
 	return fmt.Sprintf("noise floor: %s, the same configuration as %s, measured %.3f (%.3f–%.3f): ratios within ±%.1f %% of 1 (%.3f–%.3f) are not resolved by this run, whatever their verdict",
 		twin.Config, r.Baseline, twin.Ratio.Point, twin.Ratio.Low, twin.Ratio.High, 100*width, 1/(1+width), 1+width)
 }

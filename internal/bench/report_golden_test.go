@@ -119,6 +119,14 @@ func TestNoiseFloorLine(t *testing.T) {
 	if got := tagged.noiseFloorLine(); !strings.HasPrefix(got, "noise floor: default, the same configuration as default#best") || !strings.Contains(got, "±3.1 %") {
 		t.Errorf("tagged baseline: %q", got)
 	}
+	// A twin whose interval reaches 0 leaves no finite band.
+	zero := &Report{Baseline: "default", Summary: []Summary{
+		{Config: "default"},
+		{Config: "default#aa", Ratio: iv(0.5, 0, 1.3), Verdict: "within noise"},
+	}}
+	if got := zero.noiseFloorLine(); !strings.HasSuffix(got, "(0.000–1.300): no ratio is resolved by this run, whatever its verdict") {
+		t.Errorf("zero low end: %q", got)
+	}
 	r.Summary = r.Summary[2:]
 	if got := r.noiseFloorLine(); got != "" {
 		t.Errorf("no usable twin, yet %q", got)

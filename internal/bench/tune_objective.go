@@ -106,7 +106,10 @@ func JudgeConfirmation(obj Objective, runs []Run, baseline, best string) (Judgem
 	twinText := "no A/A twin measured"
 	if t.Ratio != nil {
 		twinText = fmt.Sprintf("A/A twin %s %.3fx", twin, t.Ratio.Point)
-		if !math.IsNaN(width) {
+		switch {
+		case math.IsInf(width, 1):
+			twinText += fmt.Sprintf(" (%.3f–%.3f): no finite noise band", t.Ratio.Low, t.Ratio.High)
+		case !math.IsNaN(width):
 			twinText += fmt.Sprintf(" (%.3f–%.3f): noise ±%.1f %% (ratios %.3f–%.3f)", t.Ratio.Low, t.Ratio.High, 100*width, 1/(1+width), 1+width)
 		}
 	}
