@@ -195,9 +195,9 @@ for s in ${SCENARIOS:-udp memcached nginx storage storage-psync napi-udp napi-th
 	# flood's sender is, the search places the server around it.
 	sockperf) scenario sockperf --workload sockperf --sockperf-mode under-load --rate "$RATE" --gro --client-cpus "${SOCKPERF_CLIENT:-0}" ;;
 	# Ping-pong: one message in flight and a client that waits instead of
-	# spinning, so every round trip is an observation (some 47 000 in
-	# 3 s) and two copies of default land within about ±14 % of each
-	# other here, where under load they spread ±359 %: the latency
+	# spinning, so every round trip is an observation (some 50 000 in
+	# 3 s) and copies of default land within ±10–29 % of each other
+	# here, where under load they spread ±202–359 %: the latency
 	# scenario this machine can resolve. The client stands for a remote
 	# one, on every online CPU.
 	sockperf-pp) scenario sockperf-pingpong --workload sockperf --sockperf-mode ping-pong --gro ${NETCLIENT[@]+"${NETCLIENT[@]}"} ;;
