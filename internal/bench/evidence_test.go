@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
@@ -44,17 +45,7 @@ func TestCampaignOfRecord(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(dir, c.scenario+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := ReadReport(b, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !rep.Restored || rep.Rounds != 10 {
-				t.Errorf("restored %v, %d rounds", rep.Restored, rep.Rounds)
-			}
+			b, rep := readEvidence(t, dir, c.scenario)
 			verdict := func(config string) string {
 				for _, s := range rep.Summary {
 					if s.Config == config {
@@ -82,18 +73,8 @@ func TestCampaignOfRecord(t *testing.T) {
 			if got := fmt.Sprintf("%.3f", median["auto"]/median[c.best]); got != c.medians {
 				t.Errorf("auto/best medians %s, docs say %s", got, c.medians)
 			}
-			// The .txt beside each report is what bench --from prints.
-			var table bytes.Buffer
-			if err := rep.WriteTable(&table); err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(filepath.Join(dir, c.scenario+".txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(table.Bytes(), want) {
-				t.Errorf("%s.txt is not what bench --from prints now:\n%s", c.scenario, table.Bytes())
-			}
+			checkPrinted(t, rep, dir, c.scenario)
+			var err error
 			if rep, err = ReadReport(b, "#best"); err != nil {
 				t.Fatal(err)
 			}
@@ -108,6 +89,94 @@ func TestCampaignOfRecord(t *testing.T) {
 			}
 			if c.tuneTo != "" && ratio(rep, c.tuneTo) == "no ratio for "+c.tuneTo {
 				t.Errorf("no %s row", c.tuneTo)
+			}
+		})
+	}
+}
+
+// readEvidence reads a campaign's report NAME.json from dir, with its
+// whole baseline, and checks it ran its 10 rounds and restored the machine.
+func readEvidence(t *testing.T, dir, name string) ([]byte, *Report) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ReadReport(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Restored || rep.Rounds != 10 {
+		t.Errorf("%s: restored %v, %d rounds", name, rep.Restored, rep.Rounds)
+	}
+	return b, rep
+}
+
+// checkPrinted checks that NAME.txt beside the report is what bench --from
+// prints for it now, and returns that table.
+func checkPrinted(t *testing.T, rep *Report, dir, name string) string {
+	t.Helper()
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(dir, name+".txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(table.Bytes(), want) {
+		t.Errorf("%s.txt is not what bench --from prints now:\n%s", name, table.Bytes())
+	}
+	return table.String()
+}
+
+// The workloads campaign of record (docs/benchmarks.md, "The workloads
+// campaign") is kept as the reports bench wrote (docs/evidence/workloads).
+// Re-read with this version's statistics they must still give the ratios
+// and verdicts the docs state, and the .txt beside each must be what bench
+// --from prints now: update the docs and this table together.
+func TestWorkloadsCampaignOfRecord(t *testing.T) {
+	dir := filepath.Join("..", "..", "docs", "evidence", "workloads")
+	for _, c := range []struct {
+		report string
+		want   map[string]string // config → "ratio (low–high) verdict"
+		floor  string            // the noise-floor line's band
+	}{
+		{"mysql", map[string]string{
+			"default#aa":                "1.001 (0.966–1.019) within noise",
+			"default#tune":              "0.957 (0.923–1.087) within noise",
+			"spec:app=0-1,rps=off#best": "0.969 (0.914–1.110) within noise",
+			"auto":                      "0.955 (0.920–1.106) within noise",
+			"rps-spread":                "0.873 (0.772–0.945) worse",
+			"dedicated-core":            "0.356 (0.337–0.402) worse",
+		}, "±8.7 % of 1 (0.920–1.087)"},
+		{"sockperf", map[string]string{
+			"default#aa":            "1.480 (0.332–2.780) within noise",
+			"spec:app=1,rps=0#best": "0.404 (0.155–1.714) within noise",
+			"dedicated-core":        "0.527 (0.286–0.890) better",
+			"colocate":              "3.930 (2.374–6.525) worse",
+		}, "±359.4 % of 1 (0.218–4.594)"},
+		{"sockperf-pingpong", map[string]string{
+			"default#aa":              "1.028 (0.969–1.099) within noise",
+			"spec:app=0,rps=off#best": "0.956 (0.898–1.538) within noise",
+			"per-queue":               "0.915 (0.796–1.003) within noise",
+		}, "±28.8 % of 1 (0.776–1.288)"},
+	} {
+		t.Run(c.report, func(t *testing.T) {
+			_, rep := readEvidence(t, dir, c.report)
+			got := map[string]string{}
+			for _, s := range rep.Summary {
+				if _, ok := c.want[s.Config]; ok && s.Ratio != nil {
+					got[s.Config] = fmt.Sprintf("%.3f (%.3f–%.3f) %s", s.Ratio.Point, s.Ratio.Low, s.Ratio.High, s.Verdict)
+				}
+			}
+			for config, want := range c.want {
+				if got[config] != want {
+					t.Errorf("%s: %q, docs say %q", config, got[config], want)
+				}
+			}
+			if table := checkPrinted(t, rep, dir, c.report); !strings.Contains(table, c.floor) {
+				t.Errorf("the noise floor is not %s:\n%s", c.floor, table)
 			}
 		})
 	}
