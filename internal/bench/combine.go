@@ -66,26 +66,19 @@ func Combine(c Configurator, config string, h *host.Host, app workload.AppInfo) 
 	return out, nil
 }
 
-// kindOf says whether config is a placement or a NAPI setting, the two
-// kinds tune combines, by what its setup wrote when it was measured (the
-// setup of a candidate not measured yet is made as Measure would make
-// it): only NAPI settings (a napi: configuration, the efficiency policy)
-// makes a setting; a placement of IRQs, RPS, threads, the application or
-// the load generator with no NAPI setting (a spec:, a placement policy,
-// irqbalance) makes a placement. default, a setup that changes nothing
-// (a policy with nothing to do here), a mix of both (latency where it
-// also pins NAPI threads), a label with run options ("/": busy polling
-// belongs to the label as a whole), a tag or a combination is neither.
-func (r *Runner) kindOf(config string) (placement, knob bool) {
-	if config == "default" || strings.ContainsAny(config, "/#"+CombineSep) {
+// setupKind says whether config, whose measured setup is s, is a
+// placement or a NAPI setting, the two kinds tune combines: only NAPI
+// settings (a napi: configuration, the efficiency policy) makes a setting;
+// a placement of IRQs, RPS, threads, the application or the load generator
+// with no NAPI setting (a spec:, a placement policy, irqbalance) makes a
+// placement. default, an unmeasured configuration (nil), a setup that
+// changes nothing (a policy with nothing to do here), a mix of both
+// (latency where it also pins NAPI threads), a label with run options
+// ("/": busy polling belongs to the label as a whole), a tag or a
+// combination is neither.
+func setupKind(config string, s *Setup) (placement, knob bool) {
+	if s == nil || config == "default" || strings.ContainsAny(config, "/#"+CombineSep) {
 		return false, false
-	}
-	s := r.Setups[config]
-	if s == nil {
-		var err error
-		if s, err = r.Setup(config, r.measureApp()); err != nil {
-			return false, false
-		}
 	}
 	napi := 0
 	for _, c := range s.Changes {
@@ -97,7 +90,7 @@ func (r *Runner) kindOf(config string) (placement, knob bool) {
 	switch {
 	case napi == 0 && places:
 		return true, false
-	case napi > 0 && napi == len(s.Changes) && s.AppCPUs.IsEmpty() && s.ClientCPUs.IsEmpty() && !s.Irqbalance:
+	case napi > 0 && !places:
 		return false, true
 	}
 	return false, false

@@ -118,7 +118,7 @@ func TestTuneCombines(t *testing.T) {
 			"spec:app=1&napi:threaded=1": tc.combo}
 		for _, search := range []string{"auto", "exhaustive"} {
 			r := &Runner{Workload: &labelWorkload{scoreWorkload{score: score}}, Duration: time.Millisecond, Configurator: combineConfigs{}, h: twoCPUHost(2), StateDir: t.TempDir()}
-			// What each candidate's setup wrote when measured, which kindOf
+			// What each candidate's setup wrote when measured, which setupKind
 			// reads (combineConfigs applies nothing).
 			one, two := cpuset.Of(0), cpuset.Of(1)
 			r.Setups = map[string]*Setup{
@@ -144,14 +144,15 @@ func TestTuneCombines(t *testing.T) {
 	}
 }
 
-// kindOf tells placements from NAPI settings by what their setups write.
-func TestKindOf(t *testing.T) {
+// setupKind tells placements from NAPI settings by what their setups
+// write, as the runner makes them for the device under test.
+func TestSetupKind(t *testing.T) {
 	suspend, off := uint64(0), false
 	h := twoCPUHost(2)
 	h.NICs = []host.NIC{{Name: "vs1", Virtual: true}}
 	h.NAPI = []host.NAPI{{ID: 8193, Device: "vs1", Threaded: &off, IRQSuspendTimeout: &suspend}}
 	app := workload.AppInfo{Device: "vs1"}
-	r := &Runner{Configurator: Configs{}, h: h, app: app, scope: NewScope(h, app)}
+	r := &Runner{Workload: &scoreWorkload{}, Configurator: Configs{}, h: h, app: app, scope: NewScope(h, app)}
 	for c, want := range map[string][2]bool{
 		"default":                    {false, false},
 		"spec:app=1,rps=0":           {true, false},
@@ -163,9 +164,17 @@ func TestKindOf(t *testing.T) {
 		"spec:app=1#best":            {false, false},
 		"nosuch":                     {false, false},
 	} {
-		p, k := r.kindOf(c)
-		if got := [2]bool{p, k}; got != want {
-			t.Errorf("kindOf(%q) = placement %v, setting %v; want %v", c, p, k, want)
+		s, err := r.Setup(c, app)
+		if err != nil {
+			s = nil // not measurable: never set up
 		}
+		p, k := setupKind(c, s)
+		if got := [2]bool{p, k}; got != want {
+			t.Errorf("setupKind(%q) = placement %v, setting %v; want %v", c, p, k, want)
+		}
+	}
+	// A setup that changes nothing places nothing.
+	if p, k := setupKind("per-queue", &Setup{}); p || k {
+		t.Errorf("an empty setup is placement %v, setting %v", p, k)
 	}
 }

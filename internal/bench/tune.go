@@ -258,7 +258,7 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 		}
 	}
 	if firstErr == nil && ctx.Err() == nil {
-		if combo, place := Combination(res.Ranked, res.Obs, res.Baseline, r.kindOf); combo != "" && !slices.Contains(cands, combo) {
+		if combo, place := Combination(res.Ranked, res.Obs, res.Baseline, func(c string) (bool, bool) { return setupKind(c, r.Setups[c]) }); combo != "" && !slices.Contains(cands, combo) {
 			// Set up as Measure will (the measured load, the current
 			// processes): a refusal is a note, not the end of the search.
 			if _, err := r.Setup(combo, r.measureApp()); err != nil {
@@ -323,20 +323,19 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 	if j.Ratio != nil {
 		res.Ratio = *j.Ratio
 	}
-	if res.Kept {
-		s, err := r.Setup(res.Best, r.app)
-		if err == nil {
-			// The winner's setup carries the measurement that justifies it.
-			s.Notes = append([]string{"tune: " + res.Why}, s.Notes...)
-			res.Setup = s
-		}
+	if s := r.Setups[res.Best]; res.Kept && s != nil {
+		// The winner's setup as it was measured, carrying the measurement
+		// that justifies it.
+		w := *s
+		w.Notes = append([]string{"tune: " + res.Why}, s.Notes...)
+		res.Setup = &w
 	}
 	return res, nil
 }
 
 // Combination is tune's combined candidate: the best-ranked placement and
-// the best-ranked NAPI setting (as kindOf tells them apart; the runner's
-// reads each candidate's changes), each with a median score above the
+// the best-ranked NAPI setting (as kindOf tells them apart; TuneFor's
+// reads each candidate's measured setup, setupKind), each with a median score above the
 // baseline's (scores: higher is better), as one configuration "P&K" —
 // and P, whose number of measurements the combination gets. Their effects
 // need not add up (deferral can undo what a placement gained), so the
