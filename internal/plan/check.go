@@ -44,6 +44,7 @@ func check(p *Plan, l *errList) {
 	c.coalesce(p.Coalesce)
 	c.napi(p.NAPI)
 	c.busyPoll(p.BusyPoll)
+	c.prediction(p.Prediction)
 }
 
 type checker struct{ *errList }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -130,6 +131,8 @@ var intRanges = map[string]intRange{
 	"defer":     {0, setting.MaxDeferHardIRQs, nil},
 	"ns":        {0, setting.MaxNAPITimeoutNs, nil},
 	"usecs":     {0, setting.MaxBusyPollUsecs, nil},
+	"ms":        {0, 1<<31 - 1, nil},
+	"cpu":       {0, 1 << 20, nil},
 	"":          {0, 1<<32 - 1, nil}, // a uint32 without a plan tag (any other integer needs one)
 }
 
@@ -286,6 +289,12 @@ func (d *decoder) scalar(n *yaml.Node, path string, v reflect.Value, rng string)
 			}
 		}
 		x = reflect.ValueOf(i).Convert(t)
+	case reflect.Float64:
+		f, ok := d.float(n, path)
+		if !ok {
+			return
+		}
+		x = reflect.ValueOf(f)
 	default:
 		panic("plan: no decoder for " + t.String())
 	}
@@ -406,6 +415,20 @@ func (d *decoder) integer(n *yaml.Node, field string, lo, hi int64) (int, bool) 
 		return 0, false
 	}
 	return int(v), true
+}
+
+// float decodes a finite number (a prediction's percentages); the range is
+// the entry's check.
+func (d *decoder) float(n *yaml.Node, field string) (float64, bool) {
+	if !d.kind(n, field, yaml.ScalarNode, "a number") {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		d.add(n.Line, field, "%q is not a number", n.Value)
+		return 0, false
+	}
+	return v, true
 }
 
 func (d *decoder) boolp(n *yaml.Node, field string) *bool {

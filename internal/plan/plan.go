@@ -77,6 +77,10 @@ type Plan struct {
 	NAPI     []NAPIEntry    `yaml:"napi,omitempty" json:"napi,omitempty"`
 	BusyPoll *BusyPollEntry `yaml:"busy_poll,omitempty" json:"busy_poll,omitempty"`
 
+	// Prediction is the cost model's expectation of the plan on the
+	// machine it was made for (prediction.go); apply --verify checks it.
+	Prediction *Prediction `yaml:"prediction,omitempty" json:"prediction,omitempty"`
+
 	// File is the file the plan was loaded from ("" for generated plans).
 	File string `yaml:"-" json:"-"`
 	// fieldLines is the line of every field Parse read ("irqs[2].cpus"), for

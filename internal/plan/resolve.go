@@ -30,6 +30,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 	if len(l.errs) > 0 {
 		return nil, l.err()
 	}
+	checkPrediction(p.Prediction, h, l)
 	v := ViewCPUs(h)
 	var out []setting.Change
 	claimed := map[string]int{} // path → line (or -1-index for generated) of the entry that set it

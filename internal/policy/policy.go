@@ -120,6 +120,7 @@ func Make(name string, h *host.Host, o Options) (*plan.Plan, error) {
 	} else {
 		ScopeDefault(p, h, o)
 	}
+	attachPrediction(p, h, o)
 	if err := plan.Check(p); err != nil {
 		return nil, fmt.Errorf("policy %s produced an invalid plan (a bug): %w", name, err)
 	}

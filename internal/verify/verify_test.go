@@ -1,0 +1,104 @@
+package verify
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/plan"
+)
+
+// The RPS move of the single-queue write-up on two CPUs: CPU 0 carries the
+// receive work, the plan moves most of it to CPU 1.
+var rpsPred = &plan.Prediction{Source: "bpf", CPUs: []plan.CPUPrediction{
+	{CPU: 0, BeforeBusy: 70, PredictedBusy: 25, BeforeIRQ: 60, PredictedIRQ: 15},
+	{CPU: 1, BeforeBusy: 10, PredictedBusy: 52, BeforeIRQ: 0, PredictedIRQ: 42},
+}}
+
+func window(traffic float64, figs ...Figures) Measurement {
+	m := Measurement{CPUs: map[int]Figures{}, Noise: map[int]Figures{}, Traffic: traffic, TrafficHalves: [2]float64{traffic, traffic}, Source: "bpf"}
+	for c, f := range figs {
+		m.CPUs[c] = f
+		m.Noise[c] = Figures{Busy: 1, IRQ: 1}
+	}
+	return m
+}
+
+var before = window(50000, Figures{70, 60}, Figures{10, 0})
+
+func TestJudgeVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		after  Measurement
+		want   Verdict
+		reason string
+	}{
+		{"as predicted", window(50000, Figures{28, 18}, Figures{49, 40}), Confirmed, "every CPU within 10 points"},
+		{"within the tolerance at its edge", window(52000, Figures{35, 25}, Figures{42, 33}), Confirmed, "mean error"},
+		{"the right way, too little", window(50000, Figures{50, 40}, Figures{30, 20}), Missed, "CPU 0 50% busy (40% in interrupts), predicted 25% (15%)"},
+		{"the wrong way", window(50000, Figures{80, 70}, Figures{8, 0}), Worse, "CPU 0 busy 70% → 80%, predicted 25%"},
+		{"broke the headroom rule", window(50000, Figures{20, 10}, Figures{90, 80}), Worse, "the change broke the headroom rule: CPU 1 10% → 90% busy"},
+		{"the workload stopped", window(900, Figures{5, 1}, Figures{3, 0}), Inconclusive, "50000 packets/s before, 900 after"},
+		{"the workload doubled", window(100000, Figures{40, 30}, Figures{80, 70}), Inconclusive, "the workload changed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Judge(rpsPred, before, tc.after, Options{})
+			if r.Verdict != tc.want || !strings.Contains(r.Reason, tc.reason) {
+				t.Errorf("verdict %s (%s), want %s with %q", r.Verdict, r.Reason, tc.want, tc.reason)
+			}
+			if len(r.CPUs) != 2 {
+				t.Fatalf("rows %+v", r.CPUs)
+			}
+		})
+	}
+}
+
+// The errors are measured minus predicted, per CPU, and their means and
+// maxima are what the published error table sums.
+func TestJudgeErrors(t *testing.T) {
+	r := Judge(rpsPred, before, window(50000, Figures{30, 20}, Figures{45, 36}), Options{})
+	c0, c1 := r.CPUs[0], r.CPUs[1]
+	if c0.BusyError != 5 || c0.IRQError != 5 || c1.BusyError != -7 || c1.IRQError != -6 {
+		t.Fatalf("errors %+v %+v", c0, c1)
+	}
+	if r.MeanBusyError != 6 || r.MaxBusyError != 7 || r.MeanIRQError != 5.5 || r.MaxIRQError != 6 {
+		t.Fatalf("summary %+v", r)
+	}
+	if !c0.Within || !c1.Within || c0.Noise != NoiseFloor {
+		t.Fatalf("within %+v %+v", c0, c1)
+	}
+}
+
+// Noise measured before the change widens a CPU's band: what two halves
+// of an unchanged load already disagree by is no evidence against the
+// prediction.
+func TestJudgeNoiseWidens(t *testing.T) {
+	noisy := window(50000, Figures{70, 60}, Figures{10, 0})
+	noisy.Noise[0] = Figures{Busy: 12, IRQ: 12}
+	after := window(50000, Figures{45, 36}, Figures{48, 40})
+	if r := Judge(rpsPred, before, after, Options{}); r.Verdict != Missed {
+		t.Fatalf("quiet before: %s (%s)", r.Verdict, r.Reason)
+	}
+	if r := Judge(rpsPred, noisy, after, Options{}); r.Verdict != Confirmed {
+		t.Fatalf("noisy before: %s (%s)", r.Verdict, r.Reason)
+	}
+}
+
+// A workload that changed while it was measured before the change gives
+// no verdict either.
+func TestJudgeUnsteadyBefore(t *testing.T) {
+	b := before
+	b.TrafficHalves = [2]float64{60000, 40000}
+	r := Judge(rpsPred, b, window(50000, Figures{28, 18}, Figures{49, 40}), Options{})
+	if r.Verdict != Inconclusive || !strings.Contains(r.Reason, "while it was measured before") {
+		t.Fatalf("%s (%s)", r.Verdict, r.Reason)
+	}
+}
+
+func TestAgrees(t *testing.T) {
+	if ok, why := Agrees(rpsPred, before, Options{}); !ok {
+		t.Fatalf("the measurement the prediction was made from: %s", why)
+	}
+	if ok, why := Agrees(rpsPred, window(50000, Figures{20, 5}, Figures{10, 0}), Options{}); ok || !strings.Contains(why, "CPU 0 20% busy now, 70% when predicted") {
+		t.Fatalf("a changed load: %v %s", ok, why)
+	}
+}
