@@ -28,6 +28,7 @@ type applyOptions struct {
 	boot     bool
 	replace  bool
 	planFile string
+	verify   verifyFlags
 }
 
 // applyJSON is `apply --json` (docs/json.md).
@@ -42,6 +43,9 @@ type applyJSON struct {
 	// Leftovers are settings earlier applied journals still hold that this
 	// plan does not mention (with --replace: the ones it could not restore).
 	Leftovers []setting.Change `json:"leftovers"`
+	// Verification is the prediction checked against the measurement
+	// after the change (--verify).
+	Verification *verificationJSON `json:"verification,omitempty"`
 }
 
 // dryRunJSON is `apply --dry-run --json`.
@@ -71,8 +75,22 @@ and reverting the new journal puts them back.
 
 The plan file's format is irqpilot-plan(5); 'irqpilot plan -o FILE' makes one.
 
-Exit status: 0 applied (or nothing to do), 1 failed and rolled back, 2 error
-before anything was written.`,
+With --verify[=DURATION] (default 5s) apply measures the machine for that
+long before the change, applies it, waits for moved IRQs to take effect,
+measures again as long, and prints per CPU the busy and interrupt time
+before, predicted and measured, and the error. The prediction is the plan's
+when it was made from a measurement that still holds, else one made then by
+the same model. The verdict: confirmed (every CPU within --tolerance points
+of the prediction, plus the noise measured before), missed (a CPU off by
+more, every figure moved the predicted way), worse (a CPU that took work is
+now above 80 % busy, or a figure moved the wrong way beyond the noise) or
+inconclusive (the packet rate moved by more than 20 % between the windows:
+the workload changed, nothing can be judged). --revert-if worse (or missed)
+reverts the change by itself and says so.
+
+Exit status: 0 applied (or nothing to do) and, with --verify, confirmed;
+1 failed and rolled back; 2 error before anything was written; with
+--verify, after the change was applied: 3 missed, 4 worse, 5 inconclusive.`,
 		Args: exactArgs(1, "a plan file (make one with 'irqpilot plan -o plan.yaml')"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.planFile = args[0]
@@ -82,6 +100,9 @@ before anything was written.`,
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "show what would change and write no setting")
 	cmd.Flags().BoolVar(&o.boot, "boot", false, "skip entries for devices not present yet (used by the boot unit)")
+	cmd.Flags().DurationVar(&o.verify.window, "verify", 0, "measure for `DURATION` before and after the change and check the prediction (default 5s when given without a value)")
+	cmd.Flags().Lookup("verify").NoOptDefVal = defaultVerifyWindow.String()
+	o.verify.add(cmd, true)
 	cmd.Flags().BoolVar(&o.replace, "replace", false, "also restore the settings earlier applied journals hold that this plan does not mention (the plan is the whole desired state)")
 	return cmd
 }
@@ -93,6 +114,12 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	fs := kernel.New(o.g.root)
 	if fs.IsLive() && os.Geteuid() != 0 && !o.dryRun {
 		return fmt.Errorf("apply must run as root to write /proc/irq and /sys/class/net (nothing was changed); use --dry-run to see what would change")
+	}
+	if err := o.verify.check(); err != nil {
+		return err
+	}
+	if o.verify.window < 0 || (o.verify.window > 0 && o.dryRun) || (o.verify.revertIf != "" && o.verify.window == 0) {
+		return fmt.Errorf("--verify takes a positive duration, does not go with --dry-run, and --revert-if needs it")
 	}
 	data, err := plan.ReadFile(o.planFile)
 	if err != nil {
@@ -111,10 +138,19 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	}
 	a := apply.New(fs, o.stateDir)
 	sum := sha256.Sum256(data)
+	meta := apply.Meta{Host: h.Hostname, PlanFile: o.planFile, PlanHash: hex.EncodeToString(sum[:]), Prediction: p.Prediction}
+	var ver *pendingVerification
+	if o.verify.window > 0 {
+		if ver, err = o.beforeChange(fs, h, p); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		defer ver.meter.close()
+		meta.Prediction = ver.pred
+	}
 	res, err := a.Converge(h, p, apply.ConvergeOptions{
 		DryRun: o.dryRun, Boot: o.boot, Replace: o.replace,
 		ProbeManaged: !o.dryRun && fs.IsLive() && os.Geteuid() == 0,
-		Meta:         apply.Meta{Host: h.Hostname, PlanFile: o.planFile, PlanHash: hex.EncodeToString(sum[:])},
+		Meta:         meta,
 	})
 	if res.HostMismatch != "" {
 		fmt.Fprintln(errOut, "note:", res.HostMismatch)
@@ -134,8 +170,16 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 		printLeftovers(out, res.Leftovers, o.replace, true)
 		return nil
 	}
+	var v *verificationJSON
+	if ver != nil && err == nil {
+		if res.Journal == nil {
+			ver.note = "nothing changed, so there is nothing to verify"
+		} else if v, err = o.afterChange(a, ver, res, errOut); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("applied (journal %s), but the verification failed: %w", res.Journal.ID, err)}
+		}
+	}
 	if o.g.json {
-		j := applyJSON{Entries: nonNil(res.Entries), Changed: res.Changed, Unchanged: res.Unchanged, Skipped: res.Skipped,
+		j := applyJSON{Verification: v, Entries: nonNil(res.Entries), Changed: res.Changed, Unchanged: res.Unchanged, Skipped: res.Skipped,
 			Error: errString(err), NotPresent: res.NotPresent, Leftovers: nonNil(res.Leftovers)}
 		if res.Journal != nil {
 			j.Journal = res.Journal.ID
@@ -159,6 +203,14 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 			fmt.Fprintf(out, "not present yet: %s (applied when it appears)\n", d)
 		}
 		printLeftovers(out, res.Leftovers, o.replace, false)
+		if v != nil {
+			printVerification(out, v, ver.meter.note)
+			if v.Reverted {
+				fmt.Fprintf(out, "reverted: journal %s (--revert-if %s); the settings are as they were before the change\n", res.Journal.ID, o.verify.revertIf)
+			}
+		} else if ver != nil && ver.note != "" {
+			fmt.Fprintf(out, "verification: %s\n", ver.note)
+		}
 	}
 	if err != nil {
 		// 1: something was written and then rolled back; 2: refused
@@ -167,6 +219,9 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 			return &exitError{code: 2, err: err}
 		}
 		return &exitError{code: 1, err: err}
+	}
+	if v != nil {
+		return verdictExit(v.Verdict)
 	}
 	return nil
 }

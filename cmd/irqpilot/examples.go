@@ -10,7 +10,7 @@ var examples = map[string]string{
 	"": `  irqpilot doctor                                    # what holds this machine back, and the fix
   irqpilot plan --device eth1 -o plan.yaml           # a plan, and what it would change
   irqpilot apply --dry-run plan.yaml
-  irqpilot apply plan.yaml                           # journaled; prints the undo command
+  irqpilot apply --verify plan.yaml                  # journaled; checks the prediction; prints the undo command
   irqpilot revert`,
 	"inventory": `  irqpilot inventory
   irqpilot inventory --json | jq '.nics[] | {name, node}'
@@ -34,7 +34,10 @@ var examples = map[string]string{
   irqpilot plan --policy auto --snapshot a.tar.gz --after b.tar.gz`,
 	"apply": `  irqpilot apply --dry-run plan.yaml                 # what would change; writes nothing
   irqpilot apply plan.yaml                           # prints the journal ID and the undo command
-  irqpilot apply --replace plan.yaml                 # also undo what earlier plans set and this one does not`,
+  irqpilot apply --replace plan.yaml                 # also undo what earlier plans set and this one does not
+  irqpilot apply --verify --revert-if worse plan.yaml   # measure before and after; undo if it made things worse`,
+	"verify": `  irqpilot verify                                    # the newest applied journal's prediction, measured now
+  irqpilot verify --journal 20261122T113456Z --duration 10s --json`,
 	"revert": `  irqpilot revert                                    # the newest applied journal
   irqpilot revert --to 20261122T113456Z
   irqpilot revert --session                          # everything the last agent or bench run applied

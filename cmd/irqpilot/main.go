@@ -53,7 +53,7 @@ https://github.com/irqpilot/irqpilot/tree/main/docs.`,
 		// observe
 		newInventoryCmd(g), newCaptureCmd(g), newTopCmd(g), newDoctorCmd(g), newRecordCmd(g), newReportCmd(),
 		// plan and change
-		newPlanCmd(g), newApplyCmd(g), newRevertCmd(g), newHistoryCmd(g), newPersistCmd(),
+		newPlanCmd(g), newApplyCmd(g), newRevertCmd(g), newVerifyCmd(g), newHistoryCmd(g), newPersistCmd(),
 		// keep tuned
 		newAgentCmd(g), newStatusCmd(g),
 		// measure

@@ -20,6 +20,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -61,6 +62,10 @@ type Meta struct {
 	Host     string
 	PlanFile string
 	PlanHash string
+	// Prediction is what the change is expected to do (the plan's, or one
+	// made before the apply from a fresh measurement): kept in the journal
+	// so that `verify` can check it later.
+	Prediction *plan.Prediction
 }
 
 // Result is what an apply did.
@@ -186,7 +191,7 @@ func (a *Applier) apply(changes []setting.Change, meta Meta, more func([]setting
 	if err != nil {
 		return nil, err
 	}
-	j.Host, j.PlanFile, j.PlanHash = meta.Host, meta.PlanFile, meta.PlanHash
+	j.Host, j.PlanFile, j.PlanHash, j.Prediction = meta.Host, meta.PlanFile, meta.PlanHash, meta.Prediction
 	j.BootID = a.Env.FS.BootID()
 	j.NetNS = a.netns()
 	j.Session = a.Session

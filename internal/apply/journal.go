@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -61,10 +62,13 @@ type Journal struct {
 	// Session names the process that applied the journal (every journal
 	// of one agent run, or of one bench, shares it), so that
 	// `revert --session` undoes that run in one step.
-	Session string           `json:"session,omitempty"`
-	State   string           `json:"state"`
-	Entries []setting.Change `json:"entries"`
-	Error   string           `json:"error,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Prediction is the change's predicted effect per CPU, when the plan
+	// was made from a measurement (verify checks it).
+	Prediction *plan.Prediction `json:"prediction,omitempty"`
+	State      string           `json:"state"`
+	Entries    []setting.Change `json:"entries"`
+	Error      string           `json:"error,omitempty"`
 
 	path string
 }

@@ -335,7 +335,7 @@ func everyField() *Plan {
 		NAPI: []NAPIEntry{{Device: "eth0", ID: ptr(uint32(8193)), Threaded: ptr(true), DeferHardIRQs: ptr(uint32(2)), GROFlushTimeout: ptr(uint64(200000)),
 			IRQSuspendTimeout: ptr(uint64(20000000)), CPUs: cpus("3"), Reason: "napi"}},
 		BusyPoll: &BusyPollEntry{BusyRead: ptr(50), BusyPoll: ptr(60), Reason: "busy"},
-		Prediction: &Prediction{Source: "bpf", IntervalMs: 3000, CPUs: []CPUPrediction{
+		Prediction: &Prediction{Source: "bpf", IntervalMs: 3000, TrafficPPS: 51234.5, CPUs: []CPUPrediction{
 			{CPU: 1, BeforeBusy: 62.5, PredictedBusy: 30.1, BeforeIRQ: 55.2, PredictedIRQ: 20.7}}},
 	}
 }

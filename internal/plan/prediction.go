@@ -21,6 +21,10 @@ type Prediction struct {
 	Source string `yaml:"source" json:"source"`
 	// IntervalMs is the length of the measurement the prediction rests on.
 	IntervalMs int `yaml:"interval_ms" json:"interval_ms" plan:"ms"`
+	// TrafficPPS is the packet rate measured (packets delivered to the
+	// protocols per second, all CPUs): a verification whose workload no
+	// longer runs at this rate cannot judge the prediction.
+	TrafficPPS float64 `yaml:"traffic_pps" json:"traffic_pps"`
 	// CPUs are the measured CPUs, ascending.
 	CPUs []CPUPrediction `yaml:"cpus" json:"cpus"`
 	Line int             `yaml:"-" json:"-"`
@@ -68,6 +72,9 @@ func (c checker) prediction(p *Prediction) {
 	case "bpf", "counts":
 	default:
 		c.add(p.Line, "prediction.source", "%q: want bpf or counts", p.Source)
+	}
+	if math.IsNaN(p.TrafficPPS) || p.TrafficPPS < 0 || p.TrafficPPS > 1e10 {
+		c.add(p.Line, "prediction.traffic_pps", "%v is not a packet rate", p.TrafficPPS)
 	}
 	seen := map[int]int{}
 	for i, e := range p.CPUs {

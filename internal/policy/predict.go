@@ -23,7 +23,7 @@ func Predict(h *host.Host, l *load.Load, p *plan.Plan, appPIDs []int) *plan.Pred
 	m := newModel(h, l, steeredDevices(p))
 	m.selected = appPIDs
 	base, after := m.Predict(&plan.Plan{}), m.Predict(p)
-	out := &plan.Prediction{Source: l.CostSource, IntervalMs: int(l.Interval.Milliseconds())}
+	out := &plan.Prediction{Source: l.CostSource, IntervalMs: int(l.Interval.Milliseconds()), TrafficPPS: math.Round(Traffic(l))}
 	if out.Source != load.CostBPF {
 		out.Source = load.CostCounts
 	}
@@ -45,6 +45,17 @@ func Predict(h *host.Host, l *load.Load, p *plan.Plan, appPIDs []int) *plan.Pred
 // It is Predict's before of the empty plan.
 func Observed(h *host.Host, l *load.Load) *plan.Prediction {
 	return Predict(h, l, &plan.Plan{}, nil)
+}
+
+// Traffic is the packets delivered to the protocols per second, all CPUs
+// (softnet processed: each packet counted once, on the CPU that hands it to
+// the protocol, with or without RPS): the rate a prediction was made at.
+func Traffic(l *load.Load) float64 {
+	var t float64
+	for _, s := range l.Softnet {
+		t += s.Processed
+	}
+	return t
 }
 
 // pct rounds a percentage to 0.1 for the plan file, and keeps a

@@ -53,7 +53,7 @@ func Measure(ctx context.Context, s Sampler, h *host.Host, d time.Duration) (Mea
 // model does.
 func FromLoads(h *host.Host, whole, a, b *load.Load) Measurement {
 	m := Measurement{Seconds: whole.Interval.Seconds(), CPUs: figures(h, whole), Noise: map[int]Figures{},
-		Traffic: traffic(whole), TrafficHalves: [2]float64{traffic(a), traffic(b)}, Source: whole.CostSource}
+		Traffic: policy.Traffic(whole), TrafficHalves: [2]float64{policy.Traffic(a), policy.Traffic(b)}, Source: whole.CostSource}
 	fa, fb := figures(h, a), figures(h, b)
 	for c, x := range fa {
 		if y, ok := fb[c]; ok {
@@ -71,13 +71,4 @@ func figures(h *host.Host, l *load.Load) map[int]Figures {
 		}
 	}
 	return out
-}
-
-// traffic is the packets delivered to the protocols per second, all CPUs.
-func traffic(l *load.Load) float64 {
-	var t float64
-	for _, s := range l.Softnet {
-		t += s.Processed
-	}
-	return t
 }

@@ -245,6 +245,19 @@ func trafficChanged(before, after Measurement, tol float64) string {
 	return ""
 }
 
+// FromPrediction is the measurement a prediction was made from, as far as
+// the prediction keeps it (its before figures and packet rate; the noise
+// is not kept, so NoiseFloor stands for it): the before of a verification
+// made later than the apply (verify --journal).
+func FromPrediction(p *plan.Prediction) Measurement {
+	m := Measurement{CPUs: map[int]Figures{}, Noise: map[int]Figures{}, Traffic: p.TrafficPPS,
+		TrafficHalves: [2]float64{p.TrafficPPS, p.TrafficPPS}, Source: p.Source, Seconds: float64(p.IntervalMs) / 1000}
+	for _, c := range p.CPUs {
+		m.CPUs[c.CPU] = Figures{Busy: c.BeforeBusy, IRQ: c.BeforeIRQ}
+	}
+	return m
+}
+
 // Agrees reports whether a prediction's before matches a fresh measurement
 // within the tolerance on every CPU, so the prediction still describes the
 // machine; when not, it says where it does not.

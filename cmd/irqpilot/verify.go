@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/policy"
+	"github.com/irqpilot/irqpilot/internal/setting"
+	"github.com/irqpilot/irqpilot/internal/verify"
+)
+
+// Exit statuses of a verification (apply --verify, verify), after the
+// change was applied: 0 confirmed.
+const (
+	exitMissed       = 3
+	exitWorse        = 4
+	exitInconclusive = 5
+)
+
+// defaultVerifyWindow is how long --verify measures before and after the
+// change when no duration is given.
+const defaultVerifyWindow = 5 * time.Second
+
+// verifyFlags are the flags apply --verify and verify share.
+type verifyFlags struct {
+	window    time.Duration
+	tolerance float64
+	revertIf  string
+	cost      string
+}
+
+func (f *verifyFlags) add(cmd *cobra.Command, withRevert bool) {
+	fl := cmd.Flags()
+	fl.Float64Var(&f.tolerance, "tolerance", verify.DefaultTolerance, "a CPU is within the prediction when its busy and interrupt time are within this many `POINTS` of it (plus the noise measured before the change)")
+	if withRevert {
+		fl.StringVar(&f.revertIf, "revert-if", "", "with --verify, revert the change by itself when the verdict is `worse` (or missed: missed or worse)")
+	}
+	addCostFlag(cmd, &f.cost)
+}
+
+func (f *verifyFlags) check() error {
+	switch f.revertIf {
+	case "", string(verify.Worse), string(verify.Missed):
+	default:
+		return fmt.Errorf("--revert-if %q: want worse or missed", f.revertIf)
+	}
+	if f.tolerance <= 0 || f.tolerance > 100 {
+		return fmt.Errorf("--tolerance %v: want points between 0 and 100", f.tolerance)
+	}
+	return nil
+}
+
+// shouldRevert reports whether --revert-if asks to undo a change with verdict v.
+func (f *verifyFlags) shouldRevert(v verify.Verdict) bool {
+	switch f.revertIf {
+	case string(verify.Worse):
+		return v == verify.Worse
+	case string(verify.Missed):
+		return v == verify.Worse || v == verify.Missed
+	}
+	return false
+}
+
+// verificationJSON is the `verification` object of apply --verify --json
+// and verify --json (docs/json.md).
+type verificationJSON struct {
+	verify.Result
+	Seconds float64 `json:"window_seconds"`
+	Journal string  `json:"journal,omitempty"`
+	// Reverted is set when --revert-if undid the change.
+	Reverted bool   `json:"reverted"`
+	Note     string `json:"note,omitempty"`
+}
+
+// liveMeter measures windows of the live machine with one sampler (and
+// the eBPF collector where it loads), as doctor does.
+type liveMeter struct {
+	fs      *kernel.FS
+	sampler *load.Sampler
+	stop    func()
+	note    string
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+func newLiveMeter(fs *kernel.FS, cost string) (*liveMeter, error) {
+	if !fs.IsLive() {
+		return nil, errors.New("verification measures the live machine; it cannot run on --root or --snapshot")
+	}
+	reader, stop, note, err := startCost(cost, fs)
+	if err != nil {
+		return nil, err
+	}
+	s := load.NewSampler(fs)
+	s.Tasks = true
+	s.Cost = reader
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	return &liveMeter{fs: fs, sampler: s, stop: stop, note: note, ctx: ctx, cancel: cancel}, nil
+}
+
+func (m *liveMeter) close() { m.stop(); m.cancel() }
+
+func (m *liveMeter) measure(h *host.Host, d time.Duration) (verify.Measurement, *load.Load, error) {
+	return verify.Measure(m.ctx, m.sampler, h, d)
+}
+
+// settle waits, up to a few seconds, until no IRQ the change moved is
+// still served where it was (a move takes effect when the IRQ next fires),
+// then a moment for queues and backlogs to drain.
+func (m *liveMeter) settle(irqs []int) {
+	deadline := time.Now().Add(3 * time.Second)
+	for len(irqs) > 0 && time.Now().Before(deadline) {
+		pending := false
+		for _, n := range irqs {
+			allowed, err1 := m.fs.ReadIRQAffinity(n)
+			effective, err2 := m.fs.ReadIRQEffectiveAffinity(n)
+			if err1 == nil && err2 == nil && host.MovePending(allowed, effective) {
+				pending = true
+				break
+			}
+		}
+		if !pending {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	select {
+	case <-m.ctx.Done():
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// appPIDs are the processes a plan's app entries name by PID (the model
+// moves their measured threads; entries by name are predicted as moving
+// nothing).
+func appPIDs(p *plan.Plan) []int {
+	var out []int
+	for _, a := range p.Apps {
+		if a.PID != 0 {
+			out = append(out, a.PID)
+		}
+	}
+	return out
+}
+
+// predictionFor is the prediction a verification checks: the plan's own
+// when it still describes the machine as measured now, else one made now
+// by the same model from that measurement (note says which and why).
+func predictionFor(h *host.Host, p *plan.Plan, before verify.Measurement, l *load.Load, o verify.Options) (*plan.Prediction, string) {
+	if p.Prediction != nil {
+		ok, why := verify.Agrees(p.Prediction, before, o)
+		if ok {
+			return p.Prediction, ""
+		}
+		return policy.Predict(h, l, p, appPIDs(p)), "the plan's prediction was made on another load (" + why + "): predicted again from the measurement before the change"
+	}
+	return policy.Predict(h, l, p, appPIDs(p)), "the plan carries no prediction: predicted from the measurement before the change"
+}
+
+// verdictExit is the exit status of a verification's verdict.
+func verdictExit(v verify.Verdict) error {
+	switch v {
+	case verify.Missed:
+		return &exitError{code: exitMissed}
+	case verify.Worse:
+		return &exitError{code: exitWorse}
+	case verify.Inconclusive:
+		return &exitError{code: exitInconclusive}
+	}
+	return nil
+}
+
+// printVerification is the verification's table and verdict.
+func printVerification(w io.Writer, v *verificationJSON, costNote string) {
+	fmt.Fprintf(w, "\nverification over %.1f s before and after the change (%s); tolerance ±%.0f points plus each CPU's noise:\n", v.Seconds, costNote, v.Tolerance)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CPU\tBUSY BEFORE\tPREDICTED\tMEASURED\tERROR\t\tIRQ BEFORE\tPREDICTED\tMEASURED\tERROR\tNOISE\t")
+	for _, c := range v.CPUs {
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%+.1f\t\t%.1f\t%.1f\t%.1f\t%+.1f\t%.1f\t\n", c.CPU,
+			c.BeforeBusy, c.PredictedBusy, c.MeasuredBusy, c.BusyError, c.BeforeIRQ, c.PredictedIRQ, c.MeasuredIRQ, c.IRQError, c.Noise)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "packets/s: %.0f before, %.0f after\n", v.TrafficBefore, v.TrafficAfter)
+	if v.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", v.Note)
+	}
+	fmt.Fprintf(w, "verdict: %s — %s\n", v.Verdict, v.Reason)
+}
+
+// verifyOptions are verify's flags.
+type verifyOptions struct {
+	g        *globalFlags
+	stateDir string
+	journal  string
+	flags    verifyFlags
+}
+
+func newVerifyCmd(g *globalFlags) *cobra.Command {
+	o := &verifyOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "verify [--journal ID]",
+		Short: "Check an applied change's prediction against the machine now",
+		Long: `verify measures the machine for --duration and compares each CPU's busy and
+interrupt time with what the applied journal's plan predicted (a plan made
+from a measurement carries its prediction, and apply keeps it in the
+journal). It writes nothing.
+
+The verdict: confirmed (every CPU within --tolerance points of the
+prediction, plus the noise), missed (a CPU off by more, every figure moved
+the predicted way), worse (a CPU that took work is above 80 % busy, or a
+figure moved the wrong way beyond the noise) or inconclusive (the packet
+rate is more than 20 % away from the one the prediction was made at: the
+workload changed, so nothing can be judged). Made later than the apply, the
+verification knows the measurement before the change only as far as the
+prediction keeps it; 'apply --verify' measures both sides itself.
+
+Exit status: 0 confirmed, 2 error (no applied journal, no prediction),
+3 missed, 4 worse, 5 inconclusive.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+	}
+	stateDirFlag(cmd, &o.stateDir)
+	cmd.Flags().StringVar(&o.journal, "journal", "", "applied journal `ID` to verify (see 'irqpilot history'); default the newest applied")
+	cmd.Flags().DurationVar(&o.flags.window, "duration", defaultVerifyWindow, "how long to measure")
+	o.flags.add(cmd, false)
+	return cmd
+}
+
+func (o *verifyOptions) run(out io.Writer) error {
+	if err := o.flags.check(); err != nil {
+		return err
+	}
+	if o.flags.window <= 0 {
+		return fmt.Errorf("--duration %v: must be positive", o.flags.window)
+	}
+	if err := apply.CheckStateDir(o.stateDir); err != nil {
+		return err
+	}
+	j, err := o.pick()
+	if err != nil {
+		return err
+	}
+	if j.Prediction == nil {
+		return fmt.Errorf("journal %s has no prediction to verify: its plan was not made from a measurement (apply --verify measures before the change and predicts then)", j.ID)
+	}
+	fs := kernel.New(o.g.root)
+	m, err := newLiveMeter(fs, o.flags.cost)
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	h, err := readHostWith(fs, false, o.stateDir)
+	if err != nil {
+		return err
+	}
+	after, _, err := m.measure(h, o.flags.window)
+	if err != nil {
+		return err
+	}
+	vo := verify.Options{Tolerance: o.flags.tolerance}
+	v := &verificationJSON{Result: verify.Judge(j.Prediction, verify.FromPrediction(j.Prediction), after, vo), Seconds: after.Seconds, Journal: j.ID,
+		Note: fmt.Sprintf("before is the measurement journal %s's prediction was made from (%s)", j.ID, j.Time.Format(time.RFC3339))}
+	if o.g.json {
+		if err := writeJSON(out, struct {
+			Verification *verificationJSON `json:"verification"`
+		}{v}); err != nil {
+			return err
+		}
+	} else {
+		printVerification(out, v, m.note)
+	}
+	return verdictExit(v.Verdict)
+}
+
+// pick is the journal --journal names, or the newest applied one.
+func (o *verifyOptions) pick() (*apply.Journal, error) {
+	if o.journal != "" {
+		j, err := apply.LoadJournal(o.stateDir, o.journal)
+		if err != nil {
+			return nil, err
+		}
+		if j.State != apply.StateApplied {
+			return nil, fmt.Errorf("journal %s is %s, not applied: there is no change in force to verify", j.ID, j.State)
+		}
+		return j, nil
+	}
+	js, err := apply.History(o.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(js) - 1; i >= 0; i-- {
+		if js[i].State == apply.StateApplied {
+			return js[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no applied journal in %s to verify", o.stateDir)
+}
+
+// pendingVerification is apply --verify's state between the measurement
+// before the change and the one after.
+type pendingVerification struct {
+	meter  *liveMeter
+	h      *host.Host
+	before verify.Measurement
+	pred   *plan.Prediction
+	note   string
+}
+
+// beforeChange checks the plan against the host (so nothing is measured
+// for a plan that will be refused), measures the machine and settles the
+// prediction to verify.
+func (o *applyOptions) beforeChange(fs *kernel.FS, h *host.Host, p *plan.Plan) (*pendingVerification, error) {
+	if _, err := plan.Resolve(p, h); err != nil {
+		return nil, err
+	}
+	m, err := newLiveMeter(fs, o.verify.cost)
+	if err != nil {
+		return nil, err
+	}
+	before, l, err := m.measure(h, o.verify.window)
+	if err != nil {
+		m.close()
+		return nil, fmt.Errorf("measuring before the change (nothing was written): %w", err)
+	}
+	pred, note := predictionFor(h, p, before, l, verify.Options{Tolerance: o.verify.tolerance})
+	return &pendingVerification{meter: m, h: h, before: before, pred: pred, note: note}, nil
+}
+
+// afterChange measures the machine after the change, judges the
+// prediction and, when --revert-if asks, reverts the journal.
+func (o *applyOptions) afterChange(a *apply.Applier, ver *pendingVerification, res *apply.Outcome, errOut io.Writer) (*verificationJSON, error) {
+	var moved []int
+	for _, e := range res.Entries {
+		if e.IRQ != nil && e.Status == setting.StatusDone {
+			moved = append(moved, *e.IRQ)
+		}
+	}
+	ver.meter.settle(moved)
+	after, _, err := ver.meter.measure(ver.h, o.verify.window)
+	if err != nil {
+		return nil, err
+	}
+	v := &verificationJSON{Result: verify.Judge(ver.pred, ver.before, after, verify.Options{Tolerance: o.verify.tolerance}),
+		Seconds: after.Seconds, Journal: res.Journal.ID, Note: ver.note}
+	if o.verify.shouldRevert(v.Verdict) {
+		if _, err := a.Revert(res.Journal.ID, false); err != nil {
+			return v, fmt.Errorf("verdict %s, and --revert-if %s could not revert: %w (undo: %s)", v.Verdict, o.verify.revertIf, err,
+				undoCommand(o.stateDir, res.Journal.ID, res.Journal.NetNS))
+		}
+		v.Reverted = true
+	}
+	return v, nil
+}
