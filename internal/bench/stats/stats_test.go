@@ -107,7 +107,8 @@ func TestSignTest(t *testing.T) {
 		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02}, 2.0 / 64, 6},
 		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02, 1.1, 1.2, 1.05, 0.99}, 2 * 11.0 / 1024, 10},
 		{[]float64{1.1, 1.2, 1.05, 1.01, 1.3, 1.02, 1.1, 1.2, 0.98, 0.99}, 2 * 56.0 / 1024, 10},
-		{[]float64{1, 1, 1.1, 0.9}, 1, 2}, // ratios of exactly 1 drop out
+		{[]float64{1, 1, 1.1, 0.9}, 1, 4}, // ratios of exactly 1 count against a difference
+		{[]float64{1, 1, 1, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1}, 2 * 176.0 / 1024, 10},
 	} {
 		p, n := SignTest(c.rs)
 		if math.Abs(p-c.p) > 1e-12 || n != c.n {
@@ -136,6 +137,35 @@ func TestPairedIntervalMatchesSignTest(t *testing.T) {
 				t.Errorf("n=%d, %d below: interval %+v, p = %v", n, below, c.Ratio, c.P)
 			}
 		}
+	}
+}
+
+// With ties — ratios of exactly 1, common where a latency comes in fixed
+// steps — the verdict and the interval still see the same data: over
+// random ratios drawn from a few steps, the sign test rejects at 5 %
+// exactly when the interval excludes 1.
+func TestPairedVerdictNeverContradictsIntervalWithTies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	steps := []float64{0.9, 0.95, 1, 1, 1, 1.05, 1.1}
+	rejected := 0
+	for trial := range 5000 {
+		n := MinRuns + trial%11
+		a, b := make([]float64, n), make([]float64, n)
+		bias := rng.IntN(3) // some draws lean above 1, so that rejections occur
+		for i := range a {
+			a[i] = 100
+			b[i] = 100 * steps[min(len(steps)-1, rng.IntN(len(steps))+bias)]
+		}
+		c := PairedRatio(a, b, Confidence)
+		if excl := !c.Ratio.Contains(1); excl != c.Significant(Confidence) {
+			t.Fatalf("ratios %v: interval %+v, p = %v", b, c.Ratio, c.P)
+		}
+		if c.Significant(Confidence) {
+			rejected++
+		}
+	}
+	if rejected == 0 {
+		t.Fatal("no draw was rejected: the property was never tested on a verdict")
 	}
 }
 
