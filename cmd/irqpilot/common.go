@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -63,6 +65,27 @@ func addProbeManagedFlag(c *cobra.Command, dst *bool) {
 // stateDirFlag adds --state-dir (apply, revert, history, persist).
 func stateDirFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().StringVar(dst, "state-dir", apply.DefaultStateDir, "`DIR` for journals and the lock (must be root's and private: see docs/safety.md)")
+}
+
+// existingStateDir refuses a --state-dir given on the command line that does
+// not exist, for the verbs that only read one (revert, history, verify): a
+// typo must not read as "nothing to revert", and must not create the
+// directory either. The default directory may be missing on a machine where
+// nothing was applied yet; those verbs then say there is nothing.
+func existingStateDir(cmd *cobra.Command, dir string) error {
+	if !cmd.Flags().Changed("state-dir") {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--state-dir %s: no such directory (nothing was ever applied with it; check the path)", dir)
+	case err != nil:
+		return fmt.Errorf("--state-dir %s: %w", dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("--state-dir %s: not a directory", dir)
+	}
+	return nil
 }
 
 // readHost builds the model for the read-only commands: it writes nothing

@@ -48,7 +48,12 @@ Exit status: 0 reverted (or nothing to revert), 1 a restore failed (the
 message names it), 2 refused before anything was written (not root, lock
 held, unreadable or refused journal, newer journal in the way).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := existingStateDir(cmd, o.stateDir); err != nil {
+				return err
+			}
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().StringVar(&o.to, "to", "", "journal `ID` to revert (see 'irqpilot history'); default the newest applied")
@@ -178,7 +183,12 @@ func newHistoryCmd(g *globalFlags) *cobra.Command {
 		Long: `history lists the journals in --state-dir, oldest first. A journal file that
 cannot be read is listed with its error, and history then exits 2.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := existingStateDir(cmd, o.stateDir); err != nil {
+				return err
+			}
+			return o.run(cmd.OutOrStdout())
+		},
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	return cmd

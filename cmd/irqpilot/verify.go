@@ -231,7 +231,12 @@ prediction keeps it; 'apply --verify' measures both sides itself.
 Exit status: 0 confirmed, 2 error (no applied journal, no prediction),
 3 missed, 4 worse, 5 inconclusive.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := existingStateDir(cmd, o.stateDir); err != nil {
+				return err
+			}
+			return o.run(cmd.OutOrStdout())
+		},
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().StringVar(&o.journal, "journal", "", "applied journal `ID` to verify (see 'irqpilot history'); default the newest applied")
@@ -246,9 +251,6 @@ func (o *verifyOptions) run(out io.Writer) error {
 	}
 	if o.flags.window <= 0 {
 		return fmt.Errorf("--duration %v: must be positive", o.flags.window)
-	}
-	if err := apply.CheckStateDir(o.stateDir); err != nil {
-		return err
 	}
 	j, err := o.pick()
 	if err != nil {
