@@ -20,6 +20,7 @@ import (
 )
 
 type labOptions struct {
+	g       *globalFlags
 	shape   string
 	shell   bool
 	list    bool
@@ -30,8 +31,8 @@ type labOptions struct {
 }
 
 // newLabCmd: try irqpilot on a virtual server-shaped machine.
-func newLabCmd() *cobra.Command {
-	o := &labOptions{}
+func newLabCmd(g *globalFlags) *cobra.Command {
+	o := &labOptions{g: g}
 	c := &cobra.Command{
 		Use:   "lab [--shape NAME] [--shell | -- COMMAND...]",
 		Short: "Try irqpilot on a virtual server-shaped machine (QEMU, Debian's kernel)",
@@ -69,6 +70,9 @@ download into ` + lab.DefaultCache() + `).`,
 
 func (o *labOptions) run(ctx context.Context, out, errw io.Writer, args []string) error {
 	if o.list {
+		if o.g != nil && o.g.json {
+			return writeJSON(out, labShapesJSON())
+		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SHAPE\tCPUS\tNODES\tMACHINE")
 		for _, n := range lab.ShapeNames() {
@@ -229,4 +233,40 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o644)
+}
+
+// labShapeJSON is one shape of `lab --list --json` (docs/json.md).
+type labShapeJSON struct {
+	Name    string `json:"name"`
+	CPUs    int    `json:"cpus"`
+	Sockets int    `json:"packages"`
+	Cores   int    `json:"cores_per_package"`
+	Threads int    `json:"threads_per_core"`
+	Nodes   int    `json:"nodes"`
+	NICs    []struct {
+		Model  string `json:"model"`
+		Queues int    `json:"queues"`
+		Node   int    `json:"node"`
+	} `json:"nics"`
+	NVMe      bool   `json:"nvme"`
+	BlkQueues int    `json:"virtio_blk_queues"`
+	Note      string `json:"note"`
+}
+
+func labShapesJSON() []labShapeJSON {
+	out := []labShapeJSON{}
+	for _, n := range lab.ShapeNames() {
+		s := lab.Shapes[n]
+		j := labShapeJSON{Name: n, CPUs: s.CPUs(), Sockets: s.Sockets, Cores: s.Cores, Threads: s.Threads, Nodes: s.Nodes,
+			NVMe: s.NVMe, BlkQueues: s.BlkQueues, Note: s.Note}
+		for _, nic := range s.NICs {
+			j.NICs = append(j.NICs, struct {
+				Model  string `json:"model"`
+				Queues int    `json:"queues"`
+				Node   int    `json:"node"`
+			}{nic.Model, max(1, nic.Queues), nic.Node})
+		}
+		out = append(out, j)
+	}
+	return out
 }

@@ -61,7 +61,7 @@ https://github.com/irqpilot/irqpilot/tree/main/docs.`,
 		// coalescing
 		newSimCmd(g), newCoalesceCmd(g),
 		// try on a virtual server
-		newLabCmd(),
+		newLabCmd(g),
 	)
 	root.AddCommand(newManCmd(root))
 	setExamples(root)

@@ -79,6 +79,9 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 	}
 	j, err := a.Revert(o.to, o.force)
 	if errors.Is(err, apply.ErrNothingToRevert) {
+		if o.g.json {
+			return writeJSON(out, nothingJSON{Nothing: true, Reason: err.Error()})
+		}
 		fmt.Fprintln(out, err)
 		return nil
 	}
@@ -148,6 +151,9 @@ func (o *revertOptions) runMany(a *apply.Applier, out io.Writer) error {
 	}
 	js, err := a.RevertMany(sel, o.force)
 	if errors.Is(err, apply.ErrNothingToRevert) {
+		if o.g.json {
+			return writeJSON(out, []*apply.Journal{})
+		}
 		fmt.Fprintln(out, err)
 		return nil
 	}
@@ -162,6 +168,12 @@ func (o *revertOptions) runMany(a *apply.Applier, out io.Writer) error {
 		}
 	}
 	return revertExit(err)
+}
+
+// nothingJSON is `revert --json` when no applied journal is left.
+type nothingJSON struct {
+	Nothing bool   `json:"nothing_to_revert"`
+	Reason  string `json:"reason"`
 }
 
 type historyOptions struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -29,5 +30,49 @@ func TestMissingStateDirIsAnError(t *testing.T) {
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%v created %s", args, dir)
 		}
+	}
+}
+
+// --json holds on the empty paths too: a revert with nothing left, and the
+// lab's shape list, print JSON documents (docs/json.md), not text.
+func TestJSONOnEmptyPaths(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var nothing struct {
+		Nothing bool   `json:"nothing_to_revert"`
+		Reason  string `json:"reason"`
+	}
+	decode(t, []string{"--json", "revert", "--state-dir", dir}, &nothing)
+	if !nothing.Nothing || !strings.Contains(nothing.Reason, "nothing to revert") {
+		t.Errorf("revert --json with nothing: %+v", nothing)
+	}
+	var all []map[string]any
+	decode(t, []string{"--json", "revert", "--all", "--state-dir", dir}, &all)
+	if all == nil || len(all) != 0 {
+		t.Errorf("revert --all --json with nothing: %v", all)
+	}
+	var shapes []struct {
+		Name string `json:"name"`
+		CPUs int    `json:"cpus"`
+		NICs []struct {
+			Model string `json:"model"`
+		} `json:"nics"`
+	}
+	decode(t, []string{"--json", "lab", "--list"}, &shapes)
+	if len(shapes) < 3 || shapes[0].Name == "" || shapes[0].CPUs == 0 || len(shapes[0].NICs) == 0 {
+		t.Errorf("lab --list --json: %+v", shapes)
+	}
+}
+
+func decode(t *testing.T, args []string, v any) {
+	t.Helper()
+	out, stderr, err := runIrqpilot(t, args...)
+	if err != nil {
+		t.Fatalf("%v: %v: %s", args, err, stderr)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
 	}
 }
