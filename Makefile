@@ -23,8 +23,11 @@ deps:
 
 # Static (no cgo), as the .deb's: `irqpilot lab` puts this very binary into
 # its guests, which have no C library.
+# The version every build path stamps (make, the .deb, the lab's guests,
+# which run this very binary): `git describe`, as --version prints it.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo devel)
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/irqpilot
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/irqpilot
 
 # Regenerates the eBPF collector's Go bindings and object file
 # (internal/kernel/bpfcost/cost_bpfel.{go,o}, committed) from its C source

@@ -76,3 +76,20 @@ func decode(t *testing.T, args []string, v any) {
 		t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
 	}
 }
+
+// `make build` stamps the version `git describe` gives, so a binary built
+// from the repository never says "devel" (the .deb's script does the same
+// with a Debian version; the lab runs the binary it is given).
+func TestMakeBuildStampsVersion(t *testing.T) {
+	want, err := exec.Command("git", "describe", "--tags", "--match", "v[0-9]*", "--always", "--dirty").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	out, err := exec.Command("make", "-s", "-n", "-C", "../..", "build").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n build: %v: %s", err, out)
+	}
+	if v := strings.TrimSpace(string(want)); !strings.Contains(string(out), "-X main.version="+v) {
+		t.Errorf("make build does not stamp %q:\n%s", v, out)
+	}
+}
