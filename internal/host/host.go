@@ -34,6 +34,10 @@ type Host struct {
 	NAPISet *bool `json:"napi_set,omitempty"`
 	// RPSSockFlowEntries is /proc/sys/net/core/rps_sock_flow_entries (nil: unread).
 	RPSSockFlowEntries *int       `json:"rps_sock_flow_entries"`
+	// BusyRead and BusyPoll are /proc/sys/net/core/busy_read and busy_poll,
+	// µs (nil: unread).
+	BusyRead *int `json:"busy_read"`
+	BusyPoll *int `json:"busy_poll"`
 	Irqbalance         Irqbalance `json:"irqbalance"`
 	// Unavailable lists what could not be read and why.
 	Unavailable []Unavailable `json:"unavailable"`
@@ -358,4 +362,15 @@ func readSteeringGlobals(fs *kernel.FS, h *Host) {
 	}
 	v := int(n)
 	h.RPSSockFlowEntries = &v
+	// Busy polling's sysctls: read so that a plan shows the value in force,
+	// as apply's diff does, not "unknown".
+	for _, s := range []struct {
+		name string
+		dst  **int
+	}{{"busy_read", &h.BusyRead}, {"busy_poll", &h.BusyPoll}} {
+		if n, err := fs.ReadInt("proc/sys/net/core/" + s.name); err == nil {
+			v := int(n)
+			*s.dst = &v
+		}
+	}
 }

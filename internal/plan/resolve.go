@@ -325,12 +325,12 @@ func resolveNAPI(p *Plan, h *host.Host, v CPUView, l *errList) []setting.Change 
 	if e := p.BusyPoll; e != nil {
 		if e.BusyRead != nil {
 			c := setting.BusyRead(*e.BusyRead, e.Reason)
-			c.Line = e.Line
+			c.Line, c.Old = e.Line, oldOf(h.BusyRead, itoa)
 			out = append(out, c)
 		}
 		if e.BusyPoll != nil {
 			c := setting.BusyPoll(*e.BusyPoll, e.Reason)
-			c.Line = e.Line
+			c.Line, c.Old = e.Line, oldOf(h.BusyPoll, itoa)
 			out = append(out, c)
 		}
 	}
