@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
@@ -48,7 +50,17 @@ it, and kept only if a sign test of its per-round ratios says it is better at
 lies outside the twin's A/A band (1/F to F, F = max(1/low, high) of the twin's
 interval); otherwise the baseline stays and tune says so, with the numbers.
 Every change is reverted after each measurement; the winner is written to
---output (its changes, the measurement that justifies it and the report).`, 100*(1-stats.Confidence), stats.MinRuns),
+--output (its changes, the measurement that justifies it and the report).
+
+Before any run, each candidate is set up as it would be measured: one that
+writes and places nothing here is set aside as "no change" (the baseline
+measures it), one identical to an earlier candidate as "same as X", one
+that cannot be set up on this device (a NAPI setting without a NAPI
+instance) as "not measured", each with the reason. Successive halving ranks
+no candidate on fewer than %d runs. --budget is a hard limit, checked before
+each run: a run that would end past it is not started, a confirmation that
+does not fit is not begun (nothing is then kept), and what was cut is said
+at the end.`, 100*(1-stats.Confidence), stats.MinRuns, stats.MinRankRuns),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
 	}
@@ -146,8 +158,14 @@ func writeTune(w io.Writer, res *bench.TuneResult) {
 		fmt.Fprintf(w, "  %2d. %-45s median %s%s over %d runs\n", i+1, c, bench.FormatFigure(stats.Median(res.Obs[c])), unit, len(res.Obs[c]))
 	}
 	fmt.Fprintf(w, "baseline %s median %s%s over %d runs\n", res.Baseline, bench.FormatFigure(stats.Median(res.Obs[res.Baseline])), unit, len(res.Obs[res.Baseline]))
+	for _, c := range slices.Sorted(maps.Keys(res.Merged)) {
+		fmt.Fprintf(w, "  set aside before measuring: %-30s %s\n", c, res.Merged[c])
+	}
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)
+	}
+	if res.Cut != "" {
+		fmt.Fprintln(w, "cut:", res.Cut)
 	}
 	for _, s := range res.Summary {
 		if s.Config != res.Baseline && s.Config != res.Best {

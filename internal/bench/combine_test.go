@@ -79,14 +79,23 @@ func TestCombination(t *testing.T) {
 }
 
 // combineConfigs sets nothing on the machine: each part is a label the
-// workload scores, and a combination goes through Combine.
+// workload scores, and a combination goes through Combine. So that tune
+// does not set them aside as changing nothing, each label but default
+// asks the (fake) workload for a busy-polling setting of its own.
 type combineConfigs struct{}
 
 func (c combineConfigs) Setup(config string, h *host.Host, app workload.AppInfo) (*Setup, error) {
 	if strings.Contains(config, CombineSep) {
 		return Combine(c, config, h, app)
 	}
-	return &Setup{Config: config}, nil
+	s := &Setup{Config: config}
+	if config != "default" {
+		s.BusyPoll = &workload.BusyPoll{SocketUsecs: len(config)}
+		for _, r := range config {
+			s.BusyPoll.SocketUsecs = 31*s.BusyPoll.SocketUsecs + int(r)
+		}
+	}
+	return s, nil
 }
 
 // labelWorkload scores a run by its configuration's label, with a wobble.

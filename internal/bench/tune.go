@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
@@ -168,6 +169,72 @@ type TuneResult struct {
 	Runs    []Run     `json:"runs"`
 	// Dropped: changes candidates wanted outside the devices under test.
 	Dropped map[string][]string `json:"dropped,omitempty"`
+	// Merged are the candidates set aside before any run, with why: "no
+	// change" (its setup writes nothing here: the baseline stands for it),
+	// "same as X" (the same writes and placement as candidate X), or "not
+	// measured: …" (it cannot be set up on this machine).
+	Merged map[string]string `json:"merged,omitempty"`
+	// Cut says what the budget left out, "" when nothing.
+	Cut string `json:"cut,omitempty"`
+}
+
+// distinct sets aside, before any run is spent, the candidates that need
+// no measurement of their own: those whose setup writes nothing and places
+// nothing (the baseline measures that), those identical to an earlier
+// candidate, and those that cannot be set up here. Candidate 0, the
+// baseline, is always kept. The setups are made as Measure will make them
+// (the current load and processes), so a setup decided from the load
+// (auto) is judged by what it decides now.
+func (r *Runner) distinct(cands []string) (keep []string, merged map[string]string) {
+	merged = map[string]string{}
+	seen := map[string]string{}
+	for i, c := range cands {
+		if i == 0 {
+			keep = append(keep, c)
+			continue
+		}
+		s, err := r.Setup(c, r.measureApp())
+		if err != nil {
+			merged[c] = "not measured: " + err.Error()
+			continue
+		}
+		fp := setupFingerprint(s)
+		if fp == "" {
+			merged[c] = "no change"
+			continue
+		}
+		if first, dup := seen[fp]; dup {
+			merged[c] = "same as " + first
+			continue
+		}
+		seen[fp] = c
+		keep = append(keep, c)
+	}
+	return keep, merged
+}
+
+// setupFingerprint is what a setup does, in a canonical form: its writes
+// (target, kind, value) and where it places the workload's processes; ""
+// when it does nothing.
+func setupFingerprint(s *Setup) string {
+	var parts []string
+	for _, c := range s.Changes {
+		parts = append(parts, fmt.Sprintf("%s|%s|%s|%s", c.Kind, c.Target, c.Path, c.Value))
+	}
+	slices.Sort(parts)
+	if !s.AppCPUs.IsEmpty() {
+		parts = append(parts, "app="+s.AppCPUs.String())
+	}
+	if !s.ClientCPUs.IsEmpty() {
+		parts = append(parts, "client="+s.ClientCPUs.String())
+	}
+	if s.BusyPoll != nil && !s.BusyPoll.IsZero() {
+		parts = append(parts, fmt.Sprintf("busypoll=%+v", *s.BusyPoll))
+	}
+	if s.Irqbalance {
+		parts = append(parts, "irqbalance")
+	}
+	return strings.Join(parts, ";")
 }
 
 // TuneFor measures the candidates on objective obj ("": the workload's,
@@ -192,7 +259,9 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 		return nil, err
 	}
 	start := time.Now()
-	res := &TuneResult{Search: search, Baseline: cands[0], Candidates: cands, Obs: map[string][]float64{}, Objective: obj}
+	res := &TuneResult{Search: search, Baseline: cands[0], Obs: map[string][]float64{}, Objective: obj}
+	cands, res.Merged = r.distinct(cands)
+	res.Candidates = cands
 	per := r.Duration + 700*time.Millisecond
 	done := 0
 	rounds = max(rounds, 1)
@@ -202,10 +271,27 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 		expected = max(int(budget/per), len(cands)+3*rounds)
 	}
 	var firstErr error
+	// overBudget is the hard limit of the auto search, checked before each
+	// run: a run that would end past the budget is not started.
+	overBudget := func(runs int) bool {
+		if search == "exhaustive" {
+			return false
+		}
+		each := per
+		if done > 0 {
+			each = time.Since(start) / time.Duration(done)
+		}
+		return time.Since(start)+time.Duration(runs)*each > budget
+	}
+	cut := map[string]int{}
 	measure := func(c, n int) []float64 {
 		var xs []float64
 		for i := 0; i < n; i++ {
 			if ctx.Err() != nil || firstErr != nil {
+				return xs
+			}
+			if overBudget(1) {
+				cut[cands[c]] += n - i
 				return xs
 			}
 			each := per
@@ -247,9 +333,10 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 			idx[i] = i
 		}
 		// The confirmation's measurements, and a combined candidate's,
-		// come out of the budget; every candidate is measured at least once.
-		total := max(int(budget/per)-4*rounds, len(cands))
-		ranked, obs := stats.SuccessiveHalving(idx, total, func(c, n int) []float64 { return measure(c, n) })
+		// come out of the budget; every candidate is planned its
+		// MinRankRuns (the clock, checked before each run, may cut them).
+		total := max(int(budget/per)-4*rounds, stats.MinRankRuns*len(cands))
+		ranked, obs := stats.SuccessiveHalving(idx, total, stats.MinRankRuns, func(c, n int) []float64 { return measure(c, n) })
 		for c, xs := range obs {
 			res.Obs[cands[c]] = xs
 		}
@@ -303,11 +390,24 @@ func TuneFor(ctx context.Context, r *Runner, cands []string, search string, budg
 	}
 	if res.Best == "" {
 		res.Elapsed = time.Since(start)
+		if len(cut) > 0 {
+			return res, fmt.Errorf("the budget %s ended before any candidate was measured (one measurement takes about %s)", budget, per.Round(100*time.Millisecond))
+		}
 		return res, fmt.Errorf("no candidate measured a %s", obj)
 	}
 	if res.Best == res.Baseline {
 		res.Elapsed = time.Since(start)
 		res.Why = fmt.Sprintf("objective %s: the baseline %s measured best (median %s over %d runs); nothing to change", obj.Describe(), res.Baseline, FormatFigure(stats.Median(res.Obs[res.Baseline])), len(res.Obs[res.Baseline]))
+		return res, nil
+	}
+	if len(cut) > 0 {
+		res.Cut = fmt.Sprintf("the budget (%s) ended the search: %d planned measurements not made", budget, sumValues(cut))
+	}
+	if overBudget(3 * rounds) { // the confirmation runs whole or not at all
+		res.Elapsed = time.Since(start)
+		res.Cut = strings.TrimPrefix(res.Cut+"; ", "; ") + fmt.Sprintf("no time left to confirm %s against the baseline and its A/A twin (%d × 3 runs)", res.Best, rounds)
+		res.Why = fmt.Sprintf("objective %s: %s ranked best over %d runs, but the budget %s ended before its confirmation, so nothing is kept (a longer --budget confirms it)",
+			obj.Describe(), res.Best, len(res.Obs[res.Best]), budget)
 		return res, nil
 	}
 	conf, j, err := confirm(ctx, r, obj, res.Baseline, res.Best, rounds, func(config string, round int) (Run, error) {
@@ -387,4 +487,12 @@ func removeStr(xs []string, x string) []string {
 		}
 	}
 	return out
+}
+
+func sumValues(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

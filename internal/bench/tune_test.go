@@ -2,12 +2,17 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 )
 
@@ -125,5 +130,96 @@ func TestTuneKeepsOnlyRealWins(t *testing.T) {
 		if tc.kept && (res.Setup == nil || res.Setup.AppCPUs.String() != "1") {
 			t.Errorf("winner setup %+v", res.Setup)
 		}
+	}
+}
+
+// mapConfigs sets up each configuration as the map says (an error for
+// one it does not know).
+type mapConfigs map[string]*Setup
+
+func (m mapConfigs) Setup(config string, _ *host.Host, _ workload.AppInfo) (*Setup, error) {
+	s, ok := m[config]
+	if !ok {
+		return nil, fmt.Errorf("device has no NAPI instance")
+	}
+	c := *s
+	return &c, nil
+}
+
+// Before any run, tune sets aside what needs no measurement of its own —
+// a candidate that changes nothing, one identical to an earlier one, one
+// that cannot be set up — and labels it; every candidate it ranks was
+// measured at least stats.MinRankRuns times.
+func TestTuneMergesBeforeMeasuring(t *testing.T) {
+	h := twoCPUHost(2)
+	one, two := cpuset.Of(0), cpuset.Of(1)
+	cfg := mapConfigs{
+		"default":    {},
+		"spec:app=0": {AppCPUs: one},
+		"spec:app=1": {AppCPUs: two},
+		"latency":    {},             // its writes fell outside the device under test
+		"colocate":   {AppCPUs: two}, // the same placement as spec:app=1
+	}
+	w := &scoreWorkload{score: map[string]float64{"": 100, "0": 90, "1": 130}}
+	r := &Runner{Workload: w, Duration: time.Millisecond, Configurator: cfg, h: h, StateDir: t.TempDir()}
+	cands := []string{"default", "spec:app=0", "latency", "spec:app=1", "colocate", "efficiency"}
+	res, err := TuneFor(context.Background(), r, cands, "auto", 20*time.Second, stats.MinRuns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"latency": "no change", "colocate": "same as spec:app=1", "efficiency": "not measured: device has no NAPI instance"}
+	if diff := cmp.Diff(want, res.Merged); diff != "" {
+		t.Errorf("merged (-want +got):\n%s", diff)
+	}
+	for _, c := range []string{"latency", "colocate", "efficiency"} {
+		if len(res.Obs[c]) != 0 || slices.Contains(res.Ranked, c) {
+			t.Errorf("%s was measured or ranked: %v", c, res.Obs[c])
+		}
+	}
+	for _, c := range res.Ranked {
+		if n := len(res.Obs[c]); n < stats.MinRankRuns {
+			t.Errorf("%s ranked over %d runs", c, n)
+		}
+	}
+	if res.Best != "spec:app=1" || !res.Kept {
+		t.Errorf("best %s kept %v: %s", res.Best, res.Kept, res.Why)
+	}
+}
+
+// slowWorkload takes d per run.
+type slowWorkload struct {
+	scoreWorkload
+	d time.Duration
+}
+
+func (w *slowWorkload) Run(ctx context.Context, d time.Duration, s workload.Placement) (workload.Result, error) {
+	time.Sleep(w.d)
+	return w.scoreWorkload.Run(ctx, d, s)
+}
+
+// --budget is a hard limit, checked before each run: a search that cannot
+// confirm its best in time keeps nothing and says what was cut.
+func TestTuneBudgetIsHard(t *testing.T) {
+	h := twoCPUHost(2)
+	one, two := cpuset.Of(0), cpuset.Of(1)
+	cfg := mapConfigs{"default": {}, "spec:app=0": {AppCPUs: one}, "spec:app=1": {AppCPUs: two}}
+	w := &slowWorkload{scoreWorkload{score: map[string]float64{"": 100, "0": 90, "1": 130}}, 60 * time.Millisecond}
+	r := &Runner{Workload: w, Duration: time.Millisecond, Configurator: cfg, h: h, StateDir: t.TempDir()}
+	// Runs take about 60 ms: 1 s holds the nine ranking runs (three
+	// candidates, three each), not the confirmation's 3 × 6 more.
+	res, err := TuneFor(context.Background(), r, []string{"default", "spec:app=0", "spec:app=1"}, "auto", time.Second, stats.MinRuns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kept || !strings.Contains(res.Cut, "no time left to confirm") || !strings.Contains(res.Why, "budget") {
+		t.Fatalf("kept %v, cut %q, why %q", res.Kept, res.Cut, res.Why)
+	}
+	if res.Confirm != nil {
+		t.Errorf("a confirmation ran past the budget: %d runs", len(res.Confirm.Runs))
+	}
+	// A budget shorter than one run measures nothing, and says so.
+	_, err = TuneFor(context.Background(), r, []string{"default", "spec:app=0"}, "auto", 100*time.Millisecond, stats.MinRuns, "")
+	if err == nil || !strings.Contains(err.Error(), "budget") {
+		t.Errorf("a budget below one run: %v", err)
 	}
 }

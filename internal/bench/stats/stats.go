@@ -302,16 +302,22 @@ func UnpairedRatio(a, b []float64, confidence float64) Comparison {
 	return c
 }
 
+// MinRankRuns is the fewest measurements of a candidate a ranking rests on:
+// one run is an anecdote (a slow minute of the machine decides it), and the
+// median of three already ignores one outlier.
+const MinRankRuns = 3
+
 // SuccessiveHalving runs a budgeted tournament: every candidate is measured
-// in round 0, the better half (by median score, higher is better) goes on to
-// the next round with twice the measurements, and so on until one remains or
-// the budget (total measurements) runs out. measure(c, n) returns n new
-// observations of candidate c. It returns the survivors in rank order and
-// every observation taken.
-func SuccessiveHalving(candidates []int, budget int, measure func(c, n int) []float64) (ranked []int, obs map[int][]float64) {
+// first times in round 0 (at least MinRankRuns), the better half (by median
+// score, higher is better) goes on to the next round with twice the
+// measurements, and so on until one remains or the budget (total
+// measurements) runs out. measure(c, n) returns n new observations of
+// candidate c. It returns the survivors in rank order and every observation
+// taken.
+func SuccessiveHalving(candidates []int, budget, first int, measure func(c, n int) []float64) (ranked []int, obs map[int][]float64) {
 	obs = map[int][]float64{}
 	alive := append([]int(nil), candidates...)
-	per := 1
+	per := max(first, MinRankRuns)
 	used := 0
 	for len(alive) > 1 && used+len(alive)*per <= budget {
 		for _, c := range alive {
@@ -319,13 +325,13 @@ func SuccessiveHalving(candidates []int, budget int, measure func(c, n int) []fl
 			used += per
 		}
 		sort.SliceStable(alive, func(i, j int) bool { return Median(obs[alive[i]]) > Median(obs[alive[j]]) })
-		if len(alive) <= 2 && per >= 4 {
+		if len(alive) <= 2 && per >= 2*max(first, MinRankRuns) {
 			break
 		}
 		keep := (len(alive) + 1) / 2
 		if keep < 2 && len(alive) > 1 {
 			keep = 2 // the final pair is compared with more data before one is dropped
-			if per >= 4 {
+			if per >= 2*max(first, MinRankRuns) {
 				keep = 1
 			}
 		}

@@ -209,7 +209,7 @@ func TestSuccessiveHalvingFindsBest(t *testing.T) {
 		}
 		return out
 	}
-	ranked, obs := SuccessiveHalving([]int{0, 1, 2, 3, 4, 5, 6, 7}, 40, measure)
+	ranked, obs := SuccessiveHalving([]int{0, 1, 2, 3, 4, 5, 6, 7}, 80, 1, measure)
 	if ranked[0] != 7 {
 		t.Fatalf("ranked %v, want 7 first", ranked)
 	}
@@ -217,11 +217,12 @@ func TestSuccessiveHalvingFindsBest(t *testing.T) {
 	for _, o := range obs {
 		total += len(o)
 	}
-	if total > 40 {
-		t.Errorf("used %d measurements, budget 40", total)
+	if total > 80 {
+		t.Errorf("used %d measurements, budget 80", total)
 	}
-	// Losers of round 0 were measured once; the winner more often.
-	if len(obs[0]) != 1 || len(obs[7]) < 3 {
+	// Losers of round 0 were measured MinRankRuns times (never ranked on
+	// one run); the winner more often.
+	if len(obs[0]) != MinRankRuns || len(obs[7]) < 2*MinRankRuns {
 		t.Errorf("measurements: loser %d, winner %d", len(obs[0]), len(obs[7]))
 	}
 }
