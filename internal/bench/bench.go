@@ -57,13 +57,14 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 	rep.Dropped = r.Dropped
 	rep.MachineWide = r.MachineWide
 	for c, s := range r.Setups {
-		if s == nil || (len(s.Notes) == 0 && len(s.Changes) == 0) {
+		none := s != nil && c != baseline && BaseConfig(c) != baseline && setupFingerprint(s) == ""
+		if s == nil || (len(s.Notes) == 0 && len(s.Changes) == 0 && !none) {
 			continue
 		}
 		if rep.Decisions == nil {
 			rep.Decisions = map[string]Decision{}
 		}
-		rep.Decisions[c] = Decision{Notes: s.Notes, Changes: len(s.Changes)}
+		rep.Decisions[c] = Decision{Notes: s.Notes, Changes: len(s.Changes), NoChange: none}
 	}
 	return rep, err
 }

@@ -90,6 +90,10 @@ type Report struct {
 type Decision struct {
 	Notes   []string `json:"notes,omitempty"`
 	Changes int      `json:"changes"`
+	// NoChange: the configuration wrote nothing and placed nothing here
+	// (auto without evidence of harm, a policy whose writes fell outside
+	// the devices under test), so it measured the baseline again.
+	NoChange bool `json:"no_change,omitempty"`
 }
 
 // Summarize computes medians with their distribution-free intervals at
@@ -323,8 +327,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 			warn = strings.Join(s.Warnings, "; ")
 		}
 		latency = latency || s.LatencyP50 > 0
+		verdict := s.Verdict
+		if d, ok := r.Decisions[s.Config]; ok && d.NoChange {
+			verdict = "no change" // it measured the baseline again: its ratio is an A/A's
+		}
 		fmt.Fprintf(tw, "%s\t%s %s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Config, point, s.Unit, failed,
-			interval, ratio, p, s.Verdict, num(s.LatencyP50), num(s.LatencyP99),
+			interval, ratio, p, verdict, num(s.LatencyP50), num(s.LatencyP99),
 			strings.Join(soft, " "), strings.Join(idle, " "), warn)
 	}
 	if err := tw.Flush(); err != nil {

@@ -200,3 +200,24 @@ func TestSweepTableAndChart(t *testing.T) {
 		}
 	}
 }
+
+// A configuration that wrote and placed nothing measured the baseline
+// again: the table says "no change", not a verdict that reads like one
+// about a change.
+func TestBenchTableSaysNoChange(t *testing.T) {
+	r := goldenReport(6, true, true)
+	r.Decisions = map[string]Decision{"rps-spread": {NoChange: true, Notes: []string{"auto: no evidence of harm"}}}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, "rps-spread ") {
+			if !strings.Contains(line, "no change") || strings.Contains(line, "better") {
+				t.Fatalf("row %q", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("no rps-spread row:\n%s", b.String())
+}
