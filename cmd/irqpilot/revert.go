@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -162,8 +164,13 @@ func (o *revertOptions) runMany(a *apply.Applier, out io.Writer) error {
 			err = werr
 		}
 	} else {
+		// One table for the whole revert: every write it made, once.
+		var all []setting.Change
 		for _, j := range js {
-			printRestored(out, j.Entries)
+			all = append(all, j.Entries...)
+		}
+		printRestored(out, all)
+		for _, j := range js {
 			fmt.Fprintln(out, revertedLine(j))
 		}
 	}
@@ -244,12 +251,20 @@ func (o *historyOptions) run(out io.Writer) error {
 	return nil
 }
 
-// printRestored is revert's table: each setting, from the value the journal
-// had written back to the one it restored.
+// printRestored lists the writes the revert made: each restored setting
+// once, from the value it found to the value it wrote and read back. A
+// later journal's entry for a setting an older journal of the same revert
+// restored (RestoredBy) made no write of its own: it is counted, not
+// listed as one.
 func printRestored(w io.Writer, entries []setting.Change) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tTARGET\tSETTING\tFROM\tRESTORED TO\tNOTE")
+	folded := map[string]int{}
 	for _, e := range entries {
+		if e.RestoredBy != "" {
+			folded[e.RestoredBy]++
+			continue
+		}
 		from, to := e.Value, e.Old
 		if e.Status != setting.StatusRestored {
 			from, to = "", ""
@@ -257,4 +272,7 @@ func printRestored(w io.Writer, entries []setting.Change) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Status, e.Target, e.Name(), orDash(setting.Display(e.Kind, from)), orDash(setting.Display(e.Kind, to)), e.Note)
 	}
 	tw.Flush()
+	for _, id := range slices.Sorted(maps.Keys(folded)) {
+		fmt.Fprintf(w, "%d later write(s) of the same settings: undone by restoring journal %s's value, listed with it\n", folded[id], id)
+	}
 }

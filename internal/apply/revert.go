@@ -319,7 +319,7 @@ func (a *Applier) RevertMany(sel Selection, force bool) ([]*Journal, error) {
 				continue
 			}
 			first := &set[o.j].Entries[o.i]
-			e.Status = first.Status
+			e.Status, e.RestoredBy = first.Status, set[o.j].ID
 			if first.Status == setting.StatusRestored {
 				e.Note = fmt.Sprintf("restored to %q, the value from before journal %s", first.Old, set[o.j].ID)
 			} else {

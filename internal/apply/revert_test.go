@@ -176,8 +176,11 @@ func TestRevertSessionRestoresPreSessionValues(t *testing.T) {
 	if n := writes[fs.Path("proc/irq/41/smp_affinity_list")]; n != 0 {
 		t.Errorf("irq 41 written %d times, want 0", n)
 	}
-	if e := js[0].Entries[0]; e.Status != setting.StatusRestored || !strings.Contains(e.Note, "before journal") {
-		t.Errorf("repair's irq 40 entry: %s %q", e.Status, e.Note)
+	if e := js[0].Entries[0]; e.Status != setting.StatusRestored || !strings.Contains(e.Note, "before journal") || e.RestoredBy != js[1].ID {
+		t.Errorf("repair's irq 40 entry: %s %q, restored by %q (want %s)", e.Status, e.Note, e.RestoredBy, js[1].ID)
+	}
+	if e := js[1].Entries[0]; e.RestoredBy != "" {
+		t.Errorf("the first journal's irq 40 entry made the write, yet says restored by %q", e.RestoredBy)
 	}
 
 	// --all then undoes what is left (the other session), in one step.

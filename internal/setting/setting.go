@@ -114,6 +114,10 @@ type Change struct {
 	OldGID  *int   `json:"old_gid,omitempty"`
 	Status  Status `json:"status"`
 	Note    string `json:"note,omitempty"` // why skipped, the error, effective affinity …
+	// RestoredBy, set by a revert of several journals, names the older
+	// journal whose entry for the same setting was restored instead of
+	// this one: this entry's own value was not written back.
+	RestoredBy string `json:"restored_by,omitempty"`
 
 	// Line is the plan file line of the entry (0: generated plan); App the
 	// process selector of an app-affinity setting.
