@@ -275,6 +275,9 @@ func (b *builder) app(cpus cpuset.Set, reason string) error {
 		b.note("no CPU left for the application")
 		return nil
 	}
+	if b.o.AppCPUs == nil {
+		b.noteAwayFromNIC(cpus)
+	}
 	if b.o.App == "" {
 		c := cpus
 		b.p.AppCPUs = &c
@@ -381,4 +384,47 @@ func irqWord(irqs []int, one, many string) string {
 		return fmt.Sprintf("IRQ %d %s", irqs[0], one)
 	}
 	return fmt.Sprintf("IRQs %s %s", cpuset.Of(irqs...), many)
+}
+
+// noteAwayFromNIC says when the application's CPUs lie on NUMA nodes other
+// than the steered NICs': its packets then cross the interconnect. Which
+// CPUs, why the policy chose them (the NIC's node went to queue IRQs or
+// has too few CPUs), and the alternative that keeps it near.
+func (b *builder) noteAwayFromNIC(app cpuset.Set) {
+	ts, err := b.targets()
+	if err != nil || len(ts) == 0 {
+		return
+	}
+	var near cpuset.Set
+	nodes := map[int]bool{}
+	for _, t := range ts {
+		if P, local := b.nodeCPUs(t.nic); local {
+			near = near.Union(P)
+			for _, c := range P.CPUs() {
+				nodes[b.h.CPUNode(c)] = true
+			}
+		}
+	}
+	if near.IsEmpty() || len(b.h.Topology.Nodes) < 2 {
+		return
+	}
+	away := app.Difference(near)
+	if away.IsEmpty() {
+		return
+	}
+	var ids []int
+	for n := range nodes {
+		ids = append(ids, n)
+	}
+	word := "node"
+	if len(ids) > 1 {
+		word = "nodes"
+	}
+	msg := fmt.Sprintf("the application gets CPUs %s away from the NIC's NUMA %s %s (CPUs %s): its packets cross the interconnect there", away, word, cpuset.Of(ids...), near)
+	if kept := app.Intersect(near); !kept.IsEmpty() {
+		msg += fmt.Sprintf("; to keep it near the NIC, give --app-cpus %s (its CPUs on the NIC's %s), at the cost of fewer CPUs", kept, word)
+	} else {
+		msg += fmt.Sprintf("; the NIC's %s is left to its queue IRQs (--app-cpus puts the application there anyway)", word)
+	}
+	b.note("%s", msg)
 }
