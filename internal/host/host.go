@@ -33,12 +33,12 @@ type Host struct {
 	// napi-set, the per-instance settings (probed; nil: unknown).
 	NAPISet *bool `json:"napi_set,omitempty"`
 	// RPSSockFlowEntries is /proc/sys/net/core/rps_sock_flow_entries (nil: unread).
-	RPSSockFlowEntries *int       `json:"rps_sock_flow_entries"`
+	RPSSockFlowEntries *int `json:"rps_sock_flow_entries"`
 	// BusyRead and BusyPoll are /proc/sys/net/core/busy_read and busy_poll,
 	// µs (nil: unread).
-	BusyRead *int `json:"busy_read"`
-	BusyPoll *int `json:"busy_poll"`
-	Irqbalance         Irqbalance `json:"irqbalance"`
+	BusyRead   *int       `json:"busy_read"`
+	BusyPoll   *int       `json:"busy_poll"`
+	Irqbalance Irqbalance `json:"irqbalance"`
 	// Unavailable lists what could not be read and why.
 	Unavailable []Unavailable `json:"unavailable"`
 }
