@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -230,23 +229,11 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 // the state directory and, when the journal was applied in a named network
 // namespace other than the host's, runs there.
 func undoCommand(stateDir, id string, ns *kernel.NetNS) string {
-	c := netnsPrefix(ns) + "irqpilot revert --to " + id
-	if stateDir != apply.DefaultStateDir {
-		if abs, err := filepath.Abs(stateDir); err == nil {
-			stateDir = abs
-		}
-		c += " --state-dir " + shellQuote(stateDir)
-	}
-	return c
+	return apply.RevertCommand(stateDir, ns, "--to", id)
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@%+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellQuote(s string) string { return apply.ShellQuote(s) }
 
 func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

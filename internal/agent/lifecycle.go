@@ -90,7 +90,16 @@ func (ag *Agent) recover() {
 // first (--revert-on-exit).
 func (ag *Agent) stop() {
 	if !ag.o.RevertOnExit {
-		ag.log.Info("agent stopping; the applied settings stay in force", "journals", len(ag.journals))
+		if len(ag.journals) == 0 {
+			ag.log.Info("agent stopping; it changed nothing")
+			return
+		}
+		session := ag.ap.Session
+		if session == "" {
+			session = apply.ProcessSession()
+		}
+		ag.log.Info("agent stopping; the applied settings stay in force", "journals", len(ag.journals),
+			"undo", apply.RevertCommand(ag.o.StateDir, nil, "--session", session))
 		return
 	}
 	ag.revertJournals(ag.journals)
