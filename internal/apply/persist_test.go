@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -32,11 +33,11 @@ func TestPersistInstallVerifyRemove(t *testing.T) {
 	if !strings.Contains(string(rule), `SUBSYSTEM=="net"`) || !strings.Contains(string(rule), "irqpilot-apply.service") {
 		t.Errorf("udev rule:\n%s", rule)
 	}
-	if ua, err := exec.LookPath("udevadm"); err == nil {
-		if out, err := exec.Command(ua, "verify", filepath.Join(root, PersistUdevPath)).CombinedOutput(); err != nil && !strings.Contains(string(out), "Unknown command") && !strings.Contains(string(out), "unknown") {
-			t.Errorf("udevadm verify: %v\n%s", err, out)
-		}
-	}
+	// Debian 12's udevadm has no verify (systemd 253 added it), so the
+	// rule's syntax is checked here by udev's grammar, and the lab's
+	// systemd guest proves that udev runs it (TestLabSystemd, UDEV-RPS:
+	// a NIC hot-added after boot gets the plan).
+	checkUdevRule(t, string(rule))
 
 	removed, err := p.Remove()
 	if err != nil || len(removed) != 4 {
@@ -266,5 +267,49 @@ func checkUnit(t *testing.T, unit string, wants ...string) {
 	out, err := exec.Command(sa, "verify", "--man=no", unit).CombinedOutput()
 	if err != nil || strings.Contains(string(out), filepath.Base(unit)+":") {
 		t.Errorf("systemd-analyze verify %s: %v\n%s", unit, err, out)
+	}
+}
+
+// udevPair is one KEY[{attr}]OP"value" of a udev rule line (udev(7)).
+var udevPair = regexp.MustCompile(`^\s*([A-Z_]+)(\{[^}]+\})?(==|!=|\+=|-=|:=|=)"([^"]*)"\s*$`)
+
+// udevKeys are the keys udev(7) knows that a rule of ours may use.
+var udevKeys = map[string]bool{"ACTION": true, "SUBSYSTEM": true, "KERNEL": true, "DEVPATH": true, "NAME": true,
+	"ENV": true, "TAG": true, "RUN": true, "ATTR": true, "DRIVER": true, "GOTO": true, "LABEL": true, "OPTIONS": true}
+
+// checkUdevRule checks every line of a udev rules file against udev's
+// grammar: comments, blank lines, or comma-separated pairs of a known key,
+// an operator and a double-quoted value; a match (==, !=) before any
+// assignment on the line.
+func checkUdevRule(t *testing.T, rule string) {
+	t.Helper()
+	rules := 0
+	for i, line := range strings.Split(rule, "\n") {
+		if l := strings.TrimSpace(line); l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		rules++
+		assigned := false
+		for _, part := range strings.Split(line, ",") {
+			m := udevPair.FindStringSubmatch(part)
+			if m == nil {
+				t.Errorf("udev rule line %d: %q is not KEY OP \"value\"", i+1, part)
+				continue
+			}
+			if !udevKeys[m[1]] {
+				t.Errorf("udev rule line %d: unknown key %s", i+1, m[1])
+			}
+			switch m[3] {
+			case "==", "!=":
+				if assigned {
+					t.Errorf("udev rule line %d: match %s after an assignment", i+1, m[1])
+				}
+			default:
+				assigned = true
+			}
+		}
+	}
+	if rules == 0 {
+		t.Error("the udev rules file holds no rule")
 	}
 }
