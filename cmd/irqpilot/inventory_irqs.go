@@ -186,3 +186,39 @@ func (t *inventoryText) unionStr(s cpuset.Set, unknown bool) string {
 	}
 	return t.setStr(s)
 }
+
+// writeByName lists the IRQs whose class and device come from their action
+// names alone (host.IRQ.ByName): nothing in /sys ties them to the device, as
+// on a bare /proc/interrupts. Nothing is printed when there are none.
+func (t *inventoryText) writeByName() {
+	w, h := t.w, t.h
+	byDev := map[string][]int{}
+	var keys []string
+	n := 0
+	for i := range h.IRQs {
+		q := &h.IRQs[i]
+		if !q.ByName {
+			continue
+		}
+		n++
+		k := string(q.Class)
+		if q.Device != "" {
+			k = q.Device + " (" + k + ")"
+		}
+		if _, ok := byDev[k]; !ok {
+			keys = append(keys, k)
+		}
+		byDev[k] = append(byDev[k], q.Number)
+	}
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Classed by name alone (nothing in /sys ties them to a device): %d of %d IRQs\n", n, len(h.IRQs))
+	sort.Strings(keys)
+	items := make([]string, 0, len(keys))
+	for _, k := range keys {
+		items = append(items, fmt.Sprintf("%s irq %s", k, cpuset.Of(byDev[k]...)))
+	}
+	wrap(w, "  ", items)
+	fmt.Fprintln(w)
+}

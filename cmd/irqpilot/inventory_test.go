@@ -383,3 +383,30 @@ func TestInventoryCoresBySiblings(t *testing.T) {
 		}
 	}
 }
+
+// TestInventoryByNameAlone: on a bare /proc/interrupts (a vendor NIC's
+// "eth0-0" … "eth0-6" vectors) inventory says which IRQs it classed by
+// their names alone, in the text and as by_name in --json.
+func TestInventoryByNameAlone(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/interrupts/rtl-eth-n/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "proc"), 0o755)
+	os.WriteFile(filepath.Join(root, "proc/interrupts"), data, 0o644)
+	h, raw := inventoryJSON(t, "--root", root)
+	for _, q := range h.IRQs {
+		if q.Class != host.ClassNetwork || q.Device != "eth0" || !q.ByName {
+			t.Errorf("irq %d %v: class %s device %q by_name %v, want network eth0 by name", q.Number, q.Actions, q.Class, q.Device, q.ByName)
+		}
+	}
+	if !strings.Contains(string(raw), `"by_name": true`) {
+		t.Errorf("--json has no by_name field:\n%.800s", raw)
+	}
+	text := string(invRun(t, "--root", root, "inventory"))
+	if !strings.Contains(text, "Classed by name alone (nothing in /sys ties them to a device): 7 of 7 IRQs") ||
+		!strings.Contains(text, "eth0 (network) irq 30-36") {
+		t.Errorf("text does not say which IRQs were classed by name:\n%s", text)
+	}
+}

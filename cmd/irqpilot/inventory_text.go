@@ -45,6 +45,7 @@ func writeInventory(w io.Writer, h *host.Host, source string) {
 	t.writeNICs()
 	t.writeBlock()
 	t.writeOtherIRQs()
+	t.writeByName()
 	t.writeSteering()
 	t.writeUnavailable()
 }

@@ -313,7 +313,11 @@ func specSetup(config string, h *host.Host, app workload.AppInfo) (*Setup, error
 			return nil, fmt.Errorf("%q: no IRQ %d on this machine", config, n)
 		}
 		if !q.Movable() {
-			s.Notes = append(s.Notes, fmt.Sprintf("irq %d is kernel-managed; left alone", n))
+			why := "kernel-managed"
+			if q.Class == host.ClassTimer || q.PerCPU() {
+				why = "a per-CPU timer or event"
+			}
+			s.Notes = append(s.Notes, fmt.Sprintf("irq %d is %s; left alone", n, why))
 			continue
 		}
 		s.Changes = append(s.Changes, setting.IRQAffinity(n, fmt.Sprintf("irq %d", n), cpus, config))

@@ -76,10 +76,14 @@ func classifyIRQs(h *Host) {
 		}
 	}
 
+	tieSinglePort(infos, pciNet)
+	corroborateStems(h, infos, netdevs)
+
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
 		ai := infos[i]
-		q.Class, q.Device, q.Queue, q.QueueKind = ClassOther, "", nil, ""
+		q.Class, q.Device, q.Queue, q.QueueKind, q.ByName = ClassOther, "", nil, "", false
+		sysfs := false
 		switch {
 		case ai.class == ClassTimer:
 			q.Class = ClassTimer
@@ -92,12 +96,14 @@ func classifyIRQs(h *Host) {
 				}
 			}
 			q.Device = h.NICs[owner].Name
+			sysfs = true
 		case len(blkOwners[q.Number]) > 0:
 			q.Class = ClassStorage
 			q.Device = ai.ctrl
 			if q.Device == "" {
 				q.Device = h.Block[blkOwners[q.Number][0]].Name
 			}
+			sysfs = true
 		case ai.class == ClassNetwork || ai.netdev != "":
 			q.Class = ClassNetwork
 			q.Device = firstNonEmpty(ai.netdev, pciNet[ai.pci], ai.virtio, ai.pci)
@@ -117,7 +123,13 @@ func classifyIRQs(h *Host) {
 					break
 				}
 			}
+			if q.Class == ClassOther && ai.virtio != "" {
+				// "virtio0-cursor", "virtio3-virtqueues": a virtio device
+				// that is neither net nor blk still owns its vectors.
+				q.Device = ai.virtio
+			}
 		}
+		q.ByName = !sysfs && (q.Class == ClassNetwork || q.Class == ClassStorage)
 		if ai.queue >= 0 {
 			switch {
 			case q.Class == ClassNetwork && ai.kind != "":
@@ -130,6 +142,67 @@ func classifyIRQs(h *Host) {
 		}
 	}
 	fillDeviceIRQs(h)
+}
+
+// tieSinglePort gives a driver's non-queue vectors named by PCI address
+// ("i40e-0001:00:0f.0:misc") to its netdev when the table shows that driver
+// with exactly one netdev ("i40e-enP1s15-TxRx-0") and one PCI function: with
+// no PCI address in the chip name (a "PCI-MSI" chip), nothing else ties them.
+func tieSinglePort(infos []actionInfo, pciNet map[string]string) {
+	nets := map[string]map[string]bool{}
+	pcis := map[string]map[string]bool{}
+	add := func(m map[string]map[string]bool, k, v string) {
+		if m[k] == nil {
+			m[k] = map[string]bool{}
+		}
+		m[k][v] = true
+	}
+	for _, ai := range infos {
+		if ai.class != ClassNetwork || ai.driver == "" {
+			continue
+		}
+		if ai.netdev != "" {
+			add(nets, ai.driver, ai.netdev)
+		}
+		if ai.pci != "" {
+			add(pcis, ai.driver, ai.pci)
+		}
+	}
+	for drv, ps := range pcis {
+		if len(ps) != 1 || len(nets[drv]) != 1 {
+			continue
+		}
+		for p := range ps {
+			if _, ok := pciNet[p]; !ok {
+				for n := range nets[drv] {
+					pciNet[p] = n
+				}
+			}
+		}
+	}
+}
+
+// corroborateStems decides the "<netdev>-<n>" vector names: a plausible
+// netdev with a vector suffix is a NIC's only when the table agrees, with
+// several vectors of the same stem ("eth0-0" … "eth0-6") or the stem known
+// as a NIC elsewhere (sysfs, or another IRQ named after it). A lone
+// "eth1-2" stays other: many things are named "<word><digit>-<n>".
+func corroborateStems(h *Host, infos []actionInfo, netdevs map[string]bool) {
+	n := map[string]int{}
+	for _, ai := range infos {
+		if ai.stem != "" && ai.class == "" {
+			n[ai.stem]++
+		}
+	}
+	for i := range infos {
+		ai := &infos[i]
+		if ai.stem == "" || ai.class != "" || ai.netdev != "" {
+			continue
+		}
+		if n[ai.stem] >= 2 || netdevs[ai.stem] || h.NIC(ai.stem) != nil {
+			ai.class, ai.netdev = ClassNetwork, ai.stem
+		}
+	}
 }
 
 // assignGVEQueues maps gve notify blocks to queues: the driver gives the

@@ -19,6 +19,9 @@ type actionInfo struct {
 	driver string // driver prefix when it matters ("gve", "mlx5", "i40e")
 	queue  int    // queue index, -1 when not a queue IRQ
 	kind   string // "rx", "tx", "rxtx" for network queues
+	// stem is the netdev of a "<netdev>-<n>" vector name ("eth0-3"): a NIC
+	// only when the rest of the IRQ table agrees (classifyIRQs).
+	stem string
 }
 
 const pciRe = `[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]`
@@ -29,7 +32,8 @@ var (
 	// virtio: "virtio2-input.0", "virtio2-output.0" (virtio_net), "virtio1-req.0"
 	// (virtio_blk), "virtio0-request" (virtio_scsi), "virtio2-config", "virtio2-virtqueues", "virtio4".
 	reVirtio = regexp.MustCompile(`^(virtio\d+)(?:-(.+))?$`)
-	reVQ     = regexp.MustCompile(`^(input|output|req|request)(?:\.(\d+))?$`)
+	// virtio-fs names its queues "hiprio" and "requests.N" (or "requests").
+	reVQ = regexp.MustCompile(`^(input|output|req|request|requests|hiprio)(?:\.(\d+))?$`)
 	// mlx5: "mlx5_comp3@pci:0000:3b:00.0" (completion EQ n serves channel n),
 	// "mlx5_async@pci:…", "mlx5_cmd_eq@pci:…"; older kernels "mlx5_comp3".
 	reMLX5 = regexp.MustCompile(`^mlx5_(\w+?)(\d*)(?:@pci:(` + pciRe + `))?$`)
@@ -59,6 +63,11 @@ var (
 	// scheme (en/wl/ww/ib + o, s, p…s, x<MAC>, P<domain>…), so that a
 	// dump read alone still tells which IRQs are NICs'.
 	reNetdevName = regexp.MustCompile(`^(?:(?:eth|em|wlan)\d+|p\d+p\d+|(?:en|wl|ww|ib)(?:o\d+|(?:P\d+)?(?:p\d+)?s\d+|x[0-9a-fA-F]{12}|[abciv]\d+)(?:f\d+)?(?:d\d+)?(?:np\d+)?(?:v\d+)?)$`)
+	// Vendor drivers that name one vector per interrupt source after the
+	// netdev: "eth0-0" … "eth0-6" (Realtek's out-of-tree r8125/r8168).
+	reNetdevVector = regexp.MustCompile(`^(.+)-(\d+)$`)
+	// mana (Azure): "mana_q3@pci:7870:00:00.0" (queue EQ n), "mana_hwc@pci:…".
+	reMANA = regexp.MustCompile(`^mana_(?:q(\d+)|hwc)@pci:(` + pciRe + `)$`)
 	// Intel non-queue vectors: "i40e-0000:31:00.0:misc", "ice-0000:4b:00.0:ll_ts".
 	reIntelMisc = regexp.MustCompile(`^(i40e|ice|iavf)-(` + pciRe + `)(?::.*)?$`)
 	// irdma (RDMA on ice/i40e ports): "irdma-0000:4b:00.0-CEQ-0", "irdma-0000:4b:00.0-AEQ".
@@ -141,9 +150,9 @@ func parseAction(a string) actionInfo {
 				if idx >= 0 {
 					ai.class, ai.queue, ai.kind = ClassNetwork, idx, map[string]string{"input": "rx", "output": "tx"}[v[1]]
 				}
-			case "req":
+			case "req", "requests":
 				ai.class, ai.queue = ClassStorage, idx
-			case "request":
+			case "request", "hiprio":
 				ai.class = ClassStorage
 			}
 		}
@@ -163,6 +172,14 @@ func parseAction(a string) actionInfo {
 			// Placed later (assignGVEQueues): which half of the notify
 			// blocks is tx and which rx depends on how many there are.
 			ai.queue, _ = strconv.Atoi(m[3])
+		}
+		return ai
+	}
+	if m := reMANA.FindStringSubmatch(a); m != nil {
+		ai.class, ai.driver, ai.pci = ClassNetwork, "mana", m[2]
+		if m[1] != "" {
+			ai.queue, _ = strconv.Atoi(m[1])
+			ai.kind = "rxtx"
 		}
 		return ai
 	}
@@ -237,11 +254,33 @@ func parseAction(a string) actionInfo {
 		ai.class, ai.netdev = ClassNetwork, a
 		return ai
 	}
+	if m := reNetdevVector.FindStringSubmatch(a); m != nil && reNetdevName.MatchString(m[1]) {
+		ai.stem = m[1] // undecided: classifyIRQs asks the rest of the table
+		return ai
+	}
 	switch {
 	case hasAnyPrefix(a, storagePrefixes):
 		ai.class = ClassStorage
 	case hasAnyPrefix(a, netNamePrefixes):
 		ai.class = ClassNetwork
+	}
+	return ai
+}
+
+// ruleAction reads one action on its chip: the rule table first
+// (classify_rules.go), then the drivers' naming conventions.
+func ruleAction(a, chip string) actionInfo {
+	r := ruleFor(a, chip)
+	if r == nil {
+		return parseAction(a)
+	}
+	ai := actionInfo{class: r.class, queue: -1}
+	if r.kind == "platform" {
+		if r.class == ClassNetwork {
+			ai.netdev = a
+		} else {
+			ai.ctrl = a
+		}
 	}
 	return ai
 }
@@ -260,7 +299,7 @@ func chipPCI(chip string) string {
 func irqInfo(q *IRQ) actionInfo {
 	best := actionInfo{queue: -1}
 	for _, a := range q.Actions {
-		ai := parseAction(a)
+		ai := ruleAction(a, q.Chip)
 		if best.class == "" && ai.class != "" {
 			best.class = ai.class
 		}
@@ -278,6 +317,9 @@ func irqInfo(q *IRQ) actionInfo {
 		}
 		if best.driver == "" {
 			best.driver = ai.driver
+		}
+		if best.stem == "" {
+			best.stem = ai.stem
 		}
 		if best.queue < 0 && ai.queue >= 0 {
 			best.queue, best.kind = ai.queue, ai.kind

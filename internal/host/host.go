@@ -8,6 +8,8 @@
 package host
 
 import (
+	"strings"
+
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -119,6 +121,10 @@ type IRQ struct {
 	Queue *int `json:"queue"`
 	// QueueKind is "rx", "tx", "rxtx" (combined channel) or "" (block queues and others).
 	QueueKind string `json:"queue_kind,omitempty"`
+	// ByName is true when Class (network or storage) and Device come from
+	// the action names alone: nothing in /sys ties the IRQ to the device
+	// (a bare /proc/interrupts, or a driver whose vectors sysfs does not list).
+	ByName bool `json:"by_name,omitempty"`
 }
 
 // Total is the IRQ's count summed over CPUs.
@@ -130,8 +136,23 @@ func (q *IRQ) Total() uint64 {
 	return t
 }
 
-// Movable reports whether irqpilot may write this IRQ's affinity.
-func (q *IRQ) Movable() bool { return q.Managed != ManagedYes }
+// Movable reports whether irqpilot may write this IRQ's affinity: not when
+// the kernel manages it, and never a timer or another per-CPU IRQ, whose
+// every CPU has its own (a plan that moved one would take a CPU's tick away).
+func (q *IRQ) Movable() bool {
+	return q.Managed != ManagedYes && q.Class != ClassTimer && !q.PerCPU()
+}
+
+// PerCPU reports whether the IRQ is per-CPU by its flow or chip: each CPU
+// has its own instance ("percpu", "percpu_devid" flow; Xen's per-vCPU
+// event channels), so it has no affinity to set.
+func (q *IRQ) PerCPU() bool {
+	switch q.Trigger {
+	case "percpu", "percpu_devid":
+		return true
+	}
+	return strings.HasPrefix(q.Chip, "xen-percpu")
+}
 
 // SummaryIRQ is a summary row of /proc/interrupts (NMI, LOC, RES, IPI0 …).
 type SummaryIRQ struct {

@@ -179,6 +179,19 @@ func parseInterrupts(name string, data []byte) (*Interrupts, error) {
 		}
 		in.Lines = append(in.Lines, line)
 	}
+	chipless := true
+	for i := range in.Lines {
+		if l := &in.Lines[i]; l.IRQ >= 0 && hasChipColumn(l.Description) {
+			chipless = false
+			break
+		}
+	}
+	for i := range in.Lines {
+		if l := &in.Lines[i]; l.IRQ >= 0 {
+			parseIRQDesc(l, l.Description, chipless)
+			l.Description = ""
+		}
+	}
 	return in, nil
 }
 
@@ -343,7 +356,9 @@ func (p *irqParser) parseLine(l []byte) (InterruptLine, error) {
 	if len(line.Counts) != p.ncpu {
 		return InterruptLine{}, p.errorf("irq %s: %d counts for %d CPUs", line.Name, len(line.Counts), p.ncpu)
 	}
-	parseIRQDesc(&line, string(text))
+	// The description is split once the whole file is read: whether it
+	// has a chip column is a property of the file (parseInterrupts).
+	line.Description = string(text)
 	return line, nil
 }
 
@@ -360,36 +375,44 @@ func nextField(s string) (field, rest string) {
 	return s[i:j], s[j:]
 }
 
-// parseIRQDesc splits "IO-APIC   2-edge      timer", "GICv3  27 Level  arch_timer",
-// "IR-PCI-MSI-edge  eth0" (old kernels) or "PCI-MSIX-0000:00:02.0   1-edge  virtio1-req.0".
+// parseIRQDesc splits what follows a numbered row's counts into the chip,
+// hwirq, trigger and actions. The kernel prints (kernel/irq/proc.c) the chip
+// name right-aligned in eight columns, the hwirq right-aligned in the label's
+// width, then "Level"/"Edge" (CONFIG_GENERIC_IRQ_SHOW_LEVEL) or "-" and the
+// flow handler's name, then two spaces and the actions joined by ", ":
+//
+//	"IO-APIC   2-edge      timer", "GICv3  27 Level     arch_timer",
+//	"PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0",
+//	"Hyper-V PCIe MSI 4138200989697-edge      mana_q0@pci:7870:00:00.0".
+//
+// The chip name may hold spaces, so it is not the first field: it is all the
+// text before the hwirq, found as the first "N-flow" field or "N" followed
+// by a trigger word (a chip whose IRQs have no domain prints a bare trigger
+// word instead). Old kernels print no hwirq and glue the chip to the flow
+// ("IR-PCI-MSI-edge      eth0", "xen-pirq-ioapic-edge  i8042"); there the
+// chip column ends at the first run of two blanks. Kernels older still
+// (2.6 on ARM and others) print no chip column at all ("IXP4xx Timer Tick",
+// "eth0"): chipless says the file has that layout (see hasChipColumn), and
+// the whole text is then the actions.
 // All results are substrings of text, so the row costs one string allocation
 // plus the action slice.
-func parseIRQDesc(line *InterruptLine, text string) {
-	f0, r0 := nextField(text)
-	if f0 == "" {
+func parseIRQDesc(line *InterruptLine, text string, chipless bool) {
+	if trimString(text) == "" {
 		return
 	}
-	f1, r1 := nextField(r0)
-	f2, r2 := nextField(r1)
 	var acts string
-	switch {
-	case isHwirqTrigger(f1):
-		i := indexByte(f1, '-')
-		line.Chip, line.HWIRQ, line.Trigger = f0, f1[:i], f1[i+1:]
-		acts = r1
-	case isDecimal(f1) && isTriggerWord(f2):
-		line.Chip, line.HWIRQ, line.Trigger = f0, f1, f2
-		acts = r2
-	case isDecimal(f1):
-		line.Chip, line.HWIRQ = f0, f1
-		acts = r1
-	default:
-		if i := lastIndexByte(f0, '-'); i > 0 && isTriggerWord(f0[i+1:]) {
-			line.Chip, line.Trigger = f0[:i], f0[i+1:]
-		} else {
-			line.Chip = f0
+	if chipless {
+		acts = text
+	} else {
+		chip, hwirq, trigger, rest, ok := splitAnchor(text)
+		if !ok {
+			chip, rest = splitColumn(text)
+			if i := lastIndexByte(chip, '-'); i > 0 && isTriggerWord(chip[i+1:]) {
+				chip, trigger = chip[:i], chip[i+1:]
+			}
 		}
-		acts = r0
+		line.Chip, line.HWIRQ, line.Trigger = trimString(chip), hwirq, trigger
+		acts = rest
 	}
 	// Actions are joined by ", " and may themselves contain spaces
 	// ("PCIe PME, pciehp"), so cut the text rather than the fields.
@@ -412,6 +435,76 @@ func parseIRQDesc(line *InterruptLine, text string) {
 		}
 		acts = more
 	}
+}
+
+// maxChipWords bounds how many blank-separated words a chip name may have
+// before the hwirq ("BRCM STB PCIe MSI" has four); an anchor found later is
+// in the actions.
+const maxChipWords = 6
+
+// splitAnchor finds the hwirq and trigger after a chip name that may hold
+// spaces: the first field that is "N-flow", "N" followed by a trigger word,
+// or (no domain, CONFIG_GENERIC_IRQ_SHOW_LEVEL) a bare trigger word, after at
+// least one chip word. A lone "N" right after a one-word chip is the hwirq
+// of a chip without a flow name. rest is the text after the anchor.
+func splitAnchor(text string) (chip, hwirq, trigger, rest string, ok bool) {
+	pos := 0
+	for k := 0; k <= maxChipWords; k++ {
+		f, r := nextField(text[pos:])
+		if f == "" {
+			return "", "", "", "", false
+		}
+		start := pos + (len(text[pos:]) - len(r)) - len(f)
+		end := start + len(f)
+		if k > 0 {
+			switch {
+			case isHwirqTrigger(f):
+				i := indexByte(f, '-')
+				return text[:start], f[:i], f[i+1:], text[end:], true
+			case isDecimal(f):
+				f2, r2 := nextField(text[end:])
+				if isTriggerWord(f2) {
+					return text[:start], f, f2, r2, true
+				}
+				if k == 1 {
+					return text[:start], f, "", text[end:], true
+				}
+			case isTriggerWord(f) && k == 1:
+				return text[:start], "", f, text[end:], true
+			case k == 1 && len(f) > 1 && f[0] == '-' && isTriggerWord(f[1:]):
+				return text[:start], "", f[1:], text[end:], true // no domain: "-edge"
+			}
+		}
+		if indexByte(f, ',') >= 0 {
+			return "", "", "", "", false // into the actions
+		}
+		pos = end
+	}
+	return "", "", "", "", false
+}
+
+// splitColumn cuts text at the first run of two or more blanks after its
+// first field: the chip column of old layouts, then the actions.
+func splitColumn(text string) (chip, rest string) {
+	t := skipBlank([]byte(text))
+	off := len(text) - len(t)
+	for i := off; i+1 < len(text); i++ {
+		if isBlank(text[i]) && isBlank(text[i+1]) {
+			return text[off:i], text[i:]
+		}
+	}
+	return text[off:], ""
+}
+
+// hasChipColumn reports whether a row's description has a chip column: an
+// hwirq anchor or two blank-separated columns. A file in which no numbered
+// row has one was printed by a kernel without the chip column.
+func hasChipColumn(text string) bool {
+	if _, _, _, _, ok := splitAnchor(text); ok {
+		return true
+	}
+	_, rest := splitColumn(text)
+	return trimString(rest) != ""
 }
 
 func indexByte(s string, c byte) int {

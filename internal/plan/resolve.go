@@ -18,12 +18,16 @@ import (
 // ManagedSkip is the reason a kernel-managed IRQ is left alone.
 const ManagedSkip = "kernel-managed affinity: the kernel spreads this queue's IRQ over the CPUs that use the queue and refuses writes; left as is"
 
+// PerCPUSkip is the reason a timer or other per-CPU IRQ is left alone.
+const PerCPUSkip = "per-CPU IRQ (a timer or a per-CPU event): every CPU has its own, so it has no affinity to move; left as is"
+
 // Resolve checks the plan against the host and turns its selectors into
 // concrete settings, in plan order: IRQs, rx queues, tx queues,
 // rps_sock_flow_entries, apps, irqbalance, coalescing, NAPI, busy polling.
 // Unknown IRQs, devices and queues, offline or absent CPUs, and two entries
 // that select the same thing are errors naming the file, line and field.
-// Kernel-managed IRQs come back with status skipped (note ManagedSkip).
+// Kernel-managed IRQs come back with status skipped (note ManagedSkip), and
+// so do timers and per-CPU IRQs (note PerCPUSkip).
 func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 	l := &errList{file: p.File, lines: p.fieldLines}
 	check(p, l)
@@ -54,7 +58,10 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		for _, q := range selectIRQs(h, e, l, f) {
 			s := setting.IRQAffinity(q.Number, irqTarget(q), e.CPUs, e.Reason)
 			s.Device, s.Queue, s.Old = q.Device, q.Queue, oldOf(q.Affinity, cpuset.Set.String)
-			if q.Managed == host.ManagedYes {
+			switch {
+			case q.Class == host.ClassTimer || q.PerCPU():
+				s.Status, s.Note = setting.StatusSkipped, PerCPUSkip
+			case q.Managed == host.ManagedYes:
 				s.Status, s.Note = setting.StatusSkipped, ManagedSkip
 			}
 			claim(e.Line, f, s)

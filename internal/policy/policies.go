@@ -49,7 +49,7 @@ func DedicatedCore(h *host.Host, o Options) (*plan.Plan, error) {
 			// Left out for the default route: ScopeDefault says so.
 		case len(q.Actions) == 0:
 			idle = append(idle, q.Number)
-		case q.Class == host.ClassTimer:
+		case q.Class == host.ClassTimer || q.PerCPU():
 			timers = append(timers, q.Number)
 		case !q.Movable():
 			managed = append(managed, q.Number)
@@ -61,7 +61,7 @@ func DedicatedCore(h *host.Host, o Options) (*plan.Plan, error) {
 		b.note("%s kernel-managed; left where the kernel put them", irqWord(managed, "is", "are"))
 	}
 	if len(timers) > 0 {
-		b.note("timer %s left alone: the kernel does not move them", irqWord(timers, "is", "are"))
+		b.note("timer and per-CPU %s left alone: every CPU has its own", irqWord(timers, "is", "are"))
 	}
 	if len(idle) > 0 {
 		b.note("%s no handler; left alone", irqWord(idle, "has", "have"))
