@@ -132,6 +132,9 @@ func spareCPUs(h *host.Host, l *load.Load) string {
 // that is not a PID) is left to `irqpilot apply`.
 func planCommands(p *plan.Plan) []string {
 	var out []string
+	if p.Irqbalance != nil && p.Irqbalance.Mode == plan.IrqbalanceStop {
+		out = append(out, "systemctl stop irqbalance")
+	}
 	for _, e := range p.IRQs {
 		if e.IRQ != nil {
 			out = append(out, fmt.Sprintf("echo %s > /proc/irq/%d/smp_affinity_list", e.CPUs, *e.IRQ))

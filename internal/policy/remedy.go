@@ -85,6 +85,9 @@ func Remedy(h *host.Host, l *load.Load, f diagnose.Finding, o Options) (p *plan.
 	if len(r.stays) > 0 {
 		p.Why += " " + strings.Join(r.stays, " ")
 	}
+	if len(p.IRQs) > 0 && h.Irqbalance.Running {
+		p.Irqbalance = &plan.IrqbalanceEntry{Mode: plan.IrqbalanceStop, Reason: "irqbalance is running and would move the pinned IRQs back"}
+	}
 	p.Prediction = Predict(h, l, p, nil)
 	if err := plan.Check(p); err != nil {
 		return nil, fmt.Sprintf("the remedy's plan is invalid (a bug): %v", err)

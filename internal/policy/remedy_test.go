@@ -306,3 +306,22 @@ func TestRemedyNoneForSettings(t *testing.T) {
 		t.Errorf("drops: %+v (%s)", p, why)
 	}
 }
+
+// A remedy that pins an IRQ stops a running irqbalance, which would move
+// it back.
+func TestRemedyStopsIrqbalance(t *testing.T) {
+	c := loadtest.Craft(2).CPU(0, 10, 10, 70, 5, 5).Softirq("BLOCK", 0, 5000).IRQ(40, 20000, 0)
+	h := nicHost4(2, 1)
+	h.IRQs[0].Class, h.IRQs[0].Device = host.ClassStorage, "nvme0q1"
+	h.NICs = nil
+	h.Irqbalance.Running = true
+	l := c.Load(t)
+	ib := findID(diagnose.Diagnose(h, l), diagnose.IDInterruptBound)
+	if len(ib) != 1 {
+		t.Fatalf("interrupt-bound: %+v", ib)
+	}
+	p, why := Remedy(h, l, ib[0], Options{})
+	if p == nil || p.Irqbalance == nil || p.Irqbalance.Mode != plan.IrqbalanceStop {
+		t.Fatalf("plan %+v (%s)", p, why)
+	}
+}
