@@ -12,6 +12,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -44,7 +45,6 @@ type planOptions struct {
 	cost            string               // --cost: how interrupt time is measured
 	remedy          string               // --remedy: plan doctor's remedy for this finding
 	policyGiven     bool                 // --policy was given
-	costNote        string               // how interrupt time was known
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -156,11 +156,11 @@ func (o *planOptions) run(out io.Writer) error {
 			fmt.Fprintf(o.errOut, "measuring the load for %s (--sample to change, 0 to skip)…\n", o.sample)
 		}
 		// The consumer's threads are sampled too, for application placement.
-		m, err := measureSpec{Duration: o.sample, Cost: o.cost, Tasks: true}.live(fs)
+		l, note, err := measureLive(fs, o.sample, o.cost, true)
 		if err != nil {
 			return err
 		}
-		o.measured(m)
+		o.measured(l, note)
 	case o.after != "":
 		if fs.IsLive() {
 			return fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine plan measures with --sample")
@@ -174,7 +174,7 @@ func (o *planOptions) run(out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		o.measured(m)
+		o.measured(m.Load, m.CostNote)
 		hostFS = second
 	}
 	h, err := readHost(hostFS, o.probeManaged)
@@ -192,11 +192,10 @@ func (o *planOptions) run(out io.Writer) error {
 
 // measured keeps a measurement for the policy, and says on stderr how
 // interrupt time was known (auto's prediction rests on it).
-func (o *planOptions) measured(m *measurement) {
-	o.load = policy.Measured(m.Load)
-	o.costNote = m.CostNote
-	if !o.g.json && m.CostNote != "" {
-		fmt.Fprintln(o.errOut, m.CostNote)
+func (o *planOptions) measured(l *load.Load, costNote string) {
+	o.load = policy.Measured(l)
+	if !o.g.json && costNote != "" {
+		fmt.Fprintln(o.errOut, costNote)
 	}
 }
 
