@@ -48,9 +48,9 @@ type Finding struct {
 	// subject (a CPU, a device or an IRQ), "interrupt-bound-cpu:cpu0",
 	// "nic-irqs-one-cpu:eth1", "irq-remote-numa:irq42".
 	Ref string `json:"ref"`
-	// Device is the network device the finding is about, when one is
-	// (the NIC whose IRQs land on an interrupt-bound CPU, the NIC of a
-	// NIC rule, the device of a NAPI thread).
+	// Device is the device the finding is about, when one is: the NIC
+	// whose IRQs land on an interrupt-bound CPU, the NIC of a NIC or NAPI
+	// rule, the device of a remote IRQ.
 	Device string `json:"device,omitempty"`
 	// IRQs are the IRQs the finding is about, busiest first.
 	IRQs []int `json:"irqs,omitempty"`
