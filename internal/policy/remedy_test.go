@@ -325,3 +325,39 @@ func TestRemedyStopsIrqbalance(t *testing.T) {
 		t.Fatalf("plan %+v (%s)", p, why)
 	}
 }
+
+// A NAPI thread sharing a saturated CPU with the consumer: the remedy
+// places the device's NAPI threads on CPUs with room, and the model moves
+// the thread's measured time there; with no CPU to spare, nothing moves.
+func TestRemedyPlacesNAPIThreads(t *testing.T) {
+	h := nicHost4(4, 1)
+	on := true
+	h.NAPI = []host.NAPI{{ID: 100, Device: "eth0", IRQ: ptr(40), PID: ptr(900), Threaded: &on}}
+	tasks := []load.TaskLoad{
+		{PID: 900, TID: 900, Comm: "napi/eth0-100", CPU: 3, Busy: 45, Kernel: true},
+		{PID: 1234, TID: 1240, Comm: "memcached", CPU: 3, Busy: 50},
+	}
+	l := loadtest.Craft(4).CPU(0, 10, 5, 0, 0, 85).CPU(1, 60, 10, 0, 0, 30).CPU(2, 70, 15, 0, 0, 15).CPU(3, 40, 55, 0, 0, 5).Load(t)
+	l.Tasks = tasks
+	fs := findID(diagnose.Diagnose(h, l), diagnose.IDNAPIThreadShared)
+	if len(fs) != 1 || fs[0].Device != "eth0" {
+		t.Fatalf("napi-thread-on-consumer-cpu: %+v", fs)
+	}
+	p, why := Remedy(h, l, fs[0], Options{})
+	if p == nil || len(p.NAPI) != 1 || p.NAPI[0].CPUs == nil || p.NAPI[0].CPUs.Contains(3) || p.NAPI[0].CPUs.Contains(2) {
+		t.Fatalf("plan %+v (%s), want the NAPI threads on CPUs with room (0, 1)", p, why)
+	}
+	checkRemedy(t, h, l, fs[0], p)
+	if c := p.Prediction.CPU(3); c == nil || c.PredictedBusy > c.BeforeBusy-40 {
+		t.Errorf("CPU3 keeps the NAPI thread's time: %+v", c)
+	}
+	full := loadtest.Craft(4).CPU(0, 80, 15, 0, 0, 5).CPU(1, 80, 15, 0, 0, 5).CPU(2, 70, 25, 0, 0, 5).CPU(3, 40, 55, 0, 0, 5).Load(t)
+	full.Tasks = tasks
+	fs = findID(diagnose.Diagnose(h, full), diagnose.IDNAPIThreadShared)
+	if len(fs) != 1 {
+		t.Fatalf("saturated: %+v", fs)
+	}
+	if p, why := Remedy(h, full, fs[0], Options{}); p != nil || !strings.Contains(why, "No other CPU has the spare time for the NAPI threads") {
+		t.Errorf("saturated: %+v (%s)", p, why)
+	}
+}
