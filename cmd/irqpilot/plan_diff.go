@@ -131,7 +131,7 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 
 // remedyPlan is doctor's remedy for the finding ref names on the measured
 // load in o: the plan policy.Remedy makes, or an empty plan that says why
-// there is none.
+// there is none. The policy flags do not shape it.
 func remedyPlan(h *host.Host, o policy.Options, ref string) (*plan.Plan, error) {
 	if o.Load == nil || o.Load.Load == nil {
 		return nil, fmt.Errorf("--remedy %s needs a measurement: on the live machine plan samples (--sample), on captured state give the later capture with --after", ref)
@@ -145,7 +145,8 @@ func remedyPlan(h *host.Host, o policy.Options, ref string) (*plan.Plan, error) 
 		}
 		return nil, fmt.Errorf("--remedy %s: no such finding in this measurement (findings: %s)", ref, diagnose.Refs(fs))
 	}
-	p, why := policy.Remedy(h, l, f, o)
+	// The options doctor gives: the remedy is the one doctor showed.
+	p, why := policy.Remedy(h, l, f, policy.Options{})
 	if p == nil {
 		p = &plan.Plan{Version: plan.Version, Policy: policy.RemedyPolicy, Host: h.Hostname,
 			Why: fmt.Sprintf("remedy for %s: none, nothing is changed: %s", f.Ref, why)}
