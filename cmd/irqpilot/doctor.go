@@ -142,9 +142,6 @@ func (o *doctorOptions) measure(first *kernel.FS) (m *measurement, last *kernel.
 	if o.after == "" {
 		return nil, nil, nil, fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
 	}
-	if _, _, _, err := startCost(o.cost, first); err != nil {
-		return nil, nil, nil, err
-	}
 	second, closeSecond, err := openAfter(o.after)
 	if err != nil {
 		return nil, nil, nil, err
