@@ -575,3 +575,42 @@ func TestDoctorRemedyPredictionEqualsPlan(t *testing.T) {
 		}
 	}
 }
+
+// plan measures the way doctor does: as root with the eBPF collector (the
+// plan's prediction says bpf), and where eBPF is denied from counts, saying
+// why once on stderr and in the prediction table.
+func TestPlanMeasuresLikeDoctorLive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (and to switch to an unprivileged user)")
+	}
+	c, err := bpfcost.Open()
+	if err != nil {
+		t.Skipf("eBPF collector unavailable here: %v", err)
+	}
+	_ = c.Close()
+	bin := livetest.Irqpilot(t)
+	out, err := exec.Command(bin, "plan", "--policy", "auto", "--sample", "300ms", "--json").Output()
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var d struct {
+		Plan *plan.Plan `json:"plan"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil || d.Plan == nil || d.Plan.Prediction == nil {
+		t.Fatalf("plan --json: %v\n%s", err, out)
+	}
+	if d.Plan.Prediction.Source != "bpf" || strings.Contains(d.Plan.Why, "estimated from interrupt counts") {
+		t.Errorf("plan as root: prediction source %q, why %q", d.Plan.Prediction.Source, d.Plan.Why)
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux) for the unprivileged half")
+	}
+	text, errOut, code := runAs(t, bin, "plan", "--policy", "auto", "--sample", "300ms")
+	if code != 0 {
+		t.Fatalf("plan as nobody: exit %d: %s", code, errOut)
+	}
+	if strings.Count(errOut, "interrupt cost: estimated from counts, eBPF unavailable: not permitted") != 1 ||
+		!strings.Contains(text, "  source: counts") || !strings.Contains(text, "interrupt time estimated from interrupt counts):") {
+		t.Errorf("plan as nobody does not say it estimated from counts:\nstderr %s\n%s", errOut, text)
+	}
+}
