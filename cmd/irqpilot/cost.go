@@ -10,7 +10,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
-// Values of --cost (top, doctor, record).
+// Values of --cost (top, doctor, record, plan).
 const (
 	costAuto   = "auto"
 	costBPF    = "bpf"
@@ -52,4 +52,19 @@ func startCost(mode string, fs *kernel.FS) (load.CostReader, func(), string, err
 		return nil, none, "interrupt cost: estimated from counts, eBPF unavailable: " + err.Error(), nil
 	}
 	return c, func() { _ = c.Close() }, costMeasuredNote, nil
+}
+
+// checkCost refuses a --cost that cannot be used on fs, without starting
+// the collector (startCost starts it when a measurement begins).
+func checkCost(mode string, fs *kernel.FS) error {
+	switch mode {
+	case costAuto, costBPF, costCounts:
+	default:
+		return fmt.Errorf("--cost %q: want bpf, counts or auto", mode)
+	}
+	if !fs.IsLive() {
+		_, _, _, err := startCost(mode, fs)
+		return err
+	}
+	return nil
 }

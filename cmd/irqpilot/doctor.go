@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/irqpilot/irqpilot/internal/diagnose"
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
@@ -22,12 +24,6 @@ type doctorOptions struct {
 	after        string
 	probeManaged bool
 	cost         string
-	costNote     string // what interrupt cost was used, set by samples
-	// owners are the socket owners read with the second live sample
-	// (ownersRead), to tell the traffic's consumer from a load generator.
-	owners     []kernel.SocketOwner
-	ownersRead bool
-	ownersErr  error
 }
 
 func newDoctorCmd(g *globalFlags) *cobra.Command {
@@ -38,14 +34,17 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 		Long: `doctor takes two samples of the interrupt and CPU-time counters --duration
 apart, and explains what it finds: each finding with an id, a severity
 (info, warning, critical), the CPUs involved, the evidence numbers, why it
-matters and the policy or command that fixes it.
+matters and its fix.
 
-A fix moves work (threads, IRQs, RPS) only onto CPUs with measured spare
-time (the %spare column: what a CPU can take before it is 80% busy) and
-prints the prediction; where no CPU has it, the fix says what would help
-instead. It moves a process only when that process serves the traffic (it
-owns a listening socket the traffic arrives on, in any network namespace),
-never a load generator beside it.
+A fix that moves work (threads, IRQs, RPS, NAPI threads) is a plan, made
+by the same code and cost model as 'irqpilot plan', with its prediction
+per CPU; the commands shown are that plan's, and 'irqpilot plan --remedy
+REF' writes it for 'irqpilot apply --verify'. It moves work only onto CPUs
+with measured spare time (the %spare column: what a CPU can take before it
+is 80% busy); where no CPU has it, the fix says what would help instead.
+It moves a process only when that process serves the traffic (it owns a
+listening socket the traffic arrives on, in any network namespace), never
+a load generator beside it.
 
 On captured state, doctor needs two samples: --root DIR (or --snapshot FILE)
 is the first and --after DIR|FILE.tar.gz the second; the interval is the
@@ -71,19 +70,19 @@ Exit status: 0 no finding of severity warning or worse, 1 such findings,
 
 // doctorReport is the JSON document (docs/json.md, "doctor --json").
 type doctorReport struct {
-	Hostname string         `json:"hostname,omitempty"`
-	Interval float64        `json:"interval_seconds"`
-	Findings []load.Finding `json:"findings"`
-	CPUs     []load.CPULoad `json:"cpus"`
-	Resets   []load.Reset   `json:"resets,omitempty"`
-	Notes    []string       `json:"notes,omitempty"`
+	Hostname string          `json:"hostname,omitempty"`
+	Interval float64         `json:"interval_seconds"`
+	Findings []doctorFinding `json:"findings"`
+	CPUs     []load.CPULoad  `json:"cpus"`
+	Resets   []load.Reset    `json:"resets,omitempty"`
+	Notes    []string        `json:"notes,omitempty"`
 	// CostSource: "bpf" (interrupt time measured) or "counts" (estimated).
 	CostSource string `json:"cost_source"`
 	// Headroom is each CPU's measured spare time: the measurement every
-	// fix that moves work onto a CPU rests on.
-	Headroom []load.Headroom `json:"headroom"`
+	// remedy that moves work onto a CPU rests on.
+	Headroom []diagnose.Headroom `json:"headroom"`
 	// Consumers are the processes serving network traffic (live only);
-	// only they are ever moved by a fix.
+	// only they are ever moved by a remedy.
 	Consumers []kernel.SocketOwner `json:"consumers,omitempty"`
 }
 
@@ -93,15 +92,16 @@ func (o *doctorOptions) run(out io.Writer) error {
 		return err
 	}
 	defer closeFirst()
-	prev, cur, last, closeLast, err := o.samples(first)
+	m, last, closeLast, err := o.measure(first)
 	if err != nil {
 		return err
 	}
 	defer closeLast()
-	rep, err := o.diagnose(prev, cur, last)
+	h, err := readHost(last, o.probeManaged)
 	if err != nil {
 		return err
 	}
+	rep := doctorFor(h, m)
 	if o.g.json {
 		if err := writeJSON(out, rep); err != nil {
 			return err
@@ -109,116 +109,86 @@ func (o *doctorOptions) run(out io.Writer) error {
 	} else {
 		printDoctor(out, rep)
 	}
-	if load.Worst(rep.Findings).AtLeast(load.Warning) {
+	worst := diagnose.Severity("")
+	for _, f := range rep.Findings {
+		if worst == "" || !worst.AtLeast(f.Severity) {
+			worst = f.Severity
+		}
+	}
+	if worst.AtLeast(diagnose.Warning) {
 		return &exitError{code: 1}
 	}
 	return nil
 }
 
-// samples takes the two samples: of the live machine --duration apart, or
-// of the --root/--snapshot tree and of --after. last is the file system the
-// host model is read from; closeLast closes it when it is --after's.
-func (o *doctorOptions) samples(first *kernel.FS) (prev, cur *load.Sample, last *kernel.FS, closeLast func(), err error) {
-	closeLast = func() {}
+// measure measures: the live machine --duration apart, or between the
+// --root/--snapshot tree and --after. last is the file system the host
+// model is read from; closeLast closes it when it is --after's.
+func (o *doctorOptions) measure(first *kernel.FS) (m *measurement, last *kernel.FS, closeLast func(), err error) {
 	if first.IsLive() {
 		if o.after != "" {
-			return nil, nil, nil, nil, fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine doctor samples twice, --duration apart")
+			return nil, nil, nil, fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine doctor samples twice, --duration apart")
 		}
 		if o.duration <= 0 {
-			return nil, nil, nil, nil, fmt.Errorf("--duration %v: must be positive", o.duration)
+			return nil, nil, nil, fmt.Errorf("--duration %v: must be positive", o.duration)
 		}
-		reader, stopCost, note, err := startCost(o.cost, first)
-		if err != nil {
-			return nil, nil, nil, nil, err
-		}
-		defer stopCost()
-		o.costNote = note
-		s := load.NewSampler(first)
-		s.Tasks = true
-		s.Cost = reader
-		if prev, err = s.Sample(); err != nil {
-			return nil, nil, nil, nil, err
-		}
-		o.progress.wait(o.duration, "doctor: sampling interrupt and CPU counters, second sample in")
-		o.progress.show("doctor: reading the second sample and the host model…")
 		defer o.progress.done()
-		if cur, err = s.Sample(); err != nil {
-			return nil, nil, nil, nil, err
-		}
-		// Who reads the traffic: processes serving listening sockets, in
-		// every network namespace (read-only netlink dumps).
-		o.owners, o.ownersErr = first.SocketOwners()
-		o.ownersRead = o.ownersErr == nil
-		return prev, cur, first, closeLast, nil
+		m, err := measureSpec{Duration: o.duration, Cost: o.cost, Tasks: true, Wait: func(d time.Duration) {
+			o.progress.wait(d, "doctor: sampling interrupt and CPU counters, second sample in")
+			o.progress.show("doctor: reading the second sample and the host model…")
+		}}.live(first)
+		return m, first, func() {}, err
 	}
 	if o.after == "" {
-		return nil, nil, nil, nil, fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
-	}
-	if _, _, o.costNote, err = startCost(o.cost, first); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
 	}
 	second, closeSecond, err := openAfter(o.after)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
-	smp := make([]*load.Sample, 2)
-	for i, fs := range []*kernel.FS{first, second} {
-		s := load.NewSampler(fs)
-		s.Tasks = true
-		if smp[i], err = s.Sample(); err != nil {
-			closeSecond()
-			return nil, nil, nil, nil, err
-		}
+	if m, err = measureCaptured(first, second, o.cost, true); err != nil {
+		closeSecond()
+		return nil, nil, nil, err
 	}
-	return smp[0], smp[1], second, closeSecond, nil
+	return m, second, closeSecond, nil
 }
 
-// diagnose turns the two samples into the report, reading the host model
-// from last.
-func (o *doctorOptions) diagnose(prev, cur *load.Sample, last *kernel.FS) (*doctorReport, error) {
-	l, err := load.Rates(prev, cur)
-	if err != nil {
-		return nil, err
+// doctorFor diagnoses the measurement on host h and gives each finding
+// its remedy.
+func doctorFor(h *host.Host, m *measurement) *doctorReport {
+	l := m.Load
+	rep := &doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: []doctorFinding{}, CPUs: l.CPUs, Resets: l.Resets, Consumers: l.Consumers}
+	for _, f := range diagnose.Diagnose(h, l) {
+		rep.Findings = append(rep.Findings, withRemedy(h, l, f))
 	}
-	h, err := readHost(last, o.probeManaged)
-	if err != nil {
-		return nil, err
-	}
-	var notes []string
-	if o.ownersRead {
-		l.SetConsumers(o.owners)
-	}
-	rep := &doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: nonNil(load.Diagnose(h, l)), CPUs: l.CPUs, Resets: l.Resets, Consumers: l.Consumers}
 	for _, f := range rep.Findings {
-		if f.ID != load.IDAppOnIRQCPU && f.ID != load.IDInterruptBound {
+		if f.ID != diagnose.IDAppOnIRQCPU && f.ID != diagnose.IDInterruptBound {
 			continue
 		}
 		switch {
-		case o.ownersErr != nil:
-			notes = append(notes, fmt.Sprintf("which processes consume the traffic is unknown (%v): no fix moves an application", o.ownersErr))
-		case !o.ownersRead:
-			notes = append(notes, "which processes consume the traffic is read only on the live machine: no fix moves an application")
+		case m.OwnersErr != nil:
+			rep.Notes = append(rep.Notes, fmt.Sprintf("which processes consume the traffic is unknown (%v): no fix moves an application", m.OwnersErr))
+		case !m.OwnersRead:
+			rep.Notes = append(rep.Notes, "which processes consume the traffic is read only on the live machine: no fix moves an application")
 		}
 		break
 	}
 	for _, c := range l.CPUs {
-		rep.Headroom = append(rep.Headroom, l.Headroom(c.ID))
+		rep.Headroom = append(rep.Headroom, diagnose.HeadroomOf(l, c.ID))
 	}
-	for _, u := range append(prev.Unavailable, cur.Unavailable...) {
-		rep.Notes = append(rep.Notes, "unavailable: "+u)
+	var notes []string
+	for _, u := range m.Unavailable {
+		notes = append(notes, "unavailable: "+u)
 	}
-	rep.Notes = append(rep.Notes, notes...)
+	rep.Notes = append(notes, rep.Notes...)
 	if len(l.Absent) > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("CPUs %v were online in only one sample; they are left out", l.Absent))
 	}
 	rep.CostSource = l.CostSource
-	if o.costNote != "" {
-		if l.CostSource != load.CostBPF && o.costNote == costMeasuredNote {
-			o.costNote = "interrupt cost: estimated from counts (the eBPF maps could not be read in both samples)"
-		}
-		rep.Notes = append(rep.Notes, o.costNote)
+	if m.CostNote != "" {
+		rep.Notes = append(rep.Notes, m.CostNote)
 	}
-	return rep, nil
+	return rep
 }
 
 func openAfter(arg string) (*kernel.FS, func(), error) {
@@ -250,7 +220,7 @@ func printDoctor(w io.Writer, r *doctorReport) {
 		fmt.Fprintf(w, "  %-4d %6.1f %6.1f %6.1f %6.1f %6.1f %10.0f %7.0f  %s\n",
 			c.ID, c.User+c.Nice, c.System, c.IRQ, c.SoftIRQ, c.Idle, c.NetRx, c.Interrupts, spare)
 	}
-	fmt.Fprintf(w, "  (%%spare: time a CPU can take before it is %.0f%% busy; fixes move work only onto CPUs with enough of it)\n", load.HeadroomBusyMaxPct)
+	fmt.Fprintf(w, "  (%%spare: time a CPU can take before it is %.0f%% busy; fixes move work only onto CPUs with enough of it)\n", diagnose.HeadroomBusyMaxPct)
 	fmt.Fprintln(w)
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(w, "No findings: interrupt handling does not hold this machine back in this interval.")
@@ -270,7 +240,11 @@ func printDoctor(w io.Writer, r *doctorReport) {
 			fmt.Fprintf(w, "  Evidence: %s\n", strings.Join(evs, "; "))
 		}
 		fmt.Fprintf(w, "  Why: %s\n", f.Why)
-		fmt.Fprintf(w, "  Fix: %s\n\n", f.Fix)
+		fmt.Fprintf(w, "  Fix: %s\n", f.Fix)
+		if f.Remedy != nil && f.Remedy.Prediction != nil {
+			writePrediction(w, f.Remedy.Prediction, "       ", true)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "Note: %s\n", n)

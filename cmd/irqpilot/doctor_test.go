@@ -12,18 +12,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 const loadTestdata = "../../internal/load/testdata"
@@ -350,12 +354,12 @@ func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
 	}
 	var rep struct {
 		CPUs      []load.CPULoad       `json:"cpus"`
-		Headroom  []load.Headroom      `json:"headroom"`
+		Headroom  []diagnose.Headroom  `json:"headroom"`
 		Consumers []kernel.SocketOwner `json:"consumers"`
 		Findings  []struct {
-			ID    string      `json:"id"`
-			Fix   string      `json:"fix"`
-			Moves []load.Move `json:"moves"`
+			ID     string        `json:"id"`
+			Fix    string        `json:"fix"`
+			Remedy *doctorRemedy `json:"remedy"`
 		} `json:"findings"`
 	}
 	if err := json.Unmarshal(out, &rep); err != nil {
@@ -382,7 +386,7 @@ func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
 	}
 
 	// The measurement doctor printed.
-	headroom := map[int]load.Headroom{}
+	headroom := map[int]diagnose.Headroom{}
 	for _, h := range rep.Headroom {
 		headroom[h.CPU] = h
 	}
@@ -400,19 +404,25 @@ func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
 
 	taskset := regexp.MustCompile("taskset -apc ([0-9,-]+) ([0-9]+)")
 	for _, f := range rep.Findings {
-		for _, m := range f.Moves {
-			if m.PID != 0 && m.PID != server.Process.Pid {
-				t.Errorf("%s moves pid %d (%s), not memcached (pid %d)", f.ID, m.PID, m.What, server.Process.Pid)
-			}
-			for _, p := range m.To {
-				h := headroom[p.CPU]
-				if !h.Measured || h.Spare <= 0 || p.Busy < h.Busy || p.After > load.HeadroomBusyMaxPct {
-					t.Errorf("%s moves %s onto CPU%d without the headroom doctor measured (%+v): %+v", f.ID, m.What, p.CPU, h, p)
+		if f.Remedy == nil {
+			t.Errorf("%s has no remedy object", f.ID)
+			continue
+		}
+		if p := f.Remedy.Plan; p != nil {
+			for _, a := range p.Apps {
+				if a.PID != server.Process.Pid {
+					t.Errorf("%s moves pid %d, not memcached (pid %d)", f.ID, a.PID, server.Process.Pid)
 				}
 			}
-		}
-		if saturated && len(f.Moves) != 0 {
-			t.Errorf("%s moves work on a saturated machine: %+v", f.ID, f.Moves)
+			for _, c := range f.Remedy.Prediction.CPUs {
+				h := headroom[c.CPU]
+				if c.PredictedBusy > c.BeforeBusy+0.1 && (!h.Measured || h.Spare <= 0 || c.PredictedBusy > diagnose.HeadroomBusyMaxPct+0.05) {
+					t.Errorf("%s moves work onto CPU%d without the headroom doctor measured (%+v): %+v", f.ID, c.CPU, h, c)
+				}
+			}
+			if saturated {
+				t.Errorf("%s moves work on a saturated machine: %+v", f.ID, p)
+			}
 		}
 		for _, mt := range taskset.FindAllStringSubmatch(f.Fix, -1) {
 			if pid, _ := strconv.Atoi(mt[2]); pid != server.Process.Pid {
@@ -422,5 +432,185 @@ func TestDoctorFixesRespectHeadroomLive(t *testing.T) {
 		if strings.Contains(f.Fix, fmt.Sprintf("(pid %d)", gen.Process.Pid)) && !strings.Contains(f.Fix, fmt.Sprintf("(pid %d) stays", gen.Process.Pid)) {
 			t.Errorf("%s: fix names memcaslap other than to keep it: %q", f.ID, f.Fix)
 		}
+	}
+}
+
+// hardirqBoundPair is the udp-loopback pair with CPU0 made interrupt-bound
+// by one IRQ in the second sample: 70 % hardirq, 5 % idle, IRQ 34
+// (virtio4-input) firing 20000 times on it, while CPU1 is 96 % idle. Its
+// remedy moves IRQ 34 onto CPU1.
+func hardirqBoundPair(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyTree(t, filepath.Join(loadTestdata, "udp-loopback"), dir)
+	edit := func(name string, f func(a, b []string) []string) {
+		t.Helper()
+		ra, err := os.ReadFile(filepath.Join(dir, "a", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := os.ReadFile(filepath.Join(dir, "b", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := f(strings.Split(string(ra), "\n"), strings.Split(string(rb), "\n"))
+		if err := os.WriteFile(filepath.Join(dir, "b", name), []byte(strings.Join(out, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// proc/stat: the interval is 1.03 s, 103 ticks per CPU.
+	ticks := map[string][]uint64{
+		"cpu0": {10, 0, 10, 5, 0, 72, 6, 0, 0, 0},
+		"cpu1": {2, 0, 2, 99, 0, 0, 0, 0, 0, 0},
+	}
+	edit("proc/stat", func(a, b []string) []string {
+		sum := make([]uint64, 10)
+		for i, line := range a {
+			f := strings.Fields(line)
+			if len(f) < 11 || ticks[f[0]] == nil {
+				continue
+			}
+			for k := range 10 {
+				v, _ := strconv.ParseUint(f[k+1], 10, 64)
+				v += ticks[f[0]][k]
+				f[k+1] = strconv.FormatUint(v, 10)
+				sum[k] += v
+			}
+			b[i] = strings.Join(f, " ")
+		}
+		for i, line := range b {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == "cpu" {
+				for k := range 10 {
+					f[k+1] = strconv.FormatUint(sum[k], 10)
+				}
+				b[i] = strings.Join(f, " ")
+			}
+		}
+		return b
+	})
+	edit("proc/interrupts", func(a, b []string) []string {
+		for i, line := range a {
+			f := strings.Fields(line)
+			if len(f) > 2 && f[0] == "34:" {
+				v, _ := strconv.ParseUint(f[1], 10, 64)
+				f[1] = strconv.FormatUint(v+20000, 10)
+				b[i] = strings.Join(f, " ")
+			}
+		}
+		return b
+	})
+	return dir
+}
+
+// doctor's remedy for a finding and `plan --remedy` for the same finding,
+// from the same measurement (a captured pair), are one plan with one
+// prediction: both are made by policy.Remedy and predicted by
+// policy.Predict. The plan file and plan's text output carry it too.
+func TestDoctorRemedyPredictionEqualsPlan(t *testing.T) {
+	dir := hardirqBoundPair(t)
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	out, errOut, err := runIrqpilot(t, "doctor", "--root", a, "--after", b, "--json")
+	if exitCode(err) != 1 {
+		t.Fatalf("doctor: exit %v: %s", err, errOut)
+	}
+	var rep struct {
+		Findings []doctorFinding `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var f *doctorFinding
+	for i := range rep.Findings {
+		if rep.Findings[i].ID == diagnose.IDInterruptBound {
+			f = &rep.Findings[i]
+		}
+	}
+	if f == nil || f.Remedy == nil || f.Remedy.Plan == nil || f.Remedy.Prediction == nil {
+		t.Fatalf("no interrupt-bound finding with a remedy: %s", out)
+	}
+	if f.Ref != "interrupt-bound-cpu:cpu0" || len(f.Remedy.Plan.IRQs) != 1 || *f.Remedy.Plan.IRQs[0].IRQ != 34 || f.Remedy.Plan.IRQs[0].CPUs.String() != "1" {
+		t.Fatalf("remedy %+v", f.Remedy.Plan)
+	}
+	if !slices.Contains(f.Remedy.Commands, "echo 1 > /proc/irq/34/smp_affinity_list") || !strings.Contains(f.Fix, "irqpilot plan --remedy interrupt-bound-cpu:cpu0 -o fix.yaml && irqpilot apply --verify fix.yaml") {
+		t.Errorf("commands %q fix %q", f.Remedy.Commands, f.Fix)
+	}
+	cpu1 := f.Remedy.Prediction.CPU(1)
+	if cpu1 == nil || cpu1.PredictedBusy <= cpu1.BeforeBusy || cpu1.PredictedBusy > diagnose.HeadroomBusyMaxPct {
+		t.Errorf("CPU1 prediction %+v", cpu1)
+	}
+
+	out, errOut, err = runIrqpilot(t, "plan", "--root", a, "--after", b, "--remedy", f.Ref, "--json")
+	if err != nil {
+		t.Fatalf("plan --remedy: %v: %s", err, errOut)
+	}
+	var d struct {
+		Plan *plan.Plan `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil || d.Plan == nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !reflect.DeepEqual(d.Plan.Prediction, f.Remedy.Prediction) {
+		t.Errorf("plan's prediction differs from doctor's:\nplan   %+v\ndoctor %+v", d.Plan.Prediction, f.Remedy.Prediction)
+	}
+	if !reflect.DeepEqual(d.Plan.IRQs, f.Remedy.Plan.IRQs) || d.Plan.Why != f.Remedy.Plan.Why {
+		t.Errorf("plan differs from doctor's remedy:\nplan   %+v\ndoctor %+v", d.Plan, f.Remedy.Plan)
+	}
+
+	// The text output: the plan file, then the changes and the prediction
+	// table as YAML comments.
+	out, _, err = runIrqpilot(t, "plan", "--root", a, "--after", b, "--remedy", diagnose.IDInterruptBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plan.Parse("stdout", []byte(out)); err != nil {
+		t.Errorf("printed plan does not parse: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"# Prediction per CPU (% of the CPU; measured over 1.0 s, interrupt time estimated from interrupt counts):",
+		"#   CPU  busy before  busy predicted  irq before  irq predicted",
+		fmt.Sprintf("#     1  %11.1f  %14.1f  %10.1f  %13.1f", cpu1.BeforeBusy, cpu1.PredictedBusy, cpu1.BeforeIRQ, cpu1.PredictedIRQ),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan's text output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// plan measures the way doctor does: as root with the eBPF collector (the
+// plan's prediction says bpf), and where eBPF is denied from counts, saying
+// why once on stderr and in the prediction table.
+func TestPlanMeasuresLikeDoctorLive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (and to switch to an unprivileged user)")
+	}
+	c, err := bpfcost.Open()
+	if err != nil {
+		t.Skipf("eBPF collector unavailable here: %v", err)
+	}
+	_ = c.Close()
+	bin := livetest.Irqpilot(t)
+	out, err := exec.Command(bin, "plan", "--policy", "auto", "--sample", "300ms", "--json").Output()
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var d struct {
+		Plan *plan.Plan `json:"plan"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil || d.Plan == nil || d.Plan.Prediction == nil {
+		t.Fatalf("plan --json: %v\n%s", err, out)
+	}
+	if d.Plan.Prediction.Source != "bpf" || strings.Contains(d.Plan.Why, "estimated from interrupt counts") {
+		t.Errorf("plan as root: prediction source %q, why %q", d.Plan.Prediction.Source, d.Plan.Why)
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux) for the unprivileged half")
+	}
+	text, errOut, code := runAs(t, bin, "plan", "--policy", "auto", "--sample", "300ms")
+	if code != 0 {
+		t.Fatalf("plan as nobody: exit %d: %s", code, errOut)
+	}
+	if strings.Count(errOut, "interrupt cost: estimated from counts, eBPF unavailable: not permitted") != 1 ||
+		!strings.Contains(text, "  source: counts") || !strings.Contains(text, "interrupt time estimated from interrupt counts):") {
+		t.Errorf("plan as nobody does not say it estimated from counts:\nstderr %s\n%s", errOut, text)
 	}
 }

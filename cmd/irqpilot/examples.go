@@ -31,7 +31,8 @@ var examples = map[string]string{
 	"plan": `  irqpilot plan --device eth1 -o plan.yaml          # auto: changes only what hurts
   irqpilot plan --policy per-queue --device eth1 --app comm:memcached -o plan.yaml
   irqpilot plan --policy rps-spread --device eth1 --machine-wide
-  irqpilot plan --policy auto --snapshot a.tar.gz --after b.tar.gz`,
+  irqpilot plan --policy auto --snapshot a.tar.gz --after b.tar.gz
+  irqpilot plan --remedy interrupt-bound-cpu:cpu0 -o fix.yaml   # doctor's fix for that finding, as a plan`,
 	"apply": `  irqpilot apply --dry-run plan.yaml                 # what would change; writes nothing
   irqpilot apply plan.yaml                           # prints the journal ID and the undo command
   irqpilot apply --replace plan.yaml                 # also undo what earlier plans set and this one does not

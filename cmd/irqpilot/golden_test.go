@@ -96,8 +96,9 @@ func TestGoldenPlanDiff(t *testing.T) {
 	golden(t, "plan-diff.txt", b.Bytes())
 }
 
-// doctor on a captured pair (a UDP flood over loopback), as captured and
-// with 300 backlog drops on CPU1 in the second sample.
+// doctor on a captured pair (a UDP flood over loopback), as captured, with
+// 300 backlog drops on CPU1 in the second sample, and with CPU0 bound by one
+// IRQ (its remedy: a plan, its commands and prediction).
 func TestGoldenDoctor(t *testing.T) {
 	a, b := path.Join(loadTestdata, "udp-loopback/a"), path.Join(loadTestdata, "udp-loopback/b")
 	out, errOut, err := runIrqpilot(t, "doctor", "--root", a, "--after", b)
@@ -109,7 +110,13 @@ func TestGoldenDoctor(t *testing.T) {
 	if c := exitCode(err); c != 1 {
 		t.Fatalf("doctor with drops: exit %d: %s", c, errOut)
 	}
-	golden(t, "doctor.txt", []byte(out+"\n$ # the same pair with 300 backlog drops on CPU1\n"+drops))
+	bound := hardirqBoundPair(t)
+	fix, errOut, err := runIrqpilot(t, "doctor", "--root", filepath.Join(bound, "a"), "--after", filepath.Join(bound, "b"))
+	if c := exitCode(err); c != 1 {
+		t.Fatalf("doctor on an interrupt-bound CPU: exit %d: %s", c, errOut)
+	}
+	golden(t, "doctor.txt", []byte(out+"\n$ # the same pair with 300 backlog drops on CPU1\n"+drops+
+		"\n$ # the same pair with CPU0 bound by one IRQ's hardirq work, CPU1 idle\n"+fix))
 }
 
 // regexpHexMask matches a kernel hex mask as a word ("0000000c").

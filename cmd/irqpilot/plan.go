@@ -42,6 +42,9 @@ type planOptions struct {
 	all             bool                 // --app comm:NAME may match several processes
 	appNote         string               // what --app matched on the live machine
 	appPIDs         []int                // the processes --app selected on the live machine
+	cost            string               // --cost: how interrupt time is measured
+	remedy          string               // --remedy: plan doctor's remedy for this finding
+	policyGiven     bool                 // --policy was given
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -71,6 +74,16 @@ Policies (from the write-ups listed in docs/sources.md):
                   polling (busy_read/busy_poll, machine-wide) and IRQ suspension
                   for applications that opt in; placement untouched
 
+With --remedy REF instead of a policy, plan measures like auto and writes
+the remedy doctor shows for that finding: the same plan and prediction,
+ready for 'irqpilot apply --verify'.
+
+auto and --remedy measure the way doctor does: interrupt time with the
+eBPF collector where it loads (--cost), else estimated from interrupt
+counts, and say which. A plan made from a measurement carries its
+prediction per CPU (busy and interrupt time, before and predicted after),
+printed below the changes.
+
 Without --device a plan leaves out the interface that carries the default
 route (the link the machine is managed through; --include-default-route
 or --device puts it back) and every IRQ that serves no network or storage
@@ -83,6 +96,7 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.errOut = cmd.ErrOrStderr()
+			o.policyGiven = cmd.Flags().Changed("policy")
 			return o.run(cmd.OutOrStdout())
 		},
 	}
@@ -102,7 +116,9 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.StringVarP(&o.output, "output", "o", "", "write the plan to `FILE` instead of printing it")
 	f.Var(autoDuration{&o.sample}, "sample", "measure the load for `DURATION` first (live machine; auto: 3s for --policy auto, 0 for the others; 0 = do not measure)")
 	f.StringVar(&o.after, "after", "", "with --root/--snapshot: a later capture (`DIR` or FILE.tar.gz), so auto can judge the load between the two")
+	f.StringVar(&o.remedy, "remedy", "", "plan doctor's remedy for the finding `REF` (its ref, e.g. interrupt-bound-cpu:cpu0, or its id when only one has it) from a measurement, instead of a policy")
 	addProbeManagedFlag(cmd, &o.probeManaged)
+	addCostFlag(cmd, &o.cost)
 	return cmd
 }
 
@@ -117,29 +133,35 @@ func (o *planOptions) run(out io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	if o.remedy != "" && o.policyGiven {
+		return fmt.Errorf("--remedy plans doctor's remedy for a finding instead of a policy: give one of --remedy and --policy")
+	}
+	measures := o.policy == "auto" || o.remedy != ""
 	if o.sample < 0 {
 		o.sample = 0
-		if o.policy == "auto" && fs.IsLive() && o.after == "" {
+		if measures && fs.IsLive() && o.after == "" {
 			o.sample = defaultAutoSample
 		}
 	}
-	var sampler *load.Sampler
-	var first *load.Sample
-	if o.sample > 0 {
+	if err := checkCost(o.cost, fs); err != nil {
+		return err
+	}
+	hostFS := fs
+	switch {
+	case o.sample > 0:
 		if !fs.IsLive() {
 			return fmt.Errorf("--sample measures the live machine; with --root or --snapshot give a later capture with --after")
-		}
-		sampler = load.NewSampler(fs)
-		sampler.Tasks = true // the consumer's threads, for application placement
-		if first, err = sampler.Sample(); err != nil {
-			return err
 		}
 		if !o.g.json {
 			fmt.Fprintf(o.errOut, "measuring the load for %s (--sample to change, 0 to skip)…\n", o.sample)
 		}
-	}
-	hostFS := fs
-	if o.after != "" {
+		// The consumer's threads are sampled too, for application placement.
+		l, note, err := measureLive(fs, o.sample, o.cost, true)
+		if err != nil {
+			return err
+		}
+		o.measured(l, note)
+	case o.after != "":
 		if fs.IsLive() {
 			return fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine plan measures with --sample")
 		}
@@ -148,19 +170,11 @@ func (o *planOptions) run(out io.Writer) error {
 			return err
 		}
 		defer closeSecond()
-		smp := make([]*load.Sample, 2)
-		for i, f := range []*kernel.FS{fs, second} {
-			s := load.NewSampler(f)
-			s.Tasks = true
-			if smp[i], err = s.Sample(); err != nil {
-				return err
-			}
-		}
-		l, err := load.Rates(smp[0], smp[1])
+		m, err := measureCaptured(fs, second, o.cost, true)
 		if err != nil {
 			return err
 		}
-		o.load = policy.Measured(l)
+		o.measured(m.Load, m.CostNote)
 		hostFS = second
 	}
 	h, err := readHost(hostFS, o.probeManaged)
@@ -173,19 +187,16 @@ func (o *planOptions) run(out io.Writer) error {
 	if err := o.checkApp(fs); err != nil {
 		return err
 	}
-	if sampler != nil {
-		time.Sleep(o.sample)
-		second, err := sampler.Sample()
-		if err != nil {
-			return err
-		}
-		l, err := load.Rates(first, second)
-		if err != nil {
-			return err
-		}
-		o.load = policy.Measured(l)
-	}
 	return runPlan(out, h, *o, o.g.json, o.source())
+}
+
+// measured keeps a measurement for the policy, and says on stderr how
+// interrupt time was known (auto's prediction rests on it).
+func (o *planOptions) measured(l *load.Load, costNote string) {
+	o.load = policy.Measured(l)
+	if !o.g.json && costNote != "" {
+		fmt.Fprintln(o.errOut, costNote)
+	}
 }
 
 // source names the machine planned for in the text output.

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
@@ -40,7 +43,12 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 	if err != nil {
 		return err
 	}
-	p, err := policy.Make(f.policy, h, o)
+	var p *plan.Plan
+	if f.remedy != "" {
+		p, err = remedyPlan(h, o, f.remedy)
+	} else {
+		p, err = policy.Make(f.policy, h, o)
+	}
 	if err != nil {
 		return err
 	}
@@ -97,6 +105,9 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 		}
 		fmt.Fprintf(w, "wrote %s (policy %s)\n", f.output, p.Policy)
 		writePlanChanges(w, d, source, "")
+		if p.Prediction != nil {
+			writePrediction(w, p.Prediction, "", false)
+		}
 		return nil
 	}
 	if asJSON {
@@ -112,7 +123,35 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 	}
 	fmt.Fprintln(w)
 	writePlanChanges(w, d, source, "# ")
+	if p.Prediction != nil {
+		writePrediction(w, p.Prediction, "# ", false)
+	}
 	return nil
+}
+
+// remedyPlan is doctor's remedy for the finding ref names on the measured
+// load in o: the plan policy.Remedy makes, or an empty plan that says why
+// there is none. The policy flags do not shape it.
+func remedyPlan(h *host.Host, o policy.Options, ref string) (*plan.Plan, error) {
+	if o.Load == nil || o.Load.Load == nil {
+		return nil, fmt.Errorf("--remedy %s needs a measurement: on the live machine plan samples (--sample), on captured state give the later capture with --after", ref)
+	}
+	l := o.Load.Load
+	fs := diagnose.Diagnose(h, l)
+	f, ok := diagnose.Find(fs, ref)
+	if !ok {
+		if len(fs) == 0 {
+			return nil, fmt.Errorf("--remedy %s: doctor finds nothing in this measurement", ref)
+		}
+		return nil, fmt.Errorf("--remedy %s: no such finding in this measurement (findings: %s)", ref, diagnose.Refs(fs))
+	}
+	// The options doctor gives: the remedy is the one doctor showed.
+	p, why := policy.Remedy(h, l, f, policy.Options{})
+	if p == nil {
+		p = &plan.Plan{Version: plan.Version, Policy: policy.RemedyPolicy, Host: h.Hostname,
+			Why: fmt.Sprintf("remedy for %s: none, nothing is changed: %s", f.Ref, why)}
+	}
+	return p, nil
 }
 
 // writePlanChanges prints the diff for people: each change (from → to, why),
@@ -152,5 +191,35 @@ func writePlanChanges(w io.Writer, d planDiff, source, prefix string) {
 		for _, n := range d.Notes {
 			fmt.Fprintf(w, "%s  %s\n", prefix, n)
 		}
+	}
+}
+
+// writePrediction prints a plan's prediction as a table: per CPU, busy and
+// interrupt time measured before and predicted after, percent of the CPU.
+// prefix starts every line ("# " keeps a printed plan valid YAML); with
+// changedOnly, CPUs the plan is not predicted to change are left out.
+func writePrediction(w io.Writer, p *plan.Prediction, prefix string, changedOnly bool) {
+	how := "interrupt time estimated from interrupt counts"
+	if p.Source == "bpf" {
+		how = "interrupt time measured with eBPF"
+	}
+	fmt.Fprintf(w, "%s\n%sPrediction per CPU (%% of the CPU; measured over %.1f s, %s):\n", strings.TrimSpace(prefix), prefix, float64(p.IntervalMs)/1000, how)
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "CPU\tbusy before\tbusy predicted\tirq before\tirq predicted\t\n")
+	shown := 0
+	for _, c := range p.CPUs {
+		if changedOnly && math.Abs(c.PredictedBusy-c.BeforeBusy) < 0.1 && math.Abs(c.PredictedIRQ-c.BeforeIRQ) < 0.1 {
+			continue
+		}
+		shown++
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t\n", c.CPU, c.BeforeBusy, c.PredictedBusy, c.BeforeIRQ, c.PredictedIRQ)
+	}
+	tw.Flush()
+	for _, line := range strings.Split(strings.TrimRight(table.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "%s%s\n", prefix, strings.TrimRight(line, " "))
+	}
+	if shown == 0 {
+		fmt.Fprintf(w, "%s  (no CPU is predicted to change)\n", prefix)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
@@ -127,7 +128,7 @@ type Observation struct {
 	Metric *float64
 }
 
-func observation(l *load.Load, fs []load.Finding) Observation {
+func observation(l *load.Load, fs []diagnose.Finding) Observation {
 	o := Observation{Findings: map[string]bool{}, IRQ: map[int]float64{}, FindingCPUs: map[string][]int{}}
 	for _, f := range fs {
 		o.Findings[f.ID] = true
@@ -321,7 +322,7 @@ func (ag *Agent) adaptStep() {
 	if ag.lastLoad == nil {
 		return
 	}
-	ob := observation(ag.lastLoad, policy.HarmFrom(ag.findings, ag.lastLoad)) // observe diagnosed lastLoad this pass
+	ob := observation(ag.lastLoad, policy.HarmFrom(ag.hostModel.Load(), ag.findings, ag.lastLoad)) // observe diagnosed lastLoad this pass
 	if m, err := ag.userMetric(); err == nil {
 		ob.Metric = &m
 	} else if err != errNoMetric {
@@ -383,7 +384,7 @@ func (ag *Agent) adaptStep() {
 		// A decision another interval of the same load could overturn is
 		// no reason to change the machine: nothing is applied, and the
 		// trigger must persist again before the next try.
-		a.Result, a.Reason = "marginal", fmt.Sprintf("the planner's choice does not survive ±%.0f %% of the measured load; nothing is changed", 100*load.MarginalNoise)
+		a.Result, a.Reason = "marginal", fmt.Sprintf("the planner's choice does not survive ±%.0f %% of the measured load; nothing is changed", 100*policy.MarginalNoise)
 		ag.adaptations = appendRecent(ag.adaptations, a)
 		s.streak = map[string]int{}
 		s.last = now

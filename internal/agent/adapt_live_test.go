@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
@@ -62,7 +63,7 @@ func TestLiveAdaptSeed004UDP(t *testing.T) {
 	t.Logf("before the agent: %s; %s", cpuLine(before), harmLine(harm))
 	hot := false
 	for _, f := range harm {
-		hot = hot || f.ID == load.IDInterruptBound && slices.Contains(f.CPUs, 0)
+		hot = hot || f.ID == diagnose.IDInterruptBound && slices.Contains(f.CPUs, 0)
 	}
 
 	pf := writePlan(t, "version: 1\n")
@@ -222,7 +223,7 @@ func startWindowTasks(t *testing.T, pids ...int) *window {
 }
 
 // end measures from the start (or the last end) to now.
-func (w *window) end(t *testing.T) (*load.Load, []load.Finding) {
+func (w *window) end(t *testing.T) (*load.Load, []diagnose.Finding) {
 	t.Helper()
 	to, err := w.s.Sample()
 	if err != nil {
@@ -249,7 +250,7 @@ func cpuLine(l *load.Load) string {
 	return strings.Join(parts, "; ")
 }
 
-func harmLine(fs []load.Finding) string {
+func harmLine(fs []diagnose.Finding) string {
 	if len(fs) == 0 {
 		return "no evidence of harm"
 	}

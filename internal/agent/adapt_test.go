@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -41,7 +42,7 @@ func repeat(o Observation, n int) []Observation {
 }
 
 func TestVerdict(t *testing.T) {
-	bound := load.IDInterruptBound
+	bound := diagnose.IDInterruptBound
 	base := repeat(obs(60, 0, bound), 3)
 	f := func(v float64) *float64 { return &v }
 	for _, tc := range []struct {
@@ -55,7 +56,7 @@ func TestVerdict(t *testing.T) {
 		{"finding still holds", repeat(obs(40, 0, bound), 5), false, false, "still holds"},
 		{"busiest not lower", repeat(obs(65, 0), 5), false, false, "did not fall"},
 		{"drops rose", repeat(obs(30, 500), 5), false, false, "drops rose"},
-		{"new harmful finding", repeat(obs(30, 0, load.IDSoftnetSqueeze), 5), false, false, "new finding softnet-squeeze"},
+		{"new harmful finding", repeat(obs(30, 0, diagnose.IDSoftnetSqueeze), 5), false, false, "new finding softnet-squeeze"},
 		{"first half unsettled is not judged", append(repeat(obs(80, 0, bound), 2), repeat(obs(30, 0), 3)...), false, true, "gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,7 +108,7 @@ func TestVerdict(t *testing.T) {
 func TestAdaptTrigger(t *testing.T) {
 	s := newAdaptState(AdaptOptions{Persist: 3, MinDwell: 10 * time.Minute, MaxPerHour: 2})
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	hot := obs(60, 0, load.IDInterruptBound)
+	hot := obs(60, 0, diagnose.IDInterruptBound)
 	calm := obs(5, 0)
 	seq := []Observation{hot, hot, calm, hot, hot}
 	for i, o := range seq {
@@ -115,7 +116,7 @@ func TestAdaptTrigger(t *testing.T) {
 			t.Fatalf("pass %d triggered %s before the finding held 3 intervals in a row", i, id)
 		}
 	}
-	if id, _ := s.trigger(t0.Add(6*time.Second), hot); id != load.IDInterruptBound {
+	if id, _ := s.trigger(t0.Add(6*time.Second), hot); id != diagnose.IDInterruptBound {
 		t.Fatalf("third interval in a row did not trigger (got %q)", id)
 	}
 	if len(s.history) != 3 {
@@ -134,7 +135,7 @@ func TestAdaptTrigger(t *testing.T) {
 		t.Errorf("over budget: %q %q", id, why)
 	}
 	// An hour later the first change no longer counts.
-	if id, _ := s.trigger(t0.Add(70*time.Minute), hot); id != load.IDInterruptBound {
+	if id, _ := s.trigger(t0.Add(70*time.Minute), hot); id != diagnose.IDInterruptBound {
 		t.Errorf("after the hour: no trigger")
 	}
 }
@@ -161,7 +162,7 @@ func TestAdaptTriggerIsPlanHarm(t *testing.T) {
 		l    *load.Load
 		want string
 	}{
-		{"seed 004, both CPUs busy", mk(load.CPULoad{CPUTime: load.CPUTime{User: 10, System: 14, SoftIRQ: 72}}, load.CPULoad{CPUTime: load.CPUTime{User: 60, System: 36}}), load.IDInterruptBound},
+		{"seed 004, both CPUs busy", mk(load.CPULoad{CPUTime: load.CPUTime{User: 10, System: 14, SoftIRQ: 72}}, load.CPULoad{CPUTime: load.CPUTime{User: 60, System: 36}}), diagnose.IDInterruptBound},
 		{"idle", mk(load.CPULoad{CPUTime: load.CPUTime{User: 2, System: 1, SoftIRQ: 1}}, load.CPULoad{CPUTime: load.CPUTime{User: 1}}), ""},
 		{"memcached spread", mk(load.CPULoad{CPUTime: load.CPUTime{User: 30, System: 20, SoftIRQ: 25}}, load.CPULoad{CPUTime: load.CPUTime{User: 30, System: 20, SoftIRQ: 25}}), ""},
 		{"CPU-bound application", mk(load.CPULoad{CPUTime: load.CPUTime{User: 97, System: 2}}, load.CPULoad{CPUTime: load.CPUTime{User: 3}}), ""},
@@ -207,7 +208,7 @@ func TestAdaptMarginalPlanNotApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 90, System: 6, Idle: 4}}, {ID: 1, CPUTime: load.CPUTime{User: 10, Idle: 90}}}}
-	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
+	ag.findings = []diagnose.Finding{{ID: diagnose.IDInterruptBound, Severity: diagnose.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
 	why = policy.MarginalWhy + " the decision flips within ±10 % of the measured load"
 	for i := 0; i < 2; i++ {
 		ag.adaptStep()
@@ -258,7 +259,7 @@ func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
 		{ID: 1, CPUTime: load.CPUTime{User: 5, Idle: 95}, Softirqs: map[string]float64{"TIMER": 250}},
 		{ID: 2, CPUTime: load.CPUTime{User: 90, Idle: 10}, Softirqs: map[string]float64{"TIMER": 250}},
 	}, IRQs: []load.IRQRate{{IRQ: irq, Rate: 40000, PerCPU: map[int]float64{0: 40000}}}}
-	ag.findings = []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
+	ag.findings = []diagnose.Finding{{ID: diagnose.IDInterruptBound, Severity: diagnose.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
 	ag.adaptStep()
 	st := ag.Status()
 	if len(st.Adaptations) != 1 || st.Adaptations[0].Result != "refused" || !strings.Contains(st.Adaptations[0].Reason, "onto CPU 2 (CPU 2 90% busy, 0% spare)") {

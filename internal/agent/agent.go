@@ -27,6 +27,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/agent/metrics"
 	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
@@ -129,7 +130,7 @@ type Agent struct {
 	waiting     []string
 	repairs     []Repair
 	adaptations []Adaptation
-	findings    []load.Finding
+	findings    []diagnose.Finding
 	journals    []string // journals this agent wrote, oldest first
 	// firstWriter: per setting key, the first journal of this run that
 	// wrote it; repairJournals: the journals holding only drift repairs,

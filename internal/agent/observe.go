@@ -3,6 +3,7 @@ package agent
 import (
 	"slices"
 
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
@@ -29,7 +30,7 @@ func (ag *Agent) observe() {
 	if h == nil {
 		return
 	}
-	ag.findings = load.Diagnose(h, l)
+	ag.findings = diagnose.Diagnose(h, l)
 	ag.lastLoad = l
 	if ag.m != nil {
 		active := map[string]bool{}
@@ -66,5 +67,5 @@ func sameIRQs(a, b *load.Sample) bool {
 }
 
 // findingIDs are doctor's finding ids: one gauge each, always present.
-var findingIDs = []string{load.IDInterruptBound, load.IDNICOneCPU, load.IDFewQueuesNoRPS, load.IDRPSIPIOverhead,
-	load.IDIRQRemoteNUMA, load.IDAppOnIRQCPU, load.IDIrqbalanceManual, load.IDManagedIRQs, load.IDSoftnetDrops, load.IDSoftnetSqueeze}
+var findingIDs = []string{diagnose.IDInterruptBound, diagnose.IDNICOneCPU, diagnose.IDFewQueuesNoRPS, diagnose.IDRPSIPIOverhead,
+	diagnose.IDIRQRemoteNUMA, diagnose.IDAppOnIRQCPU, diagnose.IDIrqbalanceManual, diagnose.IDManagedIRQs, diagnose.IDSoftnetDrops, diagnose.IDSoftnetSqueeze}

@@ -13,9 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/setting"
-
-	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Status is what `irqpilot status --json` prints (docs/agent.md, "Status").
@@ -34,11 +33,11 @@ type Status struct {
 	Enforced []Enforced `json:"enforced"`
 	Frozen   []Frozen   `json:"frozen"`
 	// Waiting: plan entries waiting for a device or a CPU.
-	Waiting     []string       `json:"waiting"`
-	Repairs     []Repair       `json:"repairs"`
-	Adaptations []Adaptation   `json:"adaptations"`
-	Findings    []load.Finding `json:"findings"`
-	Journals    []string       `json:"journals"`
+	Waiting     []string           `json:"waiting"`
+	Repairs     []Repair           `json:"repairs"`
+	Adaptations []Adaptation       `json:"adaptations"`
+	Findings    []diagnose.Finding `json:"findings"`
+	Journals    []string           `json:"journals"`
 	// LastReload is the last plan reload (SIGHUP); nil when none was asked.
 	LastReload *ReloadResult `json:"last_reload,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -85,7 +86,7 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 		}
 	}
 	for _, c := range bl.Load.CPUs {
-		t.Logf("baseline CPU %d: %s, %.0f%% in interrupts", c.ID, bl.Load.Headroom(c.ID), c.IRQTime())
+		t.Logf("baseline CPU %d: %s, %.0f%% in interrupts", c.ID, diagnose.HeadroomOf(bl.Load, c.ID), c.IRQTime())
 	}
 	if path := os.Getenv("IRQPILOT_RECORD_SEED004"); path != "" {
 		// Keep the measured load for auto's pure tests (policy/testdata).
@@ -104,7 +105,7 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	saturated := cpu0.Idle <= load.BoundIdlePct && cpu0.IRQTime() >= load.CriticalIRQPct
+	saturated := cpu0.Idle <= diagnose.BoundIdlePct && cpu0.IRQTime() >= diagnose.CriticalIRQPct
 	// Every configuration carries the scenario's pinning (Pinned); what
 	// auto itself decided is its plan's steering.
 	var rps []setting.Change
@@ -135,7 +136,7 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 			t.Errorf("auto's RPS mask %q steers onto the saturated CPU 0 alone", c.Value)
 		}
 		for _, cpu := range m.CPUs() {
-			if h := bl.Load.Headroom(cpu); cpu != 0 && (!h.Measured || h.Spare <= 0) {
+			if h := diagnose.HeadroomOf(bl.Load, cpu); cpu != 0 && (!h.Measured || h.Spare <= 0) {
 				t.Errorf("auto's RPS mask %q hands work to CPU %d, which had no headroom (%s)", c.Value, cpu, h)
 			}
 		}

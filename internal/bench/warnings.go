@@ -15,7 +15,7 @@ import (
 // its settings: any change of who runs there (the load generator, the
 // sampler, another build on a shared machine) moves its throughput.
 //
-// It is not the headroom of internal/load (HeadroomBusyMaxPct, 80 % busy):
+// It is not the headroom of internal/diagnose (HeadroomBusyMaxPct, 80 % busy):
 // that says whether work may be moved onto a CPU; this says whether a
 // measurement ran into the CPU's ceiling, hence a threshold of its own.
 const SaturatedIdlePct = 5.0

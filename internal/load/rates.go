@@ -41,7 +41,7 @@ type Load struct {
 	Tasks []TaskLoad `json:"tasks,omitempty"`
 	// Consumers are the processes that serve network traffic (SetConsumers,
 	// from the sockets of the live machine); nil when they were not read,
-	// and then no fix moves an application.
+	// and then no remedy moves an application.
 	Consumers []kernel.SocketOwner `json:"consumers,omitempty"`
 	// Resets lists counters that went backwards (reset or re-created) or
 	// wrapped. A reset counter contributes a rate of 0 for the interval; a

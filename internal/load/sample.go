@@ -1,5 +1,7 @@
-// Package load turns the kernel's interrupt and CPU-time counters into rates
-// and per-CPU utilisation, and diagnoses interrupt bottlenecks (findings.go).
+// Package load measures: it turns the kernel's interrupt and CPU-time
+// counters into rates and per-CPU utilisation, busy threads and interrupt
+// cost. It judges nothing: package diagnose finds what the measurement
+// shows, package policy decides and predicts from it.
 //
 // Data flows one way: a Sampler reads raw counters (a Sample) through a
 // kernel.FS; Rates turns two Samples into a Load. Rates is pure: no file

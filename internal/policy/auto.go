@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -18,7 +19,7 @@ import (
 //  1. Evidence of harm, from the measured load (o.Load): a CPU
 //     interrupt-bound while others have headroom, softnet drops or
 //     squeezes, a loaded queue IRQ on a remote NUMA node, the application
-//     on a saturated IRQ CPU (package load's findings of severity warning
+//     on a saturated IRQ CPU (package diagnose's findings of severity warning
 //     or worse); and, from the host alone, IRQs allowed on isolated or
 //     nohz_full CPUs (the operator declared those CPUs off limits).
 //  2. Candidates: every policy with its parameters (dedicated-core,
@@ -122,7 +123,7 @@ func Auto(h *host.Host, o Options) (*plan.Plan, error) {
 		// not evidence enough to act on.
 		p := b.p
 		p.Why = fmt.Sprintf("%s %s: %s; the best candidate (%s: %s now → %s after) is not robust: %s, so nothing is changed (%s; %s)",
-			MarginalWhy, fmt.Sprintf("the decision flips within ±%.0f %% of the measured load", 100*load.MarginalNoise),
+			MarginalWhy, fmt.Sprintf("the decision flips within ±%.0f %% of the measured load", 100*MarginalNoise),
 			findings, best.name, describe(d.base, cpus), describe(best.pred, cpus), marginalNote(flips, tried, best.name), loadSummary(l), sure)
 		return p, nil
 	}
@@ -137,14 +138,14 @@ func Auto(h *host.Host, o Options) (*plan.Plan, error) {
 		warn = " Warning: " + best.warn + "."
 	}
 	p.Why = fmt.Sprintf("auto chose %s: %s. Predicted from the measurement (%s): %s now → %s after; "+measure+" (%d candidates compared, %d rejected; the choice holds with every measured input %.0f %% higher or lower, %d re-decisions).%s",
-		best.name, findings, sure, describe(d.base, cpus), describe(best.pred, cpus), d.baseScore, best.s, len(d.cands), len(d.rejected), 100*load.MarginalNoise, tried, warn)
+		best.name, findings, sure, describe(d.base, cpus), describe(best.pred, cpus), d.baseScore, best.s, len(d.cands), len(d.rejected), 100*MarginalNoise, tried, warn)
 	return p, nil
 }
 
 // isolationHeadroom predicts the isolation plan p on the measured load:
 // it returns the prediction for the why, or why p must wait — it would
 // move work onto a CPU without headroom (judgeHeadroom), on the
-// measurement or on a copy disturbed by load.MarginalNoise. (The other
+// measurement or on a copy disturbed by MarginalNoise. (The other
 // rules judge load balance, which is not what isolation is for.)
 func isolationHeadroom(h *host.Host, b *builder, o Options, p *plan.Plan) (pred, stop string) {
 	l := o.Load.Load
@@ -186,11 +187,11 @@ func isolationHeadroom(h *host.Host, b *builder, o Options, p *plan.Plan) (pred,
 		return fmt.Sprintf("Predicted from the measurement (%s): no CPU takes measurable work.", certainty(l)), ""
 	}
 	return fmt.Sprintf("Predicted from the measurement (%s): %s now → %s after; every CPU taking work has the headroom for it, also with each measured input %.0f %% higher or lower (%d re-checks).",
-		certainty(l), describe(base, cpus), describe(after, cpus), 100*load.MarginalNoise, len(ps)), ""
+		certainty(l), describe(base, cpus), describe(after, cpus), 100*MarginalNoise, len(ps)), ""
 }
 
 // MarginalWhy starts the why of an empty auto plan whose best candidate
-// does not survive load.MarginalNoise on some measured input: the agent
+// does not survive MarginalNoise on some measured input: the agent
 // reports such a plan as marginal and changes nothing.
 const MarginalWhy = "auto: marginal —"
 
@@ -225,7 +226,7 @@ type autoDecision struct {
 
 type namedWhy struct{ name, why string }
 
-// spreadSpare is the spare time (percent of a CPU, load.Headroom) that
+// spreadSpare is the spare time (percent of a CPU, diagnose.Headroom) that
 // lets a CPU take spread interrupt work: with none such among the usable
 // CPUs, auto judges plans by how they separate interrupt work from
 // application work instead (every CPU is busy).
@@ -281,10 +282,10 @@ func (a *autoRun) prepare(l *load.Load) *autoDecision {
 	m := newModel(a.h, l, a.steered)
 	m.selected = selectedPIDs(a.o)
 	d := &autoDecision{m: m, base: m.Predict(&plan.Plan{})}
-	d.separate = l.WithHeadroom(a.b.usable, spreadSpare).IsEmpty()
+	d.separate = diagnose.WithHeadroom(l, a.b.usable, spreadSpare).IsEmpty()
 	d.baseScore = d.score(d.base, a.hot)
 	d.need = MinGain
-	if d.separate && !saturatedCPUs(l).IsEmpty() {
+	if d.separate && !diagnose.SaturatedCPUs(l).IsEmpty() {
 		// A CPU saturated mostly by interrupt work and no idle CPU
 		// anywhere — harm beyond doubt; a change that takes MinGain/2
 		// points of interrupt work off application CPUs is worth making.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -31,7 +32,7 @@ type autoRun struct {
 	fixed []namedPlan
 }
 
-func newAutoRun(h *host.Host, o Options, b *builder, l *load.Load, harm []load.Finding) (*autoRun, error) {
+func newAutoRun(h *host.Host, o Options, b *builder, l *load.Load, harm []diagnose.Finding) (*autoRun, error) {
 	ts, err := b.targets()
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (a *autoRun) loadCandidates(l *load.Load, m *model) []namedPlan {
 	for _, c := range a.hot.CPUs() {
 		away := a.b.usable.Difference(cpuset.Of(c))
 		sets := []cpuset.Set{away}
-		if spare := l.WithHeadroom(away, 0); !spare.IsEmpty() && !spare.Equal(away) {
+		if spare := diagnose.WithHeadroom(l, away, 0); !spare.IsEmpty() && !spare.Equal(away) {
 			sets = append(sets, spare)
 		}
 		for _, to := range sets {

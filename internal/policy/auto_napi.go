@@ -2,8 +2,10 @@ package policy
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
@@ -17,9 +19,9 @@ import (
 // it preempting whatever runs on the interrupted CPU.
 //
 // The candidate: when the measurement shows a saturated CPU (hot, and at
-// most load.BoundIdlePct idle) and a steered device can run threaded NAPI,
+// most diagnose.BoundIdlePct idle) and a steered device can run threaded NAPI,
 // turn it on and place the device's NAPI threads on the usable CPUs with
-// headroom (load.Headroom: measured spare time); without any, there is no
+// headroom (diagnose.Headroom: measured spare time); without any, there is no
 // candidate. A device can run threaded NAPI when
 // the host read lists NAPI instances of it (netlink napi-get): the
 // dev-threaded setting changes nothing on a device without any — a veth
@@ -63,12 +65,12 @@ func napiThreadedPlans(b *builder, ts []*target, l *load.Load, hot cpuset.Set) [
 	return napiThreadedPlansOff(b, ts, l, saturatedHot(b, l, hot))
 }
 
-// saturatedHot are the usable CPUs among hot at most load.BoundIdlePct
+// saturatedHot are the usable CPUs among hot at most diagnose.BoundIdlePct
 // idle in l.
 func saturatedHot(b *builder, l *load.Load, hot cpuset.Set) cpuset.Set {
 	var sat cpuset.Set
 	for _, c := range l.CPUs {
-		if !c.NoTicks && b.usable.Contains(c.ID) && hot.Contains(c.ID) && c.Idle <= load.BoundIdlePct {
+		if !c.NoTicks && b.usable.Contains(c.ID) && hot.Contains(c.ID) && c.Idle <= diagnose.BoundIdlePct {
 			sat = sat.Add(c.ID)
 		}
 	}
@@ -83,12 +85,12 @@ func napiThreadedPlansOff(b *builder, ts []*target, l *load.Load, sat cpuset.Set
 		return nil
 	}
 	// The threads go only where the measurement shows spare time
-	// (load.Headroom): elsewhere they would take time from what runs there.
-	to := l.WithHeadroom(b.usable.Difference(sat), 0)
+	// (diagnose.Headroom): elsewhere they would take time from what runs there.
+	to := diagnose.WithHeadroom(l, b.usable.Difference(sat), 0)
 	if to.IsEmpty() {
 		return nil
 	}
-	where := fmt.Sprintf("with headroom (busy below %.0f%%)", load.HeadroomBusyMaxPct)
+	where := fmt.Sprintf("with headroom (busy below %.0f%%)", diagnose.HeadroomBusyMaxPct)
 	var out []namedPlan
 	for _, t := range ts {
 		napis := b.h.NAPIsOf(t.nic.Name)
@@ -107,7 +109,9 @@ func napiThreadedPlansOff(b *builder, ts []*target, l *load.Load, sat cpuset.Set
 
 // predictNAPIThreads moves, in st, the network softirq of every device p
 // makes threaded with placed threads (a device-wide napi entry with
-// threaded and cpus) onto those CPUs, like RPS (see the constants above).
+// threaded and cpus) onto those CPUs, like RPS (see the constants above),
+// and the measured time of the device's NAPI threads that already run
+// (threaded before the plan) off the CPUs outside those.
 // devNet is each device's network softirq per CPU after p's IRQ moves;
 // a device p also steers with RPS is left to RPS (the model does not split
 // the two), and so is one without NAPI instances or with unplaced threads.
@@ -120,5 +124,25 @@ func (m *model) predictNAPIThreads(p *plan.Plan, st map[int]cpuUse, devNet map[s
 		}
 		done[e.Device] = true
 		moveNetSoft(st, devNet[e.Device], NAPIThreadMoved, *e.CPUs, NAPIThreadWakeCost)
+		for _, pid := range sortedPIDs(m.napiThreads) {
+			if !napiThreadOf(m.napiThreads[pid], e.Device) {
+				continue
+			}
+			for _, c := range sortedCPUs(m.tasks[pid]) {
+				if v := m.tasks[pid][c]; !e.CPUs.Contains(c) {
+					moveScaled(st, c, v, 1, *e.CPUs, func(u *cpuUse) *float64 { return &u.other })
+				}
+			}
+		}
 	}
+}
+
+// sortedPIDs are m's keys in order (a fixed order of float sums).
+func sortedPIDs(m map[int]string) []int {
+	out := make([]int, 0, len(m))
+	for pid := range m {
+		out = append(out, pid)
+	}
+	sort.Ints(out)
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -49,7 +50,7 @@ func TestAutoNAPIThreadedCandidateGeneratedAndScored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hot := hotCPUs(harmful(load.Diagnose(h, l)))
+	hot := hotCPUs(harmful(diagnose.Diagnose(h, l)))
 	if !hot.Contains(0) {
 		t.Fatalf("CPU 0 not hot: %s", hot)
 	}
@@ -131,7 +132,7 @@ func TestAutoNAPIThreadedNotApplicable(t *testing.T) {
 	h, l := saturatedEth0(t, synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}, 25)
 	b, _ := newBuilder(h, Options{}, "auto")
 	ts, _ := b.targets()
-	hot := hotCPUs(harmful(load.Diagnose(h, l)))
+	hot := hotCPUs(harmful(diagnose.Diagnose(h, l)))
 	if c := napiThreadedPlans(b, ts, l, hot); len(c) != 0 {
 		t.Errorf("device without NAPI instances: %+v", c)
 	}
@@ -155,7 +156,7 @@ func TestAutoNAPIThreadedNotApplicable(t *testing.T) {
 	calm := synthLoad(h2, map[int]cpuProfile{0: {user: 10, sys: 5, irq: 2, soft: 10}}, nil, nil)
 	b2, _ := newBuilder(h2, Options{}, "auto")
 	ts2, _ := b2.targets()
-	if c := napiThreadedPlans(b2, ts2, calm, hotCPUs(harmful(load.Diagnose(h2, calm)))); len(c) != 0 {
+	if c := napiThreadedPlans(b2, ts2, calm, hotCPUs(harmful(diagnose.Diagnose(h2, calm)))); len(c) != 0 {
 		t.Errorf("no saturated CPU: %+v", c)
 	}
 }

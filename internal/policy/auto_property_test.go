@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -94,7 +95,7 @@ func randomLoad(h *host.Host, r *rand.Rand) (*load.Load, int) {
 // Auto's properties on every property host under many loads:
 //   - the predicted busiest CPU never rises against doing nothing;
 //   - no plan moves work onto a CPU without the measured headroom for it
-//     (load.Headroom), and none predicts a CPU saturated (above Overload)
+//     (diagnose.Headroom), and none predicts a CPU saturated (above Overload)
 //     without saying why it is still the better choice;
 //   - equal inputs give equal plans (determinism).
 func TestAutoProperties(t *testing.T) {
@@ -146,8 +147,8 @@ func TestAutoProperties(t *testing.T) {
 			}
 			for c, v := range pred.Busy {
 				if gain := v - base.Busy[c]; gain > moveEpsilon {
-					if _, ok := l.Headroom(c).Fits(gain); !ok {
-						t.Errorf("%s: moves %.1f%% onto CPU %d (%s)\n%s", what, gain, c, l.Headroom(c), p.Why)
+					if _, ok := diagnose.HeadroomOf(l, c).Fits(gain); !ok {
+						t.Errorf("%s: moves %.1f%% onto CPU %d (%s)\n%s", what, gain, c, diagnose.HeadroomOf(l, c), p.Why)
 					}
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
@@ -14,7 +15,7 @@ import (
 // a choice that another sample of the same load could overturn is not
 // evidence. auto therefore decides again on disturbed copies of the
 // measurement — every input the decision rests on scaled up and down by
-// load.MarginalNoise (10 %), one at a time, deterministically:
+// MarginalNoise (10 %), one at a time, deterministically:
 //
 //   - each measured CPU's busy time (every part of it, idle taking the
 //     difference, never above 100 % less iowait);
@@ -23,7 +24,7 @@ import (
 //   - each process's measured thread time.
 //
 // The evidence of harm (which CPUs are hot) is kept from the measurement:
-// it is load's findings, judged against their own thresholds, and the
+// it is diagnose's findings, judged against their own thresholds, and the
 // agent asks it to persist over several intervals before acting. If any
 // disturbed copy overturns the decision (see flips), it is marginal: auto
 // changes nothing and says which input and numbers overturn it.
@@ -45,7 +46,7 @@ func perturbations(l *load.Load) []perturbed {
 // cpu and pid accept.
 func perturbationsOf(l *load.Load, cpu, accept func(int) bool) []perturbed {
 	var out []perturbed
-	factors := []float64{1 + load.MarginalNoise, 1 - load.MarginalNoise}
+	factors := []float64{1 + MarginalNoise, 1 - MarginalNoise}
 	word := func(f float64) string {
 		if f > 1 {
 			return "higher"
@@ -60,13 +61,13 @@ func perturbationsOf(l *load.Load, cpu, accept func(int) bool) []perturbed {
 		for _, f := range factors {
 			if c.Busy() > 0 {
 				n := scaleBusy(c, f)
-				out = append(out, perturbed{fmt.Sprintf("CPU %d busy %.0f %% %s (%.1f%% → %.1f%%)", c.ID, 100*load.MarginalNoise, word(f), c.Busy(), n.Busy()), withCPU(l, i, n)})
+				out = append(out, perturbed{fmt.Sprintf("CPU %d busy %.0f %% %s (%.1f%% → %.1f%%)", c.ID, 100*MarginalNoise, word(f), c.Busy(), n.Busy()), withCPU(l, i, n)})
 			}
 		}
 		for _, f := range factors {
 			if irq := l.CostPct(&c); irq > 0 {
 				n := scaleIRQ(c, f)
-				out = append(out, perturbed{fmt.Sprintf("CPU %d interrupt time %.0f %% %s (%.1f%% → %.1f%%)", c.ID, 100*load.MarginalNoise, word(f), irq, l.CostPct(&n)), withCPU(l, i, n)})
+				out = append(out, perturbed{fmt.Sprintf("CPU %d interrupt time %.0f %% %s (%.1f%% → %.1f%%)", c.ID, 100*MarginalNoise, word(f), irq, l.CostPct(&n)), withCPU(l, i, n)})
 			}
 		}
 	}
@@ -90,7 +91,7 @@ func perturbationsOf(l *load.Load, cpu, accept func(int) bool) []perturbed {
 					cp.Tasks[i].Busy *= f
 				}
 			}
-			out = append(out, perturbed{fmt.Sprintf("process %d (%s) busy %.0f %% %s (%.1f%% → %.1f%% of a CPU)", pid, comm[pid], 100*load.MarginalNoise, word(f), busy[pid], busy[pid]*f), &cp})
+			out = append(out, perturbed{fmt.Sprintf("process %d (%s) busy %.0f %% %s (%.1f%% → %.1f%% of a CPU)", pid, comm[pid], 100*MarginalNoise, word(f), busy[pid], busy[pid]*f), &cp})
 		}
 	}
 	return out
@@ -157,7 +158,7 @@ func scaledMap(m map[string]float64, k float64) map[string]float64 {
 // those the chosen plan changes; those near a threshold the decision
 // compares against — interrupt time near spreadScore's 5 % cut, busy time
 // near the spreadSpare cut between spreading and separating, interrupt
-// work near saturatedCPUs' cut that lowers the margin. A CPU the plan does
+// work near diagnose.SaturatedCPUs' cut that lowers the margin. A CPU the plan does
 // not change contributes the same to the prediction with and without the
 // plan (judge compares only what changes), so it cannot overturn it. For
 // a decision to change nothing (where every candidate would have to be
@@ -172,12 +173,12 @@ func (a *autoRun) relevant(l *load.Load, d *autoDecision) func(int) bool {
 			}
 		}
 	}
-	noise := 1 + load.MarginalNoise
+	noise := 1 + MarginalNoise
 	for i := range l.CPUs {
 		c := &l.CPUs[i]
 		irq, busy := l.CostPct(c), c.Busy()
 		near := func(v, cut float64) bool { return v >= cut/noise && v <= cut*noise }
-		if irq >= 5/noise || near(load.HeadroomBusyMaxPct-busy, spreadSpare) || (near(irq, load.CriticalIRQPct) || irq >= load.CriticalIRQPct) && c.Idle <= load.BoundIdlePct*noise {
+		if irq >= 5/noise || near(diagnose.HeadroomBusyMaxPct-busy, spreadSpare) || (near(irq, diagnose.CriticalIRQPct) || irq >= diagnose.CriticalIRQPct) && c.Idle <= diagnose.BoundIdlePct*noise {
 			s = s.Add(c.ID)
 		}
 	}

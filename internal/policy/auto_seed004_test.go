@@ -71,7 +71,7 @@ func TestAutoSeed004TwoCPUs(t *testing.T) {
 //
 // Unattributed work on CPU 1, as a fresh CI machine measured the scenario:
 // CPU 0 saturated with 41 % softirq beside the sender, CPU 1 84 % busy of
-// which the sink is only 46 % (the rest unattributed). No CPU has the headroom (load.Headroom) for
+// which the sink is only 46 % (the rest unattributed). No CPU has the headroom (diagnose.Headroom) for
 // the work any candidate moves: RPS alone fills CPU 1 past 100 %, and RPS
 // with the consumer moved beside the sender puts more work on CPU 0 than
 // RPS takes off it (predicted 109 %).

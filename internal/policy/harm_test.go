@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 )
 
 // Harm is auto's evidence of harm: seed 004 on two CPUs is harm whether
@@ -45,7 +45,7 @@ func TestHarm(t *testing.T) {
 			}
 			continue
 		}
-		if len(harm) != 1 || harm[0].ID != load.IDInterruptBound || len(harm[0].CPUs) != 1 || harm[0].CPUs[0] != 0 ||
+		if len(harm) != 1 || harm[0].ID != diagnose.IDInterruptBound || len(harm[0].CPUs) != 1 || harm[0].CPUs[0] != 0 ||
 			!strings.Contains(harm[0].ID+" "+harm[0].Summary, c.want) {
 			t.Errorf("%s: harm %+v, want %s on CPU 0", c.name, harm, c.want)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -22,9 +23,9 @@ const moveEpsilon = 0.05
 // judge applies the rules every candidate must pass, on the measured load
 // l, the prediction of no change and the candidate's:
 //
-//  1. Headroom (load.Headroom): every CPU predicted to take work must have
+//  1. Headroom (diagnose.Headroom): every CPU predicted to take work must have
 //     the measured spare time for it — busy after at most
-//     load.HeadroomBusyMaxPct.
+//     diagnose.HeadroomBusyMaxPct.
 //  2. No CPU the candidate adds interrupt work to predicted to spend more
 //     than Overload in interrupts.
 //  3. The busiest CPU is never predicted busier than with no change.
@@ -48,12 +49,12 @@ func judgeHeadroom(l *load.Load, base, pred Prediction) string {
 		if gain <= moveEpsilon {
 			continue
 		}
-		hr := l.Headroom(c)
+		hr := diagnose.HeadroomOf(l, c)
 		if after, ok := hr.Fits(gain); !ok {
 			if !hr.Measured {
 				return fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d, whose load was not measured", gain, c)
 			}
-			return fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d (%s), %.0f%% busy after, above the %.0f%% a CPU may be filled to", gain, c, hr, after, load.HeadroomBusyMaxPct)
+			return fmt.Sprintf("moves %.1f%% of a CPU onto CPU %d (%s), %.0f%% busy after, above the %.0f%% a CPU may be filled to", gain, c, hr, after, diagnose.HeadroomBusyMaxPct)
 		}
 	}
 	return ""
@@ -118,10 +119,10 @@ func contention(p Prediction) float64 {
 	return sum
 }
 
-// saturation is 0 for a CPU at most load.HeadroomBusyMaxPct (80 %) busy, 1 from Overload (95 %) up,
+// saturation is 0 for a CPU at most diagnose.HeadroomBusyMaxPct (80 %) busy, 1 from Overload (95 %) up,
 // linear between: how much of its interrupt work is taken from its threads.
 func saturation(busy float64) float64 {
-	const free = load.HeadroomBusyMaxPct
+	const free = diagnose.HeadroomBusyMaxPct
 	switch {
 	case busy <= free:
 		return 0

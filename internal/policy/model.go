@@ -91,6 +91,9 @@ type model struct {
 	// selected are the processes an app entry without a PID (a comm:,
 	// unit: or cgroup: selector) stands for (Options.AppPIDs).
 	selected []int
+	// napiThreads are the measured NAPI kernel threads (napi/DEV-ID) by
+	// PID: their comm.
+	napiThreads map[int]string
 }
 
 func newModel(h *host.Host, l *load.Load, steered []string) *model {
@@ -190,6 +193,12 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 		}
 	}
 	for _, t := range l.Tasks {
+		if t.Kernel && strings.HasPrefix(t.Comm, "napi/") {
+			if m.napiThreads == nil {
+				m.napiThreads = map[int]string{}
+			}
+			m.napiThreads[t.PID] = t.Comm
+		}
 		if m.tasks[t.PID] == nil {
 			m.tasks[t.PID] = map[int]float64{}
 		}

@@ -13,7 +13,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -29,7 +29,7 @@ const (
 	// moved the wrong way and no CPU broke the headroom rule.
 	Missed Verdict = "missed"
 	// Worse: the change broke the headroom rule (a CPU that took work is
-	// now above load.HeadroomBusyMaxPct busy) or moved a figure the wrong
+	// now above diagnose.HeadroomBusyMaxPct busy) or moved a figure the wrong
 	// way beyond the noise measured before the change.
 	Worse Verdict = "worse"
 	// Inconclusive: the workload stopped or changed during the windows
@@ -171,7 +171,7 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 			missed = append(missed, fmt.Sprintf("CPU %d %.0f%% busy (%.0f%% in interrupts), predicted %.0f%% (%.0f%%)", c, m.Busy, m.IRQ, p.PredictedBusy, p.PredictedIRQ))
 		}
 		// The headroom rule: a CPU that took work must stay within it.
-		if m.Busy > load.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
+		if m.Busy > diagnose.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
 			overloaded = append(overloaded, fmt.Sprintf("CPU %d %.0f%% → %.0f%% busy", c, b.Busy, m.Busy))
 		}
 		// The wrong way: the prediction moved a figure by more than the
@@ -203,7 +203,7 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 	switch {
 	case len(overloaded) > 0:
 		r.Verdict = Worse
-		r.Reason = fmt.Sprintf("the change broke the headroom rule: %s (a CPU that takes work must stay at most %.0f%% busy)", strings.Join(overloaded, ", "), load.HeadroomBusyMaxPct)
+		r.Reason = fmt.Sprintf("the change broke the headroom rule: %s (a CPU that takes work must stay at most %.0f%% busy)", strings.Join(overloaded, ", "), diagnose.HeadroomBusyMaxPct)
 	case len(wrong) > 0:
 		r.Verdict = Worse
 		r.Reason = "moved the wrong way beyond the noise measured before the change: " + strings.Join(wrong, "; ")

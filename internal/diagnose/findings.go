@@ -1,10 +1,13 @@
-package load
+package diagnose
 
 import (
 	"fmt"
 	"sort"
+	"strings"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Severity of a finding.
@@ -41,11 +44,19 @@ type Finding struct {
 	Evidence []Evidence `json:"evidence"`
 	// Why it matters, in a sentence or two.
 	Why string `json:"why"`
-	// Fix is the policy or command that addresses it.
-	Fix string `json:"fix"`
-	// Moves are the moves of work onto CPUs the fix proposes, each with
-	// its prediction; every target had the headroom for it when measured.
-	Moves []Move `json:"moves,omitempty"`
+	// Ref names the finding among those of one diagnosis: its ID and its
+	// subject (a CPU, a device or an IRQ), "interrupt-bound-cpu:cpu0",
+	// "nic-irqs-one-cpu:eth1", "irq-remote-numa:irq42".
+	Ref string `json:"ref"`
+	// Device is the device the finding is about, when one is: the NIC
+	// whose IRQs land on an interrupt-bound CPU, the NIC of a NIC or NAPI
+	// rule, the device of a remote IRQ.
+	Device string `json:"device,omitempty"`
+	// IRQs are the IRQs the finding is about, busiest first.
+	IRQs []int `json:"irqs,omitempty"`
+	// PIDs are the application processes with busy threads on the
+	// finding's CPU, first seen first.
+	PIDs []int `json:"pids,omitempty"`
 
 	// appThreads are app-on-irq-cpu's per-thread evidence (reconcile
 	// carries them into the interrupt-bound finding it merges into).
@@ -105,9 +116,9 @@ const (
 
 // Diagnose explains what h and l show. It is pure. h may lack parts
 // (Unavailable); rules that need them stay silent.
-func Diagnose(h *host.Host, l *Load) []Finding {
+func Diagnose(h *host.Host, l *load.Load) []Finding {
 	var fs []Finding
-	for _, rule := range []func(*host.Host, *Load) []Finding{
+	for _, rule := range []func(*host.Host, *load.Load) []Finding{
 		interruptBound, nicIRQsOneCPU, fewQueuesNoRPS, rpsIPIOverhead,
 		irqRemoteNUMA, appOnIRQCPU, irqbalanceWithManual, managedIRQs,
 		softnetDrops, softnetSqueeze,
@@ -120,6 +131,7 @@ func Diagnose(h *host.Host, l *Load) []Finding {
 		if fs[i].CPUs == nil {
 			fs[i].CPUs = []int{}
 		}
+		fs[i].Ref = ref(fs[i])
 	}
 	sort.SliceStable(fs, func(i, j int) bool {
 		if a, b := fs[i].Severity.rank(), fs[j].Severity.rank(); a != b {
@@ -128,6 +140,47 @@ func Diagnose(h *host.Host, l *Load) []Finding {
 		return fs[i].ID < fs[j].ID
 	})
 	return fs
+}
+
+// ref is f's Ref: its ID and subject. Rules about one IRQ name the IRQ,
+// rules about a NIC the NIC, the others their CPUs.
+func ref(f Finding) string {
+	switch {
+	case f.ID == IDIRQRemoteNUMA && len(f.IRQs) == 1:
+		return fmt.Sprintf("%s:irq%d", f.ID, f.IRQs[0])
+	case (f.ID == IDNICOneCPU || f.ID == IDFewQueuesNoRPS || f.ID == IDIRQStormDeferral) && f.Device != "":
+		return f.ID + ":" + f.Device
+	case len(f.CPUs) > 0:
+		return f.ID + ":cpu" + cpuset.Of(f.CPUs...).String()
+	}
+	return f.ID
+}
+
+// Find returns the finding of fs that ref names: its Ref, or its ID when
+// only one finding has it. ok is false when none or several match.
+func Find(fs []Finding, ref string) (Finding, bool) {
+	var byID []Finding
+	for _, f := range fs {
+		if f.Ref == ref {
+			return f, true
+		}
+		if f.ID == ref {
+			byID = append(byID, f)
+		}
+	}
+	if len(byID) == 1 {
+		return byID[0], true
+	}
+	return Finding{}, false
+}
+
+// Refs lists the findings' refs, for a message naming what there is.
+func Refs(fs []Finding) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Ref)
+	}
+	return strings.Join(out, ", ")
 }
 
 // Worst returns the highest severity among fs ("" when none).
@@ -165,14 +218,14 @@ func irqLabel(h *host.Host, n int) string {
 }
 
 // onlineCount is how many CPUs the load covers.
-func onlineCount(h *host.Host, l *Load) int {
+func onlineCount(h *host.Host, l *load.Load) int {
 	if h != nil && !h.Topology.Online.IsEmpty() {
 		return h.Topology.Online.Len()
 	}
 	return len(l.CPUs)
 }
 
-func interruptBound(h *host.Host, l *Load) []Finding {
+func interruptBound(h *host.Host, l *load.Load) []Finding {
 	if l == nil || len(l.CPUs) < 2 {
 		return nil
 	}
@@ -221,7 +274,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 				ev(fmt.Sprintf("CPU%d NET_TX softirqs", c.ID), c.NetTx, "/s"),
 				ev(fmt.Sprintf("CPU%d BLOCK softirqs", c.ID), c.Block, "/s"),
 				ev(fmt.Sprintf("CPU%d device IRQs", c.ID), c.Interrupts, "/s"),
-				ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, CostDescription(l.CostSource)), l.CostPct(c), "%"),
+				ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, load.CostDescription(l.CostSource)), l.CostPct(c), "%"),
 			},
 			Why: "Everything this CPU's interrupts deliver waits for it: once it saturates, throughput stops growing while the other CPUs have time to spare (ClustrixDB core-0 write-up; RPS/RFS on a single-queue NIC: core 0 at 52.8% softirq and 6% idle).",
 		}
@@ -237,18 +290,18 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 			}
 		}
 		sort.Slice(hots, func(a, b int) bool { return hots[a].rate > hots[b].rate })
-		var names []string
 		for k, x := range hots {
-			if k == 5 {
-				break
+			f.IRQs = append(f.IRQs, x.irq)
+			if k >= 5 {
+				continue
 			}
 			f.Evidence = append(f.Evidence, ev(irqLabel(h, x.irq)+fmt.Sprintf(" on CPU%d", c.ID), x.rate, "/s"))
-			if r := l.IRQ(x.irq); r != nil && l.CostSource == CostBPF {
+			if r := l.IRQ(x.irq); r != nil && l.CostSource == load.CostBPF {
 				f.Evidence = append(f.Evidence, ev(irqLabel(h, x.irq)+fmt.Sprintf(" handler time on CPU%d, measured", c.ID), 1000*r.TimePerCPU[c.ID], "ms/s"))
 			}
-			names = append(names, fmt.Sprint(x.irq))
 		}
-		f.Fix, f.Moves = interruptBoundFix(h, l, c, names)
+		f.Device = cpuNIC(h, l, c.ID)
+		f.PIDs, _, _, _ = busyApps(l, c.ID)
 		out = append(out, f)
 	}
 	return out
@@ -256,7 +309,7 @@ func interruptBound(h *host.Host, l *Load) []Finding {
 
 // cpuIRQTime is CPU c's interrupt time in percent (CostPct: measured with
 // the eBPF collector, else /proc/stat's hardirq+softirq), 0 if unknown.
-func cpuIRQTime(l *Load, c int) float64 {
+func cpuIRQTime(l *load.Load, c int) float64 {
 	if l == nil {
 		return 0
 	}

@@ -1,12 +1,14 @@
-package load
+package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // NAPI findings: each needs NAPI facts in the host model (inventory's
@@ -60,12 +62,12 @@ func napiIRQs(h *host.Host, dev string, napis []host.NAPI) []int {
 	return out
 }
 
-func isNAPIThread(t TaskLoad) bool { return t.Kernel && strings.HasPrefix(t.Comm, "napi/") }
+func isNAPIThread(t load.TaskLoad) bool { return t.Kernel && strings.HasPrefix(t.Comm, "napi/") }
 
 // napiBudget: time_squeeze rising on a CPU where NAPI instances are polled
 // (their IRQs land there, or a NAPI thread ran there): the polls run out of
 // netdev_budget with packets left.
-func napiBudget(h *host.Host, l *Load) []Finding {
+func napiBudget(h *host.Host, l *load.Load) []Finding {
 	devs := napiDevices(h)
 	if l == nil || len(devs) == 0 {
 		return nil
@@ -84,7 +86,6 @@ func napiBudget(h *host.Host, l *Load) []Finding {
 		}
 		evs := []Evidence{ev(fmt.Sprintf("CPU%d time_squeeze", s.CPU), s.TimeSqueeze, "/s"), ev(fmt.Sprintf("CPU%d NET_RX softirqs", s.CPU), netrx, "/s")}
 		var polled []string
-		threaded := false
 		names := make([]string, 0, len(devs))
 		for d := range devs {
 			names = append(names, d)
@@ -102,23 +103,18 @@ func napiBudget(h *host.Host, l *Load) []Finding {
 		for _, t := range l.Tasks {
 			if isNAPIThread(t) && t.CPU == s.CPU {
 				evs = append(evs, ev(fmt.Sprintf("thread %d (%s) CPU use", t.TID, t.Comm), t.Busy, "%"))
-				polled = append(polled, strings.TrimPrefix(t.Comm, "napi/"))
-				threaded = true
+				polled = append(polled, napiThreadDevice(h, t.Comm))
 			}
 		}
 		if len(polled) == 0 {
 			continue
-		}
-		fix := "Give NAPI more room per run (`sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000`), or spread it (more queues, RPS) " + spareCPUs(h, l) + "."
-		if !threaded {
-			fix = "Run NAPI in its own threads (plan `napi: [{device: DEV, threaded: true, cpus: …}]`, or `irqpilot plan --policy latency --app-cpus …`), " + spareCPUs(h, l) + ": a NAPI thread is scheduled like any thread instead of giving up after netdev_budget; or raise net.core.netdev_budget(_usecs)."
 		}
 		out = append(out, Finding{
 			ID: IDNAPIBudget, Severity: Warning, CPUs: []int{s.CPU},
 			Summary:  fmt.Sprintf("NAPI polling on CPU%d (%s) runs out of budget with packets left (%.0f squeezes/s)", s.CPU, strings.Join(polled, ", "), s.TimeSqueeze),
 			Evidence: evs,
 			Why:      "Each NET_RX run polls NAPI instances until netdev_budget packets or netdev_budget_usecs; a squeeze defers the rest to ksoftirqd, which competes with every other thread on the CPU — latency and, when rings fill, drops.",
-			Fix:      fix,
+			Device:   polled[0],
 		})
 	}
 	return out
@@ -128,7 +124,7 @@ func napiBudget(h *host.Host, l *Load) []Finding {
 // interrupt context while the NIC's NAPI instances defer nothing: deferral
 // (napi_defer_hard_irqs + gro_flush_timeout) would serve several packets
 // per interrupt.
-func irqStormDeferral(h *host.Host, l *Load) []Finding {
+func irqStormDeferral(h *host.Host, l *load.Load) []Finding {
 	devs := napiDevices(h)
 	if l == nil || len(devs) == 0 {
 		return nil
@@ -176,7 +172,7 @@ func irqStormDeferral(h *host.Host, l *Load) []Finding {
 			Summary:  fmt.Sprintf("%s's queue IRQs fire at least %.0f times a second on busy CPU(s) %s with interrupt deferral off", dev, StormIRQRate, cpus),
 			Evidence: evs,
 			Why:      "Every interrupt costs an entry, an exit and a NAPI schedule; at these rates that overhead is a large part of the interrupt time. Deferral keeps the IRQ masked and polls again for a few µs, so one interrupt serves a batch.",
-			Fix:      fmt.Sprintf("`irqpilot plan --policy efficiency --device %s` (napi_defer_hard_irqs 2, gro_flush_timeout 20 µs), or tighten coalescing (`ethtool -C %s rx-usecs …`).", dev, dev),
+			Device:   dev,
 		})
 	}
 	return out
@@ -184,12 +180,12 @@ func irqStormDeferral(h *host.Host, l *Load) []Finding {
 
 // napiThreadShared: a NAPI kernel thread and a busy application thread on
 // one saturated CPU.
-func napiThreadShared(h *host.Host, l *Load) []Finding {
+func napiThreadShared(h *host.Host, l *load.Load) []Finding {
 	if l == nil || len(l.Tasks) == 0 || len(napiDevices(h)) == 0 {
 		return nil
 	}
 	var out []Finding
-	byCPU := map[int][]TaskLoad{}
+	byCPU := map[int][]load.TaskLoad{}
 	for _, t := range l.Tasks {
 		byCPU[t.CPU] = append(byCPU[t.CPU], t)
 	}
@@ -203,7 +199,7 @@ func napiThreadShared(h *host.Host, l *Load) []Finding {
 		if c == nil || c.Idle > BoundIdlePct {
 			continue
 		}
-		var napi, app []TaskLoad
+		var napi, app []load.TaskLoad
 		for _, t := range byCPU[cpu] {
 			switch {
 			case isNAPIThread(t) && t.Busy >= AppBusyPct:
@@ -226,31 +222,46 @@ func napiThreadShared(h *host.Host, l *Load) []Finding {
 			Summary:  fmt.Sprintf("A NAPI thread and the application share saturated CPU%d (%.0f%% idle): %s", cpu, c.Idle, strings.Join(names, ", ")),
 			Evidence: evs,
 			Why:      "The NAPI thread produces the packets the application consumes; on one saturated CPU each waits for the other's time slice, so receive latency grows with the application's load.",
+			Device:   napiThreadDevice(h, napi[0].Comm),
+			PIDs:     appPIDs(app),
 		})
-		out[len(out)-1].Fix, out[len(out)-1].Moves = napiMoveFix(h, l, cpu, napi)
 	}
 	return out
 }
 
-// napiMoveFix places the NAPI threads beside the consumer, onto CPUs with
-// room for them.
-func napiMoveFix(h *host.Host, l *Load, cpu int, napi []TaskLoad) (string, []Move) {
-	var works []float64
-	var total float64
-	for _, t := range napi {
-		works = append(works, t.Busy)
-		total += t.Busy
+// napiThreadDevice is the device of NAPI thread comm ("napi/eth1-8193"):
+// the host's NIC whose name the comm carries (a comm is cut at 15
+// characters, so a long name is matched by its start).
+func napiThreadDevice(h *host.Host, comm string) string {
+	name := strings.TrimPrefix(comm, "napi/")
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		name = name[:i]
 	}
-	others := otherCPUs(h, l, cpu)
-	b := newBudget(l)
-	set, ps, ok := b.place(others, works)
-	if !ok {
-		return b.noRoom(others, "the NAPI threads", total) + " What would help instead: more CPUs, or less receive work per packet (interrupt deferral, GRO).", nil
+	if h == nil {
+		return name
 	}
-	b.record("NAPI threads", 0, cpu, ps)
-	fix := fmt.Sprintf("Place the NAPI threads beside the consumer, not on it, onto CPUs %s, which have the time (%s): a plan `napi:` entry with `cpus: %s`", set, predictions(ps), set)
-	if set.Equal(others) {
-		fix += fmt.Sprintf(", or `irqpilot plan --policy latency --app-cpus %d` (NAPI threads on its SMT sibling or L3 neighbours)", cpu)
+	best := ""
+	for _, n := range h.NICs {
+		if n.Name == name {
+			return name
+		}
+		if strings.HasPrefix(n.Name, name) && best == "" {
+			best = n.Name
+		}
 	}
-	return fix + ".", b.moves
+	if best != "" {
+		return best
+	}
+	return name
+}
+
+// appPIDs are the processes of threads, first seen first.
+func appPIDs(ts []load.TaskLoad) []int {
+	var out []int
+	for _, t := range ts {
+		if !slices.Contains(out, t.PID) {
+			out = append(out, t.PID)
+		}
+	}
+	return out
 }

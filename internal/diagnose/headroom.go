@@ -1,15 +1,17 @@
-package load
+package diagnose
 
 import (
 	"fmt"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Headroom is the one notion of spare CPU time that every judge uses
 // (doctor's fixes, auto's candidates, the agent's adaptations, bench's
 // warnings): work may be moved onto a CPU only when the measurement shows
-// the CPU has the time for it, and the prediction says so.
+// the CPU has the time for it, and the prediction (the cost model's, in
+// package policy) says so.
 //
 // The rule, in two thresholds:
 //
@@ -26,18 +28,14 @@ import (
 // HeadroomBusyMaxPct leaves a fifth of the CPU free after a move: the
 // measurement is a few seconds of a load that varies, and a decision that
 // fills a CPU to the brim flips with the next sample (the ±10 % a robust
-// decision must survive, see MarginalNoise). On a saturated machine every
-// CPU is above it, so nothing is moved anywhere: moving work between full
-// CPUs only moves the wait (doctor's fixes say what would help instead).
+// decision must survive, see policy.MarginalNoise). On a saturated machine
+// every CPU is above it, so nothing is moved anywhere: moving work between
+// full CPUs only moves the wait (doctor's remedies say what would help
+// instead).
 //
 // A CPU that was not measured (offline in a sample, or its counters did
 // not advance) takes nothing: no measurement, no move.
 const HeadroomBusyMaxPct = 80.0
-
-// MarginalNoise is the relative disturbance of a measured input that a
-// decision must survive to be acted on: a decision that would change
-// when any input it rests on moves by this fraction is "marginal".
-const MarginalNoise = 0.10
 
 // Headroom is one CPU's measured spare time.
 type Headroom struct {
@@ -52,8 +50,8 @@ type Headroom struct {
 	Spare float64 `json:"spare_pct"`
 }
 
-// Headroom returns cpu's measured spare time.
-func (l *Load) Headroom(cpu int) Headroom {
+// HeadroomOf returns cpu's measured spare time in l.
+func HeadroomOf(l *load.Load, cpu int) Headroom {
 	h := Headroom{CPU: cpu}
 	c := l.CPU(cpu)
 	if c == nil || c.NoTicks {
@@ -80,12 +78,12 @@ func (h Headroom) String() string {
 	return fmt.Sprintf("CPU %d %.0f%% busy, %.0f%% spare", h.CPU, h.Busy, h.Spare)
 }
 
-// WithHeadroom returns the CPUs of set that were measured with at least
-// minSpare percent of spare time.
-func (l *Load) WithHeadroom(set cpuset.Set, minSpare float64) cpuset.Set {
+// WithHeadroom returns the CPUs of set that were measured in l with at
+// least minSpare percent of spare time.
+func WithHeadroom(l *load.Load, set cpuset.Set, minSpare float64) cpuset.Set {
 	var out cpuset.Set
 	for _, c := range set.CPUs() {
-		if h := l.Headroom(c); h.Measured && h.Spare > 0 && h.Spare >= minSpare {
+		if h := HeadroomOf(l, c); h.Measured && h.Spare > 0 && h.Spare >= minSpare {
 			out = out.Add(c)
 		}
 	}

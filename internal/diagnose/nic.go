@@ -1,4 +1,4 @@
-package load
+package diagnose
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // nicQueueIRQs returns the NIC's queue IRQs (by the rx/tx queue lists, then
@@ -45,7 +46,7 @@ func rpsOn(n *host.NIC) bool {
 	return false
 }
 
-func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
+func nicIRQsOneCPU(h *host.Host, l *load.Load) []Finding {
 	if h == nil || l == nil || onlineCount(h, l) < 2 {
 		return nil
 	}
@@ -79,25 +80,23 @@ func nicIRQsOneCPU(h *host.Host, l *Load) []Finding {
 			continue
 		}
 		evs = append(evs, ev(fmt.Sprintf("CPU%d %%irq+%%soft", cpu), busy, "%"))
-		fix, moves := queueSpreadFix(h, l, n, cpu, busy)
 		f := Finding{
 			ID: IDNICOneCPU, Severity: Warning, CPUs: []int{cpu},
 			Summary:  fmt.Sprintf("All %d queue IRQs of %s landed on CPU%d (%.0f interrupts/s)", len(irqs), n.Name, cpu, total),
 			Evidence: append(evs, ev(n.Name+" queue IRQs", float64(len(irqs)), "irqs")),
 			Why:      "The NIC spreads packets over several queues so that several CPUs can take them; with every queue's IRQ on one CPU that CPU does all the work.",
-			Fix:      fix, Moves: moves,
+			Device:   n.Name, IRQs: nicIRQsOn(h, l, n, cpu),
 		}
 		if rpsOn(n) {
 			f.Severity = Info
 			f.Summary += "; RPS is on, as in the dedicated-core layout (ClustrixDB core-0 write-up)"
-			f.Fix = "Nothing to do if this is a deliberate dedicated-core layout; otherwise: " + fix
 		}
 		out = append(out, f)
 	}
 	return out
 }
 
-func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
+func fewQueuesNoRPS(h *host.Host, l *load.Load) []Finding {
 	if h == nil {
 		return nil
 	}
@@ -153,83 +152,23 @@ func fewQueuesNoRPS(h *host.Host, l *Load) []Finding {
 				ev(n.Name+" queue IRQ rate", rate, "/s"),
 				ev("busiest queue-IRQ CPU %irq+%soft", busy, "%"),
 			},
-			Why: "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (RPS/RFS on a single-queue NIC: one queue, CPU0 52.8% softirq).",
+			Why:    "Without RPS, each packet's protocol processing runs on the CPU that took the queue's interrupt, so at most as many CPUs as queues work on receive (RPS/RFS on a single-queue NIC: one queue, CPU0 52.8% softirq).",
+			Device: n.Name, IRQs: nicQueueIRQs(h, n),
 		})
-		out[len(out)-1].Fix, out[len(out)-1].Moves = rpsFix(h, l, n, cpus, ncpu)
 	}
 	return out
 }
 
-// queueSpreadFix spreads n's queue IRQs, all on cpu (cost percent of
-// interrupt time), over cpu and the CPUs with room for a queue's share.
-func queueSpreadFix(h *host.Host, l *Load, n *host.NIC, cpu int, cost float64) (string, []Move) {
-	irqs := nicIRQsOn(h, l, n, cpu)
-	others := otherCPUs(h, l, cpu)
-	b := newBudget(l)
-	set, ps := b.spreadAtMost(others, cost, true, len(irqs)-1)
-	if set.IsEmpty() {
-		return b.noRoom(others, fmt.Sprintf("a share of CPU%d's interrupt work", cpu), cost/2) + " What would help instead: more CPUs, or fewer interrupts (coalescing, interrupt deferral).", nil
-	}
-	b.record(n.Name+" queue IRQs", 0, cpu, ps)
-	targets := append([]int{cpu}, set.CPUs()...)
-	var cmds []string
-	for k, q := range irqs {
-		cmds = append(cmds, fmt.Sprintf("`echo %d > /proc/irq/%d/smp_affinity_list`", targets[k%len(targets)], q))
-	}
-	fix := fmt.Sprintf("Spread %s's queue IRQs over CPU%d and CPUs %s, which have the time (%s): %s", n.Name, cpu, set, predictions(ps), strings.Join(cmds, ", "))
-	if set.Equal(others) {
-		fix += fmt.Sprintf(" (or plan it, NUMA-local: %s)", planApply("per-queue", n.Name))
-	}
-	return fix + ".", b.moves
-}
-
-// rpsFix turns RPS on for n, whose queue IRQs land on cpus, over those CPUs
-// and the others with room for a share of their receive work.
-func rpsFix(h *host.Host, l *Load, n *host.NIC, cpus cpuset.Set, ncpu int) (string, []Move) {
-	all := h.Topology.Online
-	if all.IsEmpty() {
-		all = cpuset.Range(0, ncpu-1)
-	}
-	var soft float64
-	for _, c := range cpus.CPUs() {
-		if cl := l.CPU(c); cl != nil {
-			soft += cl.SoftIRQ
+// nicIRQsOn are n's queue IRQs that fired on cpu, busiest first.
+func nicIRQsOn(h *host.Host, l *load.Load, n *host.NIC, cpu int) []int {
+	var out []int
+	for _, q := range nicQueueIRQs(h, n) {
+		if r := l.IRQ(q); r != nil && r.PerCPU[cpu] >= ActiveIRQRate {
+			out = append(out, q)
 		}
 	}
-	b := newBudget(l)
-	others := all.Difference(cpus)
-	set, ps := b.spread(others, soft, true)
-	if set.IsEmpty() {
-		return b.noRoom(others, n.Name+"'s receive work", soft) + " RPS would only add inter-processor interrupts. What would help instead: more queues (`ethtool -L " + n.Name + " combined N`) or more CPUs.", nil
-	}
-	from := -1
-	if !cpus.IsEmpty() {
-		from = cpus.Min()
-	}
-	b.record(n.Name+" receive work (RPS)", 0, from, ps)
-	mask := cpus.Union(set)
-	fix := fmt.Sprintf("Enable RPS/RFS on %s's rx queues over CPUs %s, which have the time (%s): `echo %s > /sys/class/net/%s/queues/rx-N/rps_cpus` for each queue", n.Name, mask, predictions(ps), mask.Mask(0), n.Name)
-	if set.Equal(others) {
-		fix += fmt.Sprintf(" (or plan it: %s)", planApply("rps-spread", n.Name))
-	}
-	return fix + ".", b.moves
-}
-
-// spareCPUs names the CPUs that could take receive work: "onto CPUs with
-// spare time (now 1-3)", or that none could.
-func spareCPUs(h *host.Host, l *Load) string {
-	var all cpuset.Set
-	if h != nil && !h.Topology.Online.IsEmpty() {
-		all = h.Topology.Online
-	} else {
-		for _, c := range l.CPUs {
-			all = all.Add(c.ID)
-		}
-	}
-	if s := l.WithHeadroom(all, 0); !s.IsEmpty() {
-		return fmt.Sprintf("onto CPUs with spare time only (now %s)", s)
-	}
-	return fmt.Sprintf("but no CPU has spare time now (all above %.0f%% busy): more CPUs or less load help, moving work does not", HeadroomBusyMaxPct)
+	sort.SliceStable(out, func(i, j int) bool { return l.IRQ(out[i]).PerCPU[cpu] > l.IRQ(out[j]).PerCPU[cpu] })
+	return out
 }
 
 func nilIfEmpty(s []int) []int {
@@ -239,7 +178,7 @@ func nilIfEmpty(s []int) []int {
 	return s
 }
 
-func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
+func rpsIPIOverhead(h *host.Host, l *load.Load) []Finding {
 	if h == nil || l == nil || len(l.Softnet) == 0 {
 		return nil
 	}
@@ -279,7 +218,6 @@ func rpsIPIOverhead(h *host.Host, l *Load) []Finding {
 			ev("function-call IPIs (CAL) all CPUs", cal, "/s"),
 		},
 		Why: "Each RPS hand-off costs an inter-processor interrupt and a cache miss on the target CPU; when batches are small the IPIs cost more than the spread saves (ClustrixDB core-0 write-up: on bare metal RPS only tied irqbalance).",
-		Fix: "Narrow rps_cpus to the CPUs sharing the NIC's cache/NUMA node (`irqpilot plan --policy rps-spread` picks the node's CPUs) or, with enough hardware queues, turn RPS off and place queue IRQs (`--policy per-queue`) " + spareCPUs(h, l) + "; measure with `irqpilot bench`.",
 	}
 	for _, s := range l.Softnet {
 		if s.ReceivedRPS > 0 {

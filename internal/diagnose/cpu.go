@@ -1,4 +1,4 @@
-package load
+package diagnose
 
 import (
 	"fmt"
@@ -7,9 +7,10 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
-func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
+func irqRemoteNUMA(h *host.Host, l *load.Load) []Finding {
 	if h == nil || len(h.Topology.Nodes) < 2 {
 		return nil
 	}
@@ -52,38 +53,6 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 		if rate >= ActiveIRQRate {
 			sev = Warning
 		}
-		var local cpuset.Set
-		for _, nd := range h.Topology.Nodes {
-			if nd.ID == node {
-				local = nd.CPUs
-			}
-		}
-		var moves []Move
-		fix := fmt.Sprintf("Move it to node %d's CPUs (%s) that have spare time; doctor measures that on the live machine (`irqpilot doctor`).", node, local)
-		if l != nil {
-			// Its interrupt time moves whole: the share of each serving
-			// CPU's interrupt time that its interrupts make up.
-			var share float64
-			if r := l.IRQ(q.Number); r != nil {
-				for _, c := range served.CPUs() {
-					if cl := l.CPU(c); cl != nil && cl.Interrupts > 0 {
-						share += l.CostPct(cl) * min(1, r.PerCPU[c]/cl.Interrupts)
-					}
-				}
-			}
-			b := newBudget(l)
-			if set, ps := b.eachFits(local.Difference(served), share); !set.IsEmpty() {
-				b.record(irqLabel(h, q.Number), 0, served.Min(), ps)
-				moves = b.moves
-				fix = fmt.Sprintf("`echo %s > /proc/irq/%d/smp_affinity_list` (%s)", set, q.Number, predictions(ps))
-				if set.Equal(local) {
-					fix += ", or `irqpilot plan --policy per-queue` (NUMA-local placement)"
-				}
-				fix += "."
-			} else {
-				fix = b.noRoom(local.Difference(served), fmt.Sprintf("%s on node %d", irqLabel(h, q.Number), node), share) + " It stays remote: cross-node traffic costs less than a saturated CPU."
-			}
-		}
 		out = append(out, Finding{
 			ID: IDIRQRemoteNUMA, Severity: sev, CPUs: served.CPUs(),
 			Summary: fmt.Sprintf("%s is served on CPU(s) %s of another NUMA node than its device (node %d)", irqLabel(h, q.Number), served, node),
@@ -91,8 +60,8 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 				ev(irqLabel(h, q.Number)+" device node", float64(node), "node"),
 				ev(irqLabel(h, q.Number)+" rate", rate, "/s"),
 			},
-			Why: "The device writes packets and completions into memory on its own node; handling them on another node adds cross-node memory traffic to every interrupt (" + strings.Join(nodes, ", ") + ").",
-			Fix: fix, Moves: moves,
+			Why:    "The device writes packets and completions into memory on its own node; handling them on another node adds cross-node memory traffic to every interrupt (" + strings.Join(nodes, ", ") + ").",
+			Device: q.Device, IRQs: []int{q.Number},
 		})
 	}
 	return out
@@ -100,7 +69,7 @@ func irqRemoteNUMA(h *host.Host, l *Load) []Finding {
 
 // busyApps are the application threads at least AppBusyPct busy on cpu:
 // their processes (first seen first), evidence, names and total use.
-func busyApps(l *Load, cpu int) (pids []int, evs []Evidence, names []string, busy float64) {
+func busyApps(l *load.Load, cpu int) (pids []int, evs []Evidence, names []string, busy float64) {
 	for _, t := range l.Tasks {
 		if t.Kernel || t.CPU != cpu || t.Busy < AppBusyPct {
 			continue
@@ -117,7 +86,7 @@ func busyApps(l *Load, cpu int) (pids []int, evs []Evidence, names []string, bus
 	return pids, evs, names, busy
 }
 
-func appOnIRQCPU(h *host.Host, l *Load) []Finding {
+func appOnIRQCPU(h *host.Host, l *load.Load) []Finding {
 	if l == nil || len(l.Tasks) == 0 || len(l.CPUs) < 2 {
 		return nil
 	}
@@ -142,20 +111,14 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 	evs := append([]Evidence{
 		ev(fmt.Sprintf("CPU%d %%irq+%%soft", c.ID), c.IRQTime(), "%"),
 		ev(fmt.Sprintf("CPU%d %%idle", c.ID), c.Idle, "%"),
-		ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, CostDescription(l.CostSource)), l.CostPct(c), "%"),
+		ev(fmt.Sprintf("CPU%d interrupt time, %s", c.ID, load.CostDescription(l.CostSource)), l.CostPct(c), "%"),
 	}, threads...)
 	for _, o := range otherCPUs(h, l, c.ID).CPUs() {
-		if hr := l.Headroom(o); hr.Measured {
+		if hr := HeadroomOf(l, o); hr.Measured {
 			evs = append(evs, ev(fmt.Sprintf("CPU%d spare time (up to %.0f%% busy)", o, HeadroomBusyMaxPct), hr.Spare, "%"))
 		}
 	}
-	b := newBudget(l)
-	sentences, commands := appMoves(h, l, b, c.ID, pids)
-	fix := strings.Join(sentences, " ")
-	if len(commands) > 0 {
-		fix += " Leave it where it is if one worker per queue shares its queue's core on purpose (`--policy colocate`)."
-	}
-	fix += fmt.Sprintf(" Threads used %.0f%% of CPU%d.", busy, c.ID)
+	evs = append(evs, ev(fmt.Sprintf("application threads' use of CPU%d", c.ID), busy, "%"))
 	return []Finding{{
 		appThreads: threads,
 		ID:         IDAppOnIRQCPU, Severity: sev, CPUs: []int{c.ID},
@@ -163,11 +126,11 @@ func appOnIRQCPU(h *host.Host, l *Load) []Finding {
 			c.ID, c.IRQTime(), strings.Join(names, ", ")),
 		Evidence: evs,
 		Why:      "Interrupts preempt the application on this CPU and the application delays the softirq work; unless this is deliberate full affinity (Intel IRQ+process affinity study, one worker per queue), both lose.",
-		Fix:      fix, Moves: b.moves,
+		Device:   cpuNIC(h, l, c.ID), PIDs: pids,
 	}}
 }
 
-func irqbalanceWithManual(h *host.Host, l *Load) []Finding {
+func irqbalanceWithManual(h *host.Host, l *load.Load) []Finding {
 	if h == nil || !h.Irqbalance.Running {
 		return nil
 	}
@@ -188,11 +151,10 @@ func irqbalanceWithManual(h *host.Host, l *Load) []Finding {
 		Summary:  fmt.Sprintf("irqbalance (pid %d) is running alongside manual steering: %s", h.Irqbalance.PID, strings.Join(manual, "; ")),
 		Evidence: []Evidence{ev("irqbalance pid", float64(h.Irqbalance.PID), "pid"), ev("manual settings", float64(len(manual)), "settings")},
 		Why:      "irqbalance moves IRQs every 10 s by its own rules; hand-placed IRQs and steering designed around a fixed placement drift apart from it (the ClustrixDB core-0 write-up and AWS Graviton memcached tuning stop irqbalance first).",
-		Fix:      "Stop it (`systemctl disable --now irqbalance`), or keep it off the CPUs you manage (plan `irqbalance: ban`).",
 	}}
 }
 
-func managedIRQs(h *host.Host, l *Load) []Finding {
+func managedIRQs(h *host.Host, l *load.Load) []Finding {
 	if h == nil {
 		return nil
 	}
@@ -216,11 +178,10 @@ func managedIRQs(h *host.Host, l *Load) []Finding {
 		Summary:  fmt.Sprintf("%d kernel-managed IRQ(s): %s", len(irqs), strings.Join(irqs, ", ")),
 		Evidence: []Evidence{ev("managed IRQs", float64(len(irqs)), "irqs")},
 		Why:      "The driver asked the kernel to spread these queue vectors over the CPUs (one per CPU group); the kernel refuses affinity writes to them (EPERM/EIO). They need no moving: each queue's interrupt already arrives on the CPUs that submit to it.",
-		Fix:      "Nothing to do; irqpilot leaves them alone. To keep them off isolated CPUs, boot with isolcpus=managed_irq,<cpus>.",
 	}}
 }
 
-func softnetDrops(h *host.Host, l *Load) []Finding {
+func softnetDrops(h *host.Host, l *load.Load) []Finding {
 	if l == nil {
 		return nil
 	}
@@ -245,11 +206,10 @@ func softnetDrops(h *host.Host, l *Load) []Finding {
 		Summary:  fmt.Sprintf("The kernel dropped %.0f packets/s because per-CPU backlogs were full", total),
 		Evidence: evs,
 		Why:      "Packets handed to a CPU's backlog (RPS, veth, loopback, non-NAPI drivers) are dropped when the backlog holds net.core.netdev_max_backlog packets; the sender sees loss.",
-		Fix:      "Raise the backlog: `sysctl -w net.core.netdev_max_backlog=4096` (default 1000), and spread the receive work (RPS) so no single backlog overflows, " + spareCPUs(h, l) + ".",
 	}}
 }
 
-func softnetSqueeze(h *host.Host, l *Load) []Finding {
+func softnetSqueeze(h *host.Host, l *load.Load) []Finding {
 	if l == nil {
 		return nil
 	}
@@ -274,6 +234,5 @@ func softnetSqueeze(h *host.Host, l *Load) []Finding {
 		Summary:  fmt.Sprintf("Receive processing on CPU(s) %s ran out of budget with packets still waiting", cpuset.Of(cpus...)),
 		Evidence: evs,
 		Why:      "net_rx_action stops after net.core.netdev_budget packets or netdev_budget_usecs; the rest waits for ksoftirqd, adding latency and risking ring overflows.",
-		Fix:      "Raise the budget: `sysctl -w net.core.netdev_budget=600 net.core.netdev_budget_usecs=4000` (defaults 300 and 2000), or spread receive work over more CPUs (RPS, more queues), " + spareCPUs(h, l) + ".",
 	}}
 }
