@@ -392,7 +392,7 @@ func (ag *Agent) adaptStep() {
 			if s.worse >= worseRun {
 				if r := s.judge(h, s.window[n-worseRun:]); r.Verdict == verify.Worse {
 					r.Early = true
-					ag.endAdaptation(now, false, "undone at once: "+r.Reason, r)
+					ag.endAdaptation(now, false, fmt.Sprintf("undone at once: the change verified worse on %d settled intervals in a row", worseRun), r)
 					return
 				}
 			}
@@ -405,7 +405,7 @@ func (ag *Agent) adaptStep() {
 		keep, reason, rule := verdictRule(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter)
 		switch r.Verdict {
 		case verify.Worse:
-			keep, reason = false, r.Reason
+			keep, reason = false, "the change verified worse over the settled intervals"
 		case verify.Confirmed:
 			if !keep && (rule == ruleStillHolds || rule == ruleDidNotFall) {
 				keep, reason = true, "the prediction came true, though "+reason

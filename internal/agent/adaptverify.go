@@ -264,8 +264,8 @@ func (s *adaptState) block(now time.Time, reason string) {
 	}
 }
 
-// line is a verification in one line for the log and status text.
-func (v *Verification) line() string {
+// Line is the verification in one line for the log and status text.
+func (v *Verification) Line() string {
 	if v == nil {
 		return ""
 	}
