@@ -245,7 +245,7 @@ func (s *adaptState) trigger(now time.Time, ob Observation) (string, string) {
 // were kept), drops not higher and the user metric not worse, comparing
 // the window after the change with the baseline before it.
 func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool) (keep bool, reason string) {
-	keep, reason, _ = verdictRule(trigger, baseline, window, higherIsBetter)
+	keep, reason, _ = verdictRule(trigger, baseline, window, higherIsBetter, false)
 	return keep, reason
 }
 
@@ -261,8 +261,11 @@ const (
 )
 
 // verdictRule is Verdict, naming the rule that did not keep (rule "" when
-// kept).
-func verdictRule(trigger string, baseline, window []Observation, higherIsBetter bool) (keep bool, reason, rule string) {
+// kept). confirmed skips the two rules a confirmed prediction answers (the
+// trigger still holding, the hot CPUs' interrupt time not falling: the
+// model predicted what was measured) and applies the others, which judge
+// what the model does not predict.
+func verdictRule(trigger string, baseline, window []Observation, higherIsBetter, confirmed bool) (keep bool, reason, rule string) {
 	if len(window) == 0 || len(baseline) == 0 {
 		return false, "nothing measured", ruleNothing
 	}
@@ -297,7 +300,7 @@ func verdictRule(trigger string, baseline, window []Observation, higherIsBetter 
 			held++
 		}
 	}
-	if held*2 > len(w) {
+	if held*2 > len(w) && !confirmed {
 		return false, fmt.Sprintf("%s still holds in %d of %d intervals", trigger, held, len(w)), ruleStillHolds
 	}
 	ids := map[string]bool{}
@@ -319,7 +322,7 @@ func verdictRule(trigger string, baseline, window []Observation, higherIsBetter 
 			return false, "new finding " + id, ruleNew
 		}
 	}
-	if after >= before {
+	if after >= before && !confirmed {
 		return false, fmt.Sprintf("%s did not fall (%.1f%% → %.1f%%)", what, before, after), ruleDidNotFall
 	}
 	if dropsAfter > dropsBefore*1.05+1 {
@@ -402,13 +405,18 @@ func (ag *Agent) adaptStep() {
 		}
 		// The window's settled second half, judged as one measurement.
 		r := s.judge(h, s.window[len(s.window)/2:])
-		keep, reason, rule := verdictRule(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter)
+		keep, reason, rule := verdictRule(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter, false)
 		switch r.Verdict {
 		case verify.Worse:
 			keep, reason = false, "the change verified worse over the settled intervals"
 		case verify.Confirmed:
 			if !keep && (rule == ruleStillHolds || rule == ruleDidNotFall) {
-				keep, reason = true, "the prediction came true, though "+reason
+				// Kept unless a rule the model does not answer fails.
+				if k, why, _ := verdictRule(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter, true); k {
+					keep, reason = true, "the prediction came true, though "+reason
+				} else {
+					reason = why
+				}
 			}
 		}
 		ag.endAdaptation(now, keep, reason, r)

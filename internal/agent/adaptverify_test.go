@@ -247,7 +247,8 @@ func TestAdaptOneWorseIntervalDoesNotRevert(t *testing.T) {
 
 // A confirmed prediction is kept, even where the interval rules alone
 // would revert (the evidence still holds: the model predicted what
-// happened); the prediction error is exported.
+// happened); the prediction error is exported. Drops that rose, which the
+// model does not predict, still revert it.
 func TestAdaptConfirmedKept(t *testing.T) {
 	b := newVerifyBed(t)
 	p := b.apply()
@@ -262,6 +263,19 @@ func TestAdaptConfirmedKept(t *testing.T) {
 	}
 	if got := readTree(t, b.root, b.rps); !strings.HasSuffix(got, "00000002") {
 		t.Errorf("%s = %q, want the kept plan in force", b.rps, got)
+	}
+
+	// Harm the model does not predict still reverts a confirmed change:
+	// softnet drops that rose.
+	b = newVerifyBed(t)
+	p = b.apply()
+	dropping := b.load(predicted(p, 0), bedPPS, 1)
+	dropping.Softnet[1].Dropped = 500
+	b.pass(5, dropping, hot)
+	a = b.last()
+	b.checkJudged(a, "reverted", verify.Confirmed)
+	if !strings.Contains(a.Reason, "softnet drops rose") {
+		t.Errorf("reverted for %q; want the drops named", a.Reason)
 	}
 }
 
