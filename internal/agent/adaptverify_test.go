@@ -1,17 +1,23 @@
 package agent
 
 import (
+	"encoding/json"
 	"log/slog"
 	"math"
+	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 
+	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
 	"github.com/irqpilot/irqpilot/internal/agent/metrics"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -364,5 +370,106 @@ func TestLoadChanged(t *testing.T) {
 		if got := loadChanged(c.then, c.now); c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("loadChanged(%v, %v) = %q, want %q", c.then, c.now, got, c.want)
 		}
+	}
+}
+
+// The verification on the machine's real load: an agent in this process
+// samples /proc as it does when it runs, and its planner pins a process
+// this test started (a sleep: a real change through the journal that loads
+// no CPU) to CPU 1, on evidence the test supplies. The adaptation is judged
+// on the measured intervals: whatever the verdict (other work on the
+// machine decides it), it is recorded in status — through the JSON the
+// status socket serves — with finite errors on every online CPU measured,
+// counted in irqpilot_adaptations_total and exported as
+// irqpilot_prediction_error_percent; the sleep's affinity is its own again
+// if the change was reverted.
+func TestLiveAdaptVerdictOnRealLoad(t *testing.T) {
+	livetest.NeedRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	sleep := exec.Command("sleep", "600")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	pid := sleep.Process.Pid
+	planner := func(h *host.Host, l *load.Load) (*plan.Plan, error) {
+		return &plan.Plan{Version: plan.Version, Policy: "test", Why: "pin the test's sleep to CPU 1",
+			Apps: []plan.AppEntry{{PID: pid, CPUs: cpuset.Of(1), Reason: "test"}}}, nil
+	}
+	ag, err := New(Options{FS: kernel.New("/"), StateDir: mkState(t), PlanFile: writePlan(t, "version: 1\n"), Interval: 300 * time.Millisecond,
+		NoLinkEvents: true, Log: quiet(), Adapt: true, Planner: planner,
+		AdaptOptions: AdaptOptions{Persist: 2, Window: 4, MinDwell: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, m, err := metrics.New(&metrics.Source{FS: kernel.New("/"), Host: ag.hostModel.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag.m = m
+	evidence := []load.Finding{{ID: load.IDInterruptBound, Severity: load.Critical, CPUs: []int{0}, Summary: "supplied by the test"}}
+	var a *Adaptation
+	for i := 0; i < 20 && a == nil; i++ {
+		ag.mu.Lock()
+		ag.observe()
+		ag.findings = evidence
+		ag.adaptStep()
+		ag.mu.Unlock()
+		st := ag.Status()
+		if n := len(st.Adaptations); n > 0 && st.Adaptations[n-1].Result != "verifying" {
+			a = &st.Adaptations[n-1]
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if a == nil {
+		t.Fatalf("no adaptation decided in 20 passes: %+v", ag.Status().Adaptations)
+	}
+	// Through the status socket's JSON.
+	raw, err := json.Marshal(ag.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	got := st.Adaptations[len(st.Adaptations)-1]
+	v := got.Verification
+	t.Logf("%s: %s\n  %s", got.Result, got.Reason, v.Line())
+	if got.Result != "kept" && got.Result != "reverted" || v == nil || got.Verdict != string(v.Verdict) {
+		t.Fatalf("adaptation %s verdict %q verification %+v; want kept or reverted with a verdict", got.Result, got.Verdict, v)
+	}
+	if v.Verdict == verify.Inconclusive && len(v.CPUs) == 0 {
+		t.Fatalf("inconclusive without judging a CPU: %s", v.Reason)
+	}
+	if len(v.CPUs) < 2 {
+		t.Errorf("judged %d CPUs, want every measured CPU (≥ 2)", len(v.CPUs))
+	}
+	for _, x := range []float64{v.MeanBusyError, v.MaxBusyError, v.MeanIRQError, v.MaxIRQError} {
+		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || x > 200 {
+			t.Errorf("prediction errors %v %v %v %v: want finite", v.MeanBusyError, v.MaxBusyError, v.MeanIRQError, v.MaxIRQError)
+			break
+		}
+	}
+	if n := testutil.ToFloat64(m.Adaptations.WithLabelValues(got.Verdict)); n != 1 {
+		t.Errorf("irqpilot_adaptations_total{verdict=%q} = %v, want 1", got.Verdict, n)
+	}
+	if n, err := testutil.GatherAndCount(reg, names.PredictionError); err != nil || n != 2 {
+		t.Errorf("%s: %d series (%v), want busy and irq", names.PredictionError, n, err)
+	}
+	if e := testutil.ToFloat64(m.PredictionError.WithLabelValues("busy")); e != v.MeanBusyError {
+		t.Errorf("prediction error gauge %v, want the verification's %v", e, v.MeanBusyError)
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &set); err != nil {
+		t.Fatal(err)
+	}
+	if got.Result == "kept" && (set.Count() != 1 || !set.IsSet(1)) {
+		t.Errorf("kept, but the sleep runs on %d CPUs", set.Count())
+	}
+	if got.Result == "reverted" && set.Count() != runtime.NumCPU() {
+		t.Errorf("reverted, but the sleep's affinity has %d CPUs, not its own %d", set.Count(), runtime.NumCPU())
 	}
 }
