@@ -15,6 +15,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
+	"github.com/irqpilot/irqpilot/internal/verify"
 )
 
 var updateText = flag.Bool("update-golden", false, "rewrite testdata/golden/*.txt from the current text outputs")
@@ -138,6 +139,22 @@ func TestGoldenStatusText(t *testing.T) {
 			{Time: at.Add(5 * time.Minute), Setting: "rps-cpus", Target: "eth0 rx-3", Device: "eth0", Old: "0000000c", Drifted: "00000000", Restored: "0000000c"},
 			{Time: at.Add(5 * time.Minute), Setting: "irq-affinity", Target: "irq 42 (eth0 rx queue 4)", Device: "eth0", Old: "1", Drifted: "0-3", Restored: "1",
 				Culprit: "irqbalance (pid 977) is running and not banned from any CPU"},
+		},
+		Adaptations: []agent.Adaptation{
+			{Time: at.Add(2 * time.Minute), Finding: "interrupt-bound-cpu", Result: "reverted", Policy: "auto",
+				Reason: "undone at once: the change verified worse on 2 settled intervals in a row", Verdict: "worse",
+				Verification: &agent.Verification{Intervals: 2, Early: true, Result: verify.Result{Verdict: verify.Worse,
+					Reason:        "the change broke the headroom rule: CPU 1 5% → 95% busy (a CPU that takes work must stay at most 80% busy)",
+					MeanBusyError: 28.9, MaxBusyError: 60.8, MeanIRQError: 21.6, MaxIRQError: 58.8,
+					CPUs: []verify.CPU{{CPU: 1, BeforeBusy: 5, PredictedBusy: 34.2, MeasuredBusy: 95, BusyError: 60.8}}}}},
+			{Time: at.Add(3 * time.Minute), Finding: "interrupt-bound-cpu", Result: "not-retried", Policy: "auto",
+				Reason: "the same plan verified worse at 2026-11-22T10:47:00Z on a load within tolerance of this one (…); not retried until the traffic moves by more than 20 % or a CPU's busy time by more than 10 points"},
+			{Time: at.Add(4 * time.Minute), Finding: "interrupt-bound-cpu", Result: "kept", Policy: "auto",
+				Reason: "interrupt-bound-cpu gone; interrupt time of CPU 0 (the finding's) 66.9% → 8.1%; drops 0/s → 0/s", Verdict: "confirmed",
+				Verification: &agent.Verification{Intervals: 3, Result: verify.Result{Verdict: verify.Confirmed,
+					Reason:        "every CPU within 10 points (plus the noise measured before) of the prediction; mean error 3.1 points busy, 2.4 interrupts",
+					MeanBusyError: 3.1, MaxBusyError: 5.2, MeanIRQError: 2.4, MaxIRQError: 4.0,
+					CPUs: []verify.CPU{{CPU: 0, BeforeBusy: 96, PredictedBusy: 40, MeasuredBusy: 44, BusyError: 4, Within: true}}}}},
 		},
 	}
 	var b bytes.Buffer

@@ -101,6 +101,9 @@ func printStatus(out io.Writer, st *agent.Status) {
 	fmt.Fprintf(out, "\nadaptations (%d):\n", len(st.Adaptations))
 	for _, a := range st.Adaptations {
 		fmt.Fprintf(out, "  %s %s: %s (%s) %s\n", a.Time.Format(time.RFC3339), a.Finding, a.Result, a.Policy, a.Reason)
+		if a.Verification != nil {
+			fmt.Fprintf(out, "    %s\n", a.Verification.Line())
+		}
 	}
 	fmt.Fprintf(out, "\nfindings (%d):\n", len(st.Findings))
 	for _, f := range st.Findings {

@@ -14,6 +14,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
+	"github.com/irqpilot/irqpilot/internal/verify"
 )
 
 // Planner computes the plan to try when a finding with evidence of harm
@@ -102,12 +103,19 @@ type Adaptation struct {
 	// plan was already in force, or changes nothing), "marginal" (the
 	// planner's choice does not survive ±10 % of the measured load, see
 	// policy.IsMarginal: nothing is changed), "refused" (the plan's predicted
-	// load breaks the headroom rules, policy.Violation: not applied), "failed".
+	// load breaks the headroom rules, policy.Violation: not applied),
+	// "not-retried" (the same plan verified worse on a load within
+	// tolerance of this one: not applied), "failed".
 	Result   string   `json:"result"`
 	Reason   string   `json:"reason"`
 	Policy   string   `json:"policy,omitempty"`
 	Why      string   `json:"why,omitempty"`
 	Journals []string `json:"journals,omitempty"`
+	// Verdict is the verification's verdict once judged (adaptverify.go):
+	// confirmed, missed, worse or inconclusive; "" while verifying or when
+	// nothing was applied.
+	Verdict      string        `json:"verdict,omitempty"`
+	Verification *Verification `json:"verification,omitempty"`
 }
 
 // Observation is what one interval showed, for verification.
@@ -126,6 +134,9 @@ type Observation struct {
 	Drops float64
 	// Metric is the user metric (nil: none or unreadable).
 	Metric *float64
+	// load is the interval's load, for the verification against the
+	// prediction (nil: not kept).
+	load *load.Load
 }
 
 func observation(l *load.Load, fs []diagnose.Finding) Observation {
@@ -156,6 +167,18 @@ type adaptState struct {
 	baseline []Observation
 	window   []Observation
 	journals []string
+	// The current adaptation's verification (adaptverify.go): its
+	// prediction, the measurement before it (beforeOK: one was made), where
+	// the prediction came from, its plan's fingerprint and how many settled
+	// intervals in a row were worse.
+	pred     *plan.Prediction
+	before   verify.Measurement
+	beforeOK bool
+	note     string
+	planKey  string
+	worse    int
+	// blocked are plans that verified worse, with their load.
+	blocked []blockedPlan
 }
 
 func newAdaptState(o AdaptOptions) *adaptState {
@@ -168,6 +191,12 @@ func (s *adaptState) reset() {
 	s.history = nil
 	s.cur = nil
 	s.window, s.baseline, s.journals = nil, nil, nil
+	s.endVerification()
+}
+
+// endVerification forgets the current adaptation's verification state.
+func (s *adaptState) endVerification() {
+	s.pred, s.before, s.beforeOK, s.note, s.planKey, s.worse = nil, verify.Measurement{}, false, "", "", 0
 }
 
 func (s *adaptState) noteJournal(id string) {
@@ -217,8 +246,31 @@ func (s *adaptState) trigger(now time.Time, ob Observation) (string, string) {
 // were kept), drops not higher and the user metric not worse, comparing
 // the window after the change with the baseline before it.
 func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool) (keep bool, reason string) {
+	keep, reason, _ = verdictRule(trigger, baseline, window, higherIsBetter, false)
+	return keep, reason
+}
+
+// The rules of Verdict, as verdictRule names the one that did not keep an
+// adaptation.
+const (
+	ruleNothing    = "nothing-measured"
+	ruleStillHolds = "still-holds"
+	ruleNew        = "new-finding"
+	ruleDidNotFall = "did-not-fall"
+	ruleDrops      = "drops"
+	ruleMetric     = "user-metric"
+)
+
+// verdictRule is Verdict, naming the rule that did not keep (rule "" when
+// kept). confirmed skips the rule a confirmed prediction answers (the
+// trigger still holding: the model predicted the relief that was
+// measured, though the finding's thresholds may still be crossed) and
+// applies the others: the hot CPUs' interrupt time must still fall, and
+// drops, new findings and the user metric judge what the model does not
+// predict.
+func verdictRule(trigger string, baseline, window []Observation, higherIsBetter, confirmed bool) (keep bool, reason, rule string) {
 	if len(window) == 0 || len(baseline) == 0 {
-		return false, "nothing measured"
+		return false, "nothing measured", ruleNothing
 	}
 	// Judge the settled second half of the window.
 	w := window[len(window)/2:]
@@ -251,8 +303,8 @@ func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool
 			held++
 		}
 	}
-	if held*2 > len(w) {
-		return false, fmt.Sprintf("%s still holds in %d of %d intervals", trigger, held, len(w))
+	if held*2 > len(w) && !confirmed {
+		return false, fmt.Sprintf("%s still holds in %d of %d intervals", trigger, held, len(w)), ruleStillHolds
 	}
 	ids := map[string]bool{}
 	for _, o := range w {
@@ -270,14 +322,14 @@ func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool
 			}
 		}
 		if !was && n*2 > len(w) {
-			return false, "new finding " + id
+			return false, "new finding " + id, ruleNew
 		}
 	}
 	if after >= before {
-		return false, fmt.Sprintf("%s did not fall (%.1f%% → %.1f%%)", what, before, after)
+		return false, fmt.Sprintf("%s did not fall (%.1f%% → %.1f%%)", what, before, after), ruleDidNotFall
 	}
 	if dropsAfter > dropsBefore*1.05+1 {
-		return false, fmt.Sprintf("softnet drops rose (%.0f/s → %.0f/s)", dropsBefore, dropsAfter)
+		return false, fmt.Sprintf("softnet drops rose (%.0f/s → %.0f/s)", dropsBefore, dropsAfter), ruleDrops
 	}
 	mb, okb := meanMetric(baseline)
 	ma, oka := meanMetric(w)
@@ -287,10 +339,10 @@ func Verdict(trigger string, baseline, window []Observation, higherIsBetter bool
 			worse = ma < mb*0.95
 		}
 		if worse {
-			return false, fmt.Sprintf("user metric worse (%.4g → %.4g)", mb, ma)
+			return false, fmt.Sprintf("user metric worse (%.4g → %.4g)", mb, ma), ruleMetric
 		}
 	}
-	return true, fmt.Sprintf("%s gone; %s %.1f%% → %.1f%%; drops %.0f/s → %.0f/s", trigger, what, before, after, dropsBefore, dropsAfter)
+	return true, fmt.Sprintf("%s gone; %s %.1f%% → %.1f%%; drops %.0f/s → %.0f/s", trigger, what, before, after, dropsBefore, dropsAfter), ""
 }
 
 func mean(os []Observation, f func(Observation) float64) float64 {
@@ -323,42 +375,57 @@ func (ag *Agent) adaptStep() {
 		return
 	}
 	ob := observation(ag.lastLoad, policy.HarmFrom(ag.hostModel.Load(), ag.findings, ag.lastLoad)) // observe diagnosed lastLoad this pass
+	ob.load = ag.lastLoad
 	if m, err := ag.userMetric(); err == nil {
 		ob.Metric = &m
 	} else if err != errNoMetric {
 		ag.log.Warn("user metric", "error", err)
 	}
 	now := time.Now()
+	h := ag.hostModel.Load()
 	if s.cur != nil {
 		s.window = append(s.window, ob)
+		// The first interval after the change may still hold moves
+		// pending; every later one is settled and judged on its own: a
+		// worse verdict on worseRun of them in a row (and on them
+		// together) undoes the adaptation at once.
+		if n := len(s.window); n > 1 {
+			if r := s.judge(h, s.window[n-1:]); r.Verdict == verify.Worse {
+				s.worse++
+			} else {
+				s.worse = 0
+			}
+			if s.worse >= worseRun {
+				if r := s.judge(h, s.window[n-worseRun:]); r.Verdict == verify.Worse {
+					r.Early = true
+					ag.endAdaptation(now, false, fmt.Sprintf("undone at once: the change verified worse on %d settled intervals in a row", worseRun), r)
+					return
+				}
+			}
+		}
 		if len(s.window) < s.o.Window {
 			return
 		}
-		keep, reason := Verdict(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter)
-		s.cur.Journals = slices.Clone(s.journals)
-		if keep {
-			s.cur.Result, s.cur.Reason = "kept", reason
-			ag.prevPlan = nil
-			ag.log.Info("adaptation kept", "finding", s.cur.Finding, "why", reason)
-		} else {
-			s.cur.Result, s.cur.Reason = "reverted", reason
-			if err := ag.revertJournals(s.journals); err != nil {
-				s.cur.Reason += "; revert: " + err.Error()
+		// The window's settled second half, judged as one measurement.
+		r := s.judge(h, s.window[len(s.window)/2:])
+		keep, reason, rule := verdictRule(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter, false)
+		switch r.Verdict {
+		case verify.Worse:
+			keep, reason = false, "the change verified worse over the settled intervals"
+		case verify.Confirmed:
+			// The finding's thresholds may still be crossed when the
+			// predicted relief came true; a hot CPU that did not cool,
+			// though, is no measured gain, confirmed or not.
+			if !keep && rule == ruleStillHolds {
+				// Kept unless a rule the model does not answer fails.
+				if k, why, _ := verdictRule(s.cur.Finding, s.baseline, s.window, s.o.HigherIsBetter, true); k {
+					keep, reason = true, "the prediction came true, though "+reason
+				} else {
+					reason = why
+				}
 			}
-			ag.journals = slices.DeleteFunc(ag.journals, func(id string) bool { return slices.Contains(s.journals, id) })
-			if ag.prevPlan != nil {
-				ag.pl, ag.prevPlan = ag.prevPlan, nil
-			}
-			ag.needResolve = true
-			ag.established = map[string]bool{}
-			if ag.m != nil {
-				ag.m.AdaptationsReverted.Inc()
-			}
-			ag.log.Warn("adaptation reverted", "finding", s.cur.Finding, "why", reason)
 		}
-		ag.adaptations[len(ag.adaptations)-1] = *s.cur
-		s.cur, s.window, s.baseline, s.journals = nil, nil, nil, nil
-		s.streak = map[string]int{}
+		ag.endAdaptation(now, keep, reason, r)
 		return
 	}
 	hit, held := s.trigger(now, ob)
@@ -368,7 +435,6 @@ func (ag *Agent) adaptStep() {
 	if hit == "" {
 		return
 	}
-	h := ag.hostModel.Load()
 	p, err := ag.o.Planner(h, ag.lastLoad)
 	a := Adaptation{Time: now, Finding: hit}
 	if err != nil {
@@ -428,10 +494,38 @@ func (ag *Agent) adaptStep() {
 		s.last = now
 		return
 	}
+	// The measurement before the change: the intervals the evidence held.
+	before, beforeOK := measureObs(h, s.history)
+	key := planKey(p)
+	if beforeOK {
+		b, changed := s.blockedFor(key, before)
+		if b != nil {
+			// The same plan made things worse on this load: not again
+			// until the load changes. Said once; then only in the debug log.
+			s.streak = map[string]int{}
+			s.last = now
+			why := fmt.Sprintf("the same plan verified worse at %s on a load within tolerance of this one (%s); not retried until the traffic moves by more than %.0f %% or a CPU's busy time by more than %.0f points",
+				b.when.Format(time.RFC3339), b.reason, 100*verify.DefaultTrafficTolerance, verify.DefaultTolerance)
+			if b.told {
+				ag.log.Debug("adapt: plan not retried", "finding", hit, "why", why)
+				return
+			}
+			b.told = true
+			a.Result, a.Reason = "not-retried", why
+			ag.adaptations = appendRecent(ag.adaptations, a)
+			ag.log.Warn("adapt: plan not retried", logAttrs("finding", hit, "policy", p.Policy, "why", why)...)
+			return
+		}
+		if changed != "" {
+			ag.log.Info("adapt: retrying a plan that verified worse: the load changed", "finding", hit, "change", changed)
+		}
+	}
 	a.Result, a.Reason = "verifying", fmt.Sprintf("%s held for %d intervals", hit, s.o.Persist)
 	s.cur = &a
 	s.baseline = slices.Clone(s.history)
 	s.window, s.journals = nil, nil
+	s.pred, s.note = adaptPrediction(h, ag.lastLoad, p, before, o.AppPIDs)
+	s.before, s.beforeOK, s.planKey, s.worse = before, beforeOK, key, 0
 	s.last = now
 	s.changes = append(s.changes, now)
 	if ag.prevPlan == nil {
@@ -449,4 +543,63 @@ func (ag *Agent) adaptStep() {
 	if err := ag.enforce("adapt"); err != nil {
 		ag.log.Error("adapt: apply failed", "error", err)
 	}
+}
+
+// endAdaptation keeps or reverts the adaptation being verified, with its
+// verification; a worse verdict also remembers the plan (not retried on
+// this load).
+func (ag *Agent) endAdaptation(now time.Time, keep bool, reason string, v Verification) {
+	s := ag.adapt
+	s.cur.Journals = slices.Clone(s.journals)
+	s.cur.Verdict, s.cur.Verification = string(v.Verdict), &v
+	attrs := []any{"finding", s.cur.Finding, "why", reason, "verdict", string(v.Verdict), "intervals", v.Intervals}
+	if len(v.CPUs) > 0 {
+		attrs = append(attrs, "busy_error_pct", v.MeanBusyError, "irq_error_pct", v.MeanIRQError)
+	}
+	attrs = append(attrs, "verification", v.Reason)
+	if keep {
+		s.cur.Result, s.cur.Reason = "kept", reason
+		ag.prevPlan = nil
+		ag.log.Info("adaptation kept", attrs...)
+	} else {
+		s.cur.Result, s.cur.Reason = "reverted", reason
+		if err := ag.revertJournals(s.journals); err != nil {
+			s.cur.Reason += "; revert: " + err.Error()
+		}
+		ag.journals = slices.DeleteFunc(ag.journals, func(id string) bool { return slices.Contains(s.journals, id) })
+		if ag.prevPlan != nil {
+			ag.pl, ag.prevPlan = ag.prevPlan, nil
+		}
+		ag.needResolve = true
+		ag.established = map[string]bool{}
+		if ag.m != nil {
+			ag.m.AdaptationsReverted.Inc()
+		}
+		msg := "adaptation reverted"
+		if v.Early {
+			msg = "adaptation reverted at once: the change verified worse"
+		}
+		ag.log.Warn(msg, attrs...)
+		if v.Verdict == verify.Worse {
+			s.block(now, v.Reason)
+		}
+	}
+	if ag.m != nil {
+		ag.m.Adaptations.WithLabelValues(string(v.Verdict)).Inc()
+		if len(v.CPUs) > 0 {
+			ag.m.PredictionError.WithLabelValues("busy").Set(v.MeanBusyError)
+			ag.m.PredictionError.WithLabelValues("irq").Set(v.MeanIRQError)
+		}
+	}
+	// The adaptation is the newest entry unless others were recorded
+	// since (none are while one is verified); find it by identity.
+	for i := len(ag.adaptations) - 1; i >= 0; i-- {
+		if ag.adaptations[i].Time.Equal(s.cur.Time) && ag.adaptations[i].Result == "verifying" {
+			ag.adaptations[i] = *s.cur
+			break
+		}
+	}
+	s.cur, s.window, s.baseline, s.journals = nil, nil, nil, nil
+	s.endVerification()
+	s.streak = map[string]int{}
 }

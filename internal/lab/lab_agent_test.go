@@ -43,6 +43,7 @@ echo "PLUG appeared-after $t0 $t1 converged-at $t2 rps $(cat /sys/class/net/eth2
 echo "@@HOST:unplug@@"
 i=0; while [ -e /sys/class/net/eth2 ] && [ $i -ge 0 ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done
 sleep 3
+[ -e /sys/class/net/eth2 ] && echo "UNPLUGGED no" || echo "UNPLUGGED yes"
 kill -0 $AG && echo "ALIVE-AFTER-UNPLUG" || echo "DEAD-AFTER-UNPLUG"
 echo 0 > /sys/devices/system/cpu/cpu3/online
 sleep 4
@@ -51,6 +52,7 @@ kill -0 $AG && echo "ALIVE-AFTER-OFFLINE" || echo "DEAD-AFTER-OFFLINE"
 echo 1 > /sys/devices/system/cpu/cpu3/online
 i=0; until [ "$(cat /proc/irq/$irq/smp_affinity_list)" = 3 ] || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done
 echo "ONLINE-IRQ $(cat /proc/irq/$irq/smp_affinity_list)"
+echo "REPAIRS $(grep 'drift repaired' /tmp/agent.log | grep "irq $irq" | grep -c 'restored=3')"
 echo "RPS0 $(cat /sys/class/net/eth0/queues/rx-0/rps_cpus)"
 irqpilot status > /tmp/status.txt 2>&1; echo "STATUS-RC $?"
 kill $AG; wait $AG; echo "AGENT-RC $?"
@@ -95,8 +97,20 @@ func TestLabAgent(t *testing.T) {
 			t.Errorf("want %s", want)
 		}
 	}
+	if got := field(out, "UNPLUGGED"); got != "yes" {
+		t.Errorf("eth2 still there after the unplug (%q): the unplug path was not exercised", got)
+	}
+	// The kernel breaks the affinity of an IRQ whose only CPU goes
+	// offline; the IRQ is back on CPU 3 afterwards only because the agent
+	// repaired it, which its log says.
+	if f := strings.Fields(field(out, "OFFLINE-IRQ")); len(f) < 1 || f[0] == "3" {
+		t.Errorf("with CPU 3 offline the IRQ's affinity reads %q: the kernel kept it, so nothing here tests a repair", field(out, "OFFLINE-IRQ"))
+	}
 	if got := field(out, "ONLINE-IRQ"); got != "3" {
 		t.Errorf("IRQ not put back on CPU 3 when it came back online: %q", got)
+	}
+	if n := field(out, "REPAIRS"); n == "" || n == "0" {
+		t.Errorf("the agent's log has no drift repair of the IRQ back to CPU 3 (%q)", n)
 	}
 	if got := strings.TrimLeft(field(out, "RPS0"), "0"); got != "6" {
 		t.Errorf("eth0 rx-0 rps_cpus %q, want 6 (CPUs 1-2)", got)

@@ -36,12 +36,18 @@ var (
 	SettingsApplied     = fq("settings_applied_total")
 	AdaptationsApplied  = fq("adaptations_applied_total")
 	AdaptationsReverted = fq("adaptations_reverted_total")
-	FindingActive       = fq("finding_active")
-	Enforced            = fq("enforced_settings")
-	Frozen              = fq("frozen_settings")
-	Waiting             = fq("waiting_entries")
-	Passes              = fq("enforcement_passes_total")
-	PassErrors          = fq("enforcement_pass_errors_total")
-	Reloads             = fq("plan_reloads_total")
-	ReloadRejected      = fq("plan_reload_rejected")
+	// Adaptations counts the adaptations judged, by the verdict of their
+	// prediction (label verdict); PredictionError is the last judged
+	// adaptation's mean absolute error, per CPU, in points of a CPU
+	// (label figure: busy or irq).
+	Adaptations     = fq("adaptations_total")
+	PredictionError = fq("prediction_error_percent")
+	FindingActive   = fq("finding_active")
+	Enforced        = fq("enforced_settings")
+	Frozen          = fq("frozen_settings")
+	Waiting         = fq("waiting_entries")
+	Passes          = fq("enforcement_passes_total")
+	PassErrors      = fq("enforcement_pass_errors_total")
+	Reloads         = fq("plan_reloads_total")
+	ReloadRejected  = fq("plan_reload_rejected")
 )

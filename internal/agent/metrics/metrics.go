@@ -106,6 +106,16 @@ type Agent struct {
 	Applied             *prometheus.CounterVec
 	AdaptationsApplied  prometheus.Counter
 	AdaptationsReverted prometheus.Counter
+	// Adaptations is irqpilot_adaptations_total{verdict}: adaptations
+	// judged, by the verdict of their prediction (confirmed, missed,
+	// worse, inconclusive; every verdict always present).
+	Adaptations *prometheus.CounterVec
+	// PredictionError is irqpilot_prediction_error_percent{figure}: the
+	// last judged adaptation's mean absolute error over the CPUs, in
+	// points of a CPU, of busy time (figure="busy") and interrupt time
+	// (figure="irq"). Absent until an adaptation was judged on measured
+	// CPUs.
+	PredictionError *prometheus.GaugeVec
 	// FindingActive is irqpilot_finding_active{id}: 1 while doctor's
 	// finding id holds.
 	FindingActive *prometheus.GaugeVec
@@ -120,6 +130,10 @@ type Agent struct {
 	Reloads        *prometheus.CounterVec
 	ReloadRejected prometheus.Gauge
 }
+
+// Verdicts are the values of irqpilot_adaptations_total's verdict label
+// (package verify's verdicts; this package does not import it).
+var Verdicts = []string{"confirmed", "missed", "worse", "inconclusive"}
 
 // New returns a registry with every collector and the agent's metrics.
 func New(src *Source) (*prometheus.Registry, *Agent, error) {
@@ -138,6 +152,10 @@ func New(src *Source) (*prometheus.Registry, *Agent, error) {
 			Help: "Plans the agent computed from evidence of harm and applied (--adapt)."}),
 		AdaptationsReverted: prometheus.NewCounter(prometheus.CounterOpts{Name: names.AdaptationsReverted,
 			Help: "Adaptations reverted because verification found them no better."}),
+		Adaptations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: names.Adaptations,
+			Help: "Adaptations judged against their prediction, by verdict: confirmed, missed, worse or inconclusive."}, []string{"verdict"}),
+		PredictionError: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: names.PredictionError,
+			Help: "The last judged adaptation's mean absolute prediction error over the CPUs, in points of a CPU, of busy or interrupt time."}, []string{"figure"}),
 		FindingActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: names.FindingActive,
 			Help: "1 while the finding (irqpilot doctor's id) holds, else 0."}, []string{"id"}),
 		Enforced: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.Enforced,
@@ -158,7 +176,11 @@ func New(src *Source) (*prometheus.Registry, *Agent, error) {
 	for _, r := range []string{"applied", "rejected"} {
 		a.Reloads.WithLabelValues(r)
 	}
+	for _, v := range Verdicts {
+		a.Adaptations.WithLabelValues(v)
+	}
 	for _, c := range []prometheus.Collector{ex, a.DriftRepairs, a.Applied, a.AdaptationsApplied, a.AdaptationsReverted,
+		a.Adaptations, a.PredictionError,
 		a.FindingActive, a.Enforced, a.Frozen, a.Waiting, a.Passes, a.PassErrors, a.Reloads, a.ReloadRejected,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: names.Namespace})} {
 		if err := reg.Register(c); err != nil {

@@ -31,6 +31,9 @@ func TestMetricsPromtoolClean(t *testing.T) {
 	}
 	m.DriftRepairs.WithLabelValues("rps-cpus", "eth0").Inc()
 	m.FindingActive.WithLabelValues("interrupt-bound-cpu").Set(1)
+	m.Adaptations.WithLabelValues("worse").Inc()
+	m.PredictionError.WithLabelValues("busy").Set(28.9)
+	m.PredictionError.WithLabelValues("irq").Set(21.6)
 	// One scrape, looked at by client_golang's testutil.
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -59,6 +62,7 @@ func TestMetricsPromtoolClean(t *testing.T) {
 		names.NodeInfo:       1,
 		names.SoftnetDropped: 250, names.SoftnetTimesSqueezed: 250,
 		names.IRQInfo: devIRQs, names.DriftRepairs: 1, names.FindingActive: 1,
+		names.Adaptations: len(Verdicts), names.PredictionError: 2,
 		names.Namespace + "_process_cpu_seconds_total": 1, names.ScrapeSuccess: len(Names()),
 	} {
 		if n := series(name); n != want {
@@ -129,5 +133,38 @@ func TestMetricsCPUsLabelIsCPUList(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no " + names.IRQInfo + " series")
+	}
+}
+
+// Every verdict of irqpilot_adaptations_total is present from the start, at
+// 0; irqpilot_prediction_error_percent is absent until an adaptation was
+// judged (a 0 would claim a perfect prediction), then one series per figure.
+func TestAdaptationVerdictMetrics(t *testing.T) {
+	root, h := livetest.GenHost(t, hostgen.Spec{CPUs: 2, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{}, NVMeQueues: -1, Hostname: "two"})
+	reg, m, err := New(&Source{FS: kernel.New(root), Host: func() *host.Host { return h }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# HELP " + names.Adaptations + " Adaptations judged against their prediction, by verdict: confirmed, missed, worse or inconclusive.\n# TYPE " + names.Adaptations + " counter\n"
+	for _, v := range []string{"confirmed", "inconclusive", "missed", "worse"} {
+		want += names.Adaptations + `{verdict="` + v + `"} 0` + "\n"
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names.Adaptations); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, names.PredictionError); err != nil || n != 0 {
+		t.Errorf("%s: %d series before any adaptation (%v), want none", names.PredictionError, n, err)
+	}
+	m.Adaptations.WithLabelValues("worse").Inc()
+	m.PredictionError.WithLabelValues("busy").Set(28.9)
+	m.PredictionError.WithLabelValues("irq").Set(21.6)
+	if v := testutil.ToFloat64(m.Adaptations.WithLabelValues("worse")); v != 1 {
+		t.Errorf("worse = %v, want 1", v)
+	}
+	want = "# HELP " + names.PredictionError + " The last judged adaptation's mean absolute prediction error over the CPUs, in points of a CPU, of busy or interrupt time.\n# TYPE " + names.PredictionError + " gauge\n" +
+		names.PredictionError + `{figure="busy"} 28.9` + "\n" + names.PredictionError + `{figure="irq"} 21.6` + "\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names.PredictionError); err != nil {
+		t.Error(err)
 	}
 }
