@@ -173,7 +173,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	if ver != nil && err == nil {
 		if res.Journal == nil {
 			ver.note = "nothing changed, so there is nothing to verify"
-		} else if v, err = o.afterChange(a, ver, res, errOut); err != nil {
+		} else if v, err = o.afterChange(a, ver, res); err != nil {
 			return &exitError{code: 2, err: fmt.Errorf("applied (journal %s), but the verification failed: %w", res.Journal.ID, err)}
 		}
 	}

@@ -40,9 +40,11 @@ type measureSpec struct {
 
 // measureLive measures the live machine fs for d: the eBPF collector as
 // cost asks (auto: where it loads), a sample, d, a sample, and the socket
-// owners. note says how interrupt time is known. apply --verify, doctor and
-// plan call it, so a prediction and its check rest on the same kind of
-// measurement.
+// owners. note says how interrupt time is known. doctor and plan call it;
+// apply --verify's liveMeter (verify.go) starts the same collector with
+// startCost and a sampler set up the same way, but samples three times (a
+// window and its halves, for the noise), so a prediction and its check
+// rest on the same kind of measurement.
 func measureLive(fs *kernel.FS, d time.Duration, cost string, tasks bool) (*load.Load, string, error) {
 	m, err := measureSpec{Duration: d, Cost: cost, Tasks: tasks}.live(fs)
 	if err != nil {

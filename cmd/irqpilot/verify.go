@@ -344,7 +344,7 @@ func (o *applyOptions) beforeChange(fs *kernel.FS, h *host.Host, p *plan.Plan) (
 
 // afterChange measures the machine after the change, judges the
 // prediction and, when --revert-if asks, reverts the journal.
-func (o *applyOptions) afterChange(a *apply.Applier, ver *pendingVerification, res *apply.Outcome, errOut io.Writer) (*verificationJSON, error) {
+func (o *applyOptions) afterChange(a *apply.Applier, ver *pendingVerification, res *apply.Outcome) (*verificationJSON, error) {
 	var moved []int
 	for _, e := range res.Entries {
 		if e.IRQ != nil && e.Status == setting.StatusDone {
