@@ -232,9 +232,6 @@ func undoCommand(stateDir, id string, ns *kernel.NetNS) string {
 	return apply.RevertCommand(stateDir, ns, "--to", id)
 }
 
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string { return apply.ShellQuote(s) }
-
 func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tTARGET\tSETTING\tFROM\tTO\tNOTE")
