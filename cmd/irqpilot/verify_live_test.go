@@ -22,6 +22,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
+	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -99,6 +100,7 @@ func (b *coreBottleneck) setRPS(mask string) {
 // as fast as the CPU allows); setRate changes it, stop ends the flood and
 // reports the sends per second achieved.
 type sender struct {
+	tid  atomic.Int64  // the sending thread
 	rate atomic.Uint64 // sends/s, float64 bits
 	sent atomic.Int64
 	done chan struct{}
@@ -115,6 +117,7 @@ func (b *coreBottleneck) send(rate float64) *sender {
 	go func() {
 		defer s.wg.Done()
 		s.err = kernel.InNetns(b.sendNS, func() error {
+			s.tid.Store(int64(unix.Gettid()))
 			var one, all unix.CPUSet
 			one.Set(senderCPU)
 			if err := unix.SchedGetaffinity(0, &all); err != nil {
@@ -380,7 +383,9 @@ func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 	state := stateDir(t)
 	var tables []string
 	for attempt := 1; attempt <= 4; attempt++ {
-		if attempt > 1 {
+		// Start when CPU 1 is quiet (up to 30 s): the move needs its
+		// spare time.
+		for i := 0; i < 10 && !cpu1Idle(t, 70); i++ {
 			time.Sleep(2 * time.Second)
 		}
 		// Offer 60 % of what saturates CPU 0 with RPS off: carried
@@ -781,4 +786,91 @@ func TestLiveVerifyErrors(t *testing.T) {
 	if _, errOut, code := run("verify", "--state-dir", state); code != 2 || !strings.Contains(errOut, "no applied journal in") {
 		t.Errorf("verify with only a reverted journal: exit %d, %q", code, errOut)
 	}
+}
+
+// captureFiles are the files load.Sampler reads (without tasks).
+var captureFiles = []string{"proc/uptime", "proc/stat", "proc/interrupts", "proc/softirqs", "proc/net/softnet_stat"}
+
+// Not a test: with IRQPILOT_CAPTURE_VERIFY=DIR it captures the core-0
+// bottleneck's RPS move for internal/verify's tests (see
+// internal/verify/testdata/README.md): the sampler's files at the start,
+// middle and end of a 3 s window with RPS off (before/0, 1, 2), then of
+// one with rps_cpus on the receiving veth's rx-0 set to CPU 1 (after/…),
+// the flood held at 60 % of the rate that saturates CPU 0, and the
+// receiver namespace's inventory (host.json).
+func TestCaptureVerifyPair(t *testing.T) {
+	dir := os.Getenv("IRQPILOT_CAPTURE_VERIFY")
+	if dir == "" {
+		t.Skip("set IRQPILOT_CAPTURE_VERIFY=DIR to capture")
+	}
+	b := newCoreBottleneck(t)
+	// Only a quiet machine shows the move alone: wait (up to 5 minutes)
+	// for a second in which CPU 1 is at least half idle.
+	for i := 0; !cpu1Idle(t, 50); i++ {
+		if i == 30 {
+			t.Skip("CPU 1 was never idle")
+		}
+		time.Sleep(10 * time.Second)
+	}
+	s := b.flood()
+	defer s.stop()
+	inv, errOut, code := b.irqpilot("--json", "inventory")
+	if code != 0 {
+		t.Fatalf("inventory: %d %s", code, errOut)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "host.json"), []byte(inv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap := func(window string, i int) {
+		for _, f := range captureFiles {
+			data, err := os.ReadFile("/" + f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, window, fmt.Sprint(i), f)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, w := range []string{"before", "after"} {
+		if w == "after" {
+			b.setRPS("2")
+			time.Sleep(500 * time.Millisecond)
+		}
+		for i := 0; i < 3; i++ {
+			if i > 0 {
+				time.Sleep(1500 * time.Millisecond)
+			}
+			snap(w, i)
+		}
+	}
+	b.setRPS("0")
+	t.Logf("captured in %s; recv device %s", dir, b.recvDev)
+}
+
+// cpu1Idle says whether CPU 1 was at least pct idle over a second.
+func cpu1Idle(t *testing.T, pct float64) bool {
+	smp := load.NewSampler(kernel.New("/"))
+	a, err := smp.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	z, err := smp.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := load.Rates(a, z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := l.CPU(1)
+	return c != nil && c.Idle >= pct
 }

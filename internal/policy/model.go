@@ -38,9 +38,10 @@ const (
 	// RPSMoved: share of a queue's network softirq time that RPS moves.
 	// Measured here: the seed-004 udp scenario (veth, one queue) went from
 	// CPU0 72.4 % softirq to 0.4 % with RPS to CPU1 (docs/benchmarks.md),
-	// i.e. ≈ 0.99; and apply --verify's live runs of the core-0 bottleneck
-	// (veth, UDP GSO flood pinned to CPU 0, NET_RX time per send from the
-	// eBPF collector, 4 pairs of 3 s windows RPS off/on) left 0.45 µs of
+	// i.e. ≈ 0.99; and on the core-0 bottleneck of apply --verify's live
+	// tests (veth, UDP GSO flood pinned to CPU 0; NET_RX time per send from
+	// the eBPF collector, 4 pairs of 3 s windows RPS off/on, measured by
+	// cmd/irqpilot's TestMeasureRPSCostPerSend) RPS left 0.45 µs of
 	// 26.1 µs per send on CPU 0: 0.98 moved (CPU 1 then spent 24.8 µs
 	// per send on it). 0.95 was used before and predicted CPU 0 3-5
 	// points of interrupt time too many in every undisturbed run.
