@@ -468,6 +468,11 @@ func (b *coreBottleneck) autoOrHand(t *testing.T) (file, how string) {
 // exit status and the rows.
 func (b *coreBottleneck) verifyJournalLater(t *testing.T, state, journal string) {
 	t.Helper()
+	text, _, code := b.irqpilot("verify", "--journal", journal, "--duration", "2s", "--state-dir", state)
+	t.Logf("verify --journal %s: exit %d\n%s", journal, code, text)
+	if m := regexp.MustCompile(`(?m)^verdict: (\w+) — `).FindStringSubmatch(text); m == nil || verdictExits[m[1]] != code {
+		t.Errorf("verify's text: no verdict line for exit status %d", code)
+	}
 	out, errOut, code := b.irqpilot("--json", "verify", "--journal", journal, "--duration", "2s", "--state-dir", state)
 	if code != 0 && code < 3 {
 		t.Fatalf("verify --journal %s: exit %d\n%s%s", journal, code, out, errOut)
