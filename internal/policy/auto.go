@@ -111,7 +111,7 @@ func Auto(h *host.Host, o Options) (*plan.Plan, error) {
 			// A "no change" another sample could overturn is as marginal
 			// as a change it could: say so the way the agent reads it.
 			p := b.p
-			p.Why = fmt.Sprintf("%s the decision flips within ±%.0f %% of the measured load: %s; %s", MarginalWhy, 100*load.MarginalNoise, why, marginalNote(flips, tried, "no change"))
+			p.Why = fmt.Sprintf("%s the decision flips within ±%.0f %% of the measured load: %s; %s", MarginalWhy, 100*MarginalNoise, why, marginalNote(flips, tried, "no change"))
 			return p, nil
 		}
 		return empty(why), nil
