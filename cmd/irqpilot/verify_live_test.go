@@ -743,7 +743,8 @@ func TestLiveApplyVerifyConfirmsNoOp(t *testing.T) {
 
 // Live: verify's errors (exit status 2): a journal whose plan carried no
 // prediction (applied without --verify), a journal no longer applied, a
-// state directory without journals; and apply's refusals of --revert-if
+// state directory that does not exist or holds no journal, a journal
+// that does not exist; and apply's refusals of --revert-if
 // without --verify and of --verify with --dry-run, before writing.
 func TestLiveVerifyErrors(t *testing.T) {
 	ns := newVethPair(t)
@@ -766,10 +767,14 @@ func TestLiveVerifyErrors(t *testing.T) {
 		t.Fatalf("dry run: exit %d", code)
 	}
 	missing := filepath.Join(t.TempDir(), "none")
-	if _, errOut, code := run("verify", "--state-dir", missing); code != 2 || !strings.Contains(errOut, "no applied journal in "+missing) {
+	if _, errOut, code := run("verify", "--state-dir", missing); code != 2 || !strings.Contains(errOut, "--state-dir "+missing+": no such directory") {
+		t.Errorf("verify with a state directory that does not exist: exit %d, %q", code, errOut)
+	}
+	empty := stateDir(t)
+	if _, errOut, code := run("verify", "--state-dir", empty); code != 2 || !strings.Contains(errOut, "no applied journal in "+empty) {
 		t.Errorf("verify without journals: exit %d, %q", code, errOut)
 	}
-	if _, errOut, code := run("verify", "--state-dir", missing, "--journal", "20260101T000000Z"); code != 2 || !strings.Contains(errOut, `no journal "20260101T000000Z"`) {
+	if _, errOut, code := run("verify", "--state-dir", empty, "--journal", "20260101T000000Z"); code != 2 || !strings.Contains(errOut, `no journal "20260101T000000Z"`) {
 		t.Errorf("verify of a journal that does not exist: exit %d, %q", code, errOut)
 	}
 	out, errOut, code := run("--json", "apply", "--state-dir", state, file)
