@@ -159,16 +159,18 @@ func appPIDs(p *plan.Plan) []int {
 
 // predictionFor is the prediction a verification checks: the plan's own
 // when it still describes the machine as measured now, else one made now
-// by the same model from that measurement (note says which and why).
-func predictionFor(h *host.Host, p *plan.Plan, before verify.Measurement, l *load.Load, o verify.Options) (*plan.Prediction, string) {
+// by the same model from that measurement (note says which and why;
+// repredicted says why the plan's own was set aside, "" when it was not).
+func predictionFor(h *host.Host, p *plan.Plan, before verify.Measurement, l *load.Load, o verify.Options) (pred *plan.Prediction, note, repredicted string) {
 	if p.Prediction != nil {
 		ok, why := verify.Agrees(p.Prediction, before, o)
 		if ok {
-			return p.Prediction, ""
+			return p.Prediction, "", ""
 		}
-		return policy.Predict(h, l, p, appPIDs(p)), "the plan's prediction was made on another load (" + why + "): predicted again from the measurement before the change"
+		note = "the plan's prediction was made on another load (" + why + "): predicted again from the measurement before the change"
+		return policy.Predict(h, l, p, appPIDs(p)), note, note
 	}
-	return policy.Predict(h, l, p, appPIDs(p)), "the plan carries no prediction: predicted from the measurement before the change"
+	return policy.Predict(h, l, p, appPIDs(p)), "the plan carries no prediction: predicted from the measurement before the change", ""
 }
 
 // verdictExit is the exit status of a verification's verdict.
@@ -320,6 +322,8 @@ type pendingVerification struct {
 	before verify.Measurement
 	pred   *plan.Prediction
 	note   string
+	// repredicted: the plan's own prediction was set aside, and why.
+	repredicted string
 }
 
 // beforeChange checks the plan against the host (so nothing is measured
@@ -338,8 +342,8 @@ func (o *applyOptions) beforeChange(fs *kernel.FS, h *host.Host, p *plan.Plan) (
 		m.close()
 		return nil, fmt.Errorf("measuring before the change (nothing was written): %w", err)
 	}
-	pred, note := predictionFor(h, p, before, l, verify.Options{Tolerance: o.verify.tolerance})
-	return &pendingVerification{meter: m, h: h, before: before, pred: pred, note: note}, nil
+	pred, note, re := predictionFor(h, p, before, l, verify.Options{Tolerance: o.verify.tolerance})
+	return &pendingVerification{meter: m, h: h, before: before, pred: pred, note: note, repredicted: re}, nil
 }
 
 // afterChange measures the machine after the change, judges the
@@ -358,6 +362,7 @@ func (o *applyOptions) afterChange(a *apply.Applier, ver *pendingVerification, r
 	}
 	v := &verificationJSON{Result: verify.Judge(ver.pred, ver.before, after, verify.Options{Tolerance: o.verify.tolerance}),
 		Seconds: after.Seconds, Journal: res.Journal.ID, Note: ver.note}
+	v.Repredicted = ver.repredicted
 	if o.verify.shouldRevert(v.Verdict) {
 		if _, err := a.Revert(res.Journal.ID, false); err != nil {
 			return v, fmt.Errorf("verdict %s, and --revert-if %s could not revert: %w (undo: %s)", v.Verdict, o.verify.revertIf, err,
