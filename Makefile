@@ -143,7 +143,9 @@ bench-evidence: deps build
 bench-evidence-workloads: deps build
 	OUT=$(BENCH_OUT) SMOKE=$(SMOKE) LOCK=$(LOCK) SCENARIOS="mysql mysql-sweep sockperf sockperf-pp" ./scripts/bench-evidence.sh
 
-# How often the cost model is right (root; about 15 minutes with one round):
+# How often the cost model is right (root; about 15 minutes with one round;
+# sockperf and sysbench take a second or two to reach their rate, hence the
+# 3 s warm-up before the first window):
 # every workload × every policy, each plan predicted from a measurement,
 # applied, measured again and judged as `apply --verify` judges it, then
 # reverted. The load generator is pinned to CPU 0 (the sender outside the
@@ -159,7 +161,7 @@ bench-predictions: deps build
 	@set -e; files=; for w in $(PREDICTION_WORKLOADS); do \
 	  case $$w in storage) args= ;; *) args="--queues 2 --client-cpus 0" ;; esac; \
 	  ./$(BIN) bench --predictions --workload $$w $$args --duration $(PREDICTION_WINDOW) --rounds $(PREDICTION_ROUNDS) \
-	    --prime 3s -o $(BENCH_OUT)/predictions/$$w.json; \
+	    --prime 3s --warmup 3s -o $(BENCH_OUT)/predictions/$$w.json; \
 	  files="$$files$${files:+,}$(BENCH_OUT)/predictions/$$w.json"; \
 	done; \
 	./$(BIN) bench --predictions --from "$$files" --markdown docs/benchmarks.md

@@ -176,8 +176,12 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 		if !row.Within {
 			missed = append(missed, fmt.Sprintf("CPU %d %.0f%% busy (%.0f%% in interrupts), predicted %.0f%% (%.0f%%)", c, m.Busy, m.IRQ, p.PredictedBusy, p.PredictedIRQ))
 		}
-		// The headroom rule: a CPU that took work must stay within it.
-		if m.Busy > load.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
+		// The headroom rule: a CPU that took work must stay within it. A
+		// CPU already beyond it before the change was not broken by it:
+		// in the predictions campaign (docs/benchmarks.md) MariaDB's
+		// per-queue plan read "worse" for CPU 0 going from 99 % to 102 %
+		// busy, a full CPU measured twice.
+		if m.Busy > load.HeadroomBusyMaxPct && b.Busy <= load.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
 			overloaded = append(overloaded, fmt.Sprintf("CPU %d %.0f%% → %.0f%% busy", c, b.Busy, m.Busy))
 		}
 		// The wrong way: the prediction moved a figure by more than the
