@@ -73,7 +73,7 @@ func startProc(t *testing.T, argv ...string) int {
 	return pid
 }
 
-var verdictRE = regexp.MustCompile(`IRQPILOT-VERDICT host=(\S+) verdict=(\S+) reverted=(\S+)`)
+var verdictRE = regexp.MustCompile(`IRQPILOT-VERDICT host=(\S+) verdict=(\S+) reverted=(\S+)[^"\n]*`)
 
 // A canary rollout on the real engine: rolling.yml over two hosts (two
 // inventory names, both ansible_connection: local, each with its own plan,
@@ -140,8 +140,10 @@ func TestAnsibleRollingStopsAtWorse(t *testing.T) {
 		cmd.Env = ansibleEnv(adir)
 		out, runErr := cmd.CombinedOutput()
 		verdicts := map[string][2]string{}
+		lines := map[string]string{}
 		for _, m := range verdictRE.FindAllStringSubmatch(string(out), -1) {
 			verdicts[m[1]] = [2]string{m[2], m[3]}
+			lines[m[1]] = m[0]
 		}
 		a, ok := verdicts["pe-canary-a"]
 		if !ok {
@@ -169,7 +171,7 @@ func TestAnsibleRollingStopsAtWorse(t *testing.T) {
 			if got := cpusAllowed(t, idle); got != idleCPUs {
 				t.Errorf("pe-canary-b's process runs on %s, want %s untouched", got, idleCPUs)
 			}
-			t.Logf("attempt %d: pe-canary-a verified worse, reverted; the rollout stopped before pe-canary-b", attempt)
+			t.Logf("attempt %d: pe-canary-a verified worse, reverted; the rollout stopped before pe-canary-b: %s", attempt, lines["pe-canary-a"])
 			return
 		}
 		// Not worse (CPU 0 had no room to fill): the change stays and the
@@ -190,7 +192,7 @@ func TestAnsibleRollingStopsAtWorse(t *testing.T) {
 		if got := cpusAllowed(t, spin); got != spinCPUs {
 			t.Fatalf("after reverting, the busy process runs on %s, want %s", got, spinCPUs)
 		}
-		t.Logf("attempt %d: pe-canary-a verified %s (CPU 0 busy with other work?), the rollout went on; reverted", attempt, a[0])
+		t.Logf("attempt %d: pe-canary-a verified %s, the rollout went on; reverted: %s", attempt, a[0], lines["pe-canary-a"])
 	}
 	t.Skipf("pe-canary-a never verified worse in 3 attempts (%s): CPU 0 had no room for the overload to show on this machine now", strings.Join(tried, ", "))
 }
