@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/livetest"
 )
@@ -110,7 +111,14 @@ func TestAnsibleRollingStopsAtWorse(t *testing.T) {
 	}
 	spin := startProc(t, "taskset", "-c", "1", "sh", "-c", "while :; do :; done")
 	idle := startProc(t, "sleep", "3600")
+	// taskset sets the affinity, then becomes the shell: wait for it.
+	for i := 0; i < 100 && cpusAllowed(t, spin) != "1"; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
 	spinCPUs, idleCPUs := cpusAllowed(t, spin), cpusAllowed(t, idle)
+	if spinCPUs != "1" {
+		t.Fatalf("the busy process runs on %s, want 1 (taskset -c 1)", spinCPUs)
+	}
 
 	var tried []string
 	for attempt := 1; attempt <= 4; attempt++ {
