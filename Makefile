@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/irqpilot
 PKGS    := ./...
 
-.PHONY: all build run test lab test-lab fleet-lab deps tools lint bench bench-workloads bench-evidence bench-evidence-workloads fuzz fuzz-smoke man install-man clean generate measure-cost deb
+.PHONY: all build run test lab test-lab fleet-lab deps tools lint bench bench-workloads bench-evidence bench-evidence-workloads bench-predictions fuzz fuzz-smoke man install-man clean generate measure-cost deb
 
 all: build
 
@@ -145,6 +145,29 @@ bench-evidence: deps build
 # each measuring command waits for that lock (a shared machine).
 bench-evidence-workloads: deps build
 	OUT=$(BENCH_OUT) SMOKE=$(SMOKE) LOCK=$(LOCK) SCENARIOS="mysql mysql-sweep sockperf sockperf-pp" ./scripts/bench-evidence.sh
+
+# How often the cost model is right (root; about 15 minutes with one round;
+# sockperf and sysbench take a second or two to reach their rate, hence the
+# 3 s warm-up before the first window):
+# every workload × every policy, each plan predicted from a measurement,
+# applied, measured again and judged as `apply --verify` judges it, then
+# reverted. The load generator is pinned to CPU 0 (the sender outside the
+# machine, as in the single-queue write-up), which keeps the packet rate
+# steady enough to judge. The table goes into docs/benchmarks.md between
+# its markers. PREDICTION_WORKLOADS, PREDICTION_WINDOW and
+# PREDICTION_ROUNDS choose what runs.
+PREDICTION_WORKLOADS ?= udp memcached nginx mysql sockperf storage
+PREDICTION_WINDOW ?= 4s
+PREDICTION_ROUNDS ?= 1
+bench-predictions: deps build
+	mkdir -p $(BENCH_OUT)/predictions
+	@set -e; files=; for w in $(PREDICTION_WORKLOADS); do \
+	  case $$w in storage) args= ;; *) args="--queues 2 --client-cpus 0" ;; esac; \
+	  ./$(BIN) bench --predictions --workload $$w $$args --duration $(PREDICTION_WINDOW) --rounds $(PREDICTION_ROUNDS) \
+	    --prime 3s --warmup 3s -o $(BENCH_OUT)/predictions/$$w.json; \
+	  files="$$files$${files:+,}$(BENCH_OUT)/predictions/$$w.json"; \
+	done; \
+	./$(BIN) bench --predictions --from "$$files" --markdown docs/benchmarks.md
 
 # Every fuzz target in the repository, as dir:FuzzName, found by grep so that
 # a new one is never left out. Patterns are anchored: "-fuzz FuzzParse" alone

@@ -127,6 +127,11 @@ type benchOptions struct {
 	from     string
 	aa       bool
 	sweep    string
+	// bench --predictions (bench_predictions.go).
+	predictions bool
+	markdown    string
+	cost        string
+	tolerance   float64
 }
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
@@ -161,9 +166,21 @@ A/A run, the noise floor every other ratio is read against.
 NAME/busypoll=US and NAME/epollbusy=US (udp workload) measure NAME with the
 sink busy polling its socket or its epoll instance: --configs
 default,latency,latency/epollbusy=50 compares the NAPI settings with and
-without an application that opts in.`, 100*stats.Confidence, 100*(1-stats.Confidence), stats.MinRuns, 100*stats.Confidence, bench.SaturatedIdlePct),
+without an application that opts in.
+
+--predictions checks the cost model instead: with the workload running, each
+policy (--configs, default every policy) gets one row per round: a window of
+--duration is measured, the policy's plan is made from it with its
+prediction (scoped to the device under test), applied, the moved IRQs are
+waited for, the same window is measured again and the prediction is judged
+by the code 'apply --verify' runs (per CPU error; confirmed, missed, worse or
+inconclusive); then the change is reverted. --markdown FILE writes the error
+table into FILE's generated section (docs/benchmarks.md); --from A.json,B.json
+prints saved campaigns again.`, 100*stats.Confidence, 100*(1-stats.Confidence), stats.MinRuns, 100*stats.Confidence, bench.SaturatedIdlePct),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.Flags().Changed)
+		},
 	}
 	o.wf.add(cmd.Flags())
 	cmd.Flags().StringVar(&o.configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs; A&B measures two together, e.g. spec:app=1&napi:threaded=1)")
@@ -174,11 +191,27 @@ without an application that opts in.`, 100*stats.Confidence, 100*(1-stats.Confid
 	cmd.Flags().StringVar(&o.baseline, "baseline", "", "configuration the others are compared with (default: the first)")
 	cmd.Flags().BoolVar(&o.aa, "aa", false, "also measure an A/A twin: a second copy of the baseline (NAME#aa), whose ratio to the baseline is this run's noise floor")
 	cmd.Flags().StringVar(&o.sweep, "sweep", "", "run the whole bench once per value, e.g. connections=1,4,16,64 (the load generator's concurrency), and draw the curve (--chart): the figure of merit against the value, one line per configuration, with intervals")
-	cmd.Flags().StringVar(&o.from, "from", "", "measure nothing: read a saved JSON report (-o) and print it again, summarised with this version's statistics")
+	cmd.Flags().StringVar(&o.from, "from", "", "measure nothing: read a saved JSON report (-o) and print it again, summarised with this version's statistics (with --predictions: reports, comma-separated)")
+	cmd.Flags().BoolVar(&o.predictions, "predictions", false, "check the cost model instead of comparing configurations: for each policy of --configs (default: every policy), measure the running workload for --duration, make the policy's plan from that measurement with its prediction, apply it, measure again and judge the prediction as 'apply --verify' does (per CPU error, verdict), then revert")
+	cmd.Flags().StringVar(&o.markdown, "markdown", "", "with --predictions: write the error table into this Markdown `FILE`, between its generated section's markers (appended when it has none)")
+	cmd.Flags().Float64Var(&o.tolerance, "tolerance", predictionsTolerance, "with --predictions: verify's tolerance in `POINTS` (as apply --verify's)")
+	addCostFlag(cmd, &o.cost)
 	return cmd
 }
 
-func (o *benchOptions) run(out, errOut io.Writer) error {
+func (o *benchOptions) run(out, errOut io.Writer, changed func(string) bool) error {
+	if o.predictions {
+		if o.sweep != "" || o.aa || o.chart != "" || o.baseline != "" {
+			return &exitError{code: 2, err: fmt.Errorf("--predictions checks the model: --sweep, --aa, --chart and --baseline compare configurations")}
+		}
+		if !changed("rounds") {
+			o.rounds = 1 // one verified change per policy
+		}
+		return o.runPredictions(out, errOut, changed("configs"))
+	}
+	if o.markdown != "" {
+		return &exitError{code: 2, err: fmt.Errorf("--markdown writes --predictions' table")}
+	}
 	if o.from != "" && o.sweep != "" {
 		return &exitError{code: 2, err: fmt.Errorf("--sweep measures; --from measures nothing")}
 	}

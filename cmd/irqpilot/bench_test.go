@@ -13,6 +13,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
+	"github.com/irqpilot/irqpilot/internal/verify"
 )
 
 // A spec's KEY=VALUE fields stay with it; a configuration with options
@@ -188,5 +189,52 @@ func TestBenchSweepLive(t *testing.T) {
 	svg, err := os.ReadFile(chart)
 	if err != nil || !strings.Contains(string(svg), "default#b") {
 		t.Errorf("chart: %v", err)
+	}
+}
+
+// bench --predictions refuses the comparison flags, and --from reads saved
+// campaigns (comma-separated), prints them and writes the table into
+// --markdown's generated section, leaving the rest of the file alone.
+func TestBenchPredictionsFrom(t *testing.T) {
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"bench", "--predictions", "--workload", "udp", "--aa"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "--predictions checks the model") {
+		t.Errorf("bench --predictions --aa: %v", err)
+	}
+	dir := t.TempDir()
+	var files []string
+	for _, w := range []string{"udp", "nginx"} {
+		rep := bench.PredictionReport{Workload: w, Host: "h", CPUs: 2, Kernel: "6.18", WindowSeconds: 4,
+			Rows: []bench.PredictionRow{{Workload: w, Policy: "auto", Changes: 1, Verification: &verify.Result{Verdict: verify.Confirmed,
+				CPUs: []verify.CPU{{CPU: 0, BusyError: 3, IRQError: 1}}, MeanBusyError: 3, MaxBusyError: 3, MeanIRQError: 1, MaxIRQError: 1}}}}
+		b, _ := json.Marshal(rep)
+		f := filepath.Join(dir, w+".json")
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	doc := filepath.Join(dir, "benchmarks.md")
+	if err := os.WriteFile(doc, []byte("# Benchmarks\n\n"+bench.PredictionsBegin+"\nold\n"+bench.PredictionsEnd+"\n\n## Next\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	root = newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"bench", "--predictions", "--from", strings.Join(files, ","), "--markdown", doc})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("bench --predictions --from: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "nginx") || !strings.Contains(out.String(), "Changes auto kept that verified worse: none of 2") {
+		t.Errorf("printed:\n%s", out.String())
+	}
+	b, _ := os.ReadFile(doc)
+	if s := string(b); !strings.Contains(s, "| udp | auto | 1 | confirmed | 3.0 |") || !strings.Contains(s, "| nginx | auto |") ||
+		strings.Contains(s, "old") || !strings.HasSuffix(s, bench.PredictionsEnd+"\n\n## Next\n") {
+		t.Errorf("document:\n%s", s)
 	}
 }

@@ -49,6 +49,10 @@ type Setup struct {
 	// Dropped are the changes the configuration wanted outside the devices
 	// under test, left out by Scope.Restrict.
 	Dropped []string `json:"dropped,omitempty"`
+	// Plan is the policy's plan the changes were resolved from (nil for
+	// configurations that are not a policy): the predictions campaign
+	// (Predictions) predicts it.
+	Plan *plan.Plan `json:"-"`
 }
 
 // Placement is what the setup says about the workload's own processes.
@@ -129,6 +133,7 @@ func (c Configs) Setup(config string, h *host.Host, app workload.AppInfo) (*Setu
 		return nil, fmt.Errorf("%s: %w", config, err)
 	}
 	s.Changes, s.Notes = changes, append([]string{p.Why}, notes...)
+	s.Plan = p
 	s.AppCPUs = appCPUs
 	if s.AppCPUs.IsEmpty() && p.AppCPUs != nil {
 		s.AppCPUs = *p.AppCPUs

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +305,36 @@ func TestViolationRefusesDeviceOutsideModel(t *testing.T) {
 	p.RxQueues[0].Device = "vs1"
 	if why := Violation(h, l, p, Options{Devices: []string{"vs1"}}); why != "" {
 		t.Errorf("RPS for vs1 onto an idle CPU refused: %q", why)
+	}
+}
+
+// RFS (a flow count on the rx queues) sends the moved protocol work where
+// the application reads its sockets, not evenly over the RPS CPUs: with
+// the application's thread on CPU 1, RPS over 0-1 with RFS moves CPU 0's
+// network softirq to CPU 1; without RFS, half of it stays. With the
+// application placed on CPU 0 by the same plan, RFS keeps it there.
+func TestModelRFSFollowsTheConsumer(t *testing.T) {
+	h := seed004Host()
+	l := synthLoad(h, map[int]cpuProfile{0: {soft: 40}}, nil, nil)
+	l.Tasks = []load.TaskLoad{{PID: 4242, TID: 4242, Comm: "sink", CPU: 1, Busy: 60}}
+	m := newModel(h, l, []string{"vs1"})
+	m.selected = []int{4242}
+	both := cpuset.MustParse("0-1")
+	flows := 4096
+	rps := plan.RxQueueEntry{Device: "vs1", Queue: ptr(0), RPSCPUs: &both}
+	rfs := rps
+	rfs.RPSFlowCnt = &flows
+	even := m.Predict(&plan.Plan{RxQueues: []plan.RxQueueEntry{rps}})
+	steered := m.Predict(&plan.Plan{RxQueues: []plan.RxQueueEntry{rfs}})
+	moved := 40 * RPSMovedVirtual // vs1 is virtual
+	if got := even.IRQ[1]; math.Abs(got-moved/2) > 1 {
+		t.Errorf("RPS without RFS: CPU1 interrupt time %.1f %%, want about half of 40 %% moved", got)
+	}
+	if got := steered.IRQ[1]; math.Abs(got-moved) > 1 {
+		t.Errorf("RPS with RFS: CPU1 interrupt time %.1f %%, want about all of 40 %% moved to the consumer", got)
+	}
+	pinned := m.Predict(&plan.Plan{RxQueues: []plan.RxQueueEntry{rfs}, Apps: []plan.AppEntry{{PID: 4242, CPUs: cpuset.Of(0)}}})
+	if got := pinned.IRQ[1]; got > 1 {
+		t.Errorf("RFS with the consumer moved to CPU 0: CPU1 interrupt time %.1f %%, want none moved", got)
 	}
 }

@@ -162,21 +162,31 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 		m := after.CPUs[c]
 		noise := math.Max(NoiseFloor, before.Noise[c].Busy)
 		noiseIRQ := math.Max(NoiseFloor, before.Noise[c].IRQ)
+		// A CPU is measured at most 100 % busy: a prediction above it is
+		// demand that will not fit (the model says so to reject the
+		// change), and what can be measured of it is a full CPU. Compared
+		// as it was, a predicted 119 % beside a measured 95 % counted 24
+		// points of error for a CPU that was as full as predicted.
+		pb := math.Min(p.PredictedBusy, 100)
 		row := CPU{CPU: c,
-			BeforeBusy: round1(b.Busy), PredictedBusy: p.PredictedBusy, MeasuredBusy: round1(m.Busy), BusyError: round1(m.Busy - p.PredictedBusy),
+			BeforeBusy: round1(b.Busy), PredictedBusy: p.PredictedBusy, MeasuredBusy: round1(m.Busy), BusyError: round1(m.Busy - pb),
 			BeforeIRQ: round1(b.IRQ), PredictedIRQ: p.PredictedIRQ, MeasuredIRQ: round1(m.IRQ), IRQError: round1(m.IRQ - p.PredictedIRQ),
 			Noise: round1(noise)}
-		row.Within = math.Abs(m.Busy-p.PredictedBusy) <= tol+noise && math.Abs(m.IRQ-p.PredictedIRQ) <= tol+noiseIRQ
+		row.Within = math.Abs(m.Busy-pb) <= tol+noise && math.Abs(m.IRQ-p.PredictedIRQ) <= tol+noiseIRQ
 		if !row.Within {
 			missed = append(missed, fmt.Sprintf("CPU %d %.0f%% busy (%.0f%% in interrupts), predicted %.0f%% (%.0f%%)", c, m.Busy, m.IRQ, p.PredictedBusy, p.PredictedIRQ))
 		}
-		// The headroom rule: a CPU that took work must stay within it.
-		if m.Busy > diagnose.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
+		// The headroom rule: a CPU that took work must stay within it. A
+		// CPU already beyond it before the change was not broken by it:
+		// in the predictions campaign (docs/benchmarks.md) MariaDB's
+		// per-queue plan read "worse" for CPU 0 going from 99 % to 102 %
+		// busy, a full CPU measured twice.
+		if m.Busy > diagnose.HeadroomBusyMaxPct && b.Busy <= diagnose.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
 			overloaded = append(overloaded, fmt.Sprintf("CPU %d %.0f%% → %.0f%% busy", c, b.Busy, m.Busy))
 		}
 		// The wrong way: the prediction moved a figure by more than the
 		// noise, the measurement moved it the other way by more than it.
-		if w := wrongWay(b.Busy, p.PredictedBusy, m.Busy, noise); w != "" {
+		if w := wrongWay(b.Busy, pb, m.Busy, noise); w != "" {
 			wrong = append(wrong, fmt.Sprintf("CPU %d busy %s", c, w))
 		} else if w := wrongWay(b.IRQ, p.PredictedIRQ, m.IRQ, noiseIRQ); w != "" {
 			wrong = append(wrong, fmt.Sprintf("CPU %d interrupt time %s", c, w))

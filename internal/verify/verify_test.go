@@ -102,3 +102,21 @@ func TestAgrees(t *testing.T) {
 		t.Fatalf("a changed load: %v %s", ok, why)
 	}
 }
+
+// A CPU that was full before the change and is full after it did not break
+// the headroom rule (it was beyond it already), and a prediction above
+// 100 % busy is compared with a full CPU.
+func TestJudgeSaturatedCPU(t *testing.T) {
+	pred := &plan.Prediction{Source: "bpf", CPUs: []plan.CPUPrediction{
+		{CPU: 0, BeforeBusy: 99, PredictedBusy: 119, BeforeIRQ: 10, PredictedIRQ: 30},
+		{CPU: 1, BeforeBusy: 60, PredictedBusy: 40, BeforeIRQ: 30, PredictedIRQ: 10},
+	}}
+	b := window(50000, Figures{99, 10}, Figures{60, 30})
+	r := Judge(pred, b, window(50000, Figures{102, 31}, Figures{41, 11}), Options{})
+	if r.Verdict != Confirmed {
+		t.Errorf("verdict %s (%s), want confirmed", r.Verdict, r.Reason)
+	}
+	if c0 := r.CPUs[0]; c0.BusyError != 2 || c0.PredictedBusy != 119 {
+		t.Errorf("CPU 0 row %+v: want the error against a full CPU (2) and the model's 119 kept", c0)
+	}
+}
