@@ -256,15 +256,20 @@ func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		// plan.ReadFile: a regular file only (a FIFO would block the
+		fh, err := openTrusted("plan file", ag.o.PlanFile, real)
+		if err != nil {
+			return nil, "", err
+		}
+		// plan.ReadOpen: a regular file only (a FIFO would block the
 		// agent) and at most plan.MaxPlanBytes.
-		data, err := plan.ReadFile(real)
+		data, err := plan.ReadOpen(fh, real)
+		fh.Close()
 		if err != nil {
 			return nil, "", fmt.Errorf("plan file: %w", err)
 		}
 		p, err := plan.Parse(ag.o.PlanFile, data)
 		if err != nil {
-			return nil, "", err
+			return nil, "", notAPlan(ag.o.PlanFile, data, err)
 		}
 		sum := sha256.Sum256(data)
 		return p, hex.EncodeToString(sum[:]), nil
@@ -274,6 +279,22 @@ func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 		return nil, "", err
 	}
 	return p, "policy:" + ag.o.Policy, nil
+}
+
+// notAPlanEcho is how much of a file that is no plan at all an error shows:
+// enough to tell a password file or a key, not its content.
+const notAPlanEcho = 4
+
+// notAPlan is the parse error err of the plan file, unless the file is not
+// meant as a plan at all (plan.LooksLikePlan): then the error says so and
+// shows only the file's first bytes, for the parse errors quote the values
+// they refuse, and the log and status would show a file root can read and
+// the plan's author perhaps not.
+func notAPlan(file string, data []byte, err error) error {
+	if plan.LooksLikePlan(data) {
+		return err
+	}
+	return fmt.Errorf("plan file %s is not a plan (no version: at its top; it begins %q); refused", file, data[:min(len(data), notAPlanEcho)])
 }
 
 // resolve drops the entries that cannot be written now (devices not
