@@ -186,12 +186,7 @@ func undoCommand(stateDir, id string, ns *kernel.NetNS) string {
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@%+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellQuote(s string) string { return apply.ShellQuote(s) }
 
 func printEntries(w io.Writer, entries []setting.Change, dry bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
