@@ -358,8 +358,9 @@ func (ag *Agent) Run(ctx context.Context) error {
 		ag.m = m
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
-		srv = metricsServer(mux, ag.log)
-		go srv.Serve(guard(ln, metricsCap, "metrics listener", ag.log))
+		var sl net.Listener
+		srv, sl = metricsServer(mux, ln, metricsCap, ag.log)
+		go srv.Serve(sl)
 		defer srv.Close()
 		ag.log.Info("metrics", "listen", ln.Addr().String(), "max_connections", metricsCap)
 	} else {
