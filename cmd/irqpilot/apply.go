@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/irqpilot/irqpilot/internal/agent"
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -28,6 +29,8 @@ type applyOptions struct {
 	boot     bool
 	replace  bool
 	planFile string
+	// ignoreAgent: apply even though an agent uses the state directory.
+	ignoreAgent bool
 }
 
 // applyJSON is `apply --json` (docs/json.md).
@@ -71,6 +74,13 @@ and reverting the new journal puts them back.
 
 The plan file's format is irqpilot-plan(5); 'irqpilot plan -o FILE' makes one.
 
+When an agent runs with the same state directory (its status socket there
+answers), apply refuses and writes nothing: the agent enforces its own plan
+and would undo the change within one interval. Give the agent the plan
+instead (write it to the agent's --plan file and reload it: SIGHUP, or
+systemctl reload irqpilot-agent), or stop the agent first; --ignore-agent
+applies anyway. With --boot it applies nothing and says so.
+
 Exit status: 0 applied (or nothing to do), 1 failed and rolled back, 2 error
 before anything was written.`,
 		Args: exactArgs(1, "a plan file (make one with 'irqpilot plan -o plan.yaml')"),
@@ -82,6 +92,7 @@ before anything was written.`,
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "show what would change and write no setting")
 	cmd.Flags().BoolVar(&o.boot, "boot", false, "skip entries for devices not present yet (used by the boot unit)")
+	cmd.Flags().BoolVar(&o.ignoreAgent, "ignore-agent", false, "apply even though an agent runs with this state directory (it will enforce its own plan again)")
 	cmd.Flags().BoolVar(&o.replace, "replace", false, "also restore the settings earlier applied journals hold that this plan does not mention (the plan is the whole desired state)")
 	return cmd
 }
@@ -93,6 +104,15 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	fs := kernel.New(o.g.root)
 	if fs.IsLive() && os.Geteuid() != 0 && !o.dryRun {
 		return fmt.Errorf("apply must run as root to write /proc/irq and /sys/class/net (nothing was changed); use --dry-run to see what would change")
+	}
+	if !o.dryRun && !o.ignoreAgent {
+		if err := besideAgent("apply", o.stateDir); err != nil {
+			if o.boot {
+				fmt.Fprintln(out, "nothing applied: an irqpilot agent is running with state directory "+o.stateDir+" and enforces its own plan")
+				return nil
+			}
+			return err
+		}
 	}
 	data, err := plan.ReadFile(o.planFile)
 	if err != nil {
@@ -183,6 +203,22 @@ func undoCommand(stateDir, id string, ns *kernel.NetNS) string {
 		c += " --state-dir " + shellQuote(stateDir)
 	}
 	return c
+}
+
+// besideAgent refuses verb (apply, revert) when an agent answers on the
+// status socket in stateDir: it enforces its own plan and would undo the
+// change within one interval.
+func besideAgent(verb, stateDir string) error {
+	socket, running := agent.Running(stateDir)
+	if !running {
+		return nil
+	}
+	way := "Give the agent the new plan (write it to the agent's --plan file, then reload: systemctl reload irqpilot-agent, or SIGHUP to the agent), or stop the agent first (systemctl stop irqpilot-agent)"
+	if verb == "revert" {
+		way = "Stop the agent first (systemctl stop irqpilot-agent; with --revert-on-exit it reverts its own changes), or give it another plan and reload it (SIGHUP)"
+	}
+	return &exitError{code: 2, err: fmt.Errorf("an irqpilot agent is running with state directory %s (its status socket %s answers); it enforces its own plan and would undo this %s within one interval. Nothing was changed. %s; --ignore-agent does it anyway",
+		stateDir, socket, verb, way)}
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
