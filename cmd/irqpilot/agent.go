@@ -23,16 +23,18 @@ import (
 
 // agentOptions are agent's flags.
 type agentOptions struct {
-	g              *globalFlags
-	stateDir       string
-	planFile       string
-	policy         string
-	interval       time.Duration
-	app            string
-	devices        []string
-	withDefaultRt  bool
-	machineWide    bool
-	deviceGiven    bool // --device given (`--device ""` parses as no device)
+	g             *globalFlags
+	stateDir      string
+	planFile      string
+	policy        string
+	interval      time.Duration
+	app           string
+	devices       []string
+	withDefaultRt bool
+	machineWide   bool
+	deviceGiven   bool // --device given (`--device ""` parses as no device)
+	// adaptOnlyGiven: the --adapt-* flags given (they do nothing without --adapt).
+	adaptOnlyGiven []string
 	listen         string
 	socket         string
 	adapt          bool
@@ -71,6 +73,11 @@ was changed (state directory, --listen address, status socket).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.deviceGiven = cmd.Flags().Changed("device")
+			for _, name := range adaptOnlyFlags {
+				if cmd.Flags().Changed(name) {
+					o.adaptOnlyGiven = append(o.adaptOnlyGiven, "--"+name)
+				}
+			}
 			return o.run(cmd.ErrOrStderr())
 		},
 	}
@@ -190,6 +197,10 @@ func (o *agentOptions) run(errOut io.Writer) error {
 	return nil
 }
 
+// adaptOnlyFlags do something only with --adapt.
+var adaptOnlyFlags = []string{"adapt-persist", "adapt-window", "adapt-dwell", "adapt-budget",
+	"adapt-metric-command", "adapt-metric-query", "adapt-metric-higher-better"}
+
 // check refuses flag values the agent would otherwise quietly replace with
 // a default or misuse: counts below one, negative durations, an empty
 // --state-dir (it would fall back to the default directory), an empty or
@@ -221,6 +232,19 @@ func (o *agentOptions) check() error {
 	}
 	if o.planFile != "" && !o.adapt && (o.withDefaultRt || o.machineWide) {
 		errs = append(errs, errors.New("--include-default-route and --machine-wide shape the plans --policy and --adapt make; with --plan FILE and no --adapt the file alone says what is in scope"))
+	}
+	if o.planFile != "" && !o.adapt {
+		if o.deviceGiven && len(o.devices) > 0 {
+			errs = append(errs, errors.New("--device shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored (the file alone says what is in scope)"))
+		}
+		if o.app != "" {
+			errs = append(errs, errors.New("--app shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored (pin the application in the plan's apps)"))
+		}
+	}
+	if !o.adapt {
+		for _, name := range o.adaptOnlyGiven {
+			errs = append(errs, fmt.Errorf("%s is used only with --adapt; without it it would be ignored", name))
+		}
 	}
 	if o.deviceGiven && len(o.devices) == 0 {
 		errs = append(errs, agent.CheckDeviceName(""))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/irqpilot/irqpilot/internal/agent"
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -28,6 +29,8 @@ type applyOptions struct {
 	replace  bool
 	planFile string
 	verify   verifyFlags
+	// ignoreAgent: apply even though an agent uses the state directory.
+	ignoreAgent bool
 }
 
 // applyJSON is `apply --json` (docs/json.md).
@@ -87,6 +90,13 @@ inconclusive (the packet rate moved by more than 20 % between the windows:
 the workload changed, nothing can be judged). --revert-if worse (or missed)
 reverts the change by itself and says so.
 
+When an agent runs with the same state directory (its status socket there
+answers), apply refuses and writes nothing: the agent enforces its own plan
+and would undo the change within one interval. Give the agent the plan
+instead (write it to the agent's --plan file and reload it: SIGHUP, or
+systemctl reload irqpilot-agent), or stop the agent first; --ignore-agent
+applies anyway. With --boot it applies nothing and says so.
+
 Exit status: 0 applied (or nothing to do) and, with --verify, confirmed;
 1 failed and rolled back; 2 error before anything was written; with
 --verify, after the change was applied: 3 missed, 4 worse, 5 inconclusive.`,
@@ -102,6 +112,7 @@ Exit status: 0 applied (or nothing to do) and, with --verify, confirmed;
 	cmd.Flags().DurationVar(&o.verify.window, "verify", 0, "measure for `DURATION` before and after the change and check the prediction (default 5s when given without a value)")
 	cmd.Flags().Lookup("verify").NoOptDefVal = defaultVerifyWindow.String()
 	o.verify.add(cmd, true)
+	cmd.Flags().BoolVar(&o.ignoreAgent, "ignore-agent", false, "apply even though an agent runs with this state directory (it will enforce its own plan again)")
 	cmd.Flags().BoolVar(&o.replace, "replace", false, "also restore the settings earlier applied journals hold that this plan does not mention (the plan is the whole desired state)")
 	return cmd
 }
@@ -119,6 +130,15 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	}
 	if o.verify.window < 0 || (o.verify.window > 0 && o.dryRun) || (o.verify.revertIf != "" && o.verify.window == 0) {
 		return fmt.Errorf("--verify takes a positive duration, does not go with --dry-run, and --revert-if needs it")
+	}
+	if !o.dryRun && !o.ignoreAgent {
+		if err := besideAgent("apply", o.stateDir); err != nil {
+			if o.boot {
+				fmt.Fprintln(out, "nothing applied: an irqpilot agent is running with state directory "+o.stateDir+" and enforces its own plan")
+				return nil
+			}
+			return err
+		}
 	}
 	data, err := plan.ReadFile(o.planFile)
 	if err != nil {
@@ -230,6 +250,22 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 // namespace other than the host's, runs there.
 func undoCommand(stateDir, id string, ns *kernel.NetNS) string {
 	return apply.RevertCommand(stateDir, ns, "--to", id)
+}
+
+// besideAgent refuses verb (apply, revert) when an agent answers on the
+// status socket in stateDir: it enforces its own plan and would undo the
+// change within one interval.
+func besideAgent(verb, stateDir string) error {
+	socket, running := agent.Running(stateDir)
+	if !running {
+		return nil
+	}
+	way := "Give the agent the new plan (write it to the agent's --plan file, then reload: systemctl reload irqpilot-agent, or SIGHUP to the agent), or stop the agent first (systemctl stop irqpilot-agent)"
+	if verb == "revert" {
+		way = "Stop the agent first (systemctl stop irqpilot-agent; with --revert-on-exit it reverts its own changes), or give it another plan and reload it (SIGHUP)"
+	}
+	return &exitError{code: 2, err: fmt.Errorf("an irqpilot agent is running with state directory %s (its status socket %s answers); it enforces its own plan and would undo this %s within one interval. Nothing was changed. %s; --ignore-agent does it anyway",
+		stateDir, socket, verb, way)}
 }
 
 func printEntries(w io.Writer, entries []setting.Change, dry bool) {

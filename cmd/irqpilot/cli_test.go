@@ -156,6 +156,12 @@ func TestAgentRefusesBadFlags(t *testing.T) {
 		{[]string{"--state-dir", ""}, "--state-dir is empty"},
 		{[]string{"--device", "va0", "--include-default-route"}, "--include-default-route goes without --device"},
 		{[]string{"--machine-wide"}, "with --plan FILE and no --adapt the file alone says what is in scope"},
+		// With --plan and no --adapt these shape nothing: refused, not ignored.
+		{[]string{"--device", "va0"}, "--device shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored"},
+		{[]string{"--app", "comm:nginx"}, "--app shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored"},
+		{[]string{"--adapt-metric-command", "echo 1"}, "--adapt-metric-command is used only with --adapt"},
+		{[]string{"--adapt-metric-query", "http://p:9090/api/v1/query?query=up"}, "--adapt-metric-query is used only with --adapt"},
+		{[]string{"--adapt-dwell", "1m"}, "--adapt-dwell is used only with --adapt"},
 	} {
 		args := append([]string{"--root", sharedFixtures + "/node_exporter", "agent", "--plan", pf, "--state-dir", sd, "--listen", ""}, tc.args...)
 		cmd := selfCmd(nil, args...)

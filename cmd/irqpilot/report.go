@@ -25,6 +25,8 @@ type reportOptions struct {
 	prom promsource.Options
 	// before, after: with prom, the windows the cluster view compares.
 	before, after string
+	// maxAnswerMiB: with prom, the largest answer read per query.
+	maxAnswerMiB int64
 }
 
 func newReportCmd() *cobra.Command {
@@ -57,7 +59,11 @@ With --prometheus URL (no recordings) it reads the last --range of every
 agent's metrics from that Prometheus server instead (irqpilot agent --listen,
 scraped by Prometheus) and draws the fleet charts: per-core utilisation of
 every node on one axis, interrupt and busy time per core over time, and the
-busiest device-queue IRQs. Nodes are named by the agents' host names.`,
+busiest device-queue IRQs. Nodes are named by the agents' host names.
+Each answer is bounded: at most --max-answer MiB (64) read and
+--query-timeout (30s) spent per query; a query past either fails with an
+error naming the limit, so a long range at a fine step may need a larger
+--max-answer or --step.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.prom.URL != "" {
 				if len(args) > 0 {
@@ -84,6 +90,8 @@ busiest device-queue IRQs. Nodes are named by the agents' host names.`,
 	f.DurationVar(&o.prom.Step, "step", 0, "with --prometheus: time between points (`duration`; default 5s, coarser for long ranges)")
 	f.DurationVar(&o.prom.RateWindow, "rate-window", 0, "with --prometheus: rate() window (`duration`; default max(step + scrape interval, 4 × scrape interval))")
 	f.StringVar(&o.prom.Selector, "selector", "", "with --prometheus: label `matchers` added to every query, e.g. 'job=\"irqpilot\"'")
+	f.Int64Var(&o.maxAnswerMiB, "max-answer", promsource.DefaultMaxAnswer>>20, "with --prometheus: the largest answer read per query, in `MiB`")
+	f.DurationVar(&o.prom.QueryTimeout, "query-timeout", promsource.DefaultQueryTimeout, "with --prometheus: the longest one query may take, its answer included (`duration`)")
 	f.StringVar(&o.before, "before", "", "with --prometheus and --after: the window `FROM,TO` (RFC 3339 or Unix seconds) before a rollout, for the cluster view before and after")
 	f.StringVar(&o.after, "after", "", "with --prometheus and --before: the window `FROM,TO` after the rollout")
 	_ = cmd.MarkFlagRequired("output")
@@ -99,11 +107,16 @@ func (o *reportOptions) runPrometheus(ctx context.Context, out, errOut io.Writer
 	if o.width < 4 || o.width > 100 {
 		return fmt.Errorf("--width %g: must be between 4 and 100 inches", o.width)
 	}
+	if o.maxAnswerMiB <= 0 || o.maxAnswerMiB > 1<<20 {
+		return fmt.Errorf("--max-answer %d: must be between 1 and %d MiB", o.maxAnswerMiB, 1<<20)
+	}
+	if o.prom.QueryTimeout <= 0 {
+		return fmt.Errorf("--query-timeout %s: must be positive", o.prom.QueryTimeout)
+	}
+	o.prom.MaxAnswer = o.maxAnswerMiB << 20
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 	res, err := promsource.Fetch(ctx, o.prom)
 	if err != nil {
 		return err

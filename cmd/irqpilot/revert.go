@@ -23,6 +23,8 @@ type revertOptions struct {
 	force    bool
 	all      bool
 	session  string
+	// ignoreAgent: revert even though an agent uses the state directory.
+	ignoreAgent bool
 }
 
 func newRevertCmd(g *globalFlags) *cobra.Command {
@@ -46,6 +48,12 @@ gone and the journal completes. A journal applied in a network namespace
 that no longer exists completes with --force (its device settings are
 reported gone, never written).
 
+When an agent runs with the same state directory (its status socket there
+answers), revert refuses and writes nothing: the agent would apply its plan
+again within one interval. Stop the agent first (systemctl stop
+irqpilot-agent; with --revert-on-exit it reverts its own changes), or give
+it another plan and reload it; --ignore-agent reverts anyway.
+
 Exit status: 0 reverted (or nothing to revert), 1 a restore failed (the
 message names it), 2 refused before anything was written (not root, lock
 held, unreadable or refused journal, newer journal in the way).`,
@@ -60,6 +68,7 @@ held, unreadable or refused journal, newer journal in the way).`,
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().StringVar(&o.to, "to", "", "journal `ID` to revert (see 'irqpilot history'); default the newest applied")
 	cmd.Flags().BoolVar(&o.force, "force", false, "revert an older journal even though a newer applied one changed some of the same settings; complete a journal whose network namespace is gone")
+	cmd.Flags().BoolVar(&o.ignoreAgent, "ignore-agent", false, "revert even though an agent runs with this state directory (it will apply its plan again)")
 	cmd.Flags().BoolVar(&o.all, "all", false, "revert every applied journal, each setting to its value from before the first")
 	cmd.Flags().StringVar(&o.session, "session", "", "revert every applied journal of session `ID` (--session alone: the newest journal's session)")
 	cmd.Flags().Lookup("session").NoOptDefVal = newestSession
@@ -74,6 +83,11 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 	fs := kernel.New(o.g.root)
 	if fs.IsLive() && os.Geteuid() != 0 {
 		return fmt.Errorf("revert must run as root (nothing was changed)")
+	}
+	if !o.ignoreAgent {
+		if err := besideAgent("revert", o.stateDir); err != nil {
+			return err
+		}
 	}
 	a := apply.New(fs, o.stateDir)
 	if o.all || o.session != "" {

@@ -384,16 +384,26 @@ func TestDaemonSetListenAndProbes(t *testing.T) {
 		}
 		return p.IntValue()
 	}
-	for name, pr := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		if pr == nil || pr.HTTPGet == nil {
-			t.Errorf("%s probe: want an HTTP GET of /metrics", name)
-			continue
-		}
+	if pr := c.ReadinessProbe; pr == nil || pr.HTTPGet == nil {
+		t.Errorf("readiness probe: want an HTTP GET of /metrics")
+	} else {
 		if pr.HTTPGet.Path != "/metrics" || resolve(pr.HTTPGet.Port) != port {
-			t.Errorf("%s probe GET %s port %v; the agent serves /metrics on port %d", name, pr.HTTPGet.Path, pr.HTTPGet.Port.String(), port)
+			t.Errorf("readiness probe GET %s port %v; the agent serves /metrics on port %d", pr.HTTPGet.Path, pr.HTTPGet.Port.String(), port)
 		}
 		if pr.HTTPGet.Host != "" {
-			t.Errorf("%s probe host %q: leave it empty (the pod IP, where the agent listens)", name, pr.HTTPGet.Host)
+			t.Errorf("readiness probe host %q: leave it empty (the pod IP, where the agent listens)", pr.HTTPGet.Host)
+		}
+	}
+	// Liveness does not share the public listener: any host user can
+	// load it with connections, and the kubelet would restart a healthy
+	// agent. It asks the agent over its status socket in the state
+	// directory the agent is given.
+	if pr := c.LivenessProbe; pr == nil || pr.Exec == nil {
+		t.Errorf("liveness probe: want an exec of irqpilot status (the status socket), not the metrics listener")
+	} else {
+		cmd := pr.Exec.Command
+		if len(cmd) < 2 || cmd[0] != "/irqpilot" || cmd[1] != "status" || !slices.Contains(cmd, "--state-dir="+f["state-dir"]) {
+			t.Errorf("liveness probe %q: want /irqpilot status --state-dir=%s", cmd, f["state-dir"])
 		}
 	}
 	// Every flag given exists in the agent command (cmd/irqpilot).

@@ -126,6 +126,9 @@ type Agent struct {
 	// appeared; a pending established key is drift.
 	established map[string]bool
 	repairTimes map[string][]time.Time
+	// writeFails counts, per setting, the passes in a row whose write of
+	// it failed (noteWrites parks it at PingPongLimit).
+	writeFails  map[string]int
 	frozen      map[string]*Frozen
 	waiting     []string
 	repairs     []Repair
@@ -213,7 +216,7 @@ func New(o Options) (*Agent, error) {
 	files := o.FS.Held(0)
 	ag := &Agent{o: o, log: o.Log, ap: apply.New(files, o.StateDir), files: files,
 		trigger: make(chan string, 16), reloadReq: make(chan chan error),
-		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, frozen: map[string]*Frozen{}, firstWriter: map[string]string{},
+		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, writeFails: map[string]int{}, frozen: map[string]*Frozen{}, firstWriter: map[string]string{},
 		sampler: load.NewSampler(o.FS), adapt: newAdaptState(o.AdaptOptions)}
 	if resolveApp != nil && o.Adapt {
 		// The application's threads only (not every thread on the host):
@@ -257,15 +260,20 @@ func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		// plan.ReadFile: a regular file only (a FIFO would block the
+		fh, err := openTrusted("plan file", ag.o.PlanFile, real)
+		if err != nil {
+			return nil, "", err
+		}
+		// plan.ReadOpen: a regular file only (a FIFO would block the
 		// agent) and at most plan.MaxPlanBytes.
-		data, err := plan.ReadFile(real)
+		data, err := plan.ReadOpen(fh, real)
+		fh.Close()
 		if err != nil {
 			return nil, "", fmt.Errorf("plan file: %w", err)
 		}
 		p, err := plan.Parse(ag.o.PlanFile, data)
 		if err != nil {
-			return nil, "", err
+			return nil, "", notAPlan(ag.o.PlanFile, data, err)
 		}
 		sum := sha256.Sum256(data)
 		return p, hex.EncodeToString(sum[:]), nil
@@ -275,6 +283,22 @@ func (ag *Agent) loadPlan(h *host.Host) (*plan.Plan, string, error) {
 		return nil, "", err
 	}
 	return p, "policy:" + ag.o.Policy, nil
+}
+
+// notAPlanEcho is how much of a file that is no plan at all an error shows:
+// enough to tell a password file or a key, not its content.
+const notAPlanEcho = 4
+
+// notAPlan is the parse error err of the plan file, unless the file is not
+// meant as a plan at all (plan.LooksLikePlan): then the error says so and
+// shows only the file's first bytes, for the parse errors quote the values
+// they refuse, and the log and status would show a file root can read and
+// the plan's author perhaps not.
+func notAPlan(file string, data []byte, err error) error {
+	if plan.LooksLikePlan(data) {
+		return err
+	}
+	return fmt.Errorf("plan file %s is not a plan (no version: at its top; it begins %q); refused", file, data[:min(len(data), notAPlanEcho)])
 }
 
 // resolve drops the entries that cannot be written now (devices not
@@ -335,8 +359,9 @@ func (ag *Agent) Run(ctx context.Context) error {
 		ag.m = m
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
-		srv = metricsServer(mux, ag.log)
-		go srv.Serve(guard(ln, metricsCap, "metrics listener", ag.log))
+		var sl net.Listener
+		srv, sl = metricsServer(mux, ln, metricsCap, ag.log)
+		go srv.Serve(sl)
 		defer srv.Close()
 		ag.log.Info("metrics", "listen", ln.Addr().String(), "max_connections", metricsCap)
 	} else {

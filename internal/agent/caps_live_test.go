@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +17,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
@@ -201,6 +206,14 @@ rx_queues:
 		t.Errorf("agent holds %d descriptors under the flood (limit %d): the connection cap did not hold", during.fds, floodLimit)
 	}
 
+	// A real scrape, with the DaemonSet probe's timeout, is answered
+	// while the flood holds its connections idle.
+	for i := range 3 {
+		if err := scrapeIn(b.ns, "127.0.0.1:9477", 5*time.Second); err != nil {
+			t.Errorf("scrape %d under the flood: %v", i, err)
+		}
+	}
+
 	// Status answers and drift is repaired while the flood holds.
 	st := p.status(t)
 	if strings.Contains(st.LastError, "too many open files") {
@@ -260,4 +273,27 @@ func procUsage(t *testing.T, pid int) usage {
 		}
 	}
 	return u
+}
+
+// scrapeIn GETs /metrics at addr from inside namespace ns (the socket is
+// made there) within timeout.
+func scrapeIn(ns, addr string, timeout time.Duration) error {
+	dial := func(ctx context.Context, network, a string) (c net.Conn, err error) {
+		err = kernel.InNetns(ns, func() error {
+			c, err = (&net.Dialer{}).DialContext(ctx, network, a)
+			return err
+		})
+		return c, err
+	}
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && (resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "irqpilot_")) {
+		err = fmt.Errorf("status %s, %d bytes without irqpilot metrics", resp.Status, len(b))
+	}
+	return err
 }

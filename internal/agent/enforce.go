@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -50,6 +51,18 @@ type Frozen struct {
 	Repairs int       `json:"repairs"`
 	Culprit string    `json:"culprit,omitempty"`
 	Reason  string    `json:"reason"`
+
+	// retry: a setting parked because its write kept failing is tried
+	// again from then on (zero: frozen for ping-pong, until a reload).
+	retry time.Time
+}
+
+// writeFailures is a pass whose writes failed for some settings; the
+// others were written (entry by entry).
+type writeFailures struct{ errs []error }
+
+func (w *writeFailures) Error() string {
+	return errors.Join(w.errs...).Error()
 }
 
 // pass is one enforcement pass: refresh the model when needed, sample load
@@ -81,9 +94,11 @@ func (ag *Agent) pass(why string) {
 	}
 	ag.observe()
 	err := ag.enforce(why)
-	if err != nil {
+	var wf *writeFailures
+	if err != nil && !errors.As(err, &wf) {
 		// A read that failed (a device or IRQ that vanished): re-read the
-		// host and try once more.
+		// host and try once more. (Writes that failed were tried entry by
+		// entry already; the host is re-read next pass.)
 		ag.resolveLocked()
 		err = ag.enforce(why)
 	}
@@ -184,7 +199,12 @@ func (ag *Agent) enforce(why string) error {
 	if len(ag.frozen) > 0 {
 		active = make([]setting.Change, 0, len(ag.changes))
 		for i := range ag.changes {
-			if ag.frozen[setting.Key(&ag.changes[i])] == nil {
+			k := setting.Key(&ag.changes[i])
+			if f := ag.frozen[k]; f != nil && !f.retry.IsZero() && time.Now().After(f.retry) {
+				delete(ag.frozen, k) // parked long enough: try it again
+				ag.writeFails[k] = ag.o.PingPongLimit - 1
+			}
+			if ag.frozen[k] == nil {
 				active = append(active, ag.changes[i])
 			}
 		}
@@ -240,7 +260,89 @@ func (ag *Agent) enforce(why string) error {
 	if len(write) == 0 {
 		return nil
 	}
-	res, err := ag.ap.Apply(write, apply.Meta{Host: ag.hostName(), PlanFile: ag.source(), PlanHash: ag.planHash})
+	meta := apply.Meta{Host: ag.hostName(), PlanFile: ag.source(), PlanHash: ag.planHash}
+	res, err := ag.ap.Apply(write, meta)
+	ag.record(res, why, now, drift, culprit)
+	if err == nil || !failedEntry(res) {
+		ag.noteWrites(write, res, err, now)
+		return err
+	}
+	if len(write) == 1 {
+		ag.noteWrites(write, res, err, now)
+		return &writeFailures{errs: []error{err}}
+	}
+	// One write failed and the whole batch was rolled back: write entry
+	// by entry, so that one setting that cannot be written does not stop
+	// the repair of every other.
+	var fails writeFailures
+	for i := range write {
+		res, err := ag.ap.Apply(write[i:i+1], meta)
+		ag.record(res, why, now, drift, culprit)
+		ag.noteWrites(write[i:i+1], res, err, now)
+		if err != nil {
+			fails.errs = append(fails.errs, err)
+		}
+	}
+	if len(fails.errs) == 0 {
+		return nil
+	}
+	return &fails
+}
+
+// failedEntry reports whether an entry of res failed to be written (not a
+// refusal before any write, such as the state directory's lock held).
+func failedEntry(res *apply.Result) bool {
+	if res == nil {
+		return false
+	}
+	for i := range res.Entries {
+		if res.Entries[i].Status == setting.StatusFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// noteWrites counts, per setting, the passes in a row whose write of it
+// failed; at PingPongLimit the setting is parked: no longer written, with
+// its reason in status, the frozen gauge and one log line, and tried
+// again after hostRefresh (or at a reload). A write that succeeds clears
+// the count.
+func (ag *Agent) noteWrites(write []setting.Change, res *apply.Result, err error, now time.Time) {
+	if res == nil {
+		return
+	}
+	for i := range res.Entries {
+		e := &res.Entries[i]
+		k := setting.Key(e)
+		if e.Status != setting.StatusFailed {
+			if e.Status == setting.StatusDone {
+				delete(ag.writeFails, k)
+			}
+			continue
+		}
+		ag.needResolve = true // a device that went away is noticed next pass
+		ag.writeFails[k]++
+		if ag.writeFails[k] < ag.o.PingPongLimit {
+			continue
+		}
+		delete(ag.writeFails, k)
+		reason := e.Note
+		if reason == "" && err != nil {
+			reason = err.Error()
+		}
+		f := &Frozen{Setting: string(e.Kind), Target: e.Target, Device: e.Device, Since: now, retry: now.Add(hostRefresh),
+			Reason: fmt.Sprintf("write failed %d passes in a row (%s); parked, the other settings stay enforced; tried again after %s or at a reload (SIGHUP)",
+				ag.o.PingPongLimit, reason, hostRefresh)}
+		ag.frozen[k] = f
+		ag.log.Warn("setting parked: its write keeps failing", logAttrs("setting", e.Kind, "target", e.Target, "device", e.Device,
+			"wanted", shown(e.Kind, e.Value), "failures", ag.o.PingPongLimit, "error", reason, "retry_after", hostRefresh)...)
+	}
+}
+
+// record notes what one Apply did: journals, settings now established,
+// drift repaired (counted towards ping-pong), settings applied.
+func (ag *Agent) record(res *apply.Result, why string, now time.Time, drift map[string]setting.Change, culprit string) {
 	if res != nil {
 		_ = ag.ap.RecordManaged(ag.hostModel.Load(), res.Entries)
 		jid := ""
@@ -300,7 +402,6 @@ func (ag *Agent) enforce(why string) error {
 		}
 		ag.prune()
 	}
-	return err
 }
 
 // repairJournal is a journal that holds drift repairs only.

@@ -27,6 +27,7 @@ func (ag *Agent) reload() error {
 				ag.pl, ag.planHash, ag.prevPlan = p, hash, nil
 				ag.frozen = map[string]*Frozen{}
 				ag.repairTimes = map[string][]time.Time{}
+				ag.writeFails = map[string]int{}
 				// A new plan's values are applied, not repaired.
 				ag.established = map[string]bool{}
 				ag.needResolve = true

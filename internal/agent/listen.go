@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,9 +18,11 @@ import (
 // descriptor and a goroutine, so both listeners are capped far below the
 // descriptor limit: the enforcement pass (the files it holds, journals,
 // netlink) keeps fdReserve descriptors however many connections are
-// offered, and connections beyond the cap wait in the kernel's backlog,
-// costing the agent nothing. The timeouts free a slot a client holds idle
-// or feeds slowly.
+// offered. On the status socket connections beyond the cap wait in the
+// kernel's backlog, costing the agent nothing; on the metrics listener a
+// fresh connection takes the slot of the one idle longest
+// (evictingListener), so idle connections cannot starve a scrape. The
+// timeouts free a slot a client feeds slowly.
 const (
 	// maxMetricsConns: Prometheus scrapes over one connection; a few
 	// more are for people and a second scraper.
@@ -113,12 +116,101 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// metricsServer is the HTTP server for handler with the timeouts and the
-// header limit above (the connection cap is the listener's: guard).
-func metricsServer(handler http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{Handler: handler,
+// metricsServer is the HTTP server for handler on ln, with the timeouts
+// and the header limit above, and the listener to serve: at most limit
+// connections held, where one that is idle (no request yet, or between
+// keep-alive requests) is closed, the longest idle first, to make room
+// for a fresh one. Connections beyond the cap never wait behind idle ones
+// (4,000 idle connections from any local user made every real scrape time
+// out when they waited in the kernel's backlog), and a request being
+// served is never cut.
+func metricsServer(handler http.Handler, ln net.Listener, limit int, log *slog.Logger) (*http.Server, net.Listener) {
+	el := &evictingListener{Listener: ln, limit: limit, conns: map[net.Conn]*connSlot{}, free: make(chan struct{}, 1)}
+	srv := &http.Server{Handler: handler,
 		ReadHeaderTimeout: metricsReadHeaderTimeout, ReadTimeout: metricsReadTimeout,
 		WriteTimeout: metricsWriteTimeout, IdleTimeout: metricsIdleTimeout,
 		MaxHeaderBytes: metricsMaxHeader,
+		ConnState:      el.state,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	return srv, &guardedListener{Listener: el, what: "metrics listener", log: log, sleep: time.Sleep}
+}
+
+// evictingListener holds at most limit connections; at the cap it closes
+// the connection idle longest (http.StateNew or StateIdle) for the next,
+// and when every connection is serving a request it waits for one to end.
+type evictingListener struct {
+	net.Listener
+	limit int
+	mu    sync.Mutex
+	conns map[net.Conn]*connSlot
+	seq   uint64
+	free  chan struct{} // a slot freed (buffered: one wake-up)
+}
+
+// connSlot is one held connection: its state and since when (a sequence
+// number: the lowest is idle longest).
+type connSlot struct {
+	state http.ConnState
+	since uint64
+}
+
+func (l *evictingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	for !l.admit(c) {
+		select {
+		case <-l.free:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return c, nil
+}
+
+// admit makes room for c and holds it, or reports that every held
+// connection is serving a request.
+func (l *evictingListener) admit(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.conns) >= l.limit {
+		var victim net.Conn
+		var oldest uint64
+		for vc, s := range l.conns {
+			if (s.state == http.StateNew || s.state == http.StateIdle) && (victim == nil || s.since < oldest) {
+				victim, oldest = vc, s.since
+			}
+		}
+		if victim == nil {
+			return false
+		}
+		victim.Close() // its ConnState(StateClosed) finds it gone
+		delete(l.conns, victim)
+	}
+	l.seq++
+	l.conns[c] = &connSlot{state: http.StateNew, since: l.seq}
+	return true
+}
+
+// state is the server's ConnState hook.
+func (l *evictingListener) state(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.conns[c]
+	if s == nil {
+		return
+	}
+	switch st {
+	case http.StateClosed, http.StateHijacked:
+		delete(l.conns, c)
+		select {
+		case l.free <- struct{}{}:
+		default:
+		}
+	default:
+		if st != s.state {
+			l.seq++
+			s.state, s.since = st, l.seq
+		}
+	}
 }

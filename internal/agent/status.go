@@ -150,6 +150,19 @@ func (ag *Agent) serveStatus(limit int) (stop func(), err error) {
 	return func() { ln.Close(); os.Remove(p) }, nil
 }
 
+// Running reports whether an agent answers on the status socket in
+// stateDir, and names the socket. A socket file an agent left behind when
+// it died answers nothing and does not count.
+func Running(stateDir string) (socket string, running bool) {
+	socket = filepath.Join(stateDir, SocketName)
+	c, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return socket, false
+	}
+	c.Close()
+	return socket, true
+}
+
 // Query asks the agent listening on socket for its status.
 func Query(ctx context.Context, socket string) (*Status, error) {
 	var d net.Dialer

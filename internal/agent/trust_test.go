@@ -430,3 +430,127 @@ func (p *nobodyProc) line(t *testing.T, limit time.Duration) string {
 }
 
 func (p *nobodyProc) end() { p.stdin.Close() }
+
+// trustDirs makes a root-owned mode 0755 directory with two plans in it
+// and two directories where anyone may add entries: sticky (as /tmp) and
+// not sticky.
+func trustDirs(t *testing.T) (top, planA, planB, sticky, open string) {
+	t.Helper()
+	top = t.TempDir()
+	os.Chmod(top, 0o755)
+	planA, planB = filepath.Join(top, "a.yaml"), filepath.Join(top, "b.yaml")
+	for f, cpus := range map[string]string{planA: "3", planB: "1"} {
+		if err := os.WriteFile(f, []byte(rpsPlanText(cpus)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sticky, open = filepath.Join(top, "sticky"), filepath.Join(top, "open")
+	for d, mode := range map[string]os.FileMode{sticky: 0o777 | os.ModeSticky, open: 0o777} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return top, planA, planB, sticky, open
+}
+
+// A symbolic link on the way to the plan is checked as sudo and OpenSSH
+// do: its owner, and the directory that holds it. A link another user
+// owns is refused even in a sticky directory (that user may point it
+// anywhere), a root-owned link in a directory anyone may change is
+// refused, and so is a trusted link whose target lies below an untrusted
+// directory; a root-owned link in a sticky directory to a trusted plan,
+// or a chain of trusted links, passes and resolves to the plan.
+func TestPlanSymlinkChecked(t *testing.T) {
+	livetest.NeedRoot(t)
+	top, planA, _, sticky, open := trustDirs(t)
+	link := func(dir, name, target string, uid int) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	openPlan := filepath.Join(open, "plan.yaml")
+	if err := os.WriteFile(openPlan, []byte(rpsPlanText("2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, err string
+	}{
+		{link(sticky, "nobodys", planA, nobodyUID), "owned by uid 65534"},
+		{link(open, "roots", planA, 0), "writable by group or others (mode 0777)"},
+		{link(top, "to-open", openPlan, 0), "writable by group or others (mode 0777)"},
+		{link(top, "to-nobodys", filepath.Join(sticky, "nobodys"), 0), "owned by uid 65534"},
+		{link(top, "relative-to-nobodys", "sticky/nobodys", 0), "owned by uid 65534"},
+		{link(top, "loop", "loop", 0), "too many levels of symbolic links"},
+	} {
+		if real, err := checkTrusted("plan file", c.path); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %q, %v; want an error saying %q", c.path, real, err, c.err)
+		}
+	}
+	good := link(sticky, "roots", planA, 0)
+	chain := link(top, "chain", "sticky/roots", 0)
+	for _, p := range []string{good, chain, filepath.Join(top, "sticky", "..", "a.yaml")} {
+		if real, err := checkTrusted("plan file", p); err != nil || real != planA {
+			t.Errorf("%s: %q, %v; want %s", p, real, err, planA)
+		}
+	}
+}
+
+// The audit's reproduction: the plan file is a root-owned link in a
+// sticky directory to a trusted plan; between two reloads it is replaced
+// by a link another user owns, pointing at another plan. The reload is
+// rejected and the plan in force stays.
+func TestPlanSymlinkSwappedBetweenReloads(t *testing.T) {
+	livetest.NeedRoot(t)
+	_, planA, planB, sticky, _ := trustDirs(t)
+	pf := filepath.Join(sticky, "plan.yaml")
+	if err := os.Symlink(planA, pf); err != nil {
+		t.Fatal(err)
+	}
+	root := genHost(t)
+	ag, err := New(Options{FS: kernel.New(root), StateDir: stateDir(t), PlanFile: pf, Interval: 50 * time.Millisecond, NoLinkEvents: true, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAgent(t, ag)
+	rps := filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus")
+	waitForT(t, func() bool { b, _ := os.ReadFile(rps); return strings.Contains(string(b), "8") })
+
+	os.Remove(pf)
+	if err := os.Symlink(planB, pf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(pf, nobodyUID, nobodyUID); err != nil {
+		t.Fatal(err)
+	}
+	if err := ag.Reload(); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Fatalf("reload of a plan behind a link nobody owns: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // passes run; the old plan stays
+	if b, _ := os.ReadFile(rps); !strings.Contains(string(b), "8") {
+		t.Errorf("rps_cpus %q: the plan behind the swapped link was enforced", b)
+	}
+}
+
+// A file that is not a plan at all (no version at its top; /etc/shadow
+// behind a link, say) is refused without its content: at most its first
+// bytes appear in the error the log and status show.
+func TestNotAPlanNotEchoed(t *testing.T) {
+	secret := "root:$6$saltsalt$SECRETHASHVALUE:19000:0:99999:7:::\nuser:SECRETTOO:1:2\n"
+	for _, text := range []string{secret, "SECRETWORD-SECRETWORD\n", "- SECRET\n- SECRET\n", "{SECRET: [1, 2]}\n"} {
+		pf := writePlan(t, text)
+		ag := &Agent{o: Options{PlanFile: pf}}
+		_, _, err := ag.loadPlan(nil)
+		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "not a plan") {
+			t.Errorf("plan %q: %v; want an error saying it is not a plan, without the file's content", text, err)
+		}
+	}
+}

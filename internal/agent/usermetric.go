@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os/exec"
 	"strconv"
@@ -12,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/irqpilot/irqpilot/internal/promclient"
 )
 
 // maxMetricOutput bounds what the agent keeps of the metric command's
@@ -74,45 +72,9 @@ func metricCommand(ctx context.Context, command string) *exec.Cmd {
 }
 
 // maxPromAnswer bounds the Prometheus answer the agent reads: one sample
-// needs a few hundred bytes. client_golang's API client reads a whole
-// answer into memory and has no size limit of its own, so its transport's
-// bodies are capped (cappedBody): the agent is a long-running root process
-// and a query that matches a huge answer fails rather than filling it.
+// needs a few hundred bytes. The agent is a long-running root process, and
+// a query that matches a huge answer fails rather than filling it.
 const maxPromAnswer = 1 << 20
-
-// cappedTransport caps every response body at maxPromAnswer bytes.
-type cappedTransport struct{ rt http.RoundTripper }
-
-func (c cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := c.rt.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxPromAnswer}
-	return resp, nil
-}
-
-// cappedBody fails a read past its limit, where io.LimitReader would end
-// the body quietly and leave a truncated answer to the decoder.
-type cappedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// More than the limit, or exactly it: one byte more tells.
-		var one [1]byte
-		n, err := b.ReadCloser.Read(one[:])
-		if n > 0 {
-			return 0, fmt.Errorf("prometheus answer larger than %d bytes", maxPromAnswer)
-		}
-		return 0, err
-	}
-	n, err := b.ReadCloser.Read(p[:min(int64(len(p)), b.left)])
-	b.left -= int64(n)
-	return n, err
-}
 
 // promInstantQuery splits an instant query URL
 // (http://host:9090/api/v1/query?query=…) into the server's address, for
@@ -140,11 +102,11 @@ func promValue(ctx context.Context, rawURL string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c, err := api.NewClient(api.Config{Address: addr, RoundTripper: cappedTransport{http.DefaultTransport}})
+	c, err := promclient.New(addr, promclient.Limits{MaxBytes: maxPromAnswer}, nil)
 	if err != nil {
 		return 0, err
 	}
-	v, _, _, err := promv1.NewAPI(c).Query(ctx, expr, time.Now())
+	v, _, _, err := c.Query(ctx, expr, time.Now())
 	if err != nil {
 		return 0, fmt.Errorf("prometheus query failed: %w", err)
 	}

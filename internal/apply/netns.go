@@ -2,13 +2,8 @@ package apply
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -36,6 +31,9 @@ type WrongNetNSError struct {
 	StateDir string
 	// Gone: the namespace no longer exists.
 	Gone bool
+	// Args are revert's arguments the suggested command repeats there
+	// ("--session", ID for a session's revert); nil is "--to" Journal.
+	Args []string
 }
 
 func (e *WrongNetNSError) Error() string {
@@ -48,13 +46,13 @@ func (e *WrongNetNSError) Error() string {
 	case len(e.Devices) > 1:
 		what = "devices " + strings.Join(e.Devices, ", ") + " are"
 	}
-	cmd := "irqpilot revert --to " + e.Journal
-	if e.StateDir != "" && e.StateDir != DefaultStateDir {
-		cmd += " --state-dir " + e.StateDir
+	args := e.Args
+	if args == nil {
+		args = []string{"--to", e.Journal}
 	}
-	run := "run revert there: ip netns exec " + e.Want.Name + " " + cmd
+	run := "run revert there: " + RevertCommand(e.StateDir, &e.Want, args...)
 	if e.Want.Name == "" {
-		run = "run revert there: nsenter --net=/proc/PID/ns/net " + cmd + " (PID: any process in that namespace)"
+		run = "run revert there: nsenter --net=/proc/PID/ns/net " + RevertCommand(e.StateDir, nil, args...) + " (PID: any process in that namespace)"
 	}
 	here := "namespace " + e.Here.String()
 	if e.Here.Initial {
@@ -73,6 +71,11 @@ func (e *WrongNetNSError) Error() string {
 // exist (or are another device's), and the journal would be left half
 // restored. Journals without a namespace (older versions) are not checked.
 //
+// The namespace is told by its inode and, since the kernel reuses a
+// deleted namespace's inode for the next one made, by its cookie or name
+// too (kernel.NetNS.Same): a journal is never reverted into a newer
+// namespace that took its inode.
+//
 // A namespace that no longer exists took its devices with it (veths die
 // with it; physical devices return to the initial namespace, where their
 // name may be another device's), so nothing of them can be restored: with
@@ -83,7 +86,7 @@ func (a *Applier) checkNetNS(j *Journal, force bool) error {
 		return nil
 	}
 	here := a.netns()
-	if here == nil || here.Inode == j.NetNS.Inode {
+	if here == nil || j.NetNS.Same(*here) {
 		return nil
 	}
 	devs := journalNetDevices(j)
@@ -91,7 +94,7 @@ func (a *Applier) checkNetNS(j *Journal, force bool) error {
 		return nil
 	}
 	werr := &WrongNetNSError{Journal: j.ID, Devices: devs, Want: *j.NetNS, Here: *here, StateDir: a.StateDir}
-	if netnsExists(j.NetNS.Inode) {
+	if a.Env.FS.NetNSAlive(*j.NetNS) {
 		return werr
 	}
 	werr.Gone = true
@@ -112,45 +115,6 @@ func (a *Applier) checkNetNS(j *Journal, force bool) error {
 // namespace (a device's, or a net.core sysctl).
 func netScoped(e *setting.Change) bool {
 	return setting.ScopeOf(e).NetDevice != "" || e.Kind == setting.KindSysctl
-}
-
-// netnsExists reports whether a network namespace with nsfs inode ino is
-// still alive: named under /run/netns or entered by some process. In doubt
-// (neither can be read), it says yes, so that nothing is marked gone.
-func netnsExists(ino uint64) bool {
-	inode := func(p string) uint64 {
-		var st unix.Stat_t
-		if unix.Stat(p, &st) != nil {
-			return 0
-		}
-		return st.Ino
-	}
-	if ents, err := os.ReadDir(kernel.RunNetNSDir); err == nil {
-		for _, e := range ents {
-			if inode(filepath.Join(kernel.RunNetNSDir, e.Name())) == ino {
-				return true
-			}
-		}
-	}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
-	}
-	seen := 0
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		n := inode("/proc/" + p.Name() + "/ns/net")
-		if n == 0 {
-			continue
-		}
-		seen++
-		if n == ino {
-			return true
-		}
-	}
-	return seen == 0
 }
 
 // journalNetDevices lists the network devices whose settings j changed.

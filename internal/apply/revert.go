@@ -414,6 +414,17 @@ func (a *Applier) pickMany(sel Selection, force bool) ([]*Journal, error) {
 	boot := a.Env.FS.BootID()
 	for _, j := range set {
 		if err := a.checkNetNS(j, force); err != nil {
+			// The hint repeats this revert there: reverting one journal
+			// of the set alone is refused while newer ones stay applied.
+			var werr *WrongNetNSError
+			if errors.As(err, &werr) {
+				switch {
+				case sel.All:
+					werr.Args = []string{"--all"}
+				case j.Session != "":
+					werr.Args = []string{"--session", j.Session}
+				}
+			}
 			return nil, err
 		}
 		if otherBoot(j, boot) && !force {

@@ -389,3 +389,28 @@ func TestRevertWrongNetNSMessage(t *testing.T) {
 		t.Errorf("journal devices %v, want [uxv1]", d)
 	}
 }
+
+// The command the refusal prints runs as printed whatever the namespace
+// and state directory are called: both are quoted for the shell, as
+// apply's undo line is.
+func TestRevertWrongNetNSMessageQuoted(t *testing.T) {
+	e := &WrongNetNSError{Journal: "20261122T103000Z", Devices: []string{"uxv1"}, StateDir: "/srv/st odd;x"}
+	e.Want.Name, e.Want.Inode = "au4-$(id)", 7
+	e.Here.Initial = true
+	want := `ip netns exec 'au4-$(id)' irqpilot revert --to 20261122T103000Z --state-dir '/srv/st odd;x'`
+	if msg := e.Error(); !strings.Contains(msg, want) {
+		t.Errorf("%q does not say %q", msg, want)
+	}
+	// A session's revert is repeated there as a session's revert: one of
+	// its journals alone would be refused while newer ones stay applied.
+	e.Args = []string{"--session", "s-1"}
+	want = `ip netns exec 'au4-$(id)' irqpilot revert --session s-1 --state-dir '/srv/st odd;x'`
+	if msg := e.Error(); !strings.Contains(msg, want) {
+		t.Errorf("%q does not say %q", msg, want)
+	}
+	for s, q := range map[string]string{"plain-name_1": "plain-name_1", "it's": `'it'\''s'`, "": "''"} {
+		if got := ShellQuote(s); got != q {
+			t.Errorf("ShellQuote(%q) = %s, want %s", s, got, q)
+		}
+	}
+}

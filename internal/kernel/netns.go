@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // NetNS identifies a network namespace: the inode of its nsfs file and, when
@@ -12,6 +16,10 @@ import (
 type NetNS struct {
 	Inode uint64 `json:"inode"`
 	Name  string `json:"name,omitempty"`
+	// Cookie is the kernel's 64-bit namespace cookie (SO_NETNS_COOKIE,
+	// Linux 5.14 and later; 0 where it cannot be read), never reused while
+	// the system runs, unlike the inode.
+	Cookie uint64 `json:"cookie,omitempty"`
 	// Initial is true for the namespace of PID 1 (the host's).
 	Initial bool `json:"-"`
 }
@@ -53,7 +61,112 @@ func (f *FS) CurrentNetNS() (NetNS, error) {
 		n.Initial = false
 	}
 	n.Name = netnsName(RunNetNSDir, self)
+	n.Cookie = netnsCookie()
 	return n, nil
+}
+
+// soNetnsCookie is SO_NETNS_COOKIE (asm-generic/socket.h; x86, arm and
+// arm64 use the generic numbers), which golang.org/x/sys does not name.
+const soNetnsCookie = 71
+
+// netnsCookie is the cookie of the calling thread's network namespace, read
+// from a socket made there (0 when the kernel has none).
+func netnsCookie() uint64 {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	var c uint64
+	l := uint32(unsafe.Sizeof(c))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, soNetnsCookie, uintptr(unsafe.Pointer(&c)), uintptr(unsafe.Pointer(&l)), 0); e != 0 || l != 8 {
+		return 0
+	}
+	return c
+}
+
+// Same reports whether n and o are one namespace. The inode alone does not
+// say: the kernel reuses a deleted namespace's inode for the next one made.
+// Where both carry a cookie it decides; otherwise the names under
+// /run/netns must agree too when n has one.
+func (n NetNS) Same(o NetNS) bool {
+	if n.Inode != o.Inode {
+		return false
+	}
+	if n.Cookie != 0 && o.Cookie != 0 {
+		return n.Cookie == o.Cookie
+	}
+	return n.Name == "" || n.Name == o.Name
+}
+
+// NetNSAlive reports whether namespace n still exists: named under
+// /run/netns or entered by some process, and the same namespace (Same), not
+// a newer one that took its inode. In doubt (nothing can be read) it says
+// yes, so that a caller marks nothing gone.
+func (f *FS) NetNSAlive(n NetNS) bool {
+	if !f.IsLive() {
+		return true
+	}
+	paths, seen := netnsCandidates(n.Inode)
+	if seen == 0 {
+		return true
+	}
+	for _, p := range paths {
+		c := NetNS{Inode: n.Inode, Name: netnsName(RunNetNSDir, n.Inode)}
+		if n.Cookie != 0 {
+			c.Cookie = cookieAt(p)
+		}
+		if n.Same(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// netnsCandidates lists the /run/netns entries and /proc/PID/ns/net links
+// whose namespace has inode ino, and how many namespace files it could
+// read at all.
+func netnsCandidates(ino uint64) (paths []string, seen int) {
+	check := func(p string) {
+		if i, err := nsInode(p); err == nil {
+			seen++
+			if i == ino {
+				paths = append(paths, p)
+			}
+		}
+	}
+	if ents, err := os.ReadDir(RunNetNSDir); err == nil {
+		for _, e := range ents {
+			check(filepath.Join(RunNetNSDir, e.Name()))
+		}
+	}
+	if procs, err := os.ReadDir("/proc"); err == nil {
+		for _, p := range procs {
+			if _, err := strconv.Atoi(p.Name()); err == nil {
+				check("/proc/" + p.Name() + "/ns/net")
+			}
+		}
+	}
+	return paths, seen
+}
+
+// cookieAt is the cookie of the namespace of nsfs file p, read on a thread
+// that enters it and returns (0 when it cannot be read).
+func cookieAt(p string) uint64 {
+	fh, err := os.Open(p)
+	if err != nil {
+		return 0
+	}
+	defer fh.Close()
+	var c uint64
+	_ = onOwnThread(func() error {
+		if err := unix.Setns(int(fh.Fd()), unix.CLONE_NEWNET); err != nil {
+			return err
+		}
+		c = netnsCookie()
+		return nil
+	})
+	return c
 }
 
 // netnsName finds the /run/netns entry whose namespace has inode ino.

@@ -53,6 +53,12 @@ func ReadFile(file string) ([]byte, error) {
 		return nil, err
 	}
 	defer fh.Close()
+	return ReadOpen(fh, file)
+}
+
+// ReadOpen reads a plan from fh, opened by the caller (as file), with
+// ReadFile's checks: a regular file of at most MaxPlanBytes.
+func ReadOpen(fh *os.File, file string) ([]byte, error) {
 	fi, err := fh.Stat()
 	if err != nil {
 		return nil, err

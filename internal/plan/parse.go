@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -519,4 +520,35 @@ func (d *decoder) seq(n *yaml.Node, field string, fn func(i int, item *yaml.Node
 	for i, item := range n.Content {
 		fn(i, item, fmt.Sprintf("%s[%d]", field, i))
 	}
+}
+
+// versionLine is a version key at the start of a line, in YAML or JSON.
+var versionLine = regexp.MustCompile(`(?m)^\s*[{,]?\s*["']?version["']?\s*:`)
+
+// LooksLikePlan reports whether data is meant as a plan: a mapping with a
+// version key at its top, or, when it is not even YAML, a line that begins
+// with one. A file that does not (a password file behind a link, a key)
+// is refused by its caller without quoting it: Parse's errors quote the
+// values they refuse.
+func LooksLikePlan(data []byte) bool {
+	if len(data) > MaxPlanBytes || separators(data) > maxPlanSeparators {
+		return versionLine.Match(data) // over Parse's limits: not decoded
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return versionLine.Match(data)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "version" {
+			return true
+		}
+	}
+	return false
 }

@@ -161,7 +161,7 @@ func New(src *Source) (*prometheus.Registry, *Agent, error) {
 		Enforced: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.Enforced,
 			Help: "Settings the agent currently enforces."}),
 		Frozen: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.Frozen,
-			Help: "Settings no longer enforced because something changed them back and forth too often (see irqpilot status)."}),
+			Help: "Settings no longer enforced because something changed them back and forth too often, or parked because their write kept failing (see irqpilot status)."}),
 		Waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: names.Waiting,
 			Help: "Plan entries waiting for a device to appear or a CPU to come online."}),
 		Passes: prometheus.NewCounter(prometheus.CounterOpts{Name: names.Passes,

@@ -257,7 +257,7 @@ scrape_configs:
 	// The series behind the charts: three nodes, named by their host
 	// names, each with every online CPU.
 	rec := &recorder{resp: map[string]json.RawMessage{}}
-	opts := promsource.Options{URL: promURL, Range: time.Minute, Step: 2 * time.Second, Client: &http.Client{Transport: rec}}
+	opts := promsource.Options{URL: promURL, Range: time.Minute, Step: 2 * time.Second, Transport: rec}
 	res, err := promsource.Fetch(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)

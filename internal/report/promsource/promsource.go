@@ -21,12 +21,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	"github.com/irqpilot/irqpilot/internal/agent/metricnames"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/promclient"
 	"github.com/irqpilot/irqpilot/internal/report"
 )
 
@@ -63,8 +63,33 @@ type Options struct {
 	// Selector is added to every metric's label matchers, e.g.
 	// `job="irqpilot"` (empty: every target that exports the metrics).
 	Selector string
-	// Client is the HTTP client (nil: the API package's default).
-	Client *http.Client
+	// MaxAnswer is the largest answer read per query, in bytes (zero:
+	// DefaultMaxAnswer). A range of many nodes and CPUs at a fine step
+	// needs more.
+	MaxAnswer int64
+	// QueryTimeout bounds each query, its answer included (zero:
+	// DefaultQueryTimeout).
+	QueryTimeout time.Duration
+	// Transport carries the requests (nil: http.DefaultTransport).
+	Transport http.RoundTripper
+}
+
+// DefaultMaxAnswer bounds each answer: a day at the default step for 50
+// nodes of 64 CPUs is about 20 MiB of JSON.
+const DefaultMaxAnswer = 64 << 20
+
+// DefaultQueryTimeout bounds each query.
+const DefaultQueryTimeout = 30 * time.Second
+
+func (o *Options) limits() promclient.Limits {
+	l := promclient.Limits{MaxBytes: o.MaxAnswer, Timeout: o.QueryTimeout}
+	if l.MaxBytes == 0 {
+		l.MaxBytes = DefaultMaxAnswer
+	}
+	if l.Timeout == 0 {
+		l.Timeout = DefaultQueryTimeout
+	}
+	return l
 }
 
 // DefaultStep is the step used when none is given: 5 s, or coarser so
@@ -112,6 +137,12 @@ func (o *Options) Check() error {
 	if o.RateWindow < 0 {
 		return fmt.Errorf("--rate-window %s: must not be negative", o.RateWindow)
 	}
+	if o.MaxAnswer < 0 {
+		return fmt.Errorf("answer limit of %d bytes: must be positive", o.MaxAnswer)
+	}
+	if o.QueryTimeout < 0 {
+		return fmt.Errorf("--query-timeout %s: must be positive", o.QueryTimeout)
+	}
 	if strings.ContainsAny(o.Selector, "{}") {
 		return fmt.Errorf("--selector %q: give label matchers without braces, e.g. job=\"irqpilot\"", o.Selector)
 	}
@@ -151,7 +182,14 @@ type fetcher struct {
 
 func (f *fetcher) failed(q string, err error) error {
 	var perr *v1.Error
-	if errors.As(err, &perr) {
+	var large *promclient.TooLargeError
+	var slow *promclient.TimeoutError
+	switch {
+	case errors.As(err, &large):
+		return fmt.Errorf("prometheus %s: query %q: %v (--max-answer raises it; a larger --step or a shorter --range makes answers smaller)", f.url, q, large)
+	case errors.As(err, &slow):
+		return fmt.Errorf("prometheus %s: query %q: %v (--query-timeout raises it)", f.url, q, slow)
+	case errors.As(err, &perr):
 		return fmt.Errorf("prometheus %s: query %q: %s: %s", f.url, q, perr.Type, perr.Msg)
 	}
 	return fmt.Errorf("prometheus %s: query %q: %v (is Prometheus reachable at that URL?)", f.url, q, err)
@@ -201,7 +239,7 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	c, err := api.NewClient(api.Config{Address: o.URL, Client: o.Client})
+	api, err := promclient.New(o.URL, o.limits(), o.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus %q: %v", o.URL, err)
 	}
@@ -214,7 +252,7 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 	// range agree.
 	end = end.Truncate(step)
 	res := &Result{Start: end.Add(-o.Range), End: end, Step: step}
-	f := &fetcher{api: v1.NewAPI(c), url: o.URL, res: res}
+	f := &fetcher{api: api, url: o.URL, res: res}
 
 	// Samples of CPU 0's irq counter per node over the range: whether
 	// there is anything to read at all, and the scrape interval.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,5 +206,58 @@ func TestHelpers(t *testing.T) {
 	m := model.Matrix{{Values: []model.SamplePair{{Timestamp: 0}, {Timestamp: 1000}, {Timestamp: 2000}, {Timestamp: 5000}, {Timestamp: 6000}}}}
 	if d := promsource.SampleInterval(m); d != time.Second {
 		t.Errorf("SampleInterval = %s, want 1s", d)
+	}
+}
+
+// A server that answers with a JSON string without end (a hostile or
+// broken one on the URL given) makes Fetch fail at the answer limit with
+// an error naming it and the flag that raises it; the server's writes
+// start failing after the limit and the loopback sockets' buffers, so
+// the report never held more than that.
+func TestFetchEndlessAnswerBounded(t *testing.T) {
+	var wrote atomic.Int64
+	done := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		n, err := io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pad":"`)
+		wrote.Add(int64(n))
+		for err == nil {
+			n, err = w.Write(chunk)
+			wrote.Add(int64(n))
+		}
+		done <- err
+	}))
+	defer srv.Close()
+	const limit = 2 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := promsource.Fetch(ctx, promsource.Options{URL: srv.URL, Range: 5 * time.Minute, MaxAnswer: limit})
+	if err == nil || !strings.Contains(err.Error(), "limit of 2 MiB") || !strings.Contains(err.Error(), "--max-answer") {
+		t.Fatalf("endless answer: %v; want an error naming the 2 MiB limit and --max-answer", err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("server still writing after %d bytes: the report did not hang up", wrote.Load())
+	}
+	if w := wrote.Load(); w > limit+32<<20 {
+		t.Errorf("server wrote %d bytes before its writes failed; want at most the limit and the sockets' buffers", w)
+	}
+}
+
+// A server that sends part of an answer and then nothing fails at the
+// query's time limit, named with its flag.
+func TestFetchStalledAnswerTimesOut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"success","data":`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	_, err := promsource.Fetch(context.Background(), promsource.Options{URL: srv.URL, Range: 5 * time.Minute, QueryTimeout: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "within the limit of 200ms") || !strings.Contains(err.Error(), "--query-timeout") {
+		t.Fatalf("stalled answer: %v; want an error naming the 200ms limit and --query-timeout", err)
 	}
 }
