@@ -44,6 +44,8 @@ var nameRules = []nameRule{
 	rule(ClassStorage, `^ibmv(?:scsi|fc)$`),
 	// SD/MMC host controllers under their drivers' names (sdhci, dw_mmc, mmci, sunxi-mmc, omap_hsmmc, msdc, renesas_sdhi).
 	rule(ClassStorage, `^(?:sdhci|dw-mci|dw_mmc|mmci|sunxi-mmc|omap_hsmmc|mtk-msdc|msdc|renesas_sdhi|tmio|bcm2835-sdhost|mxs-mmc|atmel_mci|meson-gx-mmc)`),
+	// SD hosts under a vendor-prefixed name ("bcm2708_sdhci (dma)", "bcm2835-sdhost").
+	rule(ClassStorage, `^\w+[-_](?:sdhci|sdhost)\b`),
 	// Platform storage controllers named by bus address ("fe310000.mmc", "fe2e0000.sdhci", "a2000000.ufs").
 	{re: regexp.MustCompile(`^[0-9a-f]+\.(?:mmc|sdhci|dwmmc|sdmmc|emmc|sd|sata|ahci|ufs|ufshc|nvme)\d*$`), class: ClassStorage, kind: "platform"},
 	// Platform Ethernet MACs named by bus address ("fe2a0000.ethernet", "1c30000.gmac").
