@@ -53,6 +53,9 @@ var (
 	// network-control ring (RAVB_BE, RAVB_NC); "eth0:ch22:multi",
 	// "eth0:ch24:emac" serve no queue.
 	reRAVB = regexp.MustCompile(`^(.+?):ch\d+:(?:(rx|tx)_(be|nc)|[a-z_]+)$`)
+	// Xen netfront and netback: one event channel per queue and direction,
+	// "<netdev>-q<N>-tx" / "-rx" ("eth0-q1-rx"; dom0's "vif13.0-q1-tx").
+	reXenQueue = regexp.MustCompile(`^(.+)-q(\d+)-(tx|rx)$`)
 	// cxgb4: "enp5s0f4d1 (queue 11)", an rx queue's vector.
 	reQueueParen = regexp.MustCompile(`^(\S+) \(queue (\d+)\)$`)
 	// iwlwifi rx queues: "iwlwifi:queue_1" (newer), "iwlwifi: queue 1" (older).
@@ -197,6 +200,11 @@ func parseAction(a string) actionInfo {
 		if m[2] != "" {
 			ai.queue, ai.kind = map[string]int{"be": 0, "nc": 1}[m[3]], m[2]
 		}
+		return ai
+	}
+	if m := reXenQueue.FindStringSubmatch(a); m != nil {
+		ai.class, ai.netdev, ai.kind = ClassNetwork, m[1], m[3]
+		ai.queue, _ = strconv.Atoi(m[2])
 		return ai
 	}
 	if m := reQueueParen.FindStringSubmatch(a); m != nil {

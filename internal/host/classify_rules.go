@@ -32,8 +32,8 @@ var nameRules = []nameRule{
 	rule(ClassTimer, `^(?:gp_timer|rk_timer|ttc_clockevent|mxc_timer\d*|mct_tick\d+|mct_comp_irq|sun4i_tick|sun5i_tick|meson6_timer|riscv-timer|bcm2835-timer|sp804|dmtimer|mtk_timer|owl-timer|stm32_timer)$`),
 	// timer_of clockevents are named after their device-tree node ("timer@306a0000", "timer").
 	rule(ClassTimer, `^timer(?:@[0-9a-f]+)?$`),
-	// Clockevents of pre-genirq ARM machines ("IXP4xx Timer Tick", "i.MX Timer Tick", "BCM2708 Timer Tick").
-	rule(ClassTimer, `(?i)^[\w.]+ timer tick$`),
+	// Vendor clockevents named "<SoC> Timer Tick" or "<SoC> TIMER-<n>" (IXP4xx, i.MX, BCM2708; Meson's per-CPU TIMER-F … TIMER-I).
+	rule(ClassTimer, `(?i)^[\w.]+ timer(?: tick|-[a-z0-9]+)?$`),
 	// Xen's per-vCPU timer event channel, "timerN" on the xen-percpu-virq chip (events_base.c VIRQ_TIMER).
 	{re: regexp.MustCompile(`^timer\d+$`), chip: regexp.MustCompile(`^xen-percpu-virq$`), class: ClassTimer},
 	// The PC floppy controller (floppy.c).
@@ -44,6 +44,10 @@ var nameRules = []nameRule{
 	rule(ClassStorage, `^ibmv(?:scsi|fc)$`),
 	// SD/MMC host controllers under their drivers' names (sdhci, dw_mmc, mmci, sunxi-mmc, omap_hsmmc, msdc, renesas_sdhi).
 	rule(ClassStorage, `^(?:sdhci|dw-mci|dw_mmc|mmci|sunxi-mmc|omap_hsmmc|mtk-msdc|msdc|renesas_sdhi|tmio|bcm2835-sdhost|mxs-mmc|atmel_mci|meson-gx-mmc)`),
+	// Amlogic's SD/eMMC and SD/SDIO hosts on 3.x kernels ("sdhc", "sdio").
+	rule(ClassStorage, `^(?:sdhc|sdio)$`),
+	// SD hosts under a vendor-prefixed name ("bcm2708_sdhci (dma)", "bcm2835-sdhost").
+	rule(ClassStorage, `^\w+[-_](?:sdhci|sdhost)\b`),
 	// Platform storage controllers named by bus address ("fe310000.mmc", "fe2e0000.sdhci", "a2000000.ufs").
 	{re: regexp.MustCompile(`^[0-9a-f]+\.(?:mmc|sdhci|dwmmc|sdmmc|emmc|sd|sata|ahci|ufs|ufshc|nvme)\d*$`), class: ClassStorage, kind: "platform"},
 	// Platform Ethernet MACs named by bus address ("fe2a0000.ethernet", "1c30000.gmac").

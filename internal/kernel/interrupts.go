@@ -346,6 +346,13 @@ func (p *irqParser) parseLine(l []byte) (InterruptLine, error) {
 		rest = r[end:]
 	}
 	if len(line.Counts) == 0 {
+		if line.Name == "FIQ" {
+			// 32-bit ARM prints the FIQ's owner and no counts
+			// (show_fiq_list: "FIQ:              usb_fiq").
+			line.Counts = nil
+			line.Description = string(trimBlank(rest))
+			return line, nil
+		}
 		return InterruptLine{}, p.errorf("%s: no counts", line.Name)
 	}
 	text := trimBlank(rest)
@@ -471,8 +478,10 @@ func splitAnchor(text string) (chip, hwirq, trigger, rest string, ok bool) {
 				}
 			case isTriggerWord(f) && k == 1:
 				return text[:start], "", f, text[end:], true
-			case k == 1 && len(f) > 1 && f[0] == '-' && isTriggerWord(f[1:]):
-				return text[:start], "", f[1:], text[end:], true // no domain: "-edge"
+			case k == 1 && len(f) > 1 && f[0] == '-':
+				// No domain, so no hwirq: the flow name follows the chip
+				// ("xen-dyn    -event     vif0-q0-tx", "-edge").
+				return text[:start], "", f[1:], text[end:], true
 			}
 		}
 		if indexByte(f, ',') >= 0 {

@@ -146,3 +146,36 @@ func TestParseInterruptsFourDigitIRQs(t *testing.T) {
 		t.Error("no IRQ numbered 1000 or more")
 	}
 }
+
+// TestParseInterruptsARM32: a Raspberry Pi 1 (ARMCTRL chip, no hwirq): rows
+// with a chip and no handler, actions with spaces, and the FIQ row, which
+// names the FIQ's owner and has no counts.
+func TestParseInterruptsARM32(t *testing.T) {
+	in := parseDump(t, "rpi1-armctrl")
+	checkRow(t, in, irqWant{irq: 3, chip: "ARMCTRL", actions: []string{"BCM2708 Timer Tick"}, counts: map[int]uint64{0: 119269}})
+	checkRow(t, in, irqWant{irq: 75, chip: "ARMCTRL", counts: map[int]uint64{0: 1}})
+	checkRow(t, in, irqWant{irq: 32, chip: "ARMCTRL", actions: []string{"dwc_otg", "dwc_otg_pcd", "dwc_otg_hcd:usb1"}})
+	checkRow(t, in, irqWant{irq: 77, chip: "ARMCTRL", actions: []string{"bcm2708_sdhci (dma)"}})
+	fiq := in.Summary("FIQ")
+	if fiq == nil || len(fiq.Counts) != 0 || fiq.Description != "usb_fiq" {
+		t.Errorf("FIQ row = %+v, want no counts and usb_fiq", fiq)
+	}
+	if e := in.Summary("Err"); e == nil || len(e.Counts) != 1 {
+		t.Errorf("Err row = %+v", e)
+	}
+}
+
+// TestParseInterruptsFlowWithoutHwirq: Xen's dynamic event chip has no
+// domain, so the flow name follows the chip after blanks ("xen-dyn
+// -event"). Rows published without their header.
+func TestParseInterruptsFlowWithoutHwirq(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoDumps, "xen-dyn-vif", "interrupts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := parseInterrupts("xen-dyn-vif", append([]byte("CPU0 CPU1 CPU2 CPU3\n"), b...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRow(t, in, irqWant{irq: 72, chip: "xen-dyn", trigger: "event", actions: []string{"vif0-q1-tx"}, counts: map[int]uint64{0: 586350}})
+}

@@ -343,6 +343,8 @@ func FuzzParseInterrupts(f *testing.F) {
 	f.Add([]byte("CPU0 CPU2\n 1: 3 4 X 5-edge a, b\nIPI0:1 2 x\nERR: 0\n"))
 	f.Add([]byte("CPU0\n 0: 1 IR-PCI-MSI-edge\u00a0\u00a0\u00a0 bbbbbbbbbb\n"))
 	f.Add([]byte("CPU0\n 0: 1 \v\v\vchip\f 1-edge\r x,,y\n"))
+	f.Add([]byte("CPU0 CPU1\n 25: 1 2  Hyper-V PCIe MSI 4138200989697-edge      mana_q0@pci:7870:00:00.0\nFIQ:              usb_fiq\n"))
+	f.Add([]byte("CPU0\n5:      29620   IXP4xx Timer Tick\n25:       3813   eth0\nErr:          0\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in, err := parseInterrupts("fuzz", data)
 		if err != nil {
@@ -363,7 +365,7 @@ func FuzzParseInterrupts(f *testing.F) {
 		sb.WriteByte('\n')
 		last := -1
 		for _, l := range in.Lines {
-			if len(l.Counts) == 0 || len(l.Counts) > len(in.CPUs) {
+			if (len(l.Counts) == 0 && l.Name != "FIQ") || len(l.Counts) > len(in.CPUs) {
 				t.Fatalf("row %s: %d counts for %d CPUs", l.Name, len(l.Counts), len(in.CPUs))
 			}
 			if l.IRQ >= 0 {
