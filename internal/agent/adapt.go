@@ -534,6 +534,7 @@ func (ag *Agent) adaptStep() {
 	ag.pl = p
 	ag.needResolve = true
 	ag.established = map[string]bool{}
+	ag.heldForCPU = map[string]bool{}
 	ag.adaptations = appendRecent(ag.adaptations, a)
 	if ag.m != nil {
 		ag.m.AdaptationsApplied.Inc()
@@ -572,6 +573,7 @@ func (ag *Agent) endAdaptation(now time.Time, keep bool, reason string, v Verifi
 		}
 		ag.needResolve = true
 		ag.established = map[string]bool{}
+		ag.heldForCPU = map[string]bool{}
 		if ag.m != nil {
 			ag.m.AdaptationsReverted.Inc()
 		}

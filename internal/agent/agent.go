@@ -125,6 +125,12 @@ type Agent struct {
 	// established: keys written or found in force since they last
 	// appeared; a pending established key is drift.
 	established map[string]bool
+	// keyDev: the device of each key resolved in this run; heldForCPU:
+	// established keys out of the plan while their device stayed (true:
+	// still out, waiting for a CPU; false: back, the next repair is the
+	// kernel's doing and counts no ping-pong).
+	keyDev      map[string]string
+	heldForCPU  map[string]bool
 	repairTimes map[string][]time.Time
 	// writeFails counts, per setting, the passes in a row whose write of
 	// it failed (noteWrites parks it at PingPongLimit).
@@ -216,7 +222,7 @@ func New(o Options) (*Agent, error) {
 	files := o.FS.Held(0)
 	ag := &Agent{o: o, log: o.Log, ap: apply.New(files, o.StateDir), files: files,
 		trigger: make(chan string, 16), reloadReq: make(chan chan error),
-		established: map[string]bool{}, repairTimes: map[string][]time.Time{}, writeFails: map[string]int{}, frozen: map[string]*Frozen{}, firstWriter: map[string]string{},
+		established: map[string]bool{}, keyDev: map[string]string{}, heldForCPU: map[string]bool{}, repairTimes: map[string][]time.Time{}, writeFails: map[string]int{}, frozen: map[string]*Frozen{}, firstWriter: map[string]string{},
 		sampler: load.NewSampler(o.FS), adapt: newAdaptState(o.AdaptOptions)}
 	if resolveApp != nil && o.Adapt {
 		// The application's threads only (not every thread on the host):

@@ -53,6 +53,18 @@ func (ag *Agent) trackDevices(old, changes []setting.Change) {
 			now[d] = ix
 		}
 	}
+	// A device whose every setting waits for an offline CPU is still
+	// the same incarnation: keep it tracked, so its settings stay the
+	// agent's (their return is a repair, not an apply).
+	for k, out := range ag.heldForCPU {
+		d := ag.keyDev[k]
+		if _, ok := now[d]; !out || ok || d == "" {
+			continue
+		}
+		if ix, ok := ag.ifindex(d); ok && ix == ag.devs.index[d] {
+			now[d] = ix
+		}
+	}
 	changed := map[string]bool{}
 	for d, ix := range ag.devs.index {
 		if now[d] != ix {

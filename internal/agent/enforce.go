@@ -166,12 +166,37 @@ func (ag *Agent) resolveLocked() {
 	for i := range changes {
 		keys[setting.Key(&changes[i])] = true
 	}
-	// A setting that left the plan (its device went away) starts afresh
-	// when it comes back: writing it then is an apply, not a repair.
+	// A setting that left the plan because its device went away starts
+	// afresh when it comes back: writing it then is an apply, not a
+	// repair. One that left while its device stayed (it waits for a CPU
+	// that went offline) is still the agent's: the kernel broke its value,
+	// and writing it back when the CPU returns is a repair — one that
+	// counts no ping-pong, since no other tool is at work.
+	if ag.keyDev == nil || ag.heldForCPU == nil {
+		ag.keyDev, ag.heldForCPU = map[string]string{}, map[string]bool{}
+	}
+	for i := range ag.changes {
+		ag.keyDev[setting.Key(&ag.changes[i])] = ag.changes[i].Device
+	}
 	for k := range ag.established {
-		if !keys[k] {
-			ag.forgetKey(k)
+		if keys[k] {
+			if ag.heldForCPU[k] {
+				ag.heldForCPU[k] = false // back in the plan: its next repair is the kernel's doing
+			}
+			continue
 		}
+		if d, ok := ag.keyDev[k]; ok && d != "" {
+			if ix, live := ag.ifindex(d); live && ix == ag.devs.index[d] {
+				if _, held := ag.heldForCPU[k]; !held {
+					ag.heldForCPU[k] = true
+				}
+				continue
+			}
+		}
+		ag.forgetKey(k)
+	}
+	for i := range changes {
+		ag.keyDev[setting.Key(&changes[i])] = changes[i].Device
 	}
 	ag.trackDevices(ag.changes, changes)
 	if changes == nil {
@@ -184,6 +209,8 @@ func (ag *Agent) resolveLocked() {
 // repair, and this run's first writer of it is the next journal.
 func (ag *Agent) forgetKey(k string) {
 	delete(ag.established, k)
+	delete(ag.heldForCPU, k)
+	delete(ag.keyDev, k)
 	delete(ag.repairTimes, k)
 	delete(ag.firstWriter, k)
 }
@@ -378,9 +405,16 @@ func (ag *Agent) record(res *apply.Result, why string, now time.Time, drift map[
 				ag.needResolve = true
 			}
 			if d, ok := drift[k]; ok {
-				ag.repairTimes[k] = append(ag.repairTimes[k], now)
+				who := culpritFor(e, culprit)
+				if held, ok := ag.heldForCPU[k]; ok && !held {
+					// The kernel moved it off a CPU that went offline.
+					who = "kernel: CPU offline"
+					delete(ag.heldForCPU, k)
+				} else {
+					ag.repairTimes[k] = append(ag.repairTimes[k], now)
+				}
 				r := Repair{Time: now, Setting: string(e.Kind), Target: e.Target, Device: e.Device,
-					Old: e.Value, Drifted: d.Old, Restored: e.Value, Culprit: culpritFor(e, culprit), Journal: jid}
+					Old: e.Value, Drifted: d.Old, Restored: e.Value, Culprit: who, Journal: jid}
 				ag.repairs = appendRecent(ag.repairs, r)
 				if ag.m != nil {
 					ag.m.DriftRepairs.WithLabelValues(string(e.Kind), e.Device).Inc()

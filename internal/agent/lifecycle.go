@@ -30,6 +30,7 @@ func (ag *Agent) reload() error {
 				ag.writeFails = map[string]int{}
 				// A new plan's values are applied, not repaired.
 				ag.established = map[string]bool{}
+				ag.heldForCPU = map[string]bool{}
 				ag.needResolve = true
 				ag.mu.Unlock()
 				ag.adapt.reset()

@@ -310,3 +310,68 @@ func BenchmarkSteadyState1s(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// An IRQ whose CPU goes offline is moved by the kernel; the entry waits
+// while the CPU is away and, when it returns, the write back is a drift
+// repair (logged and listed as one, the kernel named) that counts no
+// ping-pong: three offline/online cycles in a row leave it enforced.
+func TestOfflineCPUReturnIsRepairNotPingPong(t *testing.T) {
+	root, fs, h := bigHostCopy(t)
+	nic := h.NIC("eth0")
+	irq := *nic.RxQueues[0].IRQ
+	affPath := filepath.Join("proc/irq", itoa(irq), "smp_affinity_list")
+	pf := writePlan(t, `version: 1
+irqs:
+  - device: eth0
+    queue: 0
+    cpus: "3"
+    reason: test
+`)
+	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: time.Second, Listen: "", NoLinkEvents: true, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag.pass("test")
+	if got := readTree(t, root, affPath); got != "3" {
+		t.Fatalf("irq %d affinity %q, want 3", irq, got)
+	}
+	online := func(on bool) {
+		t.Helper()
+		list, cpu3 := "0-249\n", "1\n"
+		if !on {
+			list, cpu3 = "0-2,4-249\n", "0\n"
+			// What the kernel does to an IRQ whose only CPU goes offline.
+			if err := os.WriteFile(filepath.Join(root, affPath), []byte("0-1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for f, v := range map[string]string{"sys/devices/system/cpu/online": list, "sys/devices/system/cpu/cpu3/online": cpu3} {
+			if err := os.WriteFile(filepath.Join(root, f), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for cycle := 1; cycle <= 3; cycle++ {
+		online(false)
+		ag.pass("test")
+		if st := ag.Status(); len(st.Waiting) != 1 || !strings.Contains(st.Waiting[0], "CPU 3 to come online") {
+			t.Fatalf("cycle %d: waiting = %q, want CPU 3", cycle, st.Waiting)
+		}
+		online(true)
+		ag.pass("test")
+		if got := readTree(t, root, affPath); got != "3" {
+			t.Fatalf("cycle %d: irq %d affinity %q after CPU 3 came back, want 3", cycle, irq, got)
+		}
+		st := ag.Status()
+		if len(st.Frozen) != 0 {
+			t.Fatalf("cycle %d: frozen %+v: the kernel's moves were counted as ping-pong", cycle, st.Frozen)
+		}
+		if len(st.Repairs) != cycle {
+			t.Fatalf("cycle %d: %d repairs listed, want %d: %+v", cycle, len(st.Repairs), cycle, st.Repairs)
+		}
+		r := st.Repairs[len(st.Repairs)-1]
+		if r.Restored != "3" || r.Drifted != "0-1" || !strings.Contains(r.Culprit, "CPU offline") {
+			t.Errorf("cycle %d: repair %+v, want 0-1 restored to 3 by the agent, the kernel named", cycle, r)
+		}
+	}
+}
