@@ -86,8 +86,10 @@ type verificationJSON struct {
 	Note     string `json:"note,omitempty"`
 }
 
-// liveMeter measures windows of the live machine with one sampler (and
-// the eBPF collector where it loads), as doctor does.
+// liveMeter measures windows of the live machine with one sampler, made
+// as doctor's and plan's are (measureSpec.sampler: the eBPF collector where
+// it loads, the threads) and the consumers marked the same way, so that a
+// prediction made from a window rests on what plan would have measured.
 type liveMeter struct {
 	fs      *kernel.FS
 	sampler *load.Sampler
@@ -101,21 +103,25 @@ func newLiveMeter(fs *kernel.FS, cost string) (*liveMeter, error) {
 	if !fs.IsLive() {
 		return nil, errors.New("verification measures the live machine; it cannot run on --root or --snapshot")
 	}
-	reader, stop, note, err := startCost(cost, fs)
+	s, stop, note, err := measureSpec{Cost: cost, Tasks: true}.sampler(fs)
 	if err != nil {
 		return nil, err
 	}
-	s := load.NewSampler(fs)
-	s.Tasks = true
-	s.Cost = reader
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	return &liveMeter{fs: fs, sampler: s, stop: stop, note: note, ctx: ctx, cancel: cancel}, nil
 }
 
 func (m *liveMeter) close() { m.stop(); m.cancel() }
 
+// measure is one window and its halves. The window's load has its
+// consumers marked where the sockets can be read (without them the model
+// spreads RFS-steered work as RPS alone would).
 func (m *liveMeter) measure(h *host.Host, d time.Duration) (verify.Measurement, *load.Load, error) {
-	return verify.Measure(m.ctx, m.sampler, h, d)
+	x, l, err := verify.Measure(m.ctx, m.sampler, h, d)
+	if err == nil {
+		_ = serveConsumers(m.fs, l)
+	}
+	return x, l, err
 }
 
 // settle waits, up to a few seconds, until no IRQ the change moved is
