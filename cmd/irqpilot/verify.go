@@ -196,10 +196,10 @@ func verdictExit(v verify.Verdict) error {
 func printVerification(w io.Writer, v *verificationJSON, costNote string) {
 	fmt.Fprintf(w, "\nverification over %.1f s before and after the change (%s); tolerance ±%.0f points plus each CPU's noise:\n", v.Seconds, costNote, v.Tolerance)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "CPU\tBUSY BEFORE\tPREDICTED\tMEASURED\tERROR\t\tIRQ BEFORE\tPREDICTED\tMEASURED\tERROR\tNOISE\t")
+	fmt.Fprintln(tw, "CPU\tBUSY BEFORE\tPREDICTED\tMEASURED\tERROR\tNOISE\t\tIRQ BEFORE\tPREDICTED\tMEASURED\tERROR\tNOISE\t")
 	for _, c := range v.CPUs {
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%+.1f\t\t%.1f\t%.1f\t%.1f\t%+.1f\t%.1f\t\n", c.CPU,
-			c.BeforeBusy, c.PredictedBusy, c.MeasuredBusy, c.BusyError, c.BeforeIRQ, c.PredictedIRQ, c.MeasuredIRQ, c.IRQError, c.Noise)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%+.1f\t%.1f\t\t%.1f\t%.1f\t%.1f\t%+.1f\t%.1f\t\n", c.CPU,
+			c.BeforeBusy, c.PredictedBusy, c.MeasuredBusy, c.BusyError, c.Noise, c.BeforeIRQ, c.PredictedIRQ, c.MeasuredIRQ, c.IRQError, c.IRQNoise)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "packets/s: %.0f before, %.0f after\n", v.TrafficBefore, v.TrafficAfter)
