@@ -41,10 +41,10 @@ type measureSpec struct {
 // measureLive measures the live machine fs for d: the eBPF collector as
 // cost asks (auto: where it loads), a sample, d, a sample, and the socket
 // owners. note says how interrupt time is known. doctor and plan call it;
-// apply --verify's liveMeter (verify.go) starts the same collector with
-// startCost and a sampler set up the same way, but samples three times (a
-// window and its halves, for the noise), so a prediction and its check
-// rest on the same kind of measurement.
+// apply --verify's liveMeter (verify.go) takes its sampler from the same
+// measureSpec.sampler and its consumers from the same serveConsumers, but
+// samples three times (a window and its halves, for the noise), so a
+// prediction and its check rest on the same measurement.
 func measureLive(fs *kernel.FS, d time.Duration, cost string, tasks bool) (*load.Load, string, error) {
 	m, err := measureSpec{Duration: d, Cost: cost, Tasks: tasks}.live(fs)
 	if err != nil {
@@ -58,14 +58,11 @@ func (s measureSpec) live(fs *kernel.FS) (*measurement, error) {
 	if s.Duration <= 0 {
 		return nil, fmt.Errorf("measuring for %v: the duration must be positive", s.Duration)
 	}
-	reader, stopCost, note, err := startCost(s.Cost, fs)
+	smp, stopCost, note, err := s.sampler(fs)
 	if err != nil {
 		return nil, err
 	}
 	defer stopCost()
-	smp := load.NewSampler(fs)
-	smp.Tasks = s.Tasks
-	smp.Cost = reader
 	first, err := smp.Sample()
 	if err != nil {
 		return nil, err
@@ -83,14 +80,35 @@ func (s measureSpec) live(fs *kernel.FS) (*measurement, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Who reads the traffic: processes serving listening sockets, in every
-	// network namespace (read-only netlink dumps).
-	owners, err := fs.SocketOwners()
-	m.OwnersRead, m.OwnersErr = err == nil, err
-	if m.OwnersRead {
-		m.Load.SetConsumers(owners)
-	}
+	m.OwnersErr = serveConsumers(fs, m.Load)
+	m.OwnersRead = m.OwnersErr == nil
 	return m, nil
+}
+
+// sampler is the live sampler every measurement uses: the interrupt-cost
+// reader s.Cost asks for (startCost; stop ends it), and the threads when
+// s.Tasks. note says how interrupt time is known.
+func (s measureSpec) sampler(fs *kernel.FS) (smp *load.Sampler, stop func(), note string, err error) {
+	reader, stop, note, err := startCost(s.Cost, fs)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	smp = load.NewSampler(fs)
+	smp.Tasks = s.Tasks
+	smp.Cost = reader
+	return smp, stop, note, nil
+}
+
+// serveConsumers marks in l who reads the traffic: the processes serving
+// listening sockets, in every network namespace (read-only netlink dumps).
+// The error says why they could not be read; l is then unchanged.
+func serveConsumers(fs *kernel.FS, l *load.Load) error {
+	owners, err := fs.SocketOwners()
+	if err != nil {
+		return err
+	}
+	l.SetConsumers(owners)
+	return nil
 }
 
 // measureCaptured measures between two captures of one machine: first

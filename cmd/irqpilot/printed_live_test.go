@@ -75,3 +75,56 @@ func TestPrintedUndoRunsAsPrinted(t *testing.T) {
 		t.Errorf("rps_cpus %q after the printed undo, want 0", got)
 	}
 }
+
+// revert --session run from the host's namespace for a session applied in
+// a named namespace is refused, and its "run revert there" hint, pasted as
+// printed, reverts that session there: the session's journal, not an
+// older one (a hint naming one journal with --to was refused as "older
+// than" when the session held newer ones), and nothing of another session.
+func TestPrintedRevertThereRunsAsPrinted(t *testing.T) {
+	ns := newVethPair(t).name
+	dir := t.TempDir()
+	state := filepath.Join(dir, "st odd;x'q")
+	for i, cpu := range []string{"0", "1"} {
+		planFile := filepath.Join(dir, fmt.Sprintf("p%d.yaml", i))
+		if err := os.WriteFile(planFile, []byte("version: 1\nrx_queues:\n  - {device: vq0, queue: 1, rps_cpus: "+cpu+", reason: test}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := runWrapped([]string{"ip", "netns", "exec", ns}, "apply", "--state-dir", state, planFile); code != 0 {
+			t.Fatalf("apply %s: exit %d\n%s%s", planFile, code, out, errs)
+		}
+	}
+	before := journalStates(t, state)
+	code, out, errs := runWrapped(nil, "revert", "--session", "--state-dir", state)
+	if code != 2 {
+		t.Fatalf("revert --session from the host's namespace: exit %d, want 2 (refused)\n%s%s", code, out, errs)
+	}
+	m := regexp.MustCompile(`run revert there: (.*)\. Nothing was changed`).FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("no 'run revert there' hint in:\n%s", errs)
+	}
+	if !strings.HasPrefix(m[1], "ip netns exec "+ns+" irqpilot revert --session=") {
+		t.Errorf("hint %q does not repeat the session's revert in the namespace", m[1])
+	}
+	if d := journalStates(t, state); fmt.Sprint(d) != fmt.Sprint(before) {
+		t.Errorf("the refused revert changed journals: %v, then %v", before, d)
+	}
+	printed, code := runPrinted(t, pathWithIrqpilot(t), m[1])
+	if code != 0 {
+		t.Fatalf("the hint as printed, %s: exit %d\n%s", m[1], code, printed)
+	}
+	reverted := 0
+	for id, st := range journalStates(t, state) {
+		if st == apply.StateReverted {
+			reverted++
+		} else if st != apply.StateApplied {
+			t.Errorf("journal %s is %s", id, st)
+		}
+	}
+	if reverted != 1 {
+		t.Errorf("%d journals reverted by the hint, want the newest session's one", reverted)
+	}
+	if got := nsRead(t, ns, "/sys/class/net/vq0/queues/rx-1/rps_cpus"); strings.Trim(got, "0,") != "1" {
+		t.Errorf("rps_cpus %q after the hint, want 1 (the older session's value)", got)
+	}
+}

@@ -86,8 +86,10 @@ type verificationJSON struct {
 	Note     string `json:"note,omitempty"`
 }
 
-// liveMeter measures windows of the live machine with one sampler (and
-// the eBPF collector where it loads), as doctor does.
+// liveMeter measures windows of the live machine with one sampler, made
+// as doctor's and plan's are (measureSpec.sampler: the eBPF collector where
+// it loads, the threads) and the consumers marked the same way, so that a
+// prediction made from a window rests on what plan would have measured.
 type liveMeter struct {
 	fs      *kernel.FS
 	sampler *load.Sampler
@@ -101,21 +103,25 @@ func newLiveMeter(fs *kernel.FS, cost string) (*liveMeter, error) {
 	if !fs.IsLive() {
 		return nil, errors.New("verification measures the live machine; it cannot run on --root or --snapshot")
 	}
-	reader, stop, note, err := startCost(cost, fs)
+	s, stop, note, err := measureSpec{Cost: cost, Tasks: true}.sampler(fs)
 	if err != nil {
 		return nil, err
 	}
-	s := load.NewSampler(fs)
-	s.Tasks = true
-	s.Cost = reader
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	return &liveMeter{fs: fs, sampler: s, stop: stop, note: note, ctx: ctx, cancel: cancel}, nil
 }
 
 func (m *liveMeter) close() { m.stop(); m.cancel() }
 
+// measure is one window and its halves. The window's load has its
+// consumers marked where the sockets can be read (without them the model
+// spreads RFS-steered work as RPS alone would).
 func (m *liveMeter) measure(h *host.Host, d time.Duration) (verify.Measurement, *load.Load, error) {
-	return verify.Measure(m.ctx, m.sampler, h, d)
+	x, l, err := verify.Measure(m.ctx, m.sampler, h, d)
+	if err == nil {
+		_ = serveConsumers(m.fs, l)
+	}
+	return x, l, err
 }
 
 // settle waits, up to a few seconds, until no IRQ the change moved is
@@ -190,10 +196,10 @@ func verdictExit(v verify.Verdict) error {
 func printVerification(w io.Writer, v *verificationJSON, costNote string) {
 	fmt.Fprintf(w, "\nverification over %.1f s before and after the change (%s); tolerance ±%.0f points plus each CPU's noise:\n", v.Seconds, costNote, v.Tolerance)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "CPU\tBUSY BEFORE\tPREDICTED\tMEASURED\tERROR\t\tIRQ BEFORE\tPREDICTED\tMEASURED\tERROR\tNOISE\t")
+	fmt.Fprintln(tw, "CPU\tBUSY BEFORE\tPREDICTED\tMEASURED\tERROR\tNOISE\t\tIRQ BEFORE\tPREDICTED\tMEASURED\tERROR\tNOISE\t")
 	for _, c := range v.CPUs {
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%+.1f\t\t%.1f\t%.1f\t%.1f\t%+.1f\t%.1f\t\n", c.CPU,
-			c.BeforeBusy, c.PredictedBusy, c.MeasuredBusy, c.BusyError, c.BeforeIRQ, c.PredictedIRQ, c.MeasuredIRQ, c.IRQError, c.Noise)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%+.1f\t%.1f\t\t%.1f\t%.1f\t%.1f\t%+.1f\t%.1f\t\n", c.CPU,
+			c.BeforeBusy, c.PredictedBusy, c.MeasuredBusy, c.BusyError, c.Noise, c.BeforeIRQ, c.PredictedIRQ, c.MeasuredIRQ, c.IRQError, c.IRQNoise)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "packets/s: %.0f before, %.0f after\n", v.TrafficBefore, v.TrafficAfter)

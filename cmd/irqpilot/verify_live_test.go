@@ -325,8 +325,10 @@ func (v *verifyOutput) check(t *testing.T, code int, journal string) {
 		t.Fatalf("%d rows, want one per CPU (%d):\n%s", len(x.CPUs), runtime.NumCPU(), v.table())
 	}
 	for _, c := range x.CPUs {
-		if d := math.Abs(c.MeasuredBusy - c.PredictedBusy - c.BusyError); d > 0.11 {
-			t.Errorf("CPU%d busy error %.1f is not measured %.1f minus predicted %.1f", c.CPU, c.BusyError, c.MeasuredBusy, c.PredictedBusy)
+		// A prediction above 100 % busy is compared as a full CPU, what
+		// can be measured of it (docs/json.md).
+		if d := math.Abs(c.MeasuredBusy - math.Min(c.PredictedBusy, 100) - c.BusyError); d > 0.11 {
+			t.Errorf("CPU%d busy error %.1f is not measured %.1f minus predicted %.1f (at most 100)", c.CPU, c.BusyError, c.MeasuredBusy, c.PredictedBusy)
 		}
 		if d := math.Abs(c.MeasuredIRQ - c.PredictedIRQ - c.IRQError); d > 0.11 {
 			t.Errorf("CPU%d interrupt error %.1f is not measured %.1f minus predicted %.1f", c.CPU, c.IRQError, c.MeasuredIRQ, c.PredictedIRQ)
@@ -694,6 +696,10 @@ func TestLiveApplyVerifyMissed(t *testing.T) {
 		case x.Verdict == "inconclusive", x.Repredicted != "",
 			x.Verdict == "worse" && strings.Contains(x.Reason, "headroom"):
 			seen = append(seen, x.Verdict+": "+x.Reason)
+		case v.disturbed() != "":
+			// Other processes ran on a CPU: what the move does is not
+			// all that moved there.
+			seen = append(seen, x.Verdict+": "+x.Reason+" ("+v.disturbed()+")")
 		default:
 			t.Fatalf("the plan's prediction put 40 points more on CPU 1 than the move takes there, and the verdict is %s: %s\n%s", x.Verdict, x.Reason, v.table())
 		}

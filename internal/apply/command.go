@@ -10,7 +10,8 @@ import (
 // RevertCommand is the one way irqpilot prints a revert command for a
 // person to paste — apply's undo line, the agent's stop message, hints —
 // so that every printed form works as printed: args are revert's own
-// arguments ("--to", ID or "--session", ID), the state directory is named
+// arguments ("--to", ID or "--session=ID": --session has a default value,
+// so its ID must follow "="), the state directory is named
 // (absolute) unless it is the default, every word is shell-quoted, and a
 // journal applied in a named network namespace other than the host's is
 // reverted there.

@@ -32,7 +32,8 @@ type WrongNetNSError struct {
 	// Gone: the namespace no longer exists.
 	Gone bool
 	// Args are revert's arguments the suggested command repeats there
-	// ("--session", ID for a session's revert); nil is "--to" Journal.
+	// ("--session=ID" for a session's revert: --session takes its value
+	// only after "=", as it has a default); nil is "--to" Journal.
 	Args []string
 }
 

@@ -422,7 +422,7 @@ func (a *Applier) pickMany(sel Selection, force bool) ([]*Journal, error) {
 				case sel.All:
 					werr.Args = []string{"--all"}
 				case j.Session != "":
-					werr.Args = []string{"--session", j.Session}
+					werr.Args = []string{"--session=" + j.Session}
 				}
 			}
 			return nil, err

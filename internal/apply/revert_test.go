@@ -403,8 +403,8 @@ func TestRevertWrongNetNSMessageQuoted(t *testing.T) {
 	}
 	// A session's revert is repeated there as a session's revert: one of
 	// its journals alone would be refused while newer ones stay applied.
-	e.Args = []string{"--session", "s-1"}
-	want = `ip netns exec 'au4-$(id)' irqpilot revert --session s-1 --state-dir '/srv/st odd;x'`
+	e.Args = []string{"--session=s-1"}
+	want = `ip netns exec 'au4-$(id)' irqpilot revert --session=s-1 --state-dir '/srv/st odd;x'`
 	if msg := e.Error(); !strings.Contains(msg, want) {
 		t.Errorf("%q does not say %q", msg, want)
 	}

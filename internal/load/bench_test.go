@@ -88,6 +88,8 @@ func writeBigHost(tb testing.TB, dir string, ncpu, nirq int, seed uint64) {
 			uint32(v(c, 1)), uint32(v(c, 2)%10), uint32(v(c, 3)%100), uint32(v(c, 4)), c)
 	}
 	must(os.WriteFile(filepath.Join(dir, "proc/net/softnet_stat"), []byte(b.String()), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "proc/net/dev"), []byte(fmt.Sprintf(
+		"Inter-|   Receive\n face |bytes    packets errs\n    lo: 0 %d 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n  eth0: 0 %d 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", seed, 100*seed)), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "proc/uptime"), []byte(fmt.Sprintf("%d.00 1.00\n", 1000+seed)), 0o644))
 }
 
@@ -162,6 +164,9 @@ func TestBigHostSample(t *testing.T) {
 	}
 	if len(l.CPUs) != 256 || len(l.IRQs) != 400 || len(l.Softnet) != 256 || l.Softnet[255].CPU != 255 || len(a.Unavailable) != 0 {
 		t.Fatalf("cpus %d irqs %d softnet %d unavailable %v", len(l.CPUs), len(l.IRQs), len(l.Softnet), a.Unavailable)
+	}
+	if l.NetDevRx["eth0"] != 100 || l.NetDevRx["lo"] != 1 {
+		t.Errorf("received packets per second %v, want eth0 100 and lo 1 (seeds 1 and 2, one second apart)", l.NetDevRx)
 	}
 	// Every count grew by 11 between the two seeds (1 + 10): 11/s.
 	if r := l.IRQ(24).PerCPU[255]; r != 11 {

@@ -36,6 +36,11 @@ type Load struct {
 	SoftirqTypes []string `json:"softirq_types"`
 	// Softnet holds per-CPU softnet_stat rates (empty when unreadable).
 	Softnet []SoftnetRate `json:"softnet"`
+	// NetDevRx is each network device's received packets per second, for
+	// the devices present in both samples (nil when /proc/net/dev was
+	// unreadable). A counter that went backwards (the device re-created)
+	// counts 0 and is listed in Resets.
+	NetDevRx map[string]float64 `json:"netdev_rx_pps,omitempty"`
 	// Tasks are threads that used at least MinTaskBusy % of a CPU, busiest
 	// first (only when both samples read tasks).
 	Tasks []TaskLoad `json:"tasks,omitempty"`
@@ -121,7 +126,7 @@ type SoftnetRate struct {
 
 // Reset records a counter that went backwards or wrapped.
 type Reset struct {
-	Source  string `json:"source"`  // "stat", "interrupts", "softirqs", "softnet"
+	Source  string `json:"source"`  // "stat", "interrupts", "softirqs", "softnet", "net/dev"
 	Counter string `json:"counter"` // "irq 36", "NET_RX", "processed", "idle"
 	CPU     int    `json:"cpu"`
 	Prev    uint64 `json:"prev"`
@@ -234,6 +239,20 @@ func Rates(prev, cur *Sample) (*Load, error) {
 	}
 	if prev.Softnet != nil && cur.Softnet != nil {
 		softnetRates(l, prev.Softnet, cur.Softnet, cpuIdx, sec)
+	}
+	if prev.NetDevRx != nil && cur.NetDevRx != nil {
+		l.NetDevRx = map[string]float64{}
+		for dev, b := range cur.NetDevRx {
+			a, ok := prev.NetDevRx[dev]
+			switch {
+			case !ok:
+			case b < a:
+				l.Resets = append(l.Resets, Reset{Source: "net/dev", Counter: dev + " rx_packets", CPU: -1, Prev: a, Cur: b})
+				l.NetDevRx[dev] = 0
+			default:
+				l.NetDevRx[dev] = float64(b-a) / sec
+			}
+		}
 	}
 	if prev.Tasks != nil && cur.Tasks != nil {
 		taskRates(l, prev.Tasks, cur.Tasks, sec)

@@ -47,6 +47,9 @@ type Sample struct {
 	Softirqs *kernel.Softirqs `json:"softirqs,omitempty"`
 	// Softnet is /proc/net/softnet_stat, one entry per CPU row (nil: unreadable).
 	Softnet []SoftnetCounters `json:"softnet,omitempty"`
+	// NetDevRx is each network device's received packets (/proc/net/dev,
+	// this network namespace's devices; nil: unreadable).
+	NetDevRx map[string]uint64 `json:"netdev_rx,omitempty"`
 	// Tasks are every thread's CPU times (only when Sampler.Tasks is set).
 	Tasks []TaskTimes `json:"tasks,omitempty"`
 	// Unavailable names optional sources that could not be read, with the reason.
@@ -156,6 +159,11 @@ func (s *Sampler) Sample() (*Sample, error) {
 		if smp.Softnet, err = softnetRows(rows, online); err != nil {
 			smp.Unavailable = append(smp.Unavailable, err.Error())
 		}
+	}
+	// Captures made before irqpilot read /proc/net/dev lack it: an absent
+	// file is no news (the model then splits virtual devices' work evenly).
+	if smp.NetDevRx, err = s.fs.NetDevRx(); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		smp.Unavailable = append(smp.Unavailable, unavailable("/proc/net/dev", err))
 	}
 	if s.Cost != nil {
 		if smp.Cost, err = s.Cost.Read(); err != nil {

@@ -119,4 +119,15 @@ func TestJudgeSaturatedCPU(t *testing.T) {
 	if c0 := r.CPUs[0]; c0.BusyError != 2 || c0.PredictedBusy != 119 {
 		t.Errorf("CPU 0 row %+v: want the error against a full CPU (2) and the model's 119 kept", c0)
 	}
+	// Predicted beyond full, measured a few points under its before and
+	// still above the headroom line: full, as predicted, not the wrong
+	// way. Measured well under the line, it is.
+	pred.CPUs[0] = plan.CPUPrediction{CPU: 0, BeforeBusy: 96, PredictedBusy: 134, BeforeIRQ: 0, PredictedIRQ: 0}
+	b = window(50000, Figures{96, 0}, Figures{60, 30})
+	if r := Judge(pred, b, window(50000, Figures{88, 0}, Figures{41, 11}), Options{}); r.Verdict == Worse {
+		t.Errorf("96 %% → 88 %% busy, predicted 134 %%: verdict %s (%s), want no wrong way", r.Verdict, r.Reason)
+	}
+	if r := Judge(pred, b, window(50000, Figures{62, 0}, Figures{41, 11}), Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "CPU 0 busy") {
+		t.Errorf("96 %% → 62 %% busy, predicted 134 %%: verdict %s (%s), want worse for CPU 0", r.Verdict, r.Reason)
+	}
 }
