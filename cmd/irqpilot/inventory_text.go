@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -118,20 +119,38 @@ func optInt(p *int) string {
 
 // wrap prints items separated by two spaces, wrapped at width.
 func wrap(w io.Writer, indent string, items []string) {
-	line := indent
+	for _, line := range fill(indent, indent, "  ", items) {
+		fmt.Fprintln(w, line)
+	}
+}
+
+// fill joins items with sep into lines at most width characters wide
+// where the items allow: the first line starts with first, the others
+// with indent. An item longer than a line has a line of its own.
+func fill(first, indent, sep string, items []string) []string {
+	var lines []string
+	line, start := first, first
 	for _, it := range items {
-		if len(line) > len(indent) && len(line)+2+len(it) > width {
-			fmt.Fprintln(w, line)
-			line = indent
+		if len(line) > len(start) && utf8.RuneCountInString(line)+len(sep)+utf8.RuneCountInString(it) > width {
+			lines = append(lines, line)
+			line, start = indent, indent
 		}
-		if len(line) > len(indent) {
-			line += "  "
+		if len(line) > len(start) {
+			line += sep
 		}
 		line += it
 	}
-	if len(line) > len(indent) {
-		fmt.Fprintln(w, line)
+	if len(line) > len(start) {
+		lines = append(lines, line)
 	}
+	return lines
+}
+
+// wrapText breaks prose at its spaces into lines at most width wide, as
+// wrap does lists: the first line starts with first, the others with
+// indent.
+func wrapText(first, indent, text string) []string {
+	return fill(first, indent, " ", strings.Fields(text))
 }
 
 // humanCount prints counts up to 99999 exactly, larger ones as 123.4k,

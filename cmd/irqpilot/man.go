@@ -46,9 +46,16 @@ func writeManPages(root *cobra.Command, dir string, out io.Writer) error {
 		return err
 	}
 	root.DisableAutoGenTag = true
+	// cobra adds --version (-v) and each --help only when a command line
+	// runs; the pages are made from the flags a command has, so add them
+	// here, or irqpilot(8) would not list -v.
+	root.InitDefaultVersionFlag()
 	date := manDate()
 	hdr := &doc.GenManHeader{Title: "IRQPILOT", Section: manSection, Date: &date, Source: manSource(version), Manual: manManual}
 	if err := doc.GenManTree(root, hdr, dir); err != nil {
+		return fmt.Errorf("manual pages in %s: %w", dir, err)
+	}
+	if err := dropFalseDefaults(dir); err != nil {
 		return fmt.Errorf("manual pages in %s: %w", dir, err)
 	}
 	for _, name := range planReaders {
@@ -61,6 +68,29 @@ func writeManPages(root *cobra.Command, dir string, out io.Writer) error {
 		return fmt.Errorf("manual pages in %s: %w", dir, err)
 	}
 	fmt.Fprintf(out, "wrote the manual pages to %s\n", dir)
+	return nil
+}
+
+// dropFalseDefaults removes the "[=false]" cobra writes after every switch
+// ("--help[=false]"): a switch is off unless given, as the pages' readers
+// expect, and the suffix reads as if --help took a value.
+func dropFalseDefaults(dir string) error {
+	pages, err := filepath.Glob(filepath.Join(dir, "*."+manSection))
+	if err != nil {
+		return err
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		nb := bytes.ReplaceAll(b, []byte(`\fP[=false]`), []byte(`\fP`))
+		if !bytes.Equal(nb, b) {
+			if err := os.WriteFile(p, nb, 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

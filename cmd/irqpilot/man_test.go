@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/irqpilot/irqpilot/docs"
 	"github.com/irqpilot/irqpilot/internal/plan"
@@ -265,4 +266,59 @@ func yamlFields(t reflect.Type) []string {
 		out = append(out, yamlFields(f.Type)...)
 	}
 	return out
+}
+
+// The generated pages list every flag a command takes, its own and its
+// parent's, --version (-v) on irqpilot(8) too, and write a switch as
+// "--help", never "--help[=false]".
+func TestManPagesListEveryFlag(t *testing.T) {
+	dir := t.TempDir()
+	root := newRootCmd()
+	if err := writeManPages(root, dir, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+		if !c.IsAvailableCommand() && c != root {
+			return
+		}
+		name := strings.ReplaceAll(c.CommandPath(), " ", "-") + "." + manSection
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %v", c.CommandPath(), err)
+			return
+		}
+		page := string(b)
+		if strings.Contains(page, "[=false]") {
+			t.Errorf("%s writes a switch with [=false]", name)
+		}
+		if !strings.Contains(page, `\fB-h\fP, \fB--help\fP`+"\n") {
+			t.Errorf("%s does not list -h, --help as a plain switch", name)
+		}
+		check := func(f *pflag.Flag) {
+			if f.Hidden || f.Deprecated != "" {
+				return
+			}
+			want := `\fB--` + f.Name + `\fP`
+			if f.Shorthand != "" {
+				want = `\fB-` + f.Shorthand + `\fP, ` + want
+			}
+			if !strings.Contains(page, want) {
+				t.Errorf("%s lacks %s", name, want)
+			}
+		}
+		c.NonInheritedFlags().VisitAll(check)
+		c.InheritedFlags().VisitAll(check)
+	}
+	walk(root)
+	b, err := os.ReadFile(filepath.Join(dir, "irqpilot."+manSection))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `\fB-v\fP, \fB--version\fP`) {
+		t.Errorf("irqpilot.%s lacks -v, --version:\n%s", manSection, b)
+	}
 }

@@ -7,9 +7,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -91,7 +96,7 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 		if fileJSON {
 			data, err = p.MarshalJSONFile()
 		} else {
-			data, err = p.MarshalFile()
+			data, err = planFile(p)
 		}
 		if err != nil {
 			return err
@@ -114,7 +119,7 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 		d.Plan = p
 		return writeJSON(w, d)
 	}
-	data, err := p.MarshalFile()
+	data, err := planFile(p)
 	if err != nil {
 		return err
 	}
@@ -189,7 +194,9 @@ func writePlanChanges(w io.Writer, d planDiff, source, prefix string) {
 	if len(d.Notes) > 0 {
 		fmt.Fprintf(w, "%s\n%sLeft alone:\n", strings.TrimSpace(prefix), prefix)
 		for _, n := range d.Notes {
-			fmt.Fprintf(w, "%s  %s\n", prefix, n)
+			for _, line := range wrapText(prefix+"  ", prefix+"    ", n) {
+				fmt.Fprintln(w, line)
+			}
 		}
 	}
 }
@@ -222,4 +229,57 @@ func writePrediction(w io.Writer, p *plan.Prediction, prefix string, changedOnly
 	if shown == 0 {
 		fmt.Fprintf(w, "%s  (no CPU is predicted to change)\n", prefix)
 	}
+}
+
+// planFile is the plan as YAML for people: p.MarshalFile with each long
+// text (auto's why, a reason, a note) wrapped at width as the rest of the
+// output is. A wrapped plain or single-quoted YAML scalar folds back into
+// the same one-line text; a line whose wrapping would read back otherwise
+// is left whole.
+func planFile(p *plan.Plan) ([]byte, error) {
+	data, err := p.MarshalFile()
+	if err != nil {
+		return nil, err
+	}
+	var want any
+	if err := yaml.Unmarshal(data, &want); err != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(data), "\n")
+	for i, line := range lines {
+		wrapped, ok := wrapYAMLLine(line)
+		if !ok {
+			continue
+		}
+		try := slices.Clone(lines)
+		try[i] = wrapped
+		var got any
+		if err := yaml.Unmarshal([]byte(strings.Join(try, "\n")), &got); err == nil && reflect.DeepEqual(got, want) {
+			lines = try
+		}
+	}
+	return []byte(strings.Join(lines, "\n")), nil
+}
+
+// yamlTextLine is a line of YAML holding a scalar: indentation, an optional
+// sequence dash, an optional key, and the value.
+var yamlTextLine = regexp.MustCompile(`^( *)(- )?([a-z_]+: )?(.*)$`)
+
+// wrapYAMLLine wraps a line longer than width whose value is a plain or
+// single-quoted scalar, its continuation lines indented below its key.
+func wrapYAMLLine(line string) (string, bool) {
+	if utf8.RuneCountInString(line) <= width || strings.HasPrefix(strings.TrimSpace(line), "#") {
+		return "", false
+	}
+	m := yamlTextLine.FindStringSubmatch(line)
+	value := m[4]
+	if value == "" || strings.Contains(value, "  ") || strings.ContainsAny(value[:1], "\"|>&*!%@`{[") {
+		return "", false
+	}
+	head := line[:len(line)-len(value)]
+	indent := strings.Repeat(" ", len(m[1])+len(m[2]))
+	if m[3] != "" {
+		indent += "  "
+	}
+	return strings.Join(wrapText(head, indent, value), "\n"), true
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -55,6 +56,7 @@ func newTestbedUpCmd(g *globalFlags) *cobra.Command {
 	f.BoolVar(&o.tb.GRO, "gro", false, "GRO on the veth ends (veth then receives through NAPI)")
 	f.BoolVar(&o.tb.Threaded, "threaded-napi", false, "threaded NAPI on the server end (implies --gro)")
 	testbedStateDirFlag(cmd, &o.tb.StateDir)
+	f.StringVar(&o.tb.Prefix, "prefix", testbed.Prefix, "start of the test bed's ID and its namespaces' names (`NAME`: lower-case letters, digits, '-', '_')")
 	f.StringVar(&o.server, "server", "none", "server to start inside: memcached, nginx or none")
 	f.IntVar(&o.threads, "threads", 2, "server threads (memcached) or workers (nginx)")
 	f.BoolVar(&o.wait, "wait", false, "stay in the foreground and remove the test bed on Ctrl-C")
@@ -107,7 +109,7 @@ func newTestbedDownCmd() *cobra.Command {
 	o := &testbedDownOptions{}
 	cmd := &cobra.Command{
 		Use:   "down [ID…]",
-		Short: "Remove the named test beds (all when none is named)",
+		Short: "Remove the named test beds (when none is named, every one this user made in --state-dir)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ids = args
 			return o.run(cmd.OutOrStdout())
@@ -127,8 +129,13 @@ func (o *testbedDownOptions) run(out io.Writer) error {
 		want[a] = true
 	}
 	var errs error
+	var others []string
 	for _, tb := range all {
 		if len(o.ids) > 0 && !want[tb.ID] {
+			continue
+		}
+		if len(o.ids) == 0 && !tb.Mine() {
+			others = append(others, tb.ID)
 			continue
 		}
 		delete(want, tb.ID)
@@ -136,7 +143,13 @@ func (o *testbedDownOptions) run(out io.Writer) error {
 			errs = joinErr(errs, err)
 			continue
 		}
-		fmt.Fprintf(out, "removed %s\n", tb.ID)
+		fmt.Fprintf(out, "removed %s (namespaces %s)\n", tb.ID, strings.Join(tb.Namespaces(), ", "))
+	}
+	if len(o.ids) == 0 && len(all) == len(others) {
+		fmt.Fprintf(out, "no test bed of yours in %s\n", o.stateDir)
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(out, "left %s: made by another user (name them to remove them)\n", strings.Join(others, ", "))
 	}
 	for id := range want {
 		errs = joinErr(errs, fmt.Errorf("no test bed %s in %s", id, o.stateDir))

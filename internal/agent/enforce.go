@@ -273,8 +273,11 @@ func (ag *Agent) enforce(why string) error {
 			if len(times) >= ag.o.PingPongLimit {
 				f := &Frozen{Setting: string(e.Kind), Target: e.Target, Device: e.Device, Since: now, Repairs: len(times),
 					Culprit: culpritFor(e, culprit),
-					Reason: fmt.Sprintf("changed back %d times within %s: something else manages it; no longer enforced (fix the other tool, then reload with SIGHUP)",
-						len(times)+1, ag.o.PingPongWindow)}
+					// The count is of repairs, as the log line and
+					// irqpilot_drift_repairs_total count them: this
+					// change back is seen, not repaired.
+					Reason: fmt.Sprintf("repaired %d times within %s and changed back again: something else manages it; no longer enforced (fix the other tool, then reload with SIGHUP)",
+						len(times), ag.o.PingPongWindow)}
 				ag.frozen[k] = f
 				ag.log.Warn("ping-pong: setting frozen", logAttrs("setting", e.Kind, "target", e.Target, "device", e.Device,
 					"value", shown(e.Kind, e.Old), "wanted", shown(e.Kind, e.Value), "repairs", f.Repairs, "culprit", f.Culprit)...)

@@ -83,7 +83,10 @@ func busyApps(l *load.Load, cpu int) (pids []int, evs []Evidence, names []string
 			names = append(names, fmt.Sprintf("%s[%d]", t.Comm, t.TID))
 		}
 	}
-	return pids, evs, names, busy
+	// A thread is counted on the CPU it last ran on, and its ticks are read
+	// a little after the sample's clock: their sum can exceed what the CPU
+	// has, which is measurement skew, not use.
+	return pids, evs, names, min(busy, 100)
 }
 
 func appOnIRQCPU(h *host.Host, l *load.Load) []Finding {

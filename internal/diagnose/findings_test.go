@@ -341,3 +341,25 @@ func ids(fs []Finding) []string {
 func (s Severity) String() string { return string(s) }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*math.Max(1, math.Abs(b)) }
+
+// Threads are counted on the CPU they last ran on, and a busy thread's
+// ticks are read a little after the sample's clock, so the threads "on" a
+// CPU can add up to more than the CPU has: no evidence says a CPU was used
+// more than 100 %.
+func TestAppOnIRQCPUNeverAboveOneCPU(t *testing.T) {
+	c := loadtest.Craft(2).CPU(0, 65, 15, 0, 15, 5).CPU(1, 10, 5, 0, 2, 83)
+	c.A.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 500, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 50, CPU: 0}}
+	c.B.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 561, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 90, CPU: 0}}
+	fs := find(Diagnose(hostN(2), c.Load(t)), IDAppOnIRQCPU)
+	if len(fs) != 1 {
+		t.Fatalf("%+v", fs)
+	}
+	for _, e := range fs[0].Evidence {
+		if e.Unit == "%" && e.Value > 100 {
+			t.Errorf("%s = %.2f %%, more than one CPU", e.Name, e.Value)
+		}
+	}
+	if v := evidence(t, fs[0], "application threads' use of CPU0"); v != 100 {
+		t.Errorf("threads' use of CPU0 = %.2f, want 100 (61 + 40, at most the CPU)", v)
+	}
+}

@@ -37,7 +37,9 @@ func (c *CPULoad) MeasuredIRQPct() float64 {
 	for _, v := range c.SoftirqTime {
 		t += v
 	}
-	return 100 * t
+	// The collector's counters and the sample's clock are read at slightly
+	// different times: a CPU can spend no more than all of its time.
+	return min(100*t, 100)
 }
 
 // CostPct is the interrupt-time percentage rules decide on: measured when

@@ -94,3 +94,12 @@ func TestCostMeasured(t *testing.T) {
 		t.Errorf("snapshots of two collectors: CostSource %q, want counts", l.CostSource)
 	}
 }
+
+// Measured interrupt time is read a little apart from the sample's clock:
+// it never says a CPU spent more than all of its time.
+func TestMeasuredIRQPctAtMostTheCPU(t *testing.T) {
+	c := CPULoad{HardirqTime: 0.3, SoftirqTime: map[string]float64{"NET_RX": 0.72}}
+	if got := c.MeasuredIRQPct(); got != 100 {
+		t.Errorf("MeasuredIRQPct = %g, want 100", got)
+	}
+}

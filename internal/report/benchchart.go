@@ -63,6 +63,13 @@ func benchPlots(r *bench.Report) (*plot.Plot, *plot.Plot, error) {
 	}
 	eb.LineStyle.Width = vg.Points(1.5)
 	p1.Add(bars, eb)
+	// The axis from the data: the highest bar or whisker end, with room
+	// above it, so no whisker's cap is cut at the top.
+	top := 0.0
+	for i, v := range vals {
+		top = math.Max(top, v+errs[i].High)
+	}
+	p1.Y.Max = math.Max(1, top*1.1)
 	nominal(p1, names)
 
 	p2 := barPlot("%soft per CPU (median over runs)")
@@ -73,15 +80,22 @@ func benchPlots(r *bench.Report) (*plot.Plot, *plot.Plot, error) {
 	}
 	w := vg.Points(min(10, 48/float64(max(ncpu, 1))))
 	peak := 0.0
+	for _, s := range r.Summary {
+		for _, c := range s.CPUs {
+			peak = math.Max(peak, c.SoftIRQ)
+		}
+	}
+	shown := 0
 	for c := 0; c < ncpu; c++ {
 		var v plotter.Values
+		most := 0.0
 		for _, s := range r.Summary {
 			x := 0.0
 			if c < len(s.CPUs) {
 				x = s.CPUs[c].SoftIRQ
 			}
 			v = append(v, x)
-			peak = math.Max(peak, x)
+			most = math.Max(most, x)
 		}
 		b, err := plotter.NewBarChart(v, w)
 		if err != nil {
@@ -91,10 +105,13 @@ func benchPlots(r *bench.Report) (*plot.Plot, *plot.Plot, error) {
 		b.Color = seriesColour(c)
 		b.LineStyle.Width = 0
 		p2.Add(b)
-		p2.Legend.Add("CPU "+strconv.Itoa(c), b)
+		if visible(most, peak) { // the legend names only bars one can see
+			p2.Legend.Add("CPU "+strconv.Itoa(c), b)
+			shown++
+		}
 	}
 	// The legend sits top right, above the tallest bar.
-	p2.Y.Max = math.Max(1, legendRoom(peak, ncpu))
+	p2.Y.Max = math.Max(1, legendRoom(peak, shown))
 	nominal(p2, names)
 	return p1, p2, nil
 }

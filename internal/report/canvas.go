@@ -36,7 +36,7 @@ func SavePlots(path string, w, h vg.Length, plots ...*plot.Plot) error {
 		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
 	cs := plot.Align([][]*plot.Plot{plots}, t, dc)
 	for i, p := range plots {
-		p.Draw(cs[0][i])
+		drawPlot(p, cs[0][i])
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -47,6 +47,65 @@ func SavePlots(path string, w, h vg.Length, plots ...*plot.Plot) error {
 		return err
 	}
 	return f.Close()
+}
+
+// drawPlot draws p on c with its legend on a background of its own: the
+// data first, then a white box with a thin border where the legend goes,
+// then the legend, so no line or bar runs through its names. (gonum draws
+// the legend straight over the data.)
+func drawPlot(p *plot.Plot, c draw.Canvas) {
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	p.Draw(c)
+	p.Legend = leg
+	r := legendBox(p, p.DataCanvas(c))
+	if r.Size().X <= 0 {
+		return
+	}
+	dc := p.DataCanvas(c)
+	box := r
+	pad := vg.Points(3)
+	box.Min.X -= pad
+	box.Min.Y -= pad
+	box.Max.X += pad
+	box.Max.Y += pad
+	outline := box.Path()
+	dc.SetColor(color.White)
+	dc.Fill(outline)
+	dc.SetLineStyle(draw.LineStyle{Color: color.Gray{Y: 0xc0}, Width: vg.Points(0.5)})
+	dc.Stroke(outline)
+	p.Legend.Draw(dc)
+}
+
+// hasLegend reports whether p's legend names anything.
+func hasLegend(p *plot.Plot) bool { return p.Legend.Rectangle(draw.Canvas{}).Size().X > 0 }
+
+// legendBox is where p's legend is drawn on the data canvas c (zero when
+// it has no entries): its size from gonum, its corner as Legend.Draw
+// places it (gonum's Legend.Rectangle puts a left legend on the right).
+func legendBox(p *plot.Plot, c draw.Canvas) vg.Rectangle {
+	l := &p.Legend
+	size := l.Rectangle(c)
+	w, h := size.Size().X, size.Size().Y
+	if w <= 0 || h <= 0 {
+		return vg.Rectangle{}
+	}
+	var r vg.Rectangle
+	if l.Left {
+		r.Min.X = c.Min.X + l.XOffs
+		r.Max.X = r.Min.X + w
+	} else {
+		r.Max.X = c.Max.X + l.XOffs
+		r.Min.X = r.Max.X - w
+	}
+	if l.Top {
+		r.Max.Y = c.Max.Y + l.YOffs
+		r.Min.Y = r.Max.Y - h
+	} else {
+		r.Min.Y = c.Min.Y + l.YOffs
+		r.Max.Y = r.Min.Y + h
+	}
+	return r
 }
 
 // seriesColours tell up to ten series apart (the "tab10" palette): the
@@ -64,6 +123,14 @@ func seriesColour(i int) color.Color { return seriesColours[i%len(seriesColours)
 // legendRoom is the top of a value axis whose data reach peak, with room
 // above for a legend of n rows in the plot's top corner.
 func legendRoom(peak float64, n int) float64 { return peak * (1.12 + 0.085*float64(n)) }
+
+// visibleShare is the smallest part of a value axis a series must reach to
+// be seen (and named in a legend): about two pixels of a 4-inch chart.
+const visibleShare = 0.01
+
+// visible reports whether a series reaching most is seen on an axis whose
+// data reach peak.
+func visible(most, peak float64) bool { return peak > 0 && most >= visibleShare*peak }
 
 // niceStep is the largest 1, 2 or 5 times a power of ten not above x.
 func niceStep(x float64) float64 {

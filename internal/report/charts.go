@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -61,7 +63,7 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	cost, err := CostChart(runs, o)
+	cost, costDrawn, err := costChart(runs, o)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +71,25 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []Chart{l.cluster, {Name: "irq-by-device", Title: dev.Title.Text, Plot: dev, Height: 4.2 * vg.Inch}}
+	// A panel with nothing to draw is left out; the first chart says why.
+	var none []string
+	out := []Chart{l.cluster}
+	if hasLegend(dev) {
+		out = append(out, Chart{Name: "irq-by-device", Title: dev.Title.Text, Plot: dev, Height: 4.2 * vg.Inch})
+	} else {
+		none = append(none, "no interrupts-by-device chart: no interrupts fired")
+	}
+	var costCharts []Chart
+	if costDrawn {
+		costCharts = []Chart{{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch}}
+	} else {
+		none = append(none, "no interrupt-time chart: no interrupt time by source in the recording")
+	}
+	if len(none) > 0 {
+		note := "\n(" + strings.Join(none, "; ") + ")"
+		out[0].Plot.Title.Text += note
+		out[0].Title += note
+	}
 	out = append(out, l.soft...)
 	for _, s := range []struct {
 		name, title string
@@ -83,16 +103,19 @@ func Charts(runs []*Run, o Options) ([]Chart, error) {
 		out = append(out, l.heat(s.name, p, top, "softirqs per second")...)
 	}
 	out = append(out, l.busy...)
-	return append(out, l.irqRates, Chart{Name: "interrupt-time", Title: cost.Title.Text, Plot: cost, Height: 4.5 * vg.Inch}), nil
+	out = append(out, l.irqRates...)
+	return append(out, costCharts...), nil
 }
 
 // layout holds the charts Charts and FleetCharts both draw: the cluster
 // view, the heat maps of interrupt and busy time per CPU over time (each
 // with its colour scale) and the busiest IRQs' rates.
 type layout struct {
-	cluster, irqRates Chart
-	soft, busy        []Chart // heat map, colour scale
-	heatH             vg.Length
+	cluster    Chart
+	irqRates   []Chart // none when no IRQ is worth a line (the cluster chart's title says so)
+	irqNote    string  // why there is no IRQ-rate chart
+	soft, busy []Chart // heat map, colour scale
+	heatH      vg.Length
 }
 
 func newLayout(runs []*Run, o Options) (*layout, error) {
@@ -107,14 +130,22 @@ func newLayout(runs []*Run, o Options) (*layout, error) {
 	l := &layout{heatH: vg.Length(math.Min(10, math.Max(2.6, 1.3+0.2*float64(rows)))) * vg.Inch}
 	soft, softTop := overTime(runs, "CPU interrupt % over time (irq + softirq)", (*load.CPUTime).IRQTime)
 	busy, busyTop := overTime(runs, "CPU busy % over time (100 − idle − iowait)", (*load.CPUTime).Busy)
-	irq, err := IRQChart(runs, o)
+	irq, none, err := IRQChart(runs, o)
 	if err != nil {
 		return nil, err
+	}
+	if irq == nil {
+		// An empty panel says nothing: leave it out and say why where the
+		// charts start.
+		cl.Title.Text += "\n(" + none + ")"
+		l.irqNote = none
 	}
 	l.cluster = Chart{Name: "cluster", Title: cl.Title.Text, Plot: cl, Height: 4.2 * vg.Inch}
 	l.soft = l.heat("irq-soft-over-time", soft, softTop, "% of CPU in irq + softirq")
 	l.busy = l.heat("busy-over-time", busy, busyTop, "% of CPU busy")
-	l.irqRates = Chart{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch}
+	if irq != nil {
+		l.irqRates = []Chart{{Name: "irq-rates", Title: irq.Title.Text, Plot: irq, Height: 4.5 * vg.Inch}}
+	}
 	return l, nil
 }
 
@@ -328,12 +359,12 @@ func nanRow(n int) []float64 {
 }
 
 // IRQChart draws the rates of the busiest IRQs (highest mean rate over
-// all runs) over time, one line each, labelled with host, IRQ, device,
-// queue and handler.
-func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
+// all runs) over time, one line each, labelled with host, interface or
+// device, queue and IRQ. Lines that would lie flat along the axis, too
+// small beside the busiest to be seen, are left out and counted in the
+// title. With no IRQ to draw it returns no plot and why.
+func IRQChart(runs []*Run, o Options) (*plot.Plot, string, error) {
 	o.defaults()
-	p := linePlot("interrupts per second")
-
 	var all []IRQSeries
 	for _, r := range runs {
 		all = append(all, r.IRQSeries()...)
@@ -344,10 +375,27 @@ func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 		n--
 	}
 	all = all[:n]
-	p.Title.Text = fmt.Sprintf("Top %d IRQs by rate over time (IRQs under %.0f/s on average not drawn)", n, MinIRQLineRate)
+	peak := 0.0
+	for _, s := range all {
+		peak = math.Max(peak, slices.Max(append([]float64{0}, s.Rate...)))
+	}
+	small := 0
+	all = slices.DeleteFunc(all, func(s IRQSeries) bool {
+		if !visible(slices.Max(append([]float64{0}, s.Rate...)), peak) {
+			small++
+			return true
+		}
+		return false
+	})
+	n = len(all)
 	if n == 0 {
-		p.Title.Text = fmt.Sprintf("IRQ rates over time — no IRQ fired %.0f times per second or more on average", MinIRQLineRate)
-		return p, nil
+		return nil, fmt.Sprintf("no IRQ-rate chart: no IRQ fired %.0f times per second or more on average", MinIRQLineRate), nil
+	}
+	p := linePlot("interrupts per second")
+	p.Title.Text = fmt.Sprintf("Top %d IRQs by rate over time (IRQs under %.0f/s on average not drawn)", n, MinIRQLineRate)
+	if small > 0 {
+		p.Title.Text = fmt.Sprintf("Top %d IRQs by rate over time (under %.0f/s on average, or under %.0f%% of the busiest: not drawn, %d such)",
+			n, MinIRQLineRate, 100*visibleShare, small)
 	}
 	err := addLines(p, n, func(i int) (string, []float64, []float64) {
 		s := all[i]
@@ -361,9 +409,9 @@ func IRQChart(runs []*Run, o Options) (*plot.Plot, error) {
 		return name, s.T, s.Rate
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return p, nil
+	return p, "", nil
 }
 
 // linePlot is an empty chart of lines over time with a grid and the legend

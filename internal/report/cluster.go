@@ -188,11 +188,14 @@ func RolloutCharts(runs []*Run, before, after Window, o Options) ([]Chart, error
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, Chart{Name: "interrupt-share", Title: share.Title.Text, Plot: share, Height: 4 * vg.Inch})
-	rest, err := FleetCharts(runs, o)
+	rest, none, err := fleetCharts(runs, o)
 	if err != nil {
 		return nil, err
 	}
+	if none != "" { // the fleet's cluster chart that says so is not shown here
+		share.Title.Text += "\n(" + none + ")"
+	}
+	out = append(out, Chart{Name: "interrupt-share", Title: share.Title.Text, Plot: share, Height: 4 * vg.Inch})
 	return append(out, rest[1:]...), nil
 }
 

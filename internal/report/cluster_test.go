@@ -123,9 +123,14 @@ func TestRolloutCharts(t *testing.T) {
 	for _, c := range charts {
 		names = append(names, c.Name)
 	}
-	want := "cluster-before cluster-after interrupt-share irq-soft-over-time irq-soft-over-time-scale busy-over-time busy-over-time-scale irq-rates"
+	want := "cluster-before cluster-after interrupt-share irq-soft-over-time irq-soft-over-time-scale busy-over-time busy-over-time-scale"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("charts: %s\nwant %s", got, want)
+	}
+	// These nodes recorded no IRQ: no empty IRQ-rate panel, and a caption
+	// says why.
+	if !strings.Contains(charts[2].Title, "no IRQ-rate chart: no IRQ fired") {
+		t.Errorf("share chart caption %q does not say why there is no IRQ-rate chart", charts[2].Title)
 	}
 	b, err := imageBytes("png", charts, 10*vg.Inch)
 	if err != nil {

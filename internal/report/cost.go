@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -85,6 +86,12 @@ func (r *Run) CostSeries() []CostSeries {
 // percent of a CPU. The title says whether the times were measured with
 // eBPF or estimated from counts.
 func CostChart(runs []*Run, o Options) (*plot.Plot, error) {
+	p, _, err := costChart(runs, o)
+	return p, err
+}
+
+// costChart is CostChart and whether it has a line at all.
+func costChart(runs []*Run, o Options) (*plot.Plot, bool, error) {
 	o.defaults()
 	p := linePlot("% of the CPU")
 
@@ -109,10 +116,28 @@ func CostChart(runs []*Run, o Options) (*plot.Plot, error) {
 		n--
 	}
 	all = all[:n]
+	// A line too small beside the busiest to be seen is not drawn, nor
+	// named in the legend.
+	peak := 0.0
+	for _, s := range all {
+		peak = math.Max(peak, slices.Max(append([]float64{0}, s.Pct...)))
+	}
+	small := 0
+	all = slices.DeleteFunc(all, func(s CostSeries) bool {
+		if !visible(slices.Max(append([]float64{0}, s.Pct...)), peak) {
+			small++
+			return true
+		}
+		return false
+	})
+	n = len(all)
 	p.Title.Text = "Interrupt time per CPU by source (" + how + ")"
+	if small > 0 {
+		p.Title.Text += fmt.Sprintf("; %d under %.0f%% of the busiest not drawn", small, 100*visibleShare)
+	}
 	if n == 0 {
 		p.Title.Text += " — none"
-		return p, nil
+		return p, false, nil
 	}
 	err := addLines(p, n, func(i int) (string, []float64, []float64) {
 		s := all[i]
@@ -123,8 +148,8 @@ func CostChart(runs []*Run, o Options) (*plot.Plot, error) {
 		return name, s.T, s.Pct
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	p.Y.Max = math.Max(p.Y.Max, 1)
-	return p, nil
+	return p, true, nil
 }

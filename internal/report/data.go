@@ -11,7 +11,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -123,7 +122,7 @@ func (r *Run) MeanCPUs() []CPUMean {
 type IRQSeries struct {
 	Host  string
 	IRQ   int
-	Label string    // "vda q0 virtio1-req.0"
+	Label string    // "vda queue 0 (irq 36)"
 	T     []float64 // seconds since the run start (interval ends)
 	Rate  []float64 // per second
 	Mean  float64
@@ -156,19 +155,11 @@ func (r *Run) IRQSeries() []IRQSeries {
 	return out
 }
 
+// irqLabel names an IRQ's line: its interface or device and queue with
+// the IRQ's number ("eth0 rx 0 (irq 38)"), as the device chart names it.
 func (r *Run) irqLabel(q load.IRQRate) string {
-	parts := []string{"irq " + strconv.Itoa(q.IRQ)}
-	if r.inv != nil {
-		if hi := r.inv.IRQ(q.IRQ); hi != nil && hi.Device != "" {
-			d := hi.Device
-			if hi.Queue != nil {
-				d += " q" + strconv.Itoa(*hi.Queue)
-			}
-			parts = append(parts, d)
-		}
+	if d, ok := r.irqDevice(q.IRQ); ok {
+		return d + " (irq " + strconv.Itoa(q.IRQ) + ")"
 	}
-	if len(q.Actions) > 0 {
-		parts = append(parts, strings.Join(q.Actions, ","))
-	}
-	return strings.Join(parts, " ")
+	return r.deviceLabel(q)
 }

@@ -40,18 +40,24 @@ func RunOf(node, source string, loads []*load.Load, inv *host.Host) (*Run, error
 // time (irq + softirq) per core over time, busy time per core over time,
 // and the busiest device-queue IRQs over time.
 func FleetCharts(runs []*Run, o Options) ([]Chart, error) {
+	out, _, err := fleetCharts(runs, o)
+	return out, err
+}
+
+// fleetCharts is FleetCharts and why it has no IRQ-rate chart, if so.
+func fleetCharts(runs []*Run, o Options) ([]Chart, string, error) {
 	o.defaults()
 	if len(runs) == 0 {
-		return nil, fmt.Errorf("no nodes")
+		return nil, "", fmt.Errorf("no nodes")
 	}
 	l, err := newLayout(runs, o)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	for _, c := range []Chart{l.soft[0], l.busy[0], l.irqRates} {
+	for _, c := range append([]Chart{l.soft[0], l.busy[0]}, l.irqRates...) {
 		c.Plot.X.Label.Text = "seconds since the start of the range"
 	}
 	out := append([]Chart{l.cluster}, l.soft...)
 	out = append(out, l.busy...)
-	return append(out, l.irqRates), nil
+	return append(out, l.irqRates...), l.irqNote, nil
 }

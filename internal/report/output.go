@@ -54,7 +54,7 @@ func WriteImage(w io.Writer, format string, charts []Chart, width vg.Length) err
 		sub.Rectangle = vg.Rectangle{Min: vg.Point{X: 0, Y: top - ch.Height}, Max: vg.Point{X: width, Y: top}}
 		// A little margin between stacked charts.
 		sub = draw.Crop(sub, 0.1*vg.Inch, -0.15*vg.Inch, 0.05*vg.Inch, -0.1*vg.Inch)
-		ch.Plot.Draw(sub)
+		drawPlot(ch.Plot, sub)
 		top -= ch.Height
 	}
 	_, err = c.WriteTo(w)

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -155,20 +156,51 @@ func DeviceChart(runs []*Run, o Options) (*plot.Plot, error) {
 		p.Title.Text = "Interrupts per CPU by device — no interrupts fired"
 		return p, nil
 	}
+	// The stacks' peak: a source whose largest bar is too thin beside it to
+	// be seen is not named in the legend on its own but counted among the
+	// others, as are those beyond the seventh.
+	stack := map[int]float64{}
+	var stackPeak float64
+	for _, s := range list {
+		for k, v := range s.rate {
+			stack[k] += v
+			stackPeak = math.Max(stackPeak, stack[k])
+		}
+	}
+	most := func(s *deviceShare) (m float64) {
+		for _, v := range s.rate {
+			m = math.Max(m, v)
+		}
+		return m
+	}
+	hidden := ""
+	keep := len(list)
+	for keep > 1 && !visible(most(list[keep-1]), stackPeak) {
+		keep--
+	}
 	if len(list) > 8 {
-		other := &deviceShare{label: fmt.Sprintf("%d other IRQ sources", len(list)-7), rate: map[int]float64{}}
-		for _, s := range list[7:] {
+		keep = min(keep, 7)
+	}
+	if keep < len(list) {
+		other := &deviceShare{label: fmt.Sprintf("%d other IRQ sources", len(list)-keep), rate: map[int]float64{}}
+		for _, s := range list[keep:] {
 			for k, v := range s.rate {
 				other.rate[k] += v
 			}
 			other.total += s.total
 		}
-		list = append(list[:7], other)
+		list = list[:keep]
+		if visible(most(other), stackPeak) {
+			list = append(list, other)
+		} else {
+			hidden = fmt.Sprintf(" (%s too small to see: not drawn)", other.label)
+		}
 	}
 	if polled {
 		p.Title.Text = "Interrupts per CPU by device and queue, NAPI polls of devices without IRQs (mean over the run)"
 		p.Y.Label.Text = "interrupts (polls) per second"
 	}
+	p.Title.Text += hidden
 	barW := vg.Length(math.Min(40, math.Max(1, 0.75*float64(o.Width-1.3*vg.Inch)/float64(max(slot, 1)))))
 	var below *plotter.BarChart
 	var peak float64
@@ -221,21 +253,49 @@ func (r *Run) napiLabel(n bpfcost.NAPIRate) (string, bool) {
 	return n.Dev + " NAPI polls", true
 }
 
-// deviceLabel names the source of an IRQ for people: "eth0 q3", or the
-// IRQ's handler when it belongs to no known device.
+// deviceLabel names the source of an IRQ for people by its interface (or
+// block device) and queue: "eth0 rx 0", "eth0 queue 3" (a combined
+// channel), "nvme0 queue 2"; the IRQ's handler when it belongs to no known
+// device.
 func (r *Run) deviceLabel(q load.IRQRate) string {
-	if r.inv != nil {
-		if hi := r.inv.IRQ(q.IRQ); hi != nil && hi.Device != "" {
-			if hi.Queue != nil {
-				return hi.Device + " q" + strconv.Itoa(*hi.Queue)
-			}
-			return hi.Device
-		}
+	if d, ok := r.irqDevice(q.IRQ); ok {
+		return d
 	}
 	if len(q.Actions) > 0 {
 		return q.Actions[0] + " (irq " + strconv.Itoa(q.IRQ) + ")"
 	}
 	return "irq " + strconv.Itoa(q.IRQ)
+}
+
+// irqDevice is the interface or device and queue IRQ n serves, from the
+// recording's inventory. A NIC that lists the IRQ names it, even where the
+// IRQ's own device was taken from its handler's name ("virtio3").
+func (r *Run) irqDevice(n int) (string, bool) {
+	if r.inv == nil {
+		return "", false
+	}
+	hi := r.inv.IRQ(n)
+	if hi == nil {
+		return "", false
+	}
+	d := hi.Device
+	for i := range r.inv.NICs {
+		if slices.Contains(r.inv.NICs[i].IRQs, n) {
+			d = r.inv.NICs[i].Name
+			break
+		}
+	}
+	if d == "" {
+		return "", false
+	}
+	if hi.Queue == nil {
+		return d, true
+	}
+	kind := "queue"
+	if hi.QueueKind == "rx" || hi.QueueKind == "tx" {
+		kind = hi.QueueKind
+	}
+	return d + " " + kind + " " + strconv.Itoa(*hi.Queue), true
 }
 
 // MinIRQLineRate is the lowest mean rate (per second) of an IRQ drawn in

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -35,8 +36,16 @@ import (
 // as are network namespaces.
 const DefaultStateDir = "/run/irqpilot/testbed"
 
-// Prefix starts every name a testbed creates.
+// Prefix starts every name a testbed creates unless Options.Prefix names
+// another.
 const Prefix = "irqp-"
+
+// prefixRE is what a prefix may be: the start of a namespace's, a state
+// file's and a temporary directory's name.
+var prefixRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,15}$`)
+
+// idRE is a testbed's ID: its prefix and six hex digits.
+var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,15}[0-9a-f]{6}$`)
 
 // Addresses inside the namespaces (never routed outside them).
 const (
@@ -65,6 +74,9 @@ type Options struct {
 	Threaded bool
 	// StateDir is where state files live (DefaultStateDir when empty).
 	StateDir string
+	// Prefix starts the testbed's ID and its namespaces' names (Prefix
+	// when empty): lower-case letters, digits, '-' and '_', at most 16.
+	Prefix string
 }
 
 // Proc is a process the testbed started.
@@ -78,7 +90,9 @@ type Proc struct {
 
 // Testbed is one running testbed; it is also its state file's content.
 type Testbed struct {
-	ID        string `json:"id"`
+	ID string `json:"id"`
+	// Prefix is what the ID starts with (Options.Prefix).
+	Prefix    string `json:"prefix,omitempty"`
 	ServerNS  string `json:"server_ns"`
 	ClientNS  string `json:"client_ns"`
 	ServerDev string `json:"server_dev"`
@@ -96,6 +110,7 @@ type Testbed struct {
 	Created        time.Time `json:"created"`
 
 	stateDir string
+	uid      int // the state file's owner (List)
 }
 
 // StatePath is the testbed's state file.
@@ -131,6 +146,12 @@ func Up(o Options) (t *Testbed, err error) {
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir
 	}
+	if o.Prefix == "" {
+		o.Prefix = Prefix
+	}
+	if !prefixRE.MatchString(o.Prefix) {
+		return nil, fmt.Errorf("testbed: prefix %q: want 1 to 16 lower-case letters, digits, '-' or '_', starting with a letter or digit", o.Prefix)
+	}
 	if _, err := CleanStale(o.StateDir); err != nil {
 		return nil, fmt.Errorf("testbed: clean stale: %w", err)
 	}
@@ -138,7 +159,8 @@ func Up(o Options) (t *Testbed, err error) {
 	if _, err := rand.Read(rb[:]); err != nil {
 		return nil, err
 	}
-	id := Prefix + hex.EncodeToString(rb[:])
+	id := o.Prefix + hex.EncodeToString(rb[:])
+	tag := id[len(o.Prefix) : len(o.Prefix)+4]
 	self := os.Getpid()
 	st, err := startTime(self)
 	if err != nil {
@@ -147,10 +169,10 @@ func Up(o Options) (t *Testbed, err error) {
 		return nil, fmt.Errorf("testbed: own start time: %w", err)
 	}
 	t = &Testbed{
-		ID: id, ServerNS: id + "-s", ClientNS: id + "-c",
+		ID: id, Prefix: o.Prefix, ServerNS: id + "-s", ClientNS: id + "-c",
 		// Device names live inside our namespaces; they are short so that
 		// the NAPI threads' names "napi/vsXXXX-ID" fit the 15-byte comm.
-		ServerDev: "vs" + id[len(Prefix):len(Prefix)+4], ClientDev: "vc" + id[len(Prefix):len(Prefix)+4],
+		ServerDev: "vs" + tag, ClientDev: "vc" + tag,
 		Queues: o.Queues, GRO: o.GRO, Threaded: o.Threaded,
 		Owner: self, OwnerStartTime: st, Created: time.Now().UTC(), stateDir: o.StateDir,
 	}
@@ -259,7 +281,7 @@ func (t *Testbed) Down() error {
 	for deadline := time.Now().Add(5 * time.Second); t.Threaded && len(t.NAPIThreads()) > 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if t.Dir != "" && strings.Contains(filepath.Base(t.Dir), Prefix) {
+	if t.Dir != "" && strings.HasPrefix(filepath.Base(t.Dir), t.ID+"-") {
 		if err := os.RemoveAll(t.Dir); err != nil {
 			errs = append(errs, err)
 		}
@@ -277,7 +299,7 @@ func List(dir string) ([]*Testbed, error) {
 	if dir == "" {
 		dir = DefaultStateDir
 	}
-	names, err := filepath.Glob(filepath.Join(dir, Prefix+"*.json"))
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -293,14 +315,31 @@ func List(dir string) ([]*Testbed, error) {
 		}
 		// Down deletes what a state file names: accept only the names Up
 		// derives from the ID, so a damaged file cannot point it elsewhere.
-		if t.ID+".json" != filepath.Base(n) || t.ServerNS != t.ID+"-s" || t.ClientNS != t.ID+"-c" ||
+		prefix := t.Prefix
+		if prefix == "" {
+			prefix = Prefix // written before prefixes could be chosen
+		}
+		if !prefixRE.MatchString(prefix) || !strings.HasPrefix(t.ID, prefix) || !idRE.MatchString(t.ID) || len(t.ID) != len(prefix)+6 ||
+			t.ID+".json" != filepath.Base(n) || t.ServerNS != t.ID+"-s" || t.ClientNS != t.ID+"-c" ||
 			(t.Dir != "" && !strings.HasPrefix(filepath.Base(t.Dir), t.ID+"-")) {
 			return nil, fmt.Errorf("%s: does not describe testbed %q as irqpilot writes it; remove it by hand", n, t.ID)
+		}
+		if fi, err := os.Stat(n); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				t.uid = int(st.Uid)
+			}
 		}
 		out = append(out, t)
 	}
 	return out, nil
 }
+
+// Mine reports whether the current user made the testbed: its state file
+// is this user's.
+func (t *Testbed) Mine() bool { return t.uid == os.Getuid() }
+
+// Namespaces are the testbed's two network namespaces.
+func (t *Testbed) Namespaces() []string { return []string{t.ServerNS, t.ClientNS} }
 
 // Detach hands the testbed over to the user: it has no owner and is never
 // stale; only Down (irqpilot testbed down) removes it.

@@ -115,13 +115,13 @@ func TestFetchRecorded(t *testing.T) {
 			}
 		}
 		for _, s := range r.IRQSeries() {
-			if strings.Contains(s.Label, "vda q0") && s.Mean > 10 {
+			if strings.Contains(s.Label, "vda queue 0") && s.Mean > 10 {
 				sawIRQ = true
 			}
 		}
 	}
 	if !sawIRQ {
-		t.Errorf("no node has vda q0's IRQ (the live test's disk I/O) above 10/s")
+		t.Errorf("no node has vda queue 0's IRQ (the live test's disk I/O) above 10/s")
 	}
 	charts, err := report.FleetCharts(res.Runs, report.Options{})
 	if err != nil || len(charts) != 6 {
