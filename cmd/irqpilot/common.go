@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -144,3 +145,37 @@ func joinErr(a, b error) error {
 	}
 	return fmt.Errorf("%w; %w", a, b)
 }
+
+// nameList is a list flag of interface names: each value is split at
+// commas, nothing else. pflag's StringSlice reads a value as CSV, which
+// refused a name with a double quote (the kernel allows one: a name is any
+// bytes but '/', ':' and white space) with a CSV parse error.
+type nameList struct {
+	names   *[]string
+	changed bool
+}
+
+func newNameList(p *[]string) *nameList { return &nameList{names: p} }
+
+func (l *nameList) Set(v string) error {
+	if !l.changed {
+		*l.names = nil
+		l.changed = true
+	}
+	*l.names = append(*l.names, strings.Split(v, ",")...) // an empty name is refused by the command, naming the flag
+	return nil
+}
+
+func (l *nameList) Type() string { return "strings" }
+
+func (l *nameList) String() string { return strings.Join(*l.names, ",") }
+
+// Append and Replace make it a pflag.SliceValue, as StringSlice is.
+func (l *nameList) Append(v string) error { return l.Set(v) }
+
+func (l *nameList) Replace(v []string) error {
+	*l.names = append([]string(nil), v...)
+	return nil
+}
+
+func (l *nameList) GetSlice() []string { return *l.names }
