@@ -116,10 +116,15 @@ func writeJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-// signalContext is cancelled on Ctrl-C or SIGTERM, so runs stop, every
-// change is reverted and the test bed removed.
+// stopSignals end a run that owns machine state (changes, a test bed, the
+// lab's namespace and guests) the way Ctrl-C does. SIGHUP is among them: a
+// lost terminal must not kill such a run and leave its state behind.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// signalContext is cancelled on Ctrl-C, SIGTERM or SIGHUP, so runs stop,
+// every change is reverted and the test bed removed.
 func signalContext() (context.Context, func()) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(context.Background(), stopSignals...)
 }
 
 func nonNil[T any](s []T) []T {
