@@ -111,7 +111,7 @@ RestartSec=5s
 # Descriptors: the agent caps its metrics and status connections far below
 # this and keeps the rest for its passes (the files it holds, journals).
 LimitNOFILE=65536
-`+sandboxText+`
+` + sandboxText + `
 [Install]
 WantedBy=multi-user.target
 `))
@@ -132,7 +132,7 @@ ExecStart={{.Binary}} apply --boot --state-dir {{.StateDir}} {{.PlanArg}}
 # Not RemainAfterExit: the udev rule starts this unit again for every NIC
 # that appears later, which a unit that stays "active" would ignore.
 RemainAfterExit=no
-`+sandboxText+`
+` + sandboxText + `
 [Install]
 WantedBy=multi-user.target
 `))
