@@ -89,7 +89,7 @@ was changed (state directory, --listen address, status socket).`,
 	f.StringVar(&o.listen, "listen", agent.DefaultListen, "serve Prometheus metrics on `ADDR` (/metrics; empty disables)")
 	f.StringVar(&o.socket, "socket", "", "status socket `PATH` (default STATE-DIR/"+agent.SocketName+")")
 	f.BoolVar(&o.adapt, "adapt", false, "adapt the plan when a harmful finding persists (verified, kept or reverted)")
-	f.StringSliceVar(&o.devices, "device", nil, "plan (--policy, --adapt) only for these network interfaces, veth included (default: every physical NIC and the VLANs on them except the one carrying the default route, and only device queue IRQs)")
+	f.Var(newNameList(&o.devices), "device", "plan (--policy, --adapt) only for these network interfaces (comma-separated or repeated), veth included (default: every physical NIC and the VLANs on them except the one carrying the default route, and only device queue IRQs)")
 	f.BoolVar(&o.withDefaultRt, "include-default-route", false, "without --device, --policy also plans the interface that carries the default route")
 	f.BoolVar(&o.machineWide, "machine-wide", false, "--policy also plans machine-wide settings (with --device) or IRQs that serve no device queue (without)")
 	f.StringVar(&o.app, "app", "", "the application traffic is for (comm:NAME, pid:N, unit:NAME.service or cgroup:PATH): --adapt may place it beside where steering frees a CPU, and --policy pins it")

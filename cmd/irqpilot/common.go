@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -115,10 +116,15 @@ func writeJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-// signalContext is cancelled on Ctrl-C or SIGTERM, so runs stop, every
-// change is reverted and the test bed removed.
+// stopSignals end a run that owns machine state (changes, a test bed, the
+// lab's namespace and guests) the way Ctrl-C does. SIGHUP is among them: a
+// lost terminal must not kill such a run and leave its state behind.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// signalContext is cancelled on Ctrl-C, SIGTERM or SIGHUP, so runs stop,
+// every change is reverted and the test bed removed.
 func signalContext() (context.Context, func()) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(context.Background(), stopSignals...)
 }
 
 func nonNil[T any](s []T) []T {
@@ -144,3 +150,37 @@ func joinErr(a, b error) error {
 	}
 	return fmt.Errorf("%w; %w", a, b)
 }
+
+// nameList is a list flag of interface names: each value is split at
+// commas, nothing else. pflag's StringSlice reads a value as CSV, which
+// refused a name with a double quote (the kernel allows one: a name is any
+// bytes but '/', ':' and white space) with a CSV parse error.
+type nameList struct {
+	names   *[]string
+	changed bool
+}
+
+func newNameList(p *[]string) *nameList { return &nameList{names: p} }
+
+func (l *nameList) Set(v string) error {
+	if !l.changed {
+		*l.names = nil
+		l.changed = true
+	}
+	*l.names = append(*l.names, strings.Split(v, ",")...) // an empty name is refused by the command, naming the flag
+	return nil
+}
+
+func (l *nameList) Type() string { return "strings" }
+
+func (l *nameList) String() string { return strings.Join(*l.names, ",") }
+
+// Append and Replace make it a pflag.SliceValue, as StringSlice is.
+func (l *nameList) Append(v string) error { return l.Set(v) }
+
+func (l *nameList) Replace(v []string) error {
+	*l.names = append([]string(nil), v...)
+	return nil
+}
+
+func (l *nameList) GetSlice() []string { return *l.names }

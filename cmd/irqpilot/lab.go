@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -109,7 +108,7 @@ func (o *labOptions) run(ctx context.Context, out, errw io.Writer, args []string
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("lab needs root: it creates a network namespace for the guest's NICs")
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, stopSignals...)
 	defer stop()
 	r, err := lab.Run(ctx, lab.Options{
 		Shape: s, Shell: o.shell, Script: shellJoin(args),
@@ -190,7 +189,7 @@ func (o *labOptions) runFleet(ctx context.Context, out, errw io.Writer, args []s
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, stopSignals...)
 	defer stop()
 	f, err := lab.StartFleet(ctx, lab.FleetOptions{N: o.fleet, AuthorizedKey: string(pub), Log: errw})
 	if err != nil {

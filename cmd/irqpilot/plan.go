@@ -106,7 +106,7 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 	f.StringVar(&o.appCPUs, "app-cpus", "", "give the application these `CPUS` (cpulist) instead of the policy's choice")
 	f.StringVar(&o.app, "app", "", "pin this application: comm:NAME, pid:N, unit:NAME.service or cgroup:PATH (default: only advise app_cpus)")
 	f.BoolVar(&o.all, "all", false, "with --app comm:NAME, pin every process of that name (without it, a name matching several processes is refused)")
-	f.StringSliceVar(&o.devices, "device", nil, "plan only for these network interfaces: their IRQs, queues and coalescing (default: every physical NIC and the VLANs on them except the one carrying the default route, and only device queue IRQs); the plan lists what it left out")
+	f.Var(newNameList(&o.devices), "device", "plan only for these network interfaces (comma-separated or repeated): their IRQs, queues and coalescing (default: every physical NIC and the VLANs on them except the one carrying the default route, and only device queue IRQs); the plan lists what it left out")
 	f.BoolVar(&o.machineWide, "machine-wide", false, "with --device, also plan machine-wide settings (net.core.rps_sock_flow_entries, irqbalance); without --device, also plan IRQs that serve no device queue (serial, ACPI, a NIC's control vector)")
 	f.BoolVar(&o.withDefaultRt, "include-default-route", false, "without --device, also plan the interface that carries the default route (the management link, left out by default)")
 	f.IntVar(&o.irqCores, "irq-cores", 0, "per-queue: number of CPUs per NUMA node that take queue IRQs (default: one per --cpus-per-irq-core usable CPUs)")

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -59,11 +58,18 @@ func newTestbedUpCmd(g *globalFlags) *cobra.Command {
 	f.StringVar(&o.tb.Prefix, "prefix", testbed.Prefix, "start of the test bed's ID and its namespaces' names (`NAME`: lower-case letters, digits, '-', '_')")
 	f.StringVar(&o.server, "server", "none", "server to start inside: memcached, nginx or none")
 	f.IntVar(&o.threads, "threads", 2, "server threads (memcached) or workers (nginx)")
-	f.BoolVar(&o.wait, "wait", false, "stay in the foreground and remove the test bed on Ctrl-C")
+	f.BoolVar(&o.wait, "wait", false, "stay in the foreground and remove the test bed on Ctrl-C, SIGTERM or SIGHUP")
 	return cmd
 }
 
 func (o *testbedUpOptions) run(out io.Writer) error {
+	// With --wait, a stop signal from the start is kept until the test bed
+	// is up, then removes it: none kills the process between the two.
+	sig := make(chan os.Signal, 1)
+	if o.wait {
+		signal.Notify(sig, stopSignals...)
+		defer signal.Stop(sig)
+	}
 	tb, err := testbed.Up(o.tb)
 	if err != nil {
 		return err
@@ -81,7 +87,7 @@ func (o *testbedUpOptions) run(out io.Writer) error {
 		return joinErr(err, tb.Down())
 	}
 	if o.wait {
-		// Stay in the foreground; Ctrl-C or SIGTERM removes everything.
+		// Stay in the foreground; Ctrl-C, SIGTERM or SIGHUP removes everything.
 		tb.Owner = os.Getpid()
 	} else {
 		// Hand the test bed over: it lives until `testbed down`.
@@ -93,8 +99,6 @@ func (o *testbedUpOptions) run(out io.Writer) error {
 		// to the user and is not stale.
 		return tb.Detach()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
 	return tb.Down()
 }

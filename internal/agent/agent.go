@@ -149,12 +149,17 @@ type Agent struct {
 	devs           devTrack // device incarnations, their journals (enforce.go)
 	needResolve    bool
 	linkEvents     bool // WatchLinks is delivering link events
-	online         string
-	started        time.Time
-	lastPass       time.Time
-	passes         int
-	lastErr        string
-	lastReload     *ReloadResult
+	// appearedLinks: links that appeared since the last link-triggered
+	// pass (onLink adds, under mu); passLinks: those of the pass running,
+	// so its log names, for each setting applied, the link it belongs to.
+	appearedLinks map[string]bool
+	passLinks     map[string]bool
+	online        string
+	started       time.Time
+	lastPass      time.Time
+	passes        int
+	lastErr       string
+	lastReload    *ReloadResult
 
 	lastResolve time.Time
 	lastLoad    *load.Load
@@ -422,7 +427,16 @@ func (ag *Agent) Run(ctx context.Context) error {
 			for len(ag.trigger) > 0 {
 				<-ag.trigger
 			}
+			ag.mu.Lock()
+			ag.passLinks, ag.appearedLinks = ag.appearedLinks, nil
+			ag.mu.Unlock()
+			if len(ag.passLinks) > 1 || (len(ag.passLinks) == 1 && !ag.passLinks[strings.TrimSuffix(strings.TrimPrefix(why, "link "), " appeared")]) {
+				// A burst: the first event's words would name one link
+				// for all.
+				why = "links appeared: " + strings.Join(linkNames(ag.passLinks), ", ")
+			}
 			ag.pass(why)
+			ag.passLinks = nil
 		case done := <-ag.reloadReq:
 			done <- ag.reload()
 		}
@@ -432,6 +446,12 @@ func (ag *Agent) Run(ctx context.Context) error {
 func (ag *Agent) onLink(e kernel.LinkEvent) {
 	ag.mu.Lock()
 	ag.needResolve = true
+	if !e.Resync && !e.Removed && e.Name != "" {
+		if ag.appearedLinks == nil {
+			ag.appearedLinks = map[string]bool{}
+		}
+		ag.appearedLinks[e.Name] = true
+	}
 	ag.mu.Unlock()
 	why := "link " + e.Name + " appeared"
 	switch {
@@ -444,4 +464,27 @@ func (ag *Agent) onLink(e kernel.LinkEvent) {
 	case ag.trigger <- why:
 	default:
 	}
+}
+
+// entryWhy is why a setting was applied, as its log line says: in a pass
+// that links appearing started, the setting's own link when it is one of
+// them ("link au4-v0 appeared"), never another link of the burst.
+func (ag *Agent) entryWhy(why string, e *setting.Change) string {
+	if len(ag.passLinks) == 0 {
+		return why
+	}
+	if e.Device != "" && ag.passLinks[e.Device] {
+		return "link " + e.Device + " appeared"
+	}
+	return "links appeared: " + strings.Join(linkNames(ag.passLinks), ", ")
+}
+
+// linkNames lists a set of link names in order.
+func linkNames(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -430,7 +430,7 @@ func (ag *Agent) record(res *apply.Result, why string, now time.Time, drift map[
 				if ag.m != nil {
 					ag.m.Applied.WithLabelValues(string(e.Kind), e.Device).Inc()
 				}
-				ag.log.Info("applied", logAttrs("why", why, "setting", e.Kind, "target", e.Target, "device", e.Device,
+				ag.log.Info("applied", logAttrs("why", ag.entryWhy(why, e), "setting", e.Kind, "target", e.Target, "device", e.Device,
 					"was", shown(e.Kind, e.Old), "now", shown(e.Kind, e.Value), "note", pendingNote(e), "journal", jid)...)
 			}
 		}

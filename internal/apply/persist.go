@@ -45,40 +45,20 @@ const (
 	PersistAgentUnitPath = "/etc/systemd/system/irqpilot-agent.service"
 )
 
-var agentUnitTmpl = template.Must(template.New("agent").Parse(`{{if .Packaged}}# Shipped by the irqpilot package, not enabled: 'systemctl enable --now irqpilot-agent'
-# once /etc/irqpilot/plan.yaml holds the plan to keep in force.
-{{else}}# Installed by 'irqpilot persist --agent'; remove with 'irqpilot persist --remove'.
-{{end}}[Unit]
-Description=irqpilot agent: keep the interrupt plan {{.Plan}} in force
-{{if .Man}}Documentation={{.Man}}
-{{end}}After=systemd-udev-settle.service network-pre.target irqbalance.service
-Wants=network-pre.target
-ConditionPathExists={{.Plan}}
-
-[Service]
-Type=notify
-NotifyAccess=main
-ExecStart={{.Binary}} agent --state-dir {{.StateDir}} --plan {{.PlanArg}}
-# SIGHUP reloads the plan after validating it (a bad plan is rejected and the
-# old one kept).
-ExecReload=/bin/kill -HUP $MAINPID
-# The agent feeds the watchdog at half this period while its passes run.
-WatchdogSec=60s
-Restart=on-failure
-RestartSec=5s
-# Descriptors: the agent caps its metrics and status connections far below
-# this and keeps the rest for its passes (the files it holds, journals).
-LimitNOFILE=65536
-UMask=0077
-# Least privilege. Capabilities: CAP_NET_ADMIN writes rps_cpus, xps_cpus,
-# rps_flow_cnt and the other /sys/class/net settings, ethtool coalescing and
-# netdev netlink; CAP_SYS_NICE pins threads of other users or of processes
+// sandboxText is the [Service] sandbox of both units: what they write is the
+// same (/proc/irq, /sys/class/net, the state directory, the write lock,
+// irqbalance's configuration) and so are the capabilities they use.
+const sandboxText = `UMask=0077
+# Least privilege, the same for the agent and the boot-time apply (which udev
+# starts as root for every new interface). Capabilities: CAP_NET_ADMIN
+# writes rps_cpus, xps_cpus, rps_flow_cnt and the other /sys/class/net
+# settings, ethtool coalescing and netdev netlink; CAP_SYS_NICE pins threads of other users or of processes
 # holding more capabilities. /proc/irq/N/smp_affinity_list and
 # /proc/sys/net/core need only uid 0. Nothing else is kept.
 CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_NICE
 AmbientCapabilities=
 NoNewPrivileges=yes
-# Read-only system, except what the agent writes: its state directory, the
+# Read-only system, except what irqpilot writes: its state directory, the
 # machine-wide write lock in /run, irqbalance's configuration (a plan may
 # ban CPUs from it). /proc and /sys stay writable: they are what it tunes,
 # so ProtectKernelTunables (which makes /proc/irq and /sys read-only) is
@@ -105,7 +85,33 @@ RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
 SystemCallArchitectures=native
 SystemCallFilter=@system-service
 SystemCallErrorNumber=EPERM
+`
 
+var agentUnitTmpl = template.Must(template.New("agent").Parse(`{{if .Packaged}}# Shipped by the irqpilot package, not enabled: 'systemctl enable --now irqpilot-agent'
+# once /etc/irqpilot/plan.yaml holds the plan to keep in force.
+{{else}}# Installed by 'irqpilot persist --agent'; remove with 'irqpilot persist --remove'.
+{{end}}[Unit]
+Description=irqpilot agent: keep the interrupt plan {{.Plan}} in force
+{{if .Man}}Documentation={{.Man}}
+{{end}}After=systemd-udev-settle.service network-pre.target irqbalance.service
+Wants=network-pre.target
+ConditionPathExists={{.Plan}}
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={{.Binary}} agent --state-dir {{.StateDir}} --plan {{.PlanArg}}
+# SIGHUP reloads the plan after validating it (a bad plan is rejected and the
+# old one kept).
+ExecReload=/bin/kill -HUP $MAINPID
+# The agent feeds the watchdog at half this period while its passes run.
+WatchdogSec=60s
+Restart=on-failure
+RestartSec=5s
+# Descriptors: the agent caps its metrics and status connections far below
+# this and keeps the rest for its passes (the files it holds, journals).
+LimitNOFILE=65536
+` + sandboxText + `
 [Install]
 WantedBy=multi-user.target
 `))
@@ -126,7 +132,7 @@ ExecStart={{.Binary}} apply --boot --state-dir {{.StateDir}} {{.PlanArg}}
 # Not RemainAfterExit: the udev rule starts this unit again for every NIC
 # that appears later, which a unit that stays "active" would ignore.
 RemainAfterExit=no
-
+` + sandboxText + `
 [Install]
 WantedBy=multi-user.target
 `))

@@ -190,25 +190,39 @@ func TestPersistAgentInstallVerifyRemove(t *testing.T) {
 	}
 }
 
-// The agent's unit bounds descriptors and privilege: LimitNOFILE, a
-// capability bounding set of exactly what the agent uses, no new
-// privileges, a read-only system but for what it writes; systemd-analyze
-// verify accepts it and `systemd-analyze security` rates its exposure at
-// most 3.0 ("OK"), offline (systemd need not be running).
+// The agent's unit and the boot-time apply's (which the udev rule starts as
+// root for every new interface) bound privilege alike: a capability
+// bounding set of exactly what irqpilot uses, no new privileges, a
+// read-only system but for what it writes; the agent's bounds descriptors
+// too. systemd-analyze verify accepts them and `systemd-analyze security`
+// rates their exposure at most 3.0 ("OK"), offline (systemd need not be
+// running; systemd 252, Debian 12's, has --offline). The apply unit had no
+// sandbox and rated 9.6 ("UNSAFE").
 func TestAgentUnitHardened(t *testing.T) {
-	for _, sd := range []string{DefaultStateDir, "/srv/irq state"} {
+	for _, c := range []struct {
+		agent bool
+		sd    string
+	}{{true, DefaultStateDir}, {true, "/srv/irq state"}, {false, DefaultStateDir}, {false, "/srv/irq state"}} {
+		sd := c.sd
+		unitPath, name := PersistAgentUnitPath, "irqpilot-agent.service"
+		if !c.agent {
+			unitPath, name = PersistUnitPath, "irqpilot-apply.service"
+		}
 		root := t.TempDir()
 		bin := filepath.Join(root, "usr/bin/irqpilot")
 		os.MkdirAll(filepath.Dir(bin), 0o755)
 		os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
-		files, err := (&Persistence{Root: root, Binary: bin, StateDir: sd, Agent: true, Packaged: true}).Files()
+		files, err := (&Persistence{Root: root, Binary: bin, StateDir: sd, Agent: c.agent, Packaged: true}).Files()
 		if err != nil {
 			t.Fatal(err)
 		}
-		unit := string(files[PersistAgentUnitPath])
-		want := []string{"LimitNOFILE=65536", "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_NICE\n", "AmbientCapabilities=\n",
+		unit := string(files[unitPath])
+		want := []string{"CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_NICE\n", "AmbientCapabilities=\n",
 			"NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "PrivateDevices=yes",
 			"SystemCallFilter=@system-service", `ReadWritePaths=-"` + sd + `" /run -/etc/default -/etc/sysconfig`}
+		if c.agent {
+			want = append(want, "LimitNOFILE=65536")
+		}
 		if sd == DefaultStateDir {
 			want = append(want, "StateDirectory=irqpilot\nStateDirectoryMode=0700\n")
 		} else if strings.Contains(unit, "StateDirectory=") {
@@ -216,7 +230,7 @@ func TestAgentUnitHardened(t *testing.T) {
 		}
 		for _, w := range want {
 			if !strings.Contains(unit, w) {
-				t.Errorf("state dir %s: unit lacks %q:\n%s", sd, w, unit)
+				t.Errorf("%s, state dir %s: unit lacks %q:\n%s", name, sd, w, unit)
 			}
 		}
 		// Not set: they would make /proc/irq and /sys read-only, or hide
@@ -230,18 +244,18 @@ func TestAgentUnitHardened(t *testing.T) {
 		if err != nil {
 			t.Skip("systemd-analyze not installed")
 		}
-		path := filepath.Join(root, "irqpilot-agent.service")
+		path := filepath.Join(root, name)
 		os.WriteFile(path, []byte(unit), 0o644)
 		out, err := exec.Command(sa, "verify", "--man=no", path).CombinedOutput()
-		if err != nil || strings.Contains(string(out), "irqpilot-agent.service:") {
-			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+		if err != nil || strings.Contains(string(out), name+":") {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", name, err, out)
 		}
 		out, err = exec.Command(sa, "security", "--offline=yes", "--threshold=30", path).CombinedOutput()
 		if err != nil {
-			t.Errorf("systemd-analyze security: exposure above 3.0 (%v):\n%s", err, out)
+			t.Errorf("systemd-analyze security %s: exposure above 3.0 (%v):\n%s", name, err, out)
 		}
 		if i := strings.Index(string(out), "Overall exposure level"); i >= 0 {
-			t.Logf("state dir %s: %s", sd, strings.TrimSpace(string(out[i:])))
+			t.Logf("%s, state dir %s: %s", name, sd, strings.TrimSpace(string(out[i:])))
 		}
 	}
 }

@@ -73,7 +73,7 @@ func New(root string) *FS {
 	}
 	f := &FS{root: filepath.Clean(root)}
 	if f.root != "/" {
-		if b, err := os.ReadFile(filepath.Join(f.root, SyntheticDir, ReadErrorsFile)); err == nil {
+		if b, err := readCapped(filepath.Join(f.root, SyntheticDir, ReadErrorsFile), maxSnapshotFileBytes); err == nil {
 			var m map[string]ReadError
 			if json.Unmarshal(b, &m) == nil {
 				f.replay = m
@@ -149,10 +149,8 @@ func (f *FS) ReadFile(rel string) ([]byte, error) {
 	var err error
 	if f.held != nil {
 		err = f.held.read(f.Path(rel), oneValue(strings.TrimPrefix(rel, "/")), func(c []byte) { b = append([]byte{}, c...) })
-	} else if f.root != "/" {
-		b, err = readCapped(f.Path(rel), maxSnapshotFileBytes)
 	} else {
-		b, err = os.ReadFile(f.Path(rel))
+		b, err = f.readOnDisk(f.Path(rel))
 	}
 	err = f.kernelErr(err)
 	if b == nil && err == nil {
@@ -173,22 +171,44 @@ func readParsed[T any](f *FS, rel string, parse func(name string, data []byte) (
 	return parse("/"+rel, data)
 }
 
+// readOnDisk reads a file below the root: live files whole, files of a
+// snapshot or --root tree through readCapped (regular files, bounded).
+func (f *FS) readOnDisk(p string) ([]byte, error) {
+	if f.root == "/" {
+		return os.ReadFile(p)
+	}
+	return readCapped(p, maxSnapshotFileBytes)
+}
+
 // readCapped reads a file of a snapshot or --root tree, refusing one larger
 // than limit before reading it (its size is known there, unlike in /proc
 // and /sys): an untrusted tree must not make a reader hold more.
+//
+// Only regular files are read: a FIFO or a device in a tree would block the
+// reader (or feed it without end), so the file is opened without blocking
+// and refused by name unless fstat says it is a regular file.
 func readCapped(p string, limit int64) ([]byte, error) {
-	fh, err := os.Open(p)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	fh := os.NewFile(uintptr(fd), p)
+	defer fh.Close()
+	fi, err := fh.Stat()
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
-	var buf bytes.Buffer
-	if fi, err := fh.Stat(); err == nil && fi.Mode().IsRegular() {
-		if fi.Size() > limit {
-			return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
-		}
-		buf.Grow(int(fi.Size()) + bytes.MinRead) // one allocation, as os.ReadFile
+	if fi.IsDir() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: syscall.EISDIR} // as a read of a live one
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s): a tree holds copies of kernel files, and only regular files are read", fileKind(fi.Mode()))}
+	}
+	if fi.Size() > limit {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(fi.Size()) + bytes.MinRead) // one allocation, as os.ReadFile
 	if _, err := buf.ReadFrom(io.LimitReader(fh, limit+1)); err != nil {
 		return nil, err // an *fs.PathError from the read, as os.ReadFile's
 	}
@@ -197,6 +217,21 @@ func readCapped(p string, limit int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("over the limit of %d bytes per file (no kernel file is that large)", limit)}
 	}
 	return b, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "type " + m.Type().String()
 }
 
 // ReadString reads a file and trims surrounding white space.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"syscall"
 
@@ -138,7 +137,7 @@ func (f *FS) SaveSynthetic(name string, data []byte) {
 // While recording, what it reads is kept for the next capture, so that
 // capturing from a snapshot keeps the snapshot's synthetic facts.
 func (f *FS) ReadSynthetic(name string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(f.root, SyntheticDir, filepath.Clean("/"+name)))
+	b, err := f.readOnDisk(filepath.Join(f.root, SyntheticDir, filepath.Clean("/"+name)))
 	err = f.kernelErr(err)
 	if err == nil {
 		f.mu.Lock()

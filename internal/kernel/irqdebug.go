@@ -122,7 +122,7 @@ func (f *FS) StatIRQDebug() error {
 // interrupt) is never used.
 func (f *FS) ReadIRQDebug(irq int) (*IRQDebug, error) {
 	p := IRQDebugPath(irq)
-	b, err := os.ReadFile(f.Path(p))
+	b, err := f.readOnDisk(f.Path(p))
 	if err != nil {
 		return nil, f.kernelErr(err)
 	}

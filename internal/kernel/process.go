@@ -23,7 +23,7 @@ import (
 // readUnrecorded reads a file below the root without recording it. Errors
 // name the kernel path, as ReadFile's do.
 func (f *FS) readUnrecorded(rel string) ([]byte, error) {
-	b, err := os.ReadFile(f.Path(rel))
+	b, err := f.readOnDisk(f.Path(rel))
 	return b, f.kernelErr(err)
 }
 
@@ -98,7 +98,7 @@ func (f *FS) Daemon(name string) (Process, bool) {
 // or others (" (deleted)" allowed: the package was upgraded under it).
 func (f *FS) isRootDaemon(pid int, name string) bool {
 	dir := f.Path("proc/" + strconv.Itoa(pid))
-	status, err := os.ReadFile(dir + "/status")
+	status, err := f.readOnDisk(dir + "/status")
 	if err != nil {
 		return false
 	}
@@ -120,7 +120,7 @@ func (f *FS) isRootDaemon(pid int, name string) bool {
 		// bounds its capabilities; irqbalance runs with all of them).
 		// The process is root's (above): its command line's program,
 		// readable by anyone, stands in for the link.
-		return rootProgram(dir, name)
+		return f.rootProgram(dir, name)
 	}
 	if err != nil {
 		return false
@@ -140,8 +140,8 @@ func (f *FS) isRootDaemon(pid int, name string) bool {
 
 // rootProgram: the absolute program path in /proc/PID/cmdline (dir) is a
 // root-owned file called name, not writable by group or others.
-func rootProgram(dir, name string) bool {
-	b, err := os.ReadFile(dir + "/cmdline")
+func (f *FS) rootProgram(dir, name string) bool {
+	b, err := f.readOnDisk(dir + "/cmdline")
 	if err != nil {
 		return false
 	}

@@ -164,6 +164,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	mon := filepath.Join(dir, "monitor.sock")
 	args = append(args, "-append", cmdline, "-monitor", "unix:"+mon+",server=on,wait=off")
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	// `ip netns exec` starts QEMU in the lab's namespace with that
@@ -200,8 +201,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cb = bytes.ReplaceAll(cb, []byte("\r\n"), []byte("\n")) // the tty's ONLCR
 	res.Console = string(cb)
 	ob := cb
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("lab %s: no result within %s (console:\n%s)", o.Shape.Name, o.Timeout, tail(res.Console, 3000))
+	if err := stoppedErr(parent, ctx, o.Shape.Name, o.Timeout, res.Elapsed); err != nil {
+		return res, fmt.Errorf("%w (console:\n%s)", err, tail(res.Console, 3000))
 	}
 	if runErr != nil {
 		return res, fmt.Errorf("qemu: %v: %s\nconsole:\n%s", runErr, qerr.String(), tail(res.Console, 3000))
@@ -279,4 +280,17 @@ func addTap(ns, name string, queues int) (*netlink.Tuntap, error) {
 		return nil, fmt.Errorf("tap %s in %s: %w", name, ns, err)
 	}
 	return t, netlink.LinkSetUp(t)
+}
+
+// stoppedErr says why a guest was stopped before it gave a result: the
+// caller's context ended (a stop signal, Ctrl-C) or the run's own timeout
+// did. nil when neither.
+func stoppedErr(parent, run context.Context, shape string, timeout, elapsed time.Duration) error {
+	switch {
+	case parent.Err() != nil:
+		return fmt.Errorf("lab %s: stopped after %s, before a result (%v)", shape, elapsed.Round(time.Second), context.Cause(parent))
+	case run.Err() != nil:
+		return fmt.Errorf("lab %s: no result within %s", shape, timeout)
+	}
+	return nil
 }
