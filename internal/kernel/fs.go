@@ -185,7 +185,7 @@ func readCapped(p string, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	if fi, err := fh.Stat(); err == nil && fi.Mode().IsRegular() {
 		if fi.Size() > limit {
-			return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
+			return nil, &fs.PathError{Op: "read", Path: p, Err: overLimit("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
 		}
 		buf.Grow(int(fi.Size()) + bytes.MinRead) // one allocation, as os.ReadFile
 	}
@@ -194,7 +194,7 @@ func readCapped(p string, limit int64) ([]byte, error) {
 	}
 	b := buf.Bytes()
 	if int64(len(b)) > limit {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("over the limit of %d bytes per file (no kernel file is that large)", limit)}
+		return nil, &fs.PathError{Op: "read", Path: p, Err: overLimit("over the limit of %d bytes per file (no kernel file is that large)", limit)}
 	}
 	return b, nil
 }
