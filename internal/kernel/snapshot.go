@@ -72,7 +72,7 @@ var errInterrupted = errors.New("interrupted")
 // that following them never leaves the snapshot. Sizes, entry count, name
 // length and depth are bounded (maxSnapshotBytes and the constants after it).
 //
-// Until the returned function is called, SIGINT and SIGTERM remove the
+// Until the returned function is called, SIGINT, SIGTERM and SIGHUP remove the
 // directory (waiting for the entry being written) and then end the process
 // the way the signal would have; a program that handles the signal itself
 // keeps running, without the snapshot. Directories left by processes that
