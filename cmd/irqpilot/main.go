@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 
 	"github.com/spf13/cobra"
 )
@@ -34,6 +35,12 @@ proven policies, applies them transactionally with a journal, and measures
 whether they help.
 
 The plan file's format is irqpilot-plan(5).
+
+Exit status 65, for every command: the input was refused for one of its
+limits (a --snapshot archive, a file in it or in a --root tree too large
+to read), naming the limit; nothing is left behind. Each command's own
+statuses are in its --help (2 is an error, and also what the Go runtime
+exits with when the program dies).
 
 Documentation: the docs/ directory of the source (installed by the package
 in /usr/share/doc/irqpilot/), also at
@@ -87,11 +94,17 @@ func main() {
 	if mode := os.Getenv(workload.HelperEnv); mode != "" {
 		os.Exit(workload.RunHelper(mode, os.Args[1:], os.Stdout, os.Stderr))
 	}
+	limitHeapToAddressSpace()
 	err := newRootCmd().Execute()
 	if err == nil {
 		return
 	}
 	var ee *exitError
+	if errors.Is(err, kernel.ErrOverLimit) && (!errors.As(err, &ee) || ee.code == 2) {
+		// A refusal for a limit is not a crash (Go's runtime exits 2).
+		fmt.Fprintln(os.Stderr, "irqpilot:", err)
+		os.Exit(kernel.ExitOverLimit)
+	}
 	if errors.As(err, &ee) {
 		if ee.err != nil {
 			fmt.Fprintln(os.Stderr, "irqpilot:", ee.err)

@@ -182,12 +182,19 @@ func startSeed004(t *testing.T) *seed004 {
 	b.rpsBefore = run(t, "ip", "netns", "exec", tb.ServerNS, "cat", b.rpsPath)
 
 	time.Sleep(time.Second) // the flood gets going
-	w := startWindowTasks(t, sink.PID)
-	time.Sleep(2 * time.Second)
-	b.before, b.harm = w.end(t)
-	t.Logf("before the agent: %s; %s", cpuLine(b.before), harmLine(b.harm))
-	for _, f := range b.harm {
-		b.hot = b.hot || f.ID == diagnose.IDInterruptBound && slices.Contains(f.CPUs, 0)
+	// Other work on the machine may hide CPU 0's interrupt work in a short
+	// window: measure again over longer ones (the flood runs 40 s).
+	for _, d := range []time.Duration{2 * time.Second, 4 * time.Second, 6 * time.Second} {
+		w := startWindowTasks(t, sink.PID)
+		time.Sleep(d)
+		b.before, b.harm = w.end(t)
+		t.Logf("before the agent (%s): %s; %s", d, cpuLine(b.before), harmLine(b.harm))
+		for _, f := range b.harm {
+			b.hot = b.hot || f.ID == diagnose.IDInterruptBound && slices.Contains(f.CPUs, 0)
+		}
+		if b.hot {
+			break
+		}
 	}
 	return b
 }
@@ -227,11 +234,16 @@ func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
 	if st.Passes < 10 {
 		t.Fatalf("only %d passes during the load", st.Passes)
 	}
-	if len(st.Adaptations) != 0 {
-		if len(harm) > 0 {
-			t.Skipf("the measured load is not a spread one (%s); adapted %+v", harmLine(harm), st.Adaptations)
-		}
+	if len(st.Adaptations) != 0 && len(harm) == 0 {
 		t.Errorf("adapted under a spread memcached load with no evidence of harm measured: %+v", st.Adaptations)
+	}
+	// Other work made the measured load not a spread one: an adaptation is
+	// then what the agent should try, and what it reports of each is
+	// asserted instead of a skip.
+	for _, a := range st.Adaptations {
+		if a.Finding == "" || a.Reason == "" || a.Result == "" {
+			t.Errorf("adaptation under a load with harm measured (%s) does not say what it acted on: %+v", harmLine(harm), a)
+		}
 	}
 }
 
@@ -316,8 +328,8 @@ func softOf(l *load.Load, cpu int) float64 {
 // is quiet; missed, inconclusive or worse — then reverted — when another
 // process takes a CPU), so any verdict is accepted, but it must be there,
 // and the errors finite. A run where auto applies nothing (no-change or
-// marginal: CPU 1 has no headroom for the softirq) has nothing to verify
-// and is skipped, saying so.
+// marginal: CPU 1 has no headroom for the softirq) has nothing to verify;
+// then each decision must say why nothing changed.
 func TestLiveAdaptVerdictRecorded(t *testing.T) {
 	b := startSeed004(t)
 	if !b.hot {
@@ -359,7 +371,22 @@ func TestLiveAdaptVerdictRecorded(t *testing.T) {
 				t.Fatalf("an adaptation applied at %s was still verifying after the window: %+v", a.Time.Format(time.RFC3339Nano), a)
 			}
 		}
-		t.Skipf("no adaptation was applied (%d decided, none changing the machine: CPU 1 without headroom for the softirq, or a marginal choice); nothing to verify", len(st.Adaptations))
+		// No adaptation was applied: auto decided each time that nothing
+		// should change (CPU 1 without headroom for the softirq, a marginal
+		// choice, or a plan the headroom rules refuse). That is a valid
+		// outcome the agent reports; assert it says so, with its reason.
+		for _, a := range st.Adaptations {
+			switch a.Result {
+			case "no-change", "marginal", "refused", "not-retried":
+			default:
+				t.Errorf("adaptation neither judged nor a decision to change nothing: %+v", a)
+			}
+			if a.Reason == "" || len(a.Journals) != 0 {
+				t.Errorf("adaptation %q without a reason, or with journals: %+v", a.Result, a)
+			}
+		}
+		t.Logf("no adaptation was applied (%d decided, each reporting why nothing changed); nothing to verify", len(st.Adaptations))
+		return
 	}
 	v := judged.Verification
 	switch verify.Verdict(judged.Verdict) {

@@ -180,7 +180,9 @@ func TestLiveReloadOnSIGHUP(t *testing.T) {
 	}
 }
 
-// --adapt on an idle machine changes nothing.
+// --adapt on an idle machine changes nothing. On a machine other work
+// keeps busy enough for the test's own window to measure harm, what the
+// agent reports of each adaptation is asserted instead of a skip.
 func TestLiveAdaptIdleChangesNothing(t *testing.T) {
 	livetest.NeedRoot(t)
 	b := newBed(t, 1)
@@ -204,15 +206,25 @@ func TestLiveAdaptIdleChangesNothing(t *testing.T) {
 			changed = append(changed, a)
 		}
 	}
-	if len(changed) != 0 {
-		if len(harm) > 0 {
-			// Other work on this shared machine, not this test's.
-			t.Skipf("the machine is not idle (%s); adapted %+v", harmLine(harm), changed)
-		}
+	if len(changed) != 0 && len(harm) == 0 {
 		t.Errorf("adapted on an idle machine: %+v", changed)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(sd, "journal")); len(ents) != 0 {
-		t.Errorf("journals written on an idle machine: %d", len(ents))
+	// Other work on this shared machine, not this test's, made the test's
+	// own window measure harm: then an adaptation is what the agent should
+	// do, and what it reports of each is asserted instead: the finding it
+	// acted on, the reason, and a journal for every change it made.
+	journals := 0
+	for _, a := range changed {
+		journals += len(a.Journals)
+		if a.Finding == "" || a.Reason == "" || (a.Result != "failed" && len(a.Journals) == 0) {
+			t.Errorf("adaptation on a busy machine (%s) does not say what it acted on, or wrote no journal: %+v", harmLine(harm), a)
+		}
+	}
+	if len(changed) != 0 {
+		t.Logf("the machine was not idle (%s): adapted %+v", harmLine(harm), changed)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(sd, "journal")); (journals == 0) != (len(ents) == 0) {
+		t.Errorf("%d journal files written, %d journals reported by the adaptations", len(ents), journals)
 	}
 	_ = fmt.Sprint
 }

@@ -2,95 +2,204 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 )
 
+// benchmarksDoc is the document whose numbers the evidence tests hold to
+// the reports the campaigns wrote.
+var benchmarksDoc = filepath.Join("..", "..", "docs", "benchmarks.md")
+
+// readDoc returns docs/benchmarks.md, and the same text with every run
+// of white space made one space (so a figure may wrap across lines).
+func readDoc(t *testing.T) (string, string) {
+	t.Helper()
+	b, err := os.ReadFile(benchmarksDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), strings.Join(strings.Fields(string(b)), " ")
+}
+
+// docTable returns the rows of the first Markdown table after the first
+// line starting with heading, each row its cells (trimmed), header and
+// rule left out.
+func docTable(t *testing.T, doc, heading string) [][]string {
+	t.Helper()
+	i := strings.Index(doc, "\n"+heading)
+	if i < 0 {
+		t.Fatalf("docs/benchmarks.md has no %q", heading)
+	}
+	var rows [][]string
+	inTable := false
+	for _, line := range strings.Split(doc[i+1:], "\n") {
+		if !strings.HasPrefix(line, "|") {
+			if inTable {
+				break
+			}
+			continue
+		}
+		inTable = true
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		for j := range cells {
+			cells[j] = strings.TrimSpace(cells[j])
+		}
+		rows = append(rows, cells)
+	}
+	if len(rows) < 3 {
+		t.Fatalf("no table after %q", heading)
+	}
+	return rows[2:]
+}
+
+// ratioText is a ratio with its interval as the docs print it.
+func ratioText(s *Summary) string {
+	if s == nil || s.Ratio == nil {
+		return "no ratio"
+	}
+	return fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
+}
+
+// summaryOf returns config's row of rep, or nil.
+func summaryOf(rep *Report, config string) *Summary {
+	for i := range rep.Summary {
+		if rep.Summary[i].Config == config {
+			return &rep.Summary[i]
+		}
+	}
+	return nil
+}
+
 // The campaign of record (docs/benchmarks.md) is kept as the reports bench
-// wrote (docs/evidence/campaign). Re-read with this version's statistics, they must
-// still give the ratios the docs state, so a change to the statistics
-// cannot silently leave the published numbers behind: update the docs and
-// this table together.
+// wrote (docs/evidence/campaign). Re-read with this version's statistics,
+// they must give every figure of the document's table and of its goals,
+// read from the document itself: a change to the statistics or to the
+// document cannot leave one behind the other.
 func TestCampaignOfRecord(t *testing.T) {
 	dir := filepath.Join("..", "..", "docs", "evidence", "campaign")
-	cases := []struct {
-		scenario               string
-		aa, autoDefault        string // paired ratio to default, interval, verdict
-		autoBest, keptBest     string // paired ratio to #best
-		keptName, best, tuneTo string // tune's kept plan, #best, the #tune row when tune kept another
-		bestDefault            string // #best's paired ratio to default
-		medians                string // auto's median / #best's median
-	}{
-		{"udp", "0.980 (0.951–0.993) worse", "1.212 (1.155–1.279) better", "1.000 (0.909–1.021)", "1.017 (0.900–1.039)", "spec:app=0,rps=1#tune", "spec:app=0,rps=1#best", "", "1.244 (1.173–1.276)", "0.990"},
-		{"memcached", "0.981 (0.929–1.031) within noise", "1.003 (0.956–1.052) within noise", "1.010 (0.966–1.043)", "1.011 (0.962–1.074)", "default", "default#best", "efficiency#tune", "0.989 (0.931–1.040)", "0.997"},
-		{"nginx", "0.999 (0.970–1.056) within noise", "0.984 (0.940–1.012) within noise", "0.982 (0.951–1.020)", "1.012 (0.949–1.047)", "default", "spec:app=0-1,rps=off#best", "latency#tune", "0.989 (0.955–1.054)", "0.987"},
-		{"storage-libaio-qd16", "1.017 (0.856–1.088) within noise", "0.996 (0.902–1.055) within noise", "0.982 (0.917–1.013)", "0.981 (0.939–1.041)", "default", "default#best", "efficiency#tune", "1.019 (0.961–1.065)", "0.988"},
-		{"storage-psync-qd1", "0.982 (0.953–1.007) within noise", "0.981 (0.894–1.013) within noise", "0.984 (0.940–1.002)", "0.985 (0.974–1.116)", "default", "default#best", "latency#tune", "1.015 (0.896–1.027)", "0.997"},
+	doc, flat := readDoc(t)
+	rows := docTable(t, doc, "| scenario | A/A (`default#aa` / `default`) | auto / default | `#best` (plan) / default |")
+	scenarios := []struct{ label, report, short string }{
+		{"udp, single queue", "udp", "udp"},
+		{"memcached", "memcached", "memcached"},
+		{"nginx", "nginx", "nginx"},
+		{"storage, fio libaio qd16", "storage-libaio-qd16", "libaio"},
+		{"storage, fio psync qd1", "storage-psync-qd1", "psync"},
 	}
-	ratio := func(rep *Report, config string) string {
-		for _, s := range rep.Summary {
-			if s.Config == config && s.Ratio != nil {
-				if s.Paired != rep.Rounds {
-					t.Errorf("%s: %s paired over %d rounds, want %d", rep.Workload, config, s.Paired, rep.Rounds)
-				}
-				return fmt.Sprintf("%.3f (%.3f–%.3f)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High)
-			}
-		}
-		return "no ratio for " + config
+	if len(rows) != len(scenarios) {
+		t.Fatalf("the campaign table has %d rows, want %d", len(rows), len(scenarios))
 	}
-	for _, c := range cases {
-		t.Run(c.scenario, func(t *testing.T) {
-			b, rep := readEvidence(t, dir, c.scenario)
-			verdict := func(config string) string {
-				for _, s := range rep.Summary {
-					if s.Config == config {
-						if s.Test != stats.TestSign {
-							t.Errorf("%s judged by %q, want the sign test", config, s.Test)
-						}
-						return " " + s.Verdict
-					}
-				}
-				return ""
+	var paired, medians, lows []string
+	for i, sc := range scenarios {
+		row := rows[i]
+		t.Run(sc.report, func(t *testing.T) {
+			if !strings.HasPrefix(row[0], sc.label) || len(row) != 7 {
+				t.Fatalf("row %d is %q, want the %s scenario's 7 cells", i, row, sc.label)
 			}
-			if got := ratio(rep, "default#aa") + verdict("default#aa"); got != c.aa {
-				t.Errorf("A/A %s, docs say %s", got, c.aa)
-			}
-			if got := ratio(rep, "auto") + verdict("auto"); got != c.autoDefault {
-				t.Errorf("auto/default %s, docs say %s", got, c.autoDefault)
-			}
-			if got := ratio(rep, c.best); got != c.bestDefault {
-				t.Errorf("#best/default %s, docs say %s", got, c.bestDefault)
-			}
-			median := map[string]float64{}
+			b, rep := readEvidence(t, dir, sc.report)
+			checkPrinted(t, rep, dir, sc.report)
 			for _, s := range rep.Summary {
-				median[s.Config] = s.Throughput.Point
+				if s.Ratio != nil && s.Paired != rep.Rounds {
+					t.Errorf("%s paired over %d rounds, want %d", s.Config, s.Paired, rep.Rounds)
+				}
+				if s.Ratio != nil && s.Test != stats.TestSign {
+					t.Errorf("%s judged by %q, want the sign test", s.Config, s.Test)
+				}
 			}
-			if got := fmt.Sprintf("%.3f", median["auto"]/median[c.best]); got != c.medians {
-				t.Errorf("auto/best medians %s, docs say %s", got, c.medians)
+			judged := func(s *Summary) string {
+				if s.Verdict == "within noise" {
+					return ratioText(s) + ", within noise"
+				}
+				return fmt.Sprintf("%s, %s (p = %.3f)", ratioText(s), s.Verdict, s.P)
 			}
-			checkPrinted(t, rep, dir, c.scenario)
-			var err error
-			if rep, err = ReadReport(b, "#best"); err != nil {
+			cell := func(j int) string { return strings.ReplaceAll(row[j], "**", "") }
+
+			aa := summaryOf(rep, "default#aa")
+			if want := ratioText(aa); !strings.HasPrefix(cell(1), want) ||
+				(aa.Verdict != "within noise" && !strings.Contains(cell(1), fmt.Sprintf("%q (p = %.3f)", aa.Verdict, aa.P))) {
+				t.Errorf("A/A cell %q, the report says %s", row[1], judged(aa))
+			}
+			if want := judged(summaryOf(rep, "auto")); cell(2) != want {
+				t.Errorf("auto / default cell %q, the report says %s", row[2], want)
+			}
+			// #best: the exhaustive search's winner, whose name the bench
+			// gave its row.
+			var best string
+			for _, s := range rep.Summary {
+				if strings.HasSuffix(s.Config, "#best") {
+					best = s.Config
+				}
+			}
+			plan := "(`" + strings.TrimSuffix(best, "#best") + "`"
+			if want := ratioText(summaryOf(rep, best)); !strings.HasPrefix(cell(3), want+" "+plan) {
+				t.Errorf("#best / default cell %q, the report says %s %s`)", row[3], want, plan)
+			}
+			median := summaryOf(rep, "auto").Throughput.Point / summaryOf(rep, best).Throughput.Point
+
+			// Against #best: what bench --from FILE --baseline '#best' prints.
+			toBest, err := ReadReport(b, "#best")
+			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Baseline != c.best {
-				t.Errorf("#best is %q, docs say %q", rep.Baseline, c.best)
+			if toBest.Baseline != best {
+				t.Fatalf("#best is %q, the bench's row %q", toBest.Baseline, best)
 			}
-			if got := ratio(rep, "auto"); got != c.autoBest {
-				t.Errorf("auto/best %s, docs say %s", got, c.autoBest)
+			auto := summaryOf(toBest, "auto")
+			if want := fmt.Sprintf("%s; medians %.3f", ratioText(auto), median); cell(4) != want {
+				t.Errorf("auto / best cell %q, the report says %s", row[4], want)
 			}
-			if got := ratio(rep, c.keptName); got != c.keptBest {
-				t.Errorf("%s/best %s, docs say %s", c.keptName, got, c.keptBest)
+			paired = append(paired, fmt.Sprintf("%s %.3f", sc.short, auto.Ratio.Point))
+			medians = append(medians, fmt.Sprintf("%.3f", median))
+			if auto.Ratio.Low < 0.95 {
+				lows = append(lows, fmt.Sprintf("%s %.3f", sc.short, auto.Ratio.Low))
 			}
-			if c.tuneTo != "" && ratio(rep, c.tuneTo) == "no ratio for "+c.tuneTo {
-				t.Errorf("no %s row", c.tuneTo)
+
+			// What tune kept: its report says; kept, it is the #tune row,
+			// else the baseline, default.
+			tb, err := os.ReadFile(filepath.Join(dir, sc.report+"-tune.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tune struct {
+				Best string `json:"best"`
+				Kept bool   `json:"kept"`
+			}
+			if err := json.Unmarshal(tb, &tune); err != nil {
+				t.Fatal(err)
+			}
+			kept, name := "default", "`default`: "
+			if tune.Kept {
+				kept, name = tune.Best+"#tune", "the best plan: "
+				if tune.Best+"#best" != best {
+					name = "`" + tune.Best + "`: "
+				}
+			}
+			if want := name + ratioText(summaryOf(toBest, kept)); cell(5) != want {
+				t.Errorf("tune's cell %q, the reports say %s", row[5], want)
 			}
 		})
+	}
+	for _, want := range []string{
+		"Paired: " + strings.Join(paired, ", ") + ".",
+		"Ratio of medians: " + strings.Join(medians, ", ") + ".",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the goals do not say %q", want)
+		}
+	}
+	if n := len(lows); n > 1 {
+		want := "lower ends are " + strings.Join(lows[:n-1], ", ") + " and " + lows[n-1] + ", below 0.95"
+		if !strings.Contains(flat, want) {
+			t.Errorf("the goals do not say %q", want)
+		}
 	}
 }
 
@@ -130,54 +239,121 @@ func checkPrinted(t *testing.T, rep *Report, dir, name string) string {
 	return table.String()
 }
 
+// thousands prints n rounded, its thousands apart by a space, as the
+// documents do.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + " " + s[i:]
+	}
+	return s
+}
+
 // The workloads campaign of record (docs/benchmarks.md, "The workloads
 // campaign") is kept as the reports bench wrote (docs/evidence/workloads).
-// Re-read with this version's statistics they must still give the ratios
-// and verdicts the docs state, and the .txt beside each must be what bench
-// --from prints now: update the docs and this table together.
+// Every row of the document's tables of its benches is read from the
+// document and checked against the report, re-read with this version's
+// statistics: the median, the ratio with its interval and the verdict;
+// the .txt beside each must be what bench --from prints now, and the
+// noise floor the document quotes its line.
 func TestWorkloadsCampaignOfRecord(t *testing.T) {
 	dir := filepath.Join("..", "..", "docs", "evidence", "workloads")
+	doc, flat := readDoc(t)
 	for _, c := range []struct {
-		report string
-		want   map[string]string // config → "ratio (low–high) verdict"
-		floor  string            // the noise-floor line's band
+		report, heading string
 	}{
-		{"mysql", map[string]string{
-			"default#aa":                "1.001 (0.966–1.019) within noise",
-			"default#tune":              "0.957 (0.923–1.087) within noise",
-			"spec:app=0-1,rps=off#best": "0.969 (0.914–1.110) within noise",
-			"auto":                      "0.955 (0.920–1.106) within noise",
-			"rps-spread":                "0.873 (0.772–0.945) worse",
-			"dedicated-core":            "0.356 (0.337–0.402) worse",
-		}, "±8.7 % of 1 (0.920–1.087)"},
-		{"sockperf", map[string]string{
-			"default#aa":            "1.480 (0.332–2.780) within noise",
-			"spec:app=1,rps=0#best": "0.404 (0.155–1.714) within noise",
-			"dedicated-core":        "0.527 (0.286–0.890) better",
-			"colocate":              "3.930 (2.374–6.525) worse",
-		}, "±359.4 % of 1 (0.218–4.594)"},
-		{"sockperf-pingpong", map[string]string{
-			"default#aa":              "1.028 (0.969–1.099) within noise",
-			"spec:app=0,rps=off#best": "0.956 (0.898–1.538) within noise",
-			"per-queue":               "0.915 (0.796–1.003) within noise",
-		}, "±28.8 % of 1 (0.776–1.288)"},
+		{"mysql", "| config | trx/s (median, 95 %) |"},
+		{"sockperf", "| config | p99 µs (median, 95 %) |"},
+		{"sockperf-pingpong", "| config | p99 µs (median) |"},
 	} {
 		t.Run(c.report, func(t *testing.T) {
 			_, rep := readEvidence(t, dir, c.report)
-			got := map[string]string{}
-			for _, s := range rep.Summary {
-				if _, ok := c.want[s.Config]; ok && s.Ratio != nil {
-					got[s.Config] = fmt.Sprintf("%.3f (%.3f–%.3f) %s", s.Ratio.Point, s.Ratio.Low, s.Ratio.High, s.Verdict)
+			table := checkPrinted(t, rep, dir, c.report)
+			rows := docTable(t, doc, c.heading)
+			if len(rows) != len(rep.Summary) {
+				t.Errorf("the document's table has %d rows, the report %d configurations", len(rows), len(rep.Summary))
+			}
+			for _, row := range rows {
+				config, note, _ := strings.Cut(row[0], " (")
+				if strings.HasPrefix(note, "#best") {
+					config += "#best"
+				}
+				s := summaryOf(rep, config)
+				if s == nil {
+					t.Errorf("%q: no such configuration in the report", row[0])
+					continue
+				}
+				median := fmt.Sprintf("%.1f", s.Throughput.Point)
+				interval := fmt.Sprintf(" (%.1f–%.1f)", s.Throughput.Low, s.Throughput.High)
+				if !s.LowerIsBetter {
+					median = thousands(s.Throughput.Point)
+					interval = " (" + thousands(s.Throughput.Low) + "–" + thousands(s.Throughput.High) + ")"
+				}
+				if strings.Contains(c.heading, "95 %") {
+					median += interval
+				}
+				if row[1] != median {
+					t.Errorf("%s: median %q, the report says %q", config, row[1], median)
+				}
+				ratio, verdict := "—", s.Verdict
+				if s.Ratio != nil {
+					ratio = ratioText(s)
+				}
+				if s.Verdict == "better" || s.Verdict == "worse" {
+					verdict = fmt.Sprintf("%s, p = %.3f", s.Verdict, s.P)
+				}
+				if row[2] != ratio {
+					t.Errorf("%s: ratio %q, the report says %q", config, row[2], ratio)
+				}
+				if row[3] != verdict && !strings.HasPrefix(row[3], verdict+", ") {
+					t.Errorf("%s: verdict %q, the report says %q", config, row[3], verdict)
 				}
 			}
-			for config, want := range c.want {
-				if got[config] != want {
-					t.Errorf("%s: %q, docs say %q", config, got[config], want)
-				}
+			floor := regexp.MustCompile(`±[0-9.]+ % of 1 \(([0-9.]+)–([0-9.]+)\)`).FindStringSubmatch(table)
+			if floor == nil {
+				t.Fatalf("no noise-floor line:\n%s", table)
 			}
-			if table := checkPrinted(t, rep, dir, c.report); !strings.Contains(table, c.floor) {
-				t.Errorf("the noise floor is not %s:\n%s", c.floor, table)
+			if c.report == "sockperf" && !strings.Contains(flat, floor[1]+"–"+floor[2]+" of each other") {
+				t.Errorf("the document does not quote the noise floor %s–%s", floor[1], floor[2])
 			}
 		})
+	}
+}
+
+// Every "x the best" figure in docs/benchmarks.md is the paired reading
+// bench --from REPORT --baseline '#best' prints, with its interval: the
+// median of the per-round ratios to the exhaustive best, never a ratio of
+// two ratios to default.
+func TestDocBestFiguresArePaired(t *testing.T) {
+	_, flat := readDoc(t)
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "evidence", "workloads", "mysql.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ReadReport(b, "#best")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	defer func() {
+		if n := strings.Count(flat, "x the best"); n != len(want) {
+			t.Errorf("%d figures \"x the best\" in the document, %d from the reports", n, len(want))
+		}
+	}()
+	for _, config := range []string{"auto", "default#tune"} {
+		s := summaryOf(rep, config)
+		want[fmt.Sprintf("**%.3fx the best** (%.3f–%.3f, %s)", s.Ratio.Point, s.Ratio.Low, s.Ratio.High, s.Verdict)] = false
+	}
+	for _, m := range regexp.MustCompile(`\*\*[0-9.]+x the best\*\*[^)]*\)`).FindAllString(flat, -1) {
+		if _, ok := want[m]; !ok {
+			t.Errorf("%q is not a paired reading of the reports", m)
+			continue
+		}
+		want[m] = true
+	}
+	for m, found := range want {
+		if !found {
+			t.Errorf("the document does not say %q", m)
+		}
 	}
 }

@@ -21,21 +21,32 @@ import (
 // pinned to CPU 0, one queue) for default and for RPS to CPU 1 only, one
 // round of 2 s each. RPS off CPU 0 must take CPU 0's softirq share down;
 // the sink and the testbed must be gone afterwards and the machine
-// restored.
+// restored. When other work on the machine keeps the default run from
+// being softirq-bound on CPU 0, the bench is run again with more and
+// longer rounds (medians over the rounds), up to 3 × 8 s, rather than the
+// check skipped.
 func TestUDPWorkloadShort(t *testing.T) {
-	_, rep, tbDir := udpScenario(t, 1, "default", "spec:app=0,rps=1")
+	var rep *Report
+	var tbDir string
+	var base, moved float64
+	for i, dur := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		_, rep, tbDir = udpScenarioFor(t, 1+i, dur, "default", "spec:app=0,rps=1")
+		for _, run := range rep.Runs {
+			if run.Error != "" || run.Throughput <= 0 || run.Unit != "dgram/s" || len(run.CPUs) < 2 {
+				t.Fatalf("run %+v", run)
+			}
+		}
+		base, moved = cpu0SoftIRQ(t, rep, "default"), cpu0SoftIRQ(t, rep, "spec:app=0,rps=1")
+		t.Logf("%d rounds × %s: CPU 0 %%soft: default %.1f, rps=1 %.1f", 1+i, dur, base, moved)
+		if base >= 20 {
+			break
+		}
+	}
 	if rep.Scope == nil || !strings.HasPrefix(rep.Scope.NetDevice, "vs") || len(rep.Scope.IRQs) != 0 {
 		t.Errorf("scope %+v", rep.Scope)
 	}
-	for _, run := range rep.Runs {
-		if run.Error != "" || run.Throughput <= 0 || run.Unit != "dgram/s" || len(run.CPUs) < 2 {
-			t.Fatalf("run %+v", run)
-		}
-	}
-	base, moved := rep.Runs[0].CPUs[0].SoftIRQ, rep.Runs[1].CPUs[0].SoftIRQ
-	t.Logf("CPU 0 %%soft: default %.1f, rps=1 %.1f", base, moved)
 	if base < 20 {
-		t.Skipf("the default run was not softirq-bound on CPU 0 (%.1f %%): the machine was too busy for this check", base)
+		t.Fatalf("the default run was not softirq-bound on CPU 0 (%.1f %%) in 3 benches up to 3 rounds × 8 s: the sender pinned there should make it so", base)
 	}
 	if !(moved < base) {
 		t.Errorf("RPS to CPU 1 left CPU 0's softirq at %.1f %% (default %.1f %%)", moved, base)
@@ -148,13 +159,31 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 // machine was restored. It skips without root or taskset.
 func udpScenario(t *testing.T, rounds int, configs ...string) (*Runner, *Report, string) {
 	t.Helper()
+	return udpScenarioFor(t, rounds, 2*time.Second, configs...)
+}
+
+// cpu0SoftIRQ is config's median %soft on CPU 0 over the bench's runs.
+func cpu0SoftIRQ(t *testing.T, rep *Report, config string) float64 {
+	t.Helper()
+	for _, s := range rep.Summary {
+		if s.Config == config && len(s.CPUs) > 0 && s.CPUs[0].ID == 0 {
+			return s.CPUs[0].SoftIRQ
+		}
+	}
+	t.Fatalf("no CPU 0 for %s in %+v", config, rep.Summary)
+	return 0
+}
+
+// udpScenarioFor is udpScenario with runs of dur.
+func udpScenarioFor(t *testing.T, rounds int, dur time.Duration, configs ...string) (*Runner, *Report, string) {
+	t.Helper()
 	livetest.NeedRoot(t, "taskset")
 	tbDir := t.TempDir()
 	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: 2 * time.Second,
+	r := &Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: dur,
 		StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0), App: cpuset.Of(1)}}
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {

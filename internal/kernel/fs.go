@@ -205,7 +205,7 @@ func readCapped(p string, limit int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s): a tree holds copies of kernel files, and only regular files are read", fileKind(fi.Mode()))}
 	}
 	if fi.Size() > limit {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
+		return nil, &fs.PathError{Op: "read", Path: p, Err: overLimit("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(fi.Size()) + bytes.MinRead) // one allocation, as os.ReadFile
@@ -214,7 +214,7 @@ func readCapped(p string, limit int64) ([]byte, error) {
 	}
 	b := buf.Bytes()
 	if int64(len(b)) > limit {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("over the limit of %d bytes per file (no kernel file is that large)", limit)}
+		return nil, &fs.PathError{Op: "read", Path: p, Err: overLimit("over the limit of %d bytes per file (no kernel file is that large)", limit)}
 	}
 	return b, nil
 }

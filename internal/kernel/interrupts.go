@@ -115,7 +115,7 @@ func parseInterrupts(name string, data []byte) (*Interrupts, error) {
 		n++
 	}
 	if n > maxInterruptColumns {
-		return nil, p.errorf("%d CPU columns, over the limit of %d (NR_CPUS is at most 8192)", n, maxInterruptColumns)
+		return nil, p.limitf("%d CPU columns, over the limit of %d (NR_CPUS is at most 8192)", n, maxInterruptColumns)
 	}
 	in := &Interrupts{}
 	for f := range bytes.FieldsSeq(header) {
@@ -142,10 +142,10 @@ func parseInterrupts(name string, data []byte) (*Interrupts, error) {
 	// allocate more than the input justifies.
 	rows := bytes.Count(p.data, []byte{'\n'}) + 1
 	if rows > maxInterruptRows {
-		return nil, p.errorf("%d rows, over the limit of %d (a kernel has at most about 533 000 IRQs)", rows, maxInterruptRows)
+		return nil, p.limitf("%d rows, over the limit of %d (one per IRQ in use: the largest real file has 1 057)", rows, maxInterruptRows)
 	}
 	if cells := rows * p.ncpu; cells > maxInterruptCells {
-		return nil, p.errorf("%d CPU columns × %d rows = %d counts, over the limit of %d (the largest real file, 1152 CPUs × 1 057 rows, has 1.2 million)",
+		return nil, p.limitf("%d CPU columns × %d rows = %d counts, over the limit of %d (the largest real file, 1152 CPUs × 1 057 rows, has 1.2 million)",
 			p.ncpu, rows, cells, maxInterruptCells)
 	}
 	p.backing = make([]uint64, min(rows*p.ncpu, len(data)/2+p.ncpu))
@@ -206,23 +206,32 @@ const (
 	// maxInterruptColumns: one column per online CPU, and CONFIG_NR_CPUS
 	// is at most 8192 on every architecture (x86 MAXSMP, powerpc).
 	maxInterruptColumns = 8192
-	// maxInterruptRows: numbered rows are below nr_irqs, which is at most
-	// IRQ_BITMAP_BITS: NR_IRQS + 8196, and x86's NR_IRQS is 256 + 64 ×
-	// NR_CPUS, so 532 740 at 8192 CPUs; summary rows add a few dozen.
-	maxInterruptRows = 1 << 20
+	// maxInterruptRows: one row per IRQ in use. nr_irqs may reach 532 740
+	// at 8192 CPUs (IRQ_BITMAP_BITS), but the rows are the IRQs allocated:
+	// 1 057 on the 1152-CPU capture. Each row costs a line record (about
+	// 150 bytes) whatever its width, reserved up front: 10 MB here.
+	maxInterruptRows = 1 << 16
 	// maxInterruptCells bounds columns × rows, the counts reserved up front
-	// (8 bytes each, so 128 MiB): 14 times the 1152-CPU capture, 2048
-	// rows at 8192 CPUs. The file of issue 15 (4096 × 60 000, from a 774 KB
-	// archive) would have reserved 2 GB here.
-	maxInterruptCells = 1 << 24
+	// (8 bytes each, so 32 MiB): 3.4 times the 1152-CPU capture, 512 rows
+	// at 8192 CPUs, 2 048 at 2048. It is what keeps a parse, with the file
+	// it reads (maxSnapshotFileBytes), inside a 1 GiB address-space limit:
+	// 8192 columns × 2 047 rows of zeros, 34 MB from a 57 KB archive,
+	// reserved 128 MiB per parse under the earlier 2^24 and ran the runtime
+	// out of memory under 1 to 1.75 GiB
+	// (TestSnapshotInterruptsUnderAddressSpaceLimit).
+	maxInterruptCells = 1 << 22
 	// maxInterruptLineBytes bounds one line: 8192 counts of 20 digits
 	// (uint64) with separators are 172 KB, plus the chip and action names.
 	maxInterruptLineBytes = 1 << 20
+	// maxInterruptActions bounds the handlers named on one IRQ (a shared
+	// legacy line has a handful): without it, 47 rows of "a, a, …" in a
+	// 48 MB file made 25 million action strings, 394 MB.
+	maxInterruptActions = 64
 )
 
 func (p *irqParser) checkLength(l []byte) error {
 	if len(l) > maxInterruptLineBytes {
-		return p.errorf("line is %d bytes long, over the limit of %d", len(l), maxInterruptLineBytes)
+		return p.limitf("line is %d bytes long, over the limit of %d", len(l), maxInterruptLineBytes)
 	}
 	return nil
 }
@@ -255,6 +264,18 @@ func (p *irqParser) next() ([]byte, bool) {
 func (p *irqParser) errorf(format string, args ...any) error {
 	return &ParseError{File: p.name, Line: p.lineNo, Msg: fmt.Sprintf(format, args...)}
 }
+
+// limitf is errorf for a limit on what the file may cost to parse: the
+// *ParseError, matched by errors.Is(err, ErrOverLimit).
+func (p *irqParser) limitf(format string, args ...any) error {
+	return &parseLimitError{p.errorf(format, args...).(*ParseError)}
+}
+
+// parseLimitError is a *ParseError for a limit, not a malformed file.
+type parseLimitError struct{ *ParseError }
+
+func (e *parseLimitError) Unwrap() error        { return e.ParseError }
+func (e *parseLimitError) Is(target error) bool { return target == ErrOverLimit }
 
 // counts returns room for n counts from the shared backing array.
 func (p *irqParser) counts(n int) []uint64 {
@@ -362,6 +383,11 @@ func (p *irqParser) parseLine(l []byte) (InterruptLine, error) {
 	}
 	if len(line.Counts) != p.ncpu {
 		return InterruptLine{}, p.errorf("irq %s: %d counts for %d CPUs", line.Name, len(line.Counts), p.ncpu)
+	}
+	// Each action becomes a string header (16 bytes) from as little as two
+	// bytes of text: bounded, they cannot multiply the file eightfold.
+	if n := bytes.Count(text, []byte{','}) + 1; n > maxInterruptActions {
+		return InterruptLine{}, p.limitf("irq %s: %d actions, over the limit of %d", line.Name, n, maxInterruptActions)
 	}
 	// The description is split once the whole file is read: whether it
 	// has a chip column is a property of the file (parseInterrupts).

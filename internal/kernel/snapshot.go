@@ -15,18 +15,21 @@ import (
 // real /proc/interrupts (pcp, 1152 CPUs) is 13.4 MB.
 const (
 	// maxSnapshotBytes bounds the bytes an archive may unpack to in all, so
-	// that a hostile snapshot cannot fill /dev/shm or the disk.
-	maxSnapshotBytes = 1 << 30
+	// that a hostile snapshot cannot fill /dev/shm or the disk: 80 times
+	// the largest real capture.
+	maxSnapshotBytes = 256 << 20
 	// maxSnapshotFileBytes bounds one file. The largest kernel file a
 	// snapshot holds is /proc/interrupts: about 11 bytes per CPU and row,
-	// 13.4 MB at 1152 CPUs × 1 056 rows; at NR_CPUS' maximum of 8192 the
-	// same rows are about 95 MB. The bound is also what a reader of the
-	// file holds in memory (FS.ReadFile checks it before reading): at
-	// 256 MiB, a 164 MB /proc/interrupts from a 200 KB archive ran the Go
-	// runtime out of memory under a 2 GiB address-space limit (a fatal
-	// error: no message, the directory left behind), so it is refused at
-	// its tar header instead (TestSnapshotMemberCapUnderAddressSpaceLimit).
-	maxSnapshotFileBytes = 96 << 20
+	// 13.4 MB at 1152 CPUs × 1 056 rows; its parser allows 2^22 counts
+	// (maxInterruptCells), 46 MB of 10-digit counts. The bound is also
+	// what a reader of the file holds in memory (FS.ReadFile checks it
+	// before reading), so it is set for the address space: a 91 MB file
+	// inside the earlier 96 MiB ran the runtime out of memory under
+	// ulimit -v 1 GiB (a fatal error, exit status 2, the directory left
+	// behind), and at 256 MiB a 164 MB one under 2 GiB
+	// (TestSnapshotMemberCapUnderAddressSpaceLimit); 48 MiB files of the
+	// costliest shapes are read under 1 GiB.
+	maxSnapshotFileBytes = 48 << 20
 	// maxSnapshotEntries bounds the number of archive entries (files,
 	// directories, links, skipped ones). A ghw-style capture has about 70
 	// files per CPU (topology, caches, cpufreq) plus a few per IRQ and
@@ -69,7 +72,7 @@ var errInterrupted = errors.New("interrupted")
 // that following them never leaves the snapshot. Sizes, entry count, name
 // length and depth are bounded (maxSnapshotBytes and the constants after it).
 //
-// Until the returned function is called, SIGINT and SIGTERM remove the
+// Until the returned function is called, SIGINT, SIGTERM and SIGHUP remove the
 // directory (waiting for the entry being written) and then end the process
 // the way the signal would have; a program that handles the signal itself
 // keeps running, without the snapshot. Directories left by processes that

@@ -59,7 +59,7 @@ func (d *snapshotDir) remove() {
 }
 
 // liveSnapshots are this process's snapshot directories, removed when a
-// SIGINT or SIGTERM arrives. The signals are watched only while there is at
+// SIGINT, SIGTERM or SIGHUP (the terminal closed) arrives. The signals are watched only while there is at
 // least one, and never when the process ignores them (nohup): Notify would
 // un-ignore them.
 var liveSnapshots struct {
@@ -79,7 +79,7 @@ func registerSnapshot(d *snapshotDir) {
 	}
 	ls.dirs[d] = true
 	if len(ls.dirs) == 1 {
-		for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 			if !signal.Ignored(sig) {
 				signal.Notify(ls.ch, sig)
 			}

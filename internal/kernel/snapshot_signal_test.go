@@ -69,7 +69,7 @@ func bigSnapshot(t *testing.T, n int) string {
 	return writeTarGz(t, entries)
 }
 
-// SIGINT or SIGTERM while a snapshot is being unpacked, or while it is in
+// SIGINT, SIGTERM or SIGHUP while a snapshot is being unpacked, or while it is in
 // use, removes its directory, and the process still dies of the signal; a
 // program that handles the signal itself survives it, without the snapshot.
 func TestSnapshotSignalCleansUp(t *testing.T) {
@@ -85,6 +85,8 @@ func TestSnapshotSignalCleansUp(t *testing.T) {
 		{"unpacking", "unpacking", syscall.SIGTERM},
 		{"opened", "opened", syscall.SIGINT},
 		{"opened", "opened", syscall.SIGTERM},
+		{"opened", "opened", syscall.SIGHUP},
+		{"unpacking", "unpacking", syscall.SIGHUP},
 		{"handled", "unpacking", syscall.SIGINT},
 	} {
 		t.Run(tc.mode+"/"+tc.sig.String(), func(t *testing.T) {

@@ -106,24 +106,24 @@ var unpackHook func(entries int)
 func (u *unpacker) check(h *tar.Header) error {
 	u.entries++
 	if u.entries > u.lim.entries {
-		return fmt.Errorf("more than %d entries (limit; real snapshots have tens of thousands)", u.lim.entries)
+		return overLimit("more than %d entries (limit; real snapshots have tens of thousands)", u.lim.entries)
 	}
 	if len(h.Name) > u.lim.nameLen {
-		return fmt.Errorf("entry %.60q…: name is %d bytes, over the limit of %d", h.Name, len(h.Name), u.lim.nameLen)
+		return overLimit("entry %.60q…: name is %d bytes, over the limit of %d", h.Name, len(h.Name), u.lim.nameLen)
 	}
 	if len(h.Linkname) > u.lim.nameLen {
-		return fmt.Errorf("entry %q: link target is %d bytes, over the limit of %d", h.Name, len(h.Linkname), u.lim.nameLen)
+		return overLimit("entry %q: link target is %d bytes, over the limit of %d", h.Name, len(h.Linkname), u.lim.nameLen)
 	}
 	if n := strings.Count(filepath.Clean("/"+h.Name), "/"); n > u.lim.depth {
-		return fmt.Errorf("entry %.60q…: %d levels deep, over the limit of %d", h.Name, n, u.lim.depth)
+		return overLimit("entry %.60q…: %d levels deep, over the limit of %d", h.Name, n, u.lim.depth)
 	}
 	// Every entry's size counts, also of entries that are skipped: their
 	// data is decompressed to be read past.
 	if h.Size > u.lim.fileBytes {
-		return fmt.Errorf("entry %q is %d bytes, over the limit of %d per file (no kernel file is that large)", h.Name, h.Size, u.lim.fileBytes)
+		return overLimit("entry %q is %d bytes, over the limit of %d per file (no kernel file is that large)", h.Name, h.Size, u.lim.fileBytes)
 	}
 	if u.total += h.Size; u.total > u.lim.bytes {
-		return fmt.Errorf("unpacks to more than %d bytes (limit) at entry %q", u.lim.bytes, h.Name)
+		return overLimit("unpacks to more than %d bytes (limit) at entry %q", u.lim.bytes, h.Name)
 	}
 	return nil
 }

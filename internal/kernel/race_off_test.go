@@ -1,0 +1,6 @@
+//go:build !race
+
+package kernel
+
+// raceEnabled: this test binary was built with -race.
+const raceEnabled = false
