@@ -2,9 +2,23 @@ package kernel
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 )
+
+// DiskOfDev names the whole disk holding block device major:minor (vda for
+// vda or vda1), from /sys/dev/block/MAJ:MIN.
+func (f *FS) DiskOfDev(major, minor uint32) (string, error) {
+	dev, err := f.Resolve(fmt.Sprintf("sys/dev/block/%d:%d", major, minor))
+	if err != nil {
+		return "", err
+	}
+	if f.Exists(dev + "/partition") {
+		dev = path.Dir(dev)
+	}
+	return path.Base(dev), nil
+}
 
 // BlockStat is the start of /sys/block/DEV/stat (the kernel's
 // Documentation/block/stat.rst): requests completed, by direction. Later

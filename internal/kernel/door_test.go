@@ -50,23 +50,12 @@ var doorAllowed = map[string]struct {
 	"internal/host/topology_isolation.go": {1, "names /proc/cmdline when unavailable"},
 
 	// Still to move behind a typed kernel.FS method.
-	"internal/bench/workload/servers.go":  {2, "schedstat by glob, a block device's sysfs link"},
-	"internal/bench/workload/workload.go": {1, "online CPUs"},
-	"internal/bench/napi.go":              {1, "ifindex"},
-	"internal/bench/testbed/netns.go":     {2, "namespace inode lookup (kernel has one)"},
-	"internal/bench/testbed/procs.go":     {5, "/proc/PID/stat and comm read with os.ReadFile"},
-	"internal/coalesce/nvme.go":           {2, "NVMe controllers and block devices"},
-	"internal/agent/enforce.go":           {1, "online CPUs"},
-	"internal/agent/devices.go":           {2, "ifindex"},
-	"internal/agent/metrics/metrics.go":   {2, "hostname and IRQ affinity"},
-	"internal/load/tasks.go":              {2, "PIDs and tasks by path"},
-	"internal/host/host.go":               {4, "hostname, release, sysctls"},
-	"internal/host/irqs.go":               {6, "possible CPUs, /proc/irq, /sys/kernel/irq"},
-	"internal/host/topology.go":           {3, "CPU and node directories"},
-	"internal/host/devices.go":            {6, "NICs and their device links"},
-	"internal/host/block.go":              {3, "block devices"},
-	"internal/host/nicfiles.go":           {2, "NIC files"},
-	"internal/host/napi.go":               {1, "ifindex"},
+	"internal/coalesce/nvme.go": {2, "NVMe controllers and block devices"},
+	"internal/host/irqs.go":     {5, "possible CPUs, /proc/irq, /sys/kernel/irq"},
+	"internal/host/topology.go": {3, "CPU and node directories"},
+	"internal/host/devices.go":  {6, "NICs and their device links"},
+	"internal/host/block.go":    {3, "block devices"},
+	"internal/host/nicfiles.go": {2, "NIC files"},
 }
 
 // TestKernelDoor: only package kernel reads /proc and /sys. Every other
