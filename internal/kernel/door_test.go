@@ -50,11 +50,9 @@ var doorAllowed = map[string]struct {
 	"internal/host/topology_isolation.go": {1, "names /proc/cmdline when unavailable"},
 
 	// Still to move behind a typed kernel.FS method.
-	"internal/coalesce/nvme.go": {2, "NVMe controllers and block devices"},
 	"internal/host/irqs.go":     {5, "possible CPUs, /proc/irq, /sys/kernel/irq"},
 	"internal/host/topology.go": {3, "CPU and node directories"},
 	"internal/host/devices.go":  {6, "NICs and their device links"},
-	"internal/host/block.go":    {3, "block devices"},
 	"internal/host/nicfiles.go": {2, "NIC files"},
 }
 
