@@ -163,9 +163,7 @@ func runAs(t *testing.T, bin string, args ...string) (stdout, stderr string, cod
 // With BPF denied (an unprivileged user) top, doctor and record still work
 // and say they estimated interrupt time from counts, and why.
 func TestCostFallbackUnprivileged(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to an unprivileged user")
-	}
+	livetest.NeedRoot(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("needs setpriv (util-linux)")
 	}
@@ -220,9 +218,7 @@ func TestCostFallbackUnprivileged(t *testing.T) {
 
 // As root, top --json says bpf and carries measured times.
 func TestCostMeasuredTop(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	livetest.NeedRoot(t)
 	if err := bpfcost.Check(); err != nil {
 		t.Skipf("eBPF unavailable: %v", err)
 	}
@@ -580,9 +576,7 @@ func TestDoctorRemedyPredictionEqualsPlan(t *testing.T) {
 // plan's prediction says bpf), and where eBPF is denied from counts, saying
 // why once on stderr and in the prediction table.
 func TestPlanMeasuresLikeDoctorLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (and to switch to an unprivileged user)")
-	}
+	livetest.NeedRoot(t)
 	c, err := bpfcost.Open()
 	if err != nil {
 		t.Skipf("eBPF collector unavailable here: %v", err)

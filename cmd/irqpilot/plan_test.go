@@ -153,9 +153,7 @@ func TestPlanSampleLoad(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--sample measures the live machine") {
 		t.Errorf("--sample with --root: %v\n%s", err, out)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the live part reads managed IRQs as root")
-	}
+	livetest.NeedRoot(t)
 	live, err := selfCmd(nil, "plan", "--policy", "auto", "--sample", "300ms", "--json").Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, live)

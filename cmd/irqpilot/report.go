@@ -124,17 +124,34 @@ func (o *reportOptions) runPrometheus(ctx context.Context, out, errOut io.Writer
 	for _, w := range res.Warnings {
 		fmt.Fprintf(errOut, "irqpilot report: prometheus warning: %s\n", w)
 	}
-	opts := report.Options{Width: vg.Length(o.width) * vg.Inch, TopIRQs: o.top}
-	charts, err := o.promCharts(out, res.Runs, opts)
+	runs, err := promRuns(res.Nodes)
 	if err != nil {
 		return err
 	}
-	if err := o.write(format, res.Runs, charts, opts.Width); err != nil {
+	opts := report.Options{Width: vg.Length(o.width) * vg.Inch, TopIRQs: o.top}
+	charts, err := o.promCharts(out, runs, opts)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "wrote %s (%d node(s) from %s, %s to %s every %s, rate window %s, %d charts)\n", o.output, len(res.Runs), o.prom.URL,
+	if err := o.write(format, runs, charts, opts.Width); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s (%d node(s) from %s, %s to %s every %s, rate window %s, %d charts)\n", o.output, len(runs), o.prom.URL,
 		res.Start.Format(time.RFC3339), res.End.Format(time.RFC3339), res.Step, res.Window, len(charts))
 	return nil
+}
+
+// promRuns makes the nodes read from Prometheus the report's runs.
+func promRuns(nodes []promsource.Node) ([]*report.Run, error) {
+	runs := make([]*report.Run, len(nodes))
+	for i, n := range nodes {
+		r, err := report.RunOf(n.Name, n.Source, n.Loads, n.Inv)
+		if err != nil {
+			return nil, err
+		}
+		runs[i] = r
+	}
+	return runs, nil
 }
 
 // write writes the charts to -o in its format.

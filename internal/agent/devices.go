@@ -29,8 +29,8 @@ type devTrack struct {
 
 // ifindex reads a network device's ifindex ("" device: none).
 func (ag *Agent) ifindex(dev string) (int, bool) {
-	v, err := ag.files.ReadInt("sys/class/net/" + dev + "/ifindex")
-	return int(v), err == nil
+	v, err := ag.files.IfIndex(dev)
+	return v, err == nil
 }
 
 // trackDevices notes the incarnation of every device the new changes
@@ -126,7 +126,7 @@ func (ag *Agent) noteDeviceJournal(id string, entries []setting.Change) {
 		if e.Status != setting.StatusDone && e.Status != setting.StatusPending {
 			continue
 		}
-		if e.Device == "" || !strings.HasPrefix(e.Path, "sys/class/net/"+e.Device+"/") {
+		if e.Device == "" || !strings.HasPrefix(e.Path, setting.DevPath(e.Device, "")) {
 			return
 		}
 		ix, known := ag.devs.index[e.Device]

@@ -82,7 +82,8 @@ func (ag *Agent) pass(why string) {
 	if ag.m != nil {
 		ag.m.Passes.Inc()
 	}
-	if on, err := ag.files.ReadString("sys/devices/system/cpu/online"); err == nil && on != ag.online {
+	if set, err := ag.files.OnlineCPUs(); err == nil && set.String() != ag.online {
+		on := set.String()
 		if ag.online != "" {
 			ag.log.Info("CPUs online changed", "was", ag.online, "now", on)
 		}

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
+	"github.com/irqpilot/irqpilot/internal/promclient"
 )
 
 // irqpilot is cmd/irqpilot built once per test binary: the live tests run
@@ -298,9 +298,9 @@ func (b *bed) promAPI(t *testing.T, url string) promv1.API {
 		return c, err
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
-	c, err := api.NewClient(api.Config{Address: url, RoundTripper: tr})
+	c, err := promclient.New(url, promclient.Limits{MaxBytes: 64 << 20}, tr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return promv1.NewAPI(c)
+	return c
 }

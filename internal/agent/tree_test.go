@@ -19,6 +19,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // bigHost generates the 256-CPU host (CPUs 250-255 offline, eth0 and eth1
@@ -269,9 +270,7 @@ rx_queues:
 // cpu-%/op is the process's CPU time over that second (the target is
 // ≤ 0.2 % of one CPU). Run with -benchtime 10x or more.
 func BenchmarkSteadyState1s(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
+	livetest.NeedRoot(b)
 	fs := kernel.New("/")
 	irq, cur := -1, ""
 	for _, n := range []int{24, 25, 26} { // ACPI / serial on the CI machine; left at their value

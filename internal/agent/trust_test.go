@@ -141,9 +141,7 @@ func TestPlanFileOthersCanWriteRejected(t *testing.T) {
 // listen there, and `status` refuses an answer from a socket that user
 // put there in the agent's place.
 func TestStatusSocketOtherUsersDirectory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a directory owned by nobody, a process run as nobody)")
-	}
+	livetest.NeedRoot(t)
 	// t.TempDir is private to root; nobody needs a way in.
 	top, err := os.MkdirTemp("", "irqp-agentsec-")
 	if err != nil {

@@ -48,7 +48,7 @@ func (n nsNAPI) SetNAPI(s netdev.NAPISet) error {
 // machine's /proc.
 // A veth without GRO has none.
 func testbedNAPI(live, fs *kernel.FS, nsPath, dev string) ([]host.NAPI, error) {
-	ix, err := fs.ReadInt("sys/class/net/" + dev + "/ifindex")
+	ix, err := fs.IfIndex(dev)
 	if err != nil {
 		return nil, fmt.Errorf("testbed device %s: %w", dev, err)
 	}

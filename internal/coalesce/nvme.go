@@ -120,7 +120,7 @@ var nsName = regexp.MustCompile(`^(nvme\d+)n\d+$`)
 
 // ReadNVMe reads every NVMe controller's in-flight and completion counters.
 func ReadNVMe(fs *kernel.FS) ([]NVMeSample, error) {
-	ctrls, err := fs.ReadDir("sys/class/nvme")
+	ctrls, err := fs.NVMeControllers()
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, ErrNoNVMe
@@ -134,7 +134,7 @@ func ReadNVMe(fs *kernel.FS) ([]NVMeSample, error) {
 	for _, c := range ctrls {
 		byCtrl[c] = &NVMeSample{Controller: c, Namespaces: []string{}}
 	}
-	blocks, err := fs.ReadDir("sys/block")
+	blocks, err := fs.BlockDevices()
 	if err != nil {
 		return nil, fmt.Errorf("/sys/block: %w", err)
 	}

@@ -20,9 +20,9 @@ import (
 // classifyIRQs assigns them to queues.
 func readBlock(kfs *kernel.FS, h *Host) {
 	h.Block = []BlockDev{}
-	names, err := kfs.ReadDir("sys/block")
+	names, err := kfs.BlockDevices()
 	if err != nil {
-		h.unavailable("block devices", "/sys/block", err)
+		h.unavailable("block devices", "/"+kernel.BlockDir, err)
 		return
 	}
 	infos := make([]actionInfo, len(h.IRQs))
@@ -30,7 +30,7 @@ func readBlock(kfs *kernel.FS, h *Host) {
 		infos[i] = irqInfo(&h.IRQs[i])
 	}
 	for _, name := range names {
-		base := "sys/block/" + name
+		base := kernel.BlockDir + "/" + name
 		mq, err := kfs.ReadDir(base + "/mq")
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {

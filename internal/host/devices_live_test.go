@@ -14,21 +14,9 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 	"github.com/vishvananda/netns"
 )
-
-// needRoot is livetest.NeedRoot, which host's own tests cannot import
-// (livetest imports host): it skips a live test not run as root or run
-// with -short.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("live test: needs root (CI runs as root)")
-	}
-	if testing.Short() {
-		t.Skip("live test; -short")
-	}
-}
 
 // irqByAction finds the live IRQ whose action is name, with plain file
 // reads, independent of the code under test.
@@ -65,7 +53,7 @@ func linkBase(t *testing.T, p string) string {
 // directly: on this machine IRQs 38/39 (virtio2-input.0/output.0) and 36
 // (virtio1-req.0).
 func TestLiveThisMachine(t *testing.T) {
-	needRoot(t)
+	liveroot.Need(t)
 	if _, err := os.Stat("/sys/class/net/eth0/device"); err != nil {
 		t.Skip("no eth0 with a device")
 	}
@@ -186,7 +174,7 @@ func devRun(t *testing.T, args ...string) string {
 // over vB, and removes it all in Cleanup.
 func makeVethNamespace(t *testing.T) string {
 	t.Helper()
-	needRoot(t)
+	liveroot.Need(t)
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("ip not installed")
 	}

@@ -366,19 +366,18 @@ func Read(fs *kernel.FS, opts Options) (*Host, error) {
 }
 
 func readIdentity(fs *kernel.FS, h *Host) {
-	if s, err := fs.ReadString("proc/sys/kernel/hostname"); err == nil {
+	if s, err := fs.Hostname(); err == nil {
 		h.Hostname = s
 	}
-	if s, err := fs.ReadString("proc/sys/kernel/osrelease"); err == nil {
+	if s, err := fs.OSRelease(); err == nil {
 		h.Kernel = s
 	}
 }
 
 func readSteeringGlobals(fs *kernel.FS, h *Host) {
-	const p = "proc/sys/net/core/rps_sock_flow_entries"
-	n, err := fs.ReadInt(p)
+	n, err := fs.NetCore("rps_sock_flow_entries")
 	if err != nil {
-		h.unavailable("rps_sock_flow_entries", "/"+p, err)
+		h.unavailable("rps_sock_flow_entries", "/"+kernel.NetCorePath("rps_sock_flow_entries"), err)
 		return
 	}
 	v := int(n)
@@ -389,7 +388,7 @@ func readSteeringGlobals(fs *kernel.FS, h *Host) {
 		name string
 		dst  **int
 	}{{"busy_read", &h.BusyRead}, {"busy_poll", &h.BusyPoll}} {
-		if n, err := fs.ReadInt("proc/sys/net/core/" + s.name); err == nil {
+		if n, err := fs.NetCore(s.name); err == nil {
 			v := int(n)
 			*s.dst = &v
 		}

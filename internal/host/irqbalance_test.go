@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 )
 
 func irqbalanceTree(t *testing.T, environ, config, configPath string) *devTree {
@@ -98,9 +99,7 @@ func TestIrqbalanceBadValue(t *testing.T) {
 // its PID long before it would rebalance; every IRQ's affinity seen before
 // is written back in Cleanup anyway.
 func TestIrqbalanceLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	liveroot.Need(t)
 	bin, err := exec.LookPath("irqbalance")
 	if err != nil {
 		t.Skip("irqbalance not installed")

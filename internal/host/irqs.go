@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -110,9 +109,7 @@ func readSysIRQs(kfs *kernel.FS, h *Host, in *kernel.Interrupts, rows map[int]*k
 	// per_cpu_count has one value per possible CPU, in cpu_possible_mask order.
 	possible := h.Topology.Possible
 	if possible.IsEmpty() {
-		if s, err := kfs.ReadString("sys/devices/system/cpu/possible"); err == nil {
-			possible, _ = cpuset.Parse(s)
-		}
+		possible, _ = kfs.PossibleCPUs()
 	}
 	possibleCPUs := possible.CPUs()
 	for i := range h.IRQs {

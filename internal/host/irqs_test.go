@@ -11,6 +11,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 )
 
 const irqFixtures = "../../../shared/fixtures"
@@ -172,9 +173,7 @@ func TestReadIRQsCaptureWithSysfs(t *testing.T) {
 // allowed CPUs are compared before and after (and restored if they moved).
 // The result survives a capture.
 func TestReadIRQsLiveProbe(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	liveroot.Need(t)
 	live := kernel.New("/")
 	in, err := live.Interrupts()
 	if err != nil {

@@ -109,8 +109,8 @@ func readNAPI(kfs *kernel.FS, h *Host) {
 	}
 	ifindex := map[string]int{}
 	for _, n := range h.NICs {
-		if v, err := kfs.ReadInt("sys/class/net/" + n.Name + "/ifindex"); err == nil {
-			ifindex[n.Name] = int(v)
+		if v, err := kfs.IfIndex(n.Name); err == nil {
+			ifindex[n.Name] = v
 		}
 	}
 	var facts NAPIFacts

@@ -13,8 +13,10 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
+// cpuDir is kernel's: online and possible CPUs are read through kernel.FS
+// methods, the per-CPU topology files below it still by path here.
 const (
-	cpuDir  = "sys/devices/system/cpu"
+	cpuDir  = kernel.CPUDir
 	nodeDir = "sys/devices/system/node"
 )
 

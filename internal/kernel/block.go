@@ -2,9 +2,32 @@ package kernel
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 )
+
+// BlockDir is the directory of the block devices, relative to the root.
+const BlockDir = "sys/block"
+
+// BlockDevices lists the block devices (/sys/block).
+func (f *FS) BlockDevices() ([]string, error) { return f.ReadDir(BlockDir) }
+
+// NVMeControllers lists the NVMe controllers (/sys/class/nvme: nvme0…).
+func (f *FS) NVMeControllers() ([]string, error) { return f.ReadDir("sys/class/nvme") }
+
+// DiskOfDev names the whole disk holding block device major:minor (vda for
+// vda or vda1), from /sys/dev/block/MAJ:MIN.
+func (f *FS) DiskOfDev(major, minor uint32) (string, error) {
+	dev, err := f.Resolve(fmt.Sprintf("sys/dev/block/%d:%d", major, minor))
+	if err != nil {
+		return "", err
+	}
+	if f.Exists(dev + "/partition") {
+		dev = path.Dir(dev)
+	}
+	return path.Base(dev), nil
+}
 
 // BlockStat is the start of /sys/block/DEV/stat (the kernel's
 // Documentation/block/stat.rst): requests completed, by direction. Later

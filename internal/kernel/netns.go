@@ -184,15 +184,40 @@ func netnsName(dir string, ino uint64) string {
 }
 
 func nsInode(p string) (uint64, error) {
-	fi, err := os.Stat(p)
+	id, err := nsID(p)
+	return id[1], err
+}
+
+// nsID is the device and inode of an nsfs file: equal for two files of the
+// same namespace. This is the one namespace lookup by inode in irqpilot.
+func nsID(p string) ([2]uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		return [2]uint64{}, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return [2]uint64{uint64(st.Dev), st.Ino}, nil
+}
+
+// NetnsPIDs lists the processes running in the named network namespace
+// (/run/netns/NAME), this one excepted: those whose /proc/PID/ns/net is
+// the same nsfs file, as `ip netns pids` finds them. Live machine only.
+func NetnsPIDs(name string) []int {
+	want, err := nsID(filepath.Join(RunNetNSDir, name))
 	if err != nil {
-		return 0, err
+		return nil
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, fmt.Errorf("%s: no inode", p)
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if id, err := nsID(filepath.Join("/proc", e.Name(), "ns/net")); err == nil && id == want {
+			pids = append(pids, pid)
+		}
 	}
-	return st.Ino, nil
+	return pids
 }
 
 // ProcNetNS is the network namespace of process pid (live only).

@@ -12,6 +12,9 @@ import (
 type TaskStat struct {
 	TID  int
 	Comm string
+	// State is field 3 ("R", "S", "Z"…), PPID field 4.
+	State string
+	PPID  int
 	// Flags is field 9 (the kernel's PF_* bits).
 	Flags uint64
 	// UTime and STime are fields 14 and 15, in clock ticks (USER_HZ).
@@ -79,16 +82,16 @@ func parseTaskStat(data []byte) (TaskStat, error) {
 		return t, fmt.Errorf("pid %q is not a number", id)
 	}
 	t.Comm = comm
-	var cpu uint64
+	var cpu, ppid uint64
 	for _, fl := range []struct {
 		n   int
 		dst *uint64
-	}{{9, &t.Flags}, {14, &t.UTime}, {15, &t.STime}, {39, &cpu}} {
+	}{{4, &ppid}, {9, &t.Flags}, {14, &t.UTime}, {15, &t.STime}, {39, &cpu}} {
 		if *fl.dst, err = statField(rest, fl.n, 39, ""); err != nil {
 			return t, err
 		}
 	}
-	t.CPU = int(cpu)
+	t.State, t.PPID, t.CPU = rest[0], int(ppid), int(cpu)
 	return t, nil
 }
 

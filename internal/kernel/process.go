@@ -174,6 +174,21 @@ func (f *FS) ProcStart(pid int) (uint64, error) {
 	return v, nil
 }
 
+// ProcStat reads /proc/PID/stat: the process's state, parent, and times.
+// Like every process read, it is never recorded into a capture. A missing
+// process is the read's fs.ErrNotExist.
+func (f *FS) ProcStat(pid int) (TaskStat, error) {
+	b, err := f.readUnrecorded(fmt.Sprintf("proc/%d/stat", pid))
+	if err != nil {
+		return TaskStat{}, err
+	}
+	t, err := parseTaskStat(b)
+	if err != nil {
+		return TaskStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return t, nil
+}
+
 // Environ returns the environment of process pid (/proc/PID/environ) as
 // "KEY=value" strings. The whole environment is a daemon's secret as much
 // as its configuration: it is never recorded, and callers keep only the

@@ -120,11 +120,11 @@ func TestParseTaskStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(TaskStat{TID: 4242, Comm: "my (odd) app", Flags: 4194560, UTime: 1234, STime: 567, CPU: 3}, tt); d != "" || tt.KernelThread() {
+	if d := cmp.Diff(TaskStat{TID: 4242, Comm: "my (odd) app", State: "S", PPID: 1, Flags: 4194560, UTime: 1234, STime: 567, CPU: 3}, tt); d != "" || tt.KernelThread() {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 	k, err := parseTaskStat([]byte("12 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 31 0 0 20 0 1 0 10 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0"))
-	if err != nil || !k.KernelThread() || k.CPU != 1 || k.STime != 31 {
+	if err != nil || !k.KernelThread() || k.CPU != 1 || k.STime != 31 || k.PPID != 2 {
 		t.Fatalf("kthread %+v %v", k, err)
 	}
 	// This test process's own main thread, read live through FS.
@@ -135,6 +135,9 @@ func TestParseTaskStat(t *testing.T) {
 	}
 	if self.TID != pid || self.KernelThread() {
 		t.Errorf("self %+v", self)
+	}
+	if ps, err := New("/").ProcStat(pid); err != nil || ps.PPID != os.Getppid() || ps.State != "R" {
+		t.Errorf("ProcStat(self) = %+v, %v; want parent %d, running", ps, err, os.Getppid())
 	}
 	for _, bad := range []string{"", "12 ksoftirqd S", "x (a) S 1", "12 (a) S 1 2 3"} {
 		if _, err := parseTaskStat([]byte(bad)); err == nil {

@@ -7,6 +7,11 @@ import (
 	"strconv"
 )
 
+// UserHZ is USER_HZ, the unit of the clock ticks /proc/stat and
+// /proc/PID/stat count in: 100 on every Linux architecture's user ABI
+// (procfs assumes the same).
+const UserHZ = 100
+
 // CPUStat is one "cpuN" line of /proc/stat, in USER_HZ clock ticks. As in
 // the kernel, User includes Guest and Nice includes GuestNice.
 type CPUStat struct {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
-	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/irqpilot/irqpilot/internal/promclient"
 )
 
 // The fleet's metrics: Debian's Prometheus inside the fleet's namespace
@@ -67,13 +67,14 @@ func (fx *fleetFixture) stopObservers(t *testing.T) {
 
 // query is one instant PromQL query's single value.
 func (fx *fleetFixture) query(q string) (float64, error) {
-	c, err := api.NewClient(api.Config{Address: fx.prom.URL, Client: fx.f.HTTPClient()})
+	hc := fx.f.HTTPClient()
+	c, err := promclient.New(fx.prom.URL, promclient.Limits{MaxBytes: 64 << 20, Timeout: hc.Timeout}, hc.Transport)
 	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, _, _, err := v1.NewAPI(c).Query(ctx, q, time.Now())
+	v, _, _, err := c.Query(ctx, q, time.Now())
 	if err != nil {
 		return 0, err
 	}

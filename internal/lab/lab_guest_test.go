@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // The lab's tests boot Debian's kernel in QEMU under TCG and assert what
@@ -55,9 +56,7 @@ func needLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("lab test; -short")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the lab creates a network namespace and taps: needs root (CI runs as root)")
-	}
+	livetest.NeedRoot(t)
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		t.Skip("no QEMU (make test installs qemu-system-x86)")
 	}

@@ -3,30 +3,20 @@ package livetest
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
 // NeedRoot skips a live test: one that is not run as root, one run with
-// -short, and one whose tools (looked up on PATH) are not installed.
+// -short, and one whose tools (looked up on PATH) are not installed. It is
+// liveroot.Need, which host's tests call (they cannot import livetest).
 func NeedRoot(t testing.TB, tools ...string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("live test: needs root (CI runs as root)")
-	}
-	if testing.Short() {
-		t.Skip("live test; -short")
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("live test: needs %s: %v", tool, err)
-		}
-	}
+	liveroot.Need(t, tools...)
 }
 
 // Name is prefix with a random hex suffix: a namespace or device name no

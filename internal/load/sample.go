@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"strconv"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -171,11 +170,7 @@ func (s *Sampler) Sample() (*Sample, error) {
 		}
 	}
 	if !s.Tasks && s.TaskPIDs != nil {
-		var procs []string
-		for _, pid := range s.TaskPIDs() {
-			procs = append(procs, strconv.Itoa(pid))
-		}
-		if smp.Tasks, err = readTasksOf(s.fs, procs); err != nil {
+		if smp.Tasks, err = readTasksOf(s.fs, s.TaskPIDs()); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +201,7 @@ func unavailable(path string, err error) string {
 }
 
 // ticks converts USER_HZ clock ticks to seconds.
-func ticks(n uint64) float64 { return float64(n) / userHZ }
+func ticks(n uint64) float64 { return float64(n) / kernel.UserHZ }
 
 // softnetRows converts parsed rows and fixes the CPU id of rows without an
 // index column.

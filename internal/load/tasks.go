@@ -4,7 +4,6 @@ import (
 	"errors"
 	iofs "io/fs"
 	"sort"
-	"strconv"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -35,31 +34,23 @@ type TaskLoad struct {
 // readTasks reads every thread's stat below fs. Threads that exit while
 // being read are skipped.
 func readTasks(fs *kernel.FS) ([]TaskTimes, error) {
-	procs, err := fs.ReadDir("proc")
+	pids, err := fs.PIDs()
 	if err != nil {
 		return nil, err
 	}
-	return readTasksOf(fs, procs)
+	return readTasksOf(fs, pids)
 }
 
-// readTasksOf reads the threads of the processes named (PID strings);
-// processes gone meanwhile are left out.
-func readTasksOf(fs *kernel.FS, procs []string) ([]TaskTimes, error) {
+// readTasksOf reads the threads of the processes named; processes gone
+// meanwhile are left out.
+func readTasksOf(fs *kernel.FS, pids []int) ([]TaskTimes, error) {
 	var out []TaskTimes
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p)
+	for _, pid := range pids {
+		tids, err := fs.Tasks(pid)
 		if err != nil {
 			continue
 		}
-		tids, err := fs.ReadDir("proc/" + p + "/task")
-		if err != nil {
-			continue
-		}
-		for _, t := range tids {
-			tid, err := strconv.Atoi(t)
-			if err != nil {
-				continue
-			}
+		for _, tid := range tids {
 			st, err := fs.TaskStat(pid, tid)
 			if errors.As(err, new(*iofs.PathError)) {
 				continue // exited
@@ -92,7 +83,7 @@ func taskRates(l *Load, prev, cur []TaskTimes, sec float64) {
 		if !ok || c.UTime+c.STime < p.UTime+p.STime {
 			continue // new thread, or TID reused by another thread
 		}
-		busy := float64(c.UTime+c.STime-p.UTime-p.STime) / userHZ / sec * 100
+		busy := float64(c.UTime+c.STime-p.UTime-p.STime) / kernel.UserHZ / sec * 100
 		// A thread runs on one CPU at a time. Its ticks are read a little
 		// after the sample's clock (thousands of stat files), and counted in
 		// whole ticks, so a busy thread can read above 100 % of one CPU over
@@ -104,7 +95,3 @@ func taskRates(l *Load, prev, cur []TaskTimes, sec float64) {
 	}
 	sort.Slice(l.Tasks, func(i, j int) bool { return l.Tasks[i].Busy > l.Tasks[j].Busy })
 }
-
-// userHZ is USER_HZ, the unit of /proc tick counts; 100 on every Linux
-// architecture's user ABI (procfs assumes the same).
-const userHZ = 100

@@ -60,15 +60,18 @@ func IRQAffinity(irq int, target string, cpus cpuset.Set, reason string) Change 
 // fires (host.MovePending): the write is in force, the kernel moves the
 // interrupt then.
 func (irqAffinity) AfterWrite(env *Env, c *Change) string {
-	eff := strings.TrimSuffix(c.Path, "smp_affinity_list") + "effective_affinity_list"
-	v, err := env.FS.ReadString(eff)
+	m := irqPathRE.FindStringSubmatch(c.Path)
+	if m == nil {
+		return ""
+	}
+	irq, _ := strconv.Atoi(m[1])
+	e, err := env.FS.ReadIRQEffectiveAffinity(irq)
 	if err != nil {
 		return ""
 	}
-	note := "effective " + v
-	e, eerr := cpuset.Parse(v)
+	note := "effective " + e.String()
 	a, aerr := cpuset.Parse(strings.TrimSpace(c.Value))
-	if eerr == nil && aerr == nil && host.MovePending(a, e) {
+	if aerr == nil && host.MovePending(a, e) {
 		note += ": " + host.MovePendingNote
 	}
 	return note

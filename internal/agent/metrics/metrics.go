@@ -8,7 +8,6 @@ package metrics
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -22,9 +21,6 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
-
-// userHZ is the unit of /proc/stat's times.
-const userHZ = 100.0
 
 // Source is what the collectors read: the machine, and the agent's current
 // host model (which IRQ serves which device queue).
@@ -222,13 +218,13 @@ func (c *cpuCollector) Update(ch chan<- prometheus.Metric) error {
 	}
 	for _, s := range st {
 		cpu := strconv.Itoa(s.CPU)
-		ch <- prometheus.MustNewConstMetric(c.irq, prometheus.CounterValue, float64(s.IRQ)/userHZ, cpu)
-		ch <- prometheus.MustNewConstMetric(c.soft, prometheus.CounterValue, float64(s.SoftIRQ)/userHZ, cpu)
+		ch <- prometheus.MustNewConstMetric(c.irq, prometheus.CounterValue, float64(s.IRQ)/kernel.UserHZ, cpu)
+		ch <- prometheus.MustNewConstMetric(c.soft, prometheus.CounterValue, float64(s.SoftIRQ)/kernel.UserHZ, cpu)
 		for _, m := range []struct {
 			name string
 			v    uint64
 		}{{"user", s.User}, {"nice", s.Nice}, {"system", s.System}, {"idle", s.Idle}, {"iowait", s.IOWait}, {"steal", s.Steal}} {
-			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.CounterValue, float64(m.v)/userHZ, cpu, m.name)
+			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.CounterValue, float64(m.v)/kernel.UserHZ, cpu, m.name)
 		}
 	}
 	return nil
@@ -248,7 +244,7 @@ func newNodeCollector(src *Source) collector {
 }
 
 func (c *nodeCollector) Update(ch chan<- prometheus.Metric) error {
-	name, err := c.src.FS.ReadString("proc/sys/kernel/hostname")
+	name, err := c.src.FS.Hostname()
 	if err != nil {
 		return err
 	}
@@ -298,11 +294,11 @@ func (c *interruptsCollector) Update(ch chan<- prometheus.Metric) error {
 			queue = strconv.Itoa(*q.Queue)
 			ch <- prometheus.MustNewConstMetric(c.count, prometheus.CounterValue, float64(l.Total()), irq, q.Device, queue)
 		}
-		cpus, err := c.src.FS.ReadString(fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ))
+		cpus, err := c.src.FS.ReadIRQAffinity(l.IRQ)
 		if err != nil {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, irq, q.Device, queue, cpus)
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, irq, q.Device, queue, cpus.String())
 	}
 	return nil
 }

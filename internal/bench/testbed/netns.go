@@ -6,8 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/safchain/ethtool"
@@ -142,38 +140,6 @@ func listening(ns string, proto int, addr string, port int) (bool, error) {
 		return nil
 	})
 	return found, err
-}
-
-// nsPIDs lists the processes running in the named namespace (but this
-// one): those whose /proc/PID/ns/net is the namespace's nsfs file (same
-// device and inode), as `ip netns pids` finds them.
-func nsPIDs(name string) []int {
-	want, err := nsID(filepath.Join(kernel.RunNetNSDir, name))
-	if err != nil {
-		return nil
-	}
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if id, err := nsID(filepath.Join("/proc", e.Name(), "ns/net")); err == nil && id == want {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// nsID is the device and inode of an nsfs file: equal for two files of the
-// same namespace.
-func nsID(path string) ([2]uint64, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return [2]uint64{}, err
-	}
-	return [2]uint64{uint64(st.Dev), st.Ino}, nil
 }
 
 func nsExists(ns string) bool {

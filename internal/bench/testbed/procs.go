@@ -180,22 +180,13 @@ func (t *Testbed) wait(proto int, what string, port int, timeout time.Duration) 
 // Children lists the PIDs whose parent is pid (nginx workers).
 func Children(pid int) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
-		if err != nil {
-			continue
-		}
-		f := statFields(b)
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+	live := kernel.New("/")
+	pids, _ := live.PIDs()
+	for _, c := range pids {
+		if st, err := live.ProcStat(c); err == nil && st.PPID == pid {
 			out = append(out, c)
 		}
 	}
-	sort.Ints(out)
 	return out
 }
 
@@ -204,12 +195,8 @@ func Children(pid int) []int {
 func (t *Testbed) NAPIThreads() []int {
 	var out []int
 	want := "napi/" + t.ServerDev + "-"
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	pids, _ := kernel.New("/").PIDs()
+	for _, pid := range pids {
 		// comm is cut at 15 bytes: "napi/vs1a2b-1234" reads "napi/vs1a2b-123".
 		if c, err := readComm(pid); err == nil && strings.HasPrefix(c, want) {
 			out = append(out, pid)
@@ -263,27 +250,15 @@ func (p Proc) alive() bool {
 		return false
 	}
 	// A zombie (exited, not yet reaped) counts as gone.
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
-	f := statFields(b)
-	return len(f) == 0 || f[0] != "Z"
+	st, err := kernel.New("/").ProcStat(p.PID)
+	return err != nil || st.State != "Z"
 }
 
 func readComm(pid int) (string, error) {
 	if pid <= 0 {
 		return "", fmt.Errorf("pid %d", pid)
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return strings.TrimSpace(string(b)), err
-}
-
-// statFields returns /proc/PID/stat's fields after the command name
-// (state is [0], ppid [1], start time [19]).
-func statFields(b []byte) []string {
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
+	return kernel.New("/").Comm(pid)
 }
 
 func startTime(pid int) (uint64, error) { return kernel.New("/").ProcStart(pid) }

@@ -267,7 +267,7 @@ func (t *Testbed) Down() error {
 		// A process we did not record (a client still running) would keep
 		// the namespace's devices alive: stop what runs inside our own
 		// namespaces first.
-		for _, pid := range nsPIDs(ns) {
+		for _, pid := range kernel.NetnsPIDs(ns) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if err := kernel.DelNetns(ns); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -139,7 +140,7 @@ func TestUpDown(t *testing.T) {
 		}
 	}
 	// The servers run in the server namespace, found by its inode.
-	if pids := nsPIDs(tb.ServerNS); !slices.Contains(pids, ng.PID) || (len(workers) > 0 && !slices.Contains(pids, workers[0])) {
+	if pids := kernel.NetnsPIDs(tb.ServerNS); !slices.Contains(pids, ng.PID) || (len(workers) > 0 && !slices.Contains(pids, workers[0])) {
 		t.Errorf("processes in %s: %v, want nginx %d and its workers %v among them", tb.ServerNS, pids, ng.PID, workers)
 	}
 	if ok, err := listening(tb.ServerNS, unix.IPPROTO_UDP, ServerAddr, 11211); err != nil || ok {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"golang.org/x/sys/unix"
 )
 
@@ -268,31 +269,8 @@ func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement
 	return st.Result, nil
 }
 
-// procCPUNanos sums the time on CPU of every thread of pid
-// (/proc/PID/task/*/schedstat, first field, ns).
-func procCPUNanos(pid int) (uint64, error) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		return 0, fmt.Errorf("pid %d: no threads readable", pid)
-	}
-	var sum uint64
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue // a thread that ended
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q", t, f[0])
-		}
-		sum += v
-	}
-	return sum, nil
-}
+// procCPUNanos sums the time on CPU of every thread of pid, in ns.
+func procCPUNanos(pid int) (uint64, error) { return kernel.New("/").ProcRunNanos(pid) }
 
 // StorageWorkload is fio random reads on a file on the real disk. Its IRQ is
 // kernel-managed; what a configuration places is fio relative to it.
@@ -422,13 +400,9 @@ func DiskOf(path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	major, minor := unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))
-	link := fmt.Sprintf("/sys/dev/block/%d:%d", major, minor)
-	dev, err := filepath.EvalSymlinks(link)
+	dev, err := kernel.New("/").DiskOfDev(major, minor)
 	if err != nil {
 		return "", fmt.Errorf("%s is on device %d:%d, not a block device (%w)", path, major, minor, err)
 	}
-	if _, err := os.Stat(filepath.Join(dev, "partition")); err == nil {
-		dev = filepath.Dir(dev)
-	}
-	return filepath.Base(dev), nil
+	return dev, nil
 }

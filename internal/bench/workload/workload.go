@@ -378,11 +378,7 @@ func Tail(b []byte, n int) string {
 // machineCPUs counts the machine's online CPUs (the load generator's
 // default size); 0 when unreadable.
 func machineCPUs() int {
-	v, err := kernel.New("/").ReadString("/sys/devices/system/cpu/online")
-	if err != nil {
-		return 0
-	}
-	s, err := cpuset.Parse(strings.TrimSpace(v))
+	s, err := kernel.New("/").OnlineCPUs()
 	if err != nil {
 		return 0
 	}

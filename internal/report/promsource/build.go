@@ -16,7 +16,6 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
-	"github.com/irqpilot/irqpilot/internal/report"
 )
 
 // newCPUAcc is one CPU's rates at one point (seconds per second), NaN
@@ -139,7 +138,9 @@ func cpuLoad(id int, c *load.CPUTime) (load.CPULoad, bool) {
 	return l, true
 }
 
-func (b *builder) runs(names map[string]string, source string) ([]*report.Run, error) {
+// nodeList is the nodes with CPU data at some point of the grid (report.RunOf
+// accepts each), ordered by name.
+func (b *builder) nodeList(names map[string]string, source string) ([]Node, error) {
 	insts := make([]string, 0, len(b.nodes))
 	for inst := range b.nodes {
 		insts = append(insts, inst)
@@ -151,7 +152,7 @@ func (b *builder) runs(names map[string]string, source string) ([]*report.Run, e
 		return inst
 	}
 	sort.Slice(insts, func(i, j int) bool { return name(insts[i]) < name(insts[j]) })
-	var out []*report.Run
+	var out []Node
 	var skipped []string
 	for _, inst := range insts {
 		a := b.nodes[inst]
@@ -188,16 +189,25 @@ func (b *builder) runs(names map[string]string, source string) ([]*report.Run, e
 		for _, n := range irqNums {
 			inv.IRQs = append(inv.IRQs, host.IRQ{Number: n, Device: a.queues[n].device, Queue: a.queues[n].queue})
 		}
-		r, err := report.RunOf(name(inst), source, loads, inv)
-		if err != nil {
+		if !hasCPUs(loads) {
 			skipped = append(skipped, inst)
 			continue
 		}
-		out = append(out, r)
+		out = append(out, Node{Name: name(inst), Source: source, Loads: loads, Inv: inv})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("prometheus %s: no node has every CPU mode (%s with mode user…steal, %s, %s) at the same points; targets seen: %s",
 			source, MetricCPUModes, MetricIRQ, MetricSoftIRQ, strings.Join(skipped, ", "))
 	}
 	return out, nil
+}
+
+// hasCPUs: some load has a CPU's data.
+func hasCPUs(loads []*load.Load) bool {
+	for _, l := range loads {
+		if len(l.CPUs) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -262,6 +262,7 @@ scrape_configs:
 	if err != nil {
 		t.Fatal(err)
 	}
+	runs := runsOf(t, res)
 	online, err := os.ReadFile("/sys/devices/system/cpu/online")
 	if err != nil {
 		t.Fatal(err)
@@ -270,10 +271,10 @@ scrape_configs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 3 {
-		t.Fatalf("%d nodes, want 3", len(res.Runs))
+	if len(runs) != 3 {
+		t.Fatalf("%d nodes, want 3", len(runs))
 	}
-	for i, r := range res.Runs {
+	for i, r := range runs {
 		if r.Host != nodes[i] {
 			t.Errorf("node %d is %q, want %q", i, r.Host, nodes[i])
 		}
@@ -309,7 +310,7 @@ scrape_configs:
 	if err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
-	charts, err := report.FleetCharts(res.Runs, report.Options{})
+	charts, err := report.FleetCharts(runs, report.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

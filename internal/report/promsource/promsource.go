@@ -25,9 +25,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/irqpilot/irqpilot/internal/agent/metricnames"
+	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/promclient"
-	"github.com/irqpilot/irqpilot/internal/report"
 )
 
 // Metric names read from Prometheus: the agent's (metricnames).
@@ -99,10 +99,21 @@ func DefaultStep(r time.Duration) time.Duration {
 	return s.Round(time.Second)
 }
 
+// Node is one node's recording read back: its per-interval loads, all on
+// the result's grid (a load with no CPUs is a gap), at least one with CPU
+// data, and the IRQs' devices and queues in Inv.
+type Node struct {
+	Name   string // the host name its agent reports
+	Source string // the Prometheus server
+	Loads  []*load.Load
+	Inv    *host.Host
+}
+
 // Result is what was read.
 type Result struct {
-	// Runs are the nodes, ordered by name, ready for report.FleetCharts.
-	Runs []*report.Run
+	// Nodes are the nodes with data, ordered by name: report.RunOf makes
+	// each a report.Run for report.FleetCharts.
+	Nodes []Node
 	// Start, End and Step of the grid; Window of rate().
 	Start, End   time.Time
 	Step, Window time.Duration
@@ -303,7 +314,7 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		}
 		b.add(m, q.add)
 	}
-	if res.Runs, err = b.runs(names, o.URL); err != nil {
+	if res.Nodes, err = b.nodeList(names, o.URL); err != nil {
 		return nil, err
 	}
 	return res, nil

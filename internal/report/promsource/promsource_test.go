@@ -77,6 +77,7 @@ func TestFetchRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\nasked: %q", err, *asked)
 	}
+	runs := runsOf(t, res)
 	if res.Window != 4*time.Second {
 		t.Errorf("rate window %s, want 4s (1s scrapes: max(2s+1s, 4×1s))", res.Window)
 	}
@@ -95,11 +96,11 @@ func TestFetchRecorded(t *testing.T) {
 	if n := int(res.End.Sub(res.Start)/res.Step) + 1; n != 31 {
 		t.Errorf("%d points, want 31 (1m every 2s)", n)
 	}
-	if len(res.Runs) != 3 {
-		t.Fatalf("%d nodes, want 3", len(res.Runs))
+	if len(runs) != 3 {
+		t.Fatalf("%d nodes, want 3", len(runs))
 	}
 	sawIRQ := false
-	for i, r := range res.Runs {
+	for i, r := range runs {
 		if want := []string{"irqp-node-a", "irqp-node-b", "irqp-node-c"}[i]; r.Host != want {
 			t.Errorf("node %d: %q, want %q", i, r.Host, want)
 		}
@@ -123,12 +124,12 @@ func TestFetchRecorded(t *testing.T) {
 	if !sawIRQ {
 		t.Errorf("no node has vda queue 0's IRQ (the live test's disk I/O) above 10/s")
 	}
-	charts, err := report.FleetCharts(res.Runs, report.Options{})
+	charts, err := report.FleetCharts(runs, report.Options{})
 	if err != nil || len(charts) != 6 {
 		t.Fatalf("fleet charts: %d, %v", len(charts), err)
 	}
 	var page bytes.Buffer
-	if err := report.WriteHTML(&page, res.Runs, charts, 10*vg.Inch); err != nil {
+	if err := report.WriteHTML(&page, runs, charts, 10*vg.Inch); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{"<td>irqp-node-a</td>", "<td>irqp-node-c</td>", "data:image/png;base64,"} {
@@ -260,4 +261,19 @@ func TestFetchStalledAnswerTimesOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "within the limit of 200ms") || !strings.Contains(err.Error(), "--query-timeout") {
 		t.Fatalf("stalled answer: %v; want an error naming the 200ms limit and --query-timeout", err)
 	}
+}
+
+// runsOf makes the nodes read the report's runs, as `report --prometheus`
+// does: every node promsource returns must be one.
+func runsOf(t *testing.T, res *promsource.Result) []*report.Run {
+	t.Helper()
+	runs := make([]*report.Run, len(res.Nodes))
+	for i, n := range res.Nodes {
+		r, err := report.RunOf(n.Name, n.Source, n.Loads, n.Inv)
+		if err != nil {
+			t.Fatalf("node %s: %v", n.Name, err)
+		}
+		runs[i] = r
+	}
+	return runs
 }

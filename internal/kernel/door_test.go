@@ -1,0 +1,132 @@
+package kernel
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// kernelPath is a string literal that is a path below /proc or /sys and
+// nothing else (no prose around it): "proc/irq/%d/node", "/sys/class/net",
+// "sys/block/", "proc". A message that only mentions a path ("/proc/stat: no
+// per-CPU lines") has a space in it and is not one; a bare "sys" is the
+// CPU-time column, not a directory.
+var kernelPath = regexp.MustCompile(`^(/?(proc|sys)/\S*|/proc|/sys|proc)$`)
+
+// doorAllowed are the files outside package kernel that may still spell a
+// kernel path, with how many literals each may hold. The count is a
+// ratchet: a file may hold fewer (lower its number, or drop it) but never
+// more, and a file not listed may hold none. Paths belong in package
+// kernel, behind a typed FS method with a private parser.
+var doorAllowed = map[string]struct {
+	n      int
+	reason string
+}{
+	// Excepted by design: their job is to name kernel files.
+	"internal/capture/capture.go":        {22, "capture: the files a capture must hold"},
+	"cmd/irqpilot/capture.go":            {1, "capture: reads proc/uptime so the capture holds it"},
+	"internal/hostgen/write.go":          {7, "test-tree generator: writes a machine's /proc and /sys"},
+	"internal/hostgen/write_counters.go": {4, "test-tree generator"},
+	"internal/hostgen/write_devices.go":  {11, "test-tree generator"},
+	"internal/plan/plantest/hosts.go":    {1, "test-tree generator: writes proc/interrupts"},
+	"internal/setting/file.go":           {2, "setting kind: names the rps/xps queue files it writes"},
+	"internal/setting/sysctl.go":         {3, "setting kind: names the sysctl files it writes"},
+	"internal/setting/devnapi.go":        {2, "setting kind: names the sys/class/net/DEV file it writes"},
+	"internal/setting/steering.go":       {3, "setting kind: the globs of the files it writes"},
+	"internal/setting/irqaffinity.go":    {1, "setting kind: the glob of the files it writes"},
+	"internal/livetest/livetest.go":      {3, "live-test helpers: look at the real machine beside the code under test"},
+	"internal/bench/testbed/testbed.go":  {2, "testbed: a namespace's own /sys, and a server's /proc/PID/root for nsenter"},
+
+	// Names of a source in an "unavailable" note, for people.
+	"internal/load/sample.go":             {2, "names /proc/softirqs and softnet_stat when unavailable"},
+	"internal/host/irqbalance.go":         {2, "names /proc/PID/environ when unavailable"},
+	"internal/host/topology_isolation.go": {1, "names /proc/cmdline when unavailable"},
+
+	// Still to move behind a typed kernel.FS method.
+	"internal/host/irqs.go":     {5, "possible CPUs, /proc/irq, /sys/kernel/irq"},
+	"internal/host/topology.go": {2, "CPU and node directories"},
+	"internal/host/devices.go":  {6, "NICs and their device links"},
+	"internal/host/nicfiles.go": {2, "NIC files"},
+}
+
+// TestKernelDoor: only package kernel reads /proc and /sys. Every other
+// package's Go source (tests excepted: they build trees) is scanned for
+// string literals that are kernel paths.
+func TestKernelDoor(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found at %s: %v", root, err)
+	}
+	got := map[string][]string{}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "internal/kernel" || strings.HasPrefix(rel, "internal/kernel/") ||
+				d.Name() == "testdata" || (strings.HasPrefix(d.Name(), ".") && rel != ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		imports := map[*ast.BasicLit]bool{}
+		for _, im := range f.Imports {
+			imports[im.Path] = true
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING || imports[lit] {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err == nil && kernelPath.MatchString(s) {
+				got[rel] = append(got[rel], fset.Position(lit.Pos()).String()+": "+lit.Value)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	files := make([]string, 0, len(got))
+	for f := range got {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		uses := got[f]
+		total += len(uses)
+		if len(uses) > doorAllowed[f].n {
+			t.Errorf("%s spells %d kernel paths (allowed %d); read them through a kernel.FS method:\n\t%s",
+				f, len(uses), doorAllowed[f].n, strings.Join(uses, "\n\t"))
+		}
+	}
+	for f, a := range doorAllowed {
+		if len(got[f]) < a.n {
+			t.Errorf("%s now spells %d kernel paths: lower its allowance from %d", f, len(got[f]), a.n)
+		}
+	}
+	t.Logf("%d kernel path literals in %d files outside package kernel", total, len(got))
+}
