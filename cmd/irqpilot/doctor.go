@@ -13,6 +13,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // doctorOptions are doctor's flags.
@@ -179,6 +180,9 @@ func doctorFor(h *host.Host, m *measurement) *doctorReport {
 	var notes []string
 	for _, u := range m.Unavailable {
 		notes = append(notes, "unavailable: "+u)
+	}
+	for _, f := range h.MissingFeatures() {
+		notes = append(notes, "kernel cannot: "+setting.MissingText(f)+"; plans leave it out")
 	}
 	rep.Notes = append(notes, rep.Notes...)
 	if len(l.Absent) > 0 {

@@ -48,7 +48,21 @@ func writeInventory(w io.Writer, h *host.Host, source string) {
 	t.writeOtherIRQs()
 	t.writeByName()
 	t.writeSteering()
+	t.writeFeatures()
 	t.writeUnavailable()
+}
+
+// writeFeatures says what this kernel cannot do, from the probes: a plan
+// made here leaves those settings out, apply refuses them.
+func (t *inventoryText) writeFeatures() {
+	missing := t.h.MissingFeatures()
+	if len(missing) == 0 {
+		return
+	}
+	fmt.Fprintf(t.w, "Kernel cannot: %d\n", len(missing))
+	for _, f := range missing {
+		fmt.Fprintf(t.w, "  %s: %s not found\n", f.Name, f.Probe)
+	}
 }
 
 // maxSetWidth is the longest cpulist printed as is; longer ones are named

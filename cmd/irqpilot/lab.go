@@ -21,6 +21,7 @@ import (
 type labOptions struct {
 	g       *globalFlags
 	shape   string
+	kernel  string
 	shell   bool
 	list    bool
 	binary  string
@@ -57,6 +58,7 @@ download into ` + lab.DefaultCache() + `).`,
 		},
 	}
 	f := c.Flags()
+	f.StringVar(&o.kernel, "kernel", lab.DefaultKernel, "the Debian kernel the guest boots, by version: "+strings.Join(lab.KernelVersions(), ", "))
 	f.StringVar(&o.shape, "shape", "small", "the machine: "+strings.Join(lab.ShapeNames(), ", "))
 	f.BoolVar(&o.shell, "shell", false, "a shell on the guest's console instead of a command")
 	f.BoolVar(&o.list, "list", false, "list the shapes and exit")
@@ -112,7 +114,7 @@ func (o *labOptions) run(ctx context.Context, out, errw io.Writer, args []string
 	defer stop()
 	r, err := lab.Run(ctx, lab.Options{
 		Shape: s, Shell: o.shell, Script: shellJoin(args),
-		Irqpilot: bin, Timeout: o.timeout, Log: errw,
+		Irqpilot: bin, Timeout: o.timeout, Log: errw, Kernel: o.kernel,
 	})
 	if err != nil {
 		return err

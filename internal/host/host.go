@@ -41,6 +41,9 @@ type Host struct {
 	BusyRead   *int       `json:"busy_read"`
 	BusyPoll   *int       `json:"busy_poll"`
 	Irqbalance Irqbalance `json:"irqbalance"`
+	// Features are what the kernel can do, each from a probe (nil: not
+	// probed, as in a host built by hand; every kind is then assumed).
+	Features []Feature `json:"features,omitempty"`
 	// Unavailable lists what could not be read and why.
 	Unavailable []Unavailable `json:"unavailable"`
 }
@@ -356,6 +359,9 @@ func Read(fs *kernel.FS, opts Options) (*Host, error) {
 	classifyIRQs(h)
 	readSteeringGlobals(fs, h)
 	readIrqbalance(fs, h)
+	if FeatureProbe != nil {
+		h.Features = FeatureProbe(fs, h)
+	}
 	if h.Unavailable == nil {
 		h.Unavailable = []Unavailable{}
 	}

@@ -50,7 +50,13 @@ type Spec struct {
 	SoftnetColumns int
 	Hostname       string
 	Kernel         string
-	Counts         Counts
+	// Lacks names kernel files left out everywhere, to model a kernel
+	// without a feature: "threaded" (before 5.12), "napi_defer_hard_irqs"
+	// (before 5.10), "rps_sock_flow_entries", "rps_cpus" and
+	// "rps_flow_cnt" (no CONFIG_RPS), "xps_cpus", "effective_affinity_list",
+	// "busy_read" and "busy_poll" (no CONFIG_NET_RX_BUSY_POLL).
+	Lacks  []string
+	Counts Counts
 }
 
 // Counts sets the counters. Every counter is base + rate × Elapsed, where

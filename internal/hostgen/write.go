@@ -52,6 +52,7 @@ type writer struct {
 	root  string
 	dirs  map[string]bool
 	files []op
+	lacks map[string]bool // file names left out (Spec.Lacks)
 }
 
 type op struct {
@@ -65,6 +66,9 @@ func (w *writer) mkdir(rel string) {
 }
 
 func (w *writer) file(rel, content string) {
+	if w.lacks[filepath.Base(rel)] {
+		return
+	}
 	w.mkdir(filepath.Dir(rel))
 	w.files = append(w.files, op{rel: rel, content: content})
 }
@@ -158,7 +162,10 @@ func ScratchDir() (string, func(), error) {
 
 // Write writes the layout's tree below dir.
 func (L *Layout) Write(dir string) error {
-	w := &writer{root: dir, dirs: map[string]bool{}}
+	w := &writer{root: dir, dirs: map[string]bool{}, lacks: map[string]bool{}}
+	for _, name := range L.Spec.Lacks {
+		w.lacks[name] = true
+	}
 	L.writeProcMisc(w)
 	L.writeCPUs(w)
 	L.writeNodes(w)
@@ -187,6 +194,8 @@ func (L *Layout) writeProcMisc(w *writer) {
 	w.file("proc/sys/kernel/hostname", s.Hostname+"\n")
 	w.file("proc/sys/kernel/osrelease", s.Kernel+"\n")
 	w.file("proc/sys/net/core/rps_sock_flow_entries", strconv.Itoa(s.RPSSockFlowEntries)+"\n")
+	w.file("proc/sys/net/core/busy_read", "0\n")
+	w.file("proc/sys/net/core/busy_poll", "0\n")
 	cmd := "BOOT_IMAGE=/boot/vmlinuz-" + s.Kernel + " root=UUID=0b7c9a44-6f1d-4c2e-9e55-1d0f3c2a7b10 ro quiet"
 	if !s.Isolated.IsEmpty() {
 		if s.ManagedIRQ {
@@ -214,6 +223,9 @@ func (L *Layout) writeProcMisc(w *writer) {
 		Movable []int `json:"movable"`
 	}{managed, movable})
 	w.file("irqpilot/managed.json", string(b)+"\n")
+	// Every file the modelled kernel has is written: a feature probe may
+	// take a missing file for a missing feature (Spec.Lacks).
+	w.file("irqpilot/whole-tree", "")
 }
 
 const sysCPU = "sys/devices/system/cpu"

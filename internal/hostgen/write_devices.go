@@ -68,6 +68,7 @@ func (L *Layout) writeNICs(w *writer) {
 	w.file(lo+"/ifindex", "1\n")
 	w.file(lo+"/type", "772\n")
 	w.file(lo+"/operstate", "unknown\n")
+	writeNAPIFiles(w, lo)
 	w.file(lo+"/queues/rx-0/rps_cpus", L.mask(cpuset.Set{})+"\n")
 	w.file(lo+"/queues/rx-0/rps_flow_cnt", "0\n")
 	w.file(lo+"/queues/tx-0/xps_cpus", L.mask(cpuset.Set{})+"\n")
@@ -87,6 +88,7 @@ func (L *Layout) writeNICs(w *writer) {
 		w.file(nd+"/speed", "100000\n")
 		w.file(nd+"/tx_queue_len", "1000\n")
 		w.file(nd+"/flags", "0x1003\n")
+		writeNAPIFiles(w, nd)
 		for q, irq := range n.QueueIRQs {
 			rx := fmt.Sprintf("%s/queues/rx-%d/", nd, q)
 			w.file(rx+"rps_cpus", L.mask(s.RPSCPUs)+"\n")
@@ -135,4 +137,11 @@ func (L *Layout) writeNVMe(w *writer) {
 		w.file(m+"nr_tags", "1023\n")
 		w.file(m+"nr_reserved_tags", "0\n")
 	}
+}
+
+// writeNAPIFiles writes a device's NAPI files as a 6.x kernel shows them.
+func writeNAPIFiles(w *writer, dir string) {
+	w.file(dir+"/threaded", "0\n")
+	w.file(dir+"/napi_defer_hard_irqs", "0\n")
+	w.file(dir+"/gro_flush_timeout", "0\n")
 }

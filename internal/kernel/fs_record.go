@@ -29,6 +29,16 @@ const SyntheticDir = "irqpilot"
 // that failed during a capture, replayed when reading the snapshot.
 const ReadErrorsFile = "read-errors.json"
 
+// FeaturesFile is the synthetic file holding the live machine's feature
+// probes (which kernel files exist), so a capture answers them as the
+// machine did: a capture keeps only the files read, and a file it lacks
+// may have been there unread.
+const FeaturesFile = "features.json"
+
+// WholeTreeFile marks a test tree that holds every file its kernel would
+// show (a generated host): there, a missing file is a missing feature.
+const WholeTreeFile = "whole-tree"
+
 // ReadError is a recorded failed read: the operation ("open", "read",
 // "readlink") and the errno by name ("EIO").
 type ReadError struct {

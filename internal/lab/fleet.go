@@ -127,7 +127,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 	if len(o.Shape.NICs) == 0 {
 		return nil, fmt.Errorf("shape %s has no NIC to put on the fleet's bridge", o.Shape.Name)
 	}
-	qemu, k, err := prepareGuest(&o.Log, &o.Busybox, &o.Cache)
+	qemu, k, err := prepareGuest(&o.Log, &o.Busybox, &o.Cache, "")
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 // prepareGuest fills in what Options and FleetOptions leave empty (no
 // log, Debian's busybox, the default cache) and finds QEMU and the guest's
 // kernel.
-func prepareGuest(log *io.Writer, busybox, cache *string) (qemu string, k *Kernel, err error) {
+func prepareGuest(log *io.Writer, busybox, cache *string, version string) (qemu string, k *Kernel, err error) {
 	if *log == nil {
 		*log = io.Discard
 	}
@@ -242,7 +242,10 @@ func prepareGuest(log *io.Writer, busybox, cache *string) (qemu string, k *Kerne
 	if qemu, err = exec.LookPath("qemu-system-x86_64"); err != nil {
 		return "", nil, fmt.Errorf("the lab needs QEMU (Debian's qemu-system-x86): %w", err)
 	}
-	k, err = PrepareKernel(*cache, *log)
+	if version == "" {
+		version = DefaultKernel
+	}
+	k, err = PrepareKernelVersion(*cache, version, *log)
 	return qemu, k, err
 }
 

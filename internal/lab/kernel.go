@@ -34,6 +34,60 @@ func DefaultCache() string {
 	return "/var/cache/irqpilot/lab"
 }
 
+// Kernels are the Debian releases whose kernel the lab boots, by the
+// kernel's version (--kernel): each is that release's linux-image-amd64.
+// DefaultKernel is the host's own release's, fetched with the host's apt;
+// the others are fetched with an apt configuration private to the cache
+// (its own sources list, package lists and status), so the machine's apt
+// sources are never changed. To add one, add its version and release here.
+var Kernels = map[string]string{
+	"5.10": "bullseye",
+	"6.1":  "bookworm",
+	"6.12": "trixie",
+}
+
+// DefaultKernel is the kernel the lab boots unless told otherwise.
+const DefaultKernel = "6.1"
+
+// KernelVersions lists Kernels' versions, sorted.
+func KernelVersions() []string {
+	var out []string
+	for v := range Kernels {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// privateApt makes (once) an apt configuration below cache for suite and
+// returns the options that make apt-get and apt-cache use it.
+func privateApt(cache, suite string) ([]string, error) {
+	root := filepath.Join(cache, "apt-"+suite)
+	for _, d := range []string{"lists/partial", "cache/archives/partial", "parts", "state"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	src := "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian " + suite + " main\n"
+	if err := os.WriteFile(filepath.Join(root, "sources.list"), []byte(src), 0o644); err != nil {
+		return nil, err
+	}
+	status := filepath.Join(root, "status")
+	if _, err := os.Stat(status); err != nil {
+		if err := os.WriteFile(status, nil, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return []string{
+		"-o", "Dir::Etc::SourceList=" + filepath.Join(root, "sources.list"),
+		"-o", "Dir::Etc::SourceParts=" + filepath.Join(root, "parts"),
+		"-o", "Dir::State=" + filepath.Join(root, "state"),
+		"-o", "Dir::State::Lists=" + filepath.Join(root, "lists"),
+		"-o", "Dir::State::status=" + status,
+		"-o", "Dir::Cache=" + filepath.Join(root, "cache"),
+	}, nil
+}
+
 var reDepends = regexp.MustCompile(`(?m)^\s*Depends:\s*(linux-image-[0-9][^\s]*-amd64)\s*$`)
 
 // PrepareKernel returns Debian's current amd64 kernel, unpacked below
@@ -42,6 +96,16 @@ var reDepends = regexp.MustCompile(`(?m)^\s*Depends:\s*(linux-image-[0-9][^\s]*-
 // Nothing is installed on the host. Runs of several processes share the
 // cache under a lock.
 func PrepareKernel(cache string, log io.Writer) (*Kernel, error) {
+	return PrepareKernelVersion(cache, DefaultKernel, log)
+}
+
+// PrepareKernelVersion is PrepareKernel for the kernel of Kernels[version],
+// cached by its package's name.
+func PrepareKernelVersion(cache, version string, log io.Writer) (*Kernel, error) {
+	suite, ok := Kernels[version]
+	if !ok {
+		return nil, fmt.Errorf("no lab kernel %q (known: %s)", version, strings.Join(KernelVersions(), ", "))
+	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, err
 	}
@@ -53,7 +117,13 @@ func PrepareKernel(cache string, log io.Writer) (*Kernel, error) {
 	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
 		return nil, err
 	}
-	pkg, err := kernelPackage(log)
+	var apt []string // the host's apt for the default kernel
+	if version != DefaultKernel {
+		if apt, err = privateApt(cache, suite); err != nil {
+			return nil, err
+		}
+	}
+	pkg, err := kernelPackage(apt, log)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +133,7 @@ func PrepareKernel(cache string, log io.Writer) (*Kernel, error) {
 		return k, nil
 	}
 	fmt.Fprintf(log, "lab: fetching %s (Debian's kernel package) into %s\n", pkg, cache)
-	dl := exec.Command("apt-get", "download", pkg)
+	dl := exec.Command("apt-get", append(append([]string{}, apt...), "download", pkg)...)
 	dl.Dir = cache
 	if out, err := dl.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("apt-get download %s: %v\n%s", pkg, err, out)
@@ -88,9 +158,9 @@ func PrepareKernel(cache string, log io.Writer) (*Kernel, error) {
 
 // kernelPackage asks apt which kernel package linux-image-amd64 stands
 // for today (refreshing the package lists once if apt knows none).
-func kernelPackage(log io.Writer) (string, error) {
+func kernelPackage(apt []string, log io.Writer) (string, error) {
 	ask := func() (string, error) {
-		out, err := exec.Command("apt-cache", "depends", "linux-image-amd64").Output()
+		out, err := exec.Command("apt-cache", append(append([]string{}, apt...), "depends", "linux-image-amd64")...).Output()
 		if err != nil {
 			return "", err
 		}
@@ -104,7 +174,7 @@ func kernelPackage(log io.Writer) (string, error) {
 		return p, nil
 	}
 	fmt.Fprintln(log, "lab: apt knows no linux-image-amd64; running apt-get update")
-	if out, err := exec.Command("apt-get", "update", "-qq").CombinedOutput(); err != nil {
+	if out, err := exec.Command("apt-get", append(append([]string{}, apt...), "update", "-qq")...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("apt-get update: %v\n%s", err, out)
 	}
 	return ask()
@@ -132,6 +202,10 @@ var guestModules = []string{
 	// the systemd guest's root file system
 	"crc32c_generic", "ext4",
 }
+
+// optionalModules may be missing from a kernel package: 5.10's t10-pi
+// has no CRC64 (Rocksoft) provider to load.
+var optionalModules = map[string]bool{"crc64_rocksoft_generic": true}
 
 // moduleOrder returns the module files (relative to k.ModDir) to load, in
 // an order where each module follows the modules it depends on. The
@@ -179,6 +253,9 @@ func (k *Kernel) moduleOrder(names []string) ([]string, error) {
 		return nil
 	}
 	for _, n := range names {
+		if _, ok := files[modName(n)]; !ok && optionalModules[n] {
+			continue // an older kernel without it (built in, or not needed)
+		}
 		if err := visit(n, 0); err != nil {
 			return nil, err
 		}

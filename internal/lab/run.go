@@ -37,6 +37,9 @@ type Options struct {
 	Busybox string
 	// Cache holds Debian's kernel package (DefaultCache()).
 	Cache string
+	// Kernel is the version of the Debian kernel to boot (Kernels;
+	// "" = DefaultKernel).
+	Kernel string
 	// Timeout bounds the whole run, boot included (default 10 minutes:
 	// TCG boots a 32-CPU guest in under a minute on a quiet 2-core host).
 	Timeout time.Duration
@@ -79,7 +82,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Minute
 	}
-	qemu, k, err := prepareGuest(&o.Log, &o.Busybox, &o.Cache)
+	qemu, k, err := prepareGuest(&o.Log, &o.Busybox, &o.Cache, o.Kernel)
 	if err != nil {
 		return nil, err
 	}

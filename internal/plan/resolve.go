@@ -54,6 +54,9 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 
 	for i, e := range p.IRQs {
 		f := fmt.Sprintf("irqs[%d]", i)
+		if !supported(h, l, e.Line, f+".cpus", setting.KindIRQAffinity, "") {
+			continue
+		}
 		v.check(l, e.Line, f+".cpus", e.CPUs)
 		for _, q := range selectIRQs(h, e, l, f) {
 			s := setting.IRQAffinity(q.Number, irqTarget(q), e.CPUs, e.Reason)
@@ -77,6 +80,10 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		if e.RPSCPUs != nil {
 			v.check(l, e.Line, f+".rps_cpus", *e.RPSCPUs)
 		}
+		if (e.RPSCPUs != nil && !supported(h, l, e.Line, f+".rps_cpus", setting.KindRPSCPUs, "")) ||
+			(e.RPSFlowCnt != nil && !supported(h, l, e.Line, f+".rps_flow_cnt", setting.KindRPSFlowCnt, "")) {
+			continue
+		}
 		for _, rq := range pickRx(nic, e.Queue, l, e.Line, f+".queue") {
 			if e.RPSCPUs != nil {
 				s := setting.RPSCPUs(nic.Name, rq.Index, *e.RPSCPUs, v.NrCPUs, e.Reason)
@@ -98,6 +105,9 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 			continue
 		}
 		v.check(l, e.Line, f+".xps_cpus", e.XPSCPUs)
+		if !supported(h, l, e.Line, f+".xps_cpus", setting.KindXPSCPUs, "") {
+			continue
+		}
 		for _, tq := range pickTx(nic, e.Queue, l, e.Line, f+".queue") {
 			s := setting.XPSCPUs(nic.Name, tq.Index, e.XPSCPUs, v.NrCPUs, e.Reason)
 			s.Old = oldOf(tq.XPSCPUs, v.mask)
@@ -105,7 +115,7 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		}
 	}
 
-	if e := p.RPSSockFlowEntries; e != nil {
+	if e := p.RPSSockFlowEntries; e != nil && supported(h, l, e.Line, "rps_sock_flow_entries", setting.KindSysctl, setting.SockFlowPath) {
 		s := setting.SockFlowEntries(e.Value, e.Reason)
 		s.Old = oldOf(h.RPSSockFlowEntries, itoa)
 		claim(e.Line, "rps_sock_flow_entries", s)
@@ -155,6 +165,17 @@ func Resolve(p *Plan, h *host.Host) ([]setting.Change, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// supported refuses an entry's field that needs a kernel feature the host's
+// probes found missing: the error names the file, line and field, and the
+// feature with what was looked for, so nothing is written.
+func supported(h *host.Host, l *errList, line int, field string, k setting.Kind, path string) bool {
+	f, missing := setting.Unsupported(h, &setting.Change{Kind: k, Path: path})
+	if missing {
+		l.add(line, field, "%s", setting.MissingText(f))
+	}
+	return !missing
 }
 
 // coalesceValue formats the fields e sets, with e's values (cur nil) or the
@@ -231,6 +252,27 @@ func resolveNAPI(p *Plan, h *host.Host, v CPUView, l *errList) []setting.Change 
 		}
 		if e.CPUs != nil {
 			v.check(l, e.Line, f+".cpus", *e.CPUs)
+		}
+		ok := true
+		for _, fk := range []struct {
+			set   bool
+			field string
+			kind  setting.Kind
+		}{
+			{e.Threaded != nil && e.ID == nil, "threaded", setting.KindDevThreaded},
+			{e.DeferHardIRQs != nil && e.ID == nil, "defer_hard_irqs", setting.KindDevDeferHardIRQs},
+			{e.GROFlushTimeout != nil && e.ID == nil, "gro_flush_timeout", setting.KindDevGROFlushTimeout},
+			{e.Threaded != nil && e.ID != nil, "threaded", setting.KindNAPIThreaded},
+			{e.DeferHardIRQs != nil && e.ID != nil, "defer_hard_irqs", setting.KindNAPIDeferHardIRQs},
+			{e.GROFlushTimeout != nil && e.ID != nil, "gro_flush_timeout", setting.KindNAPIGROFlushTimeout},
+			{e.IRQSuspendTimeout != nil, "irq_suspend_timeout", setting.KindNAPIIRQSuspendTimeout},
+		} {
+			if fk.set && !supported(h, l, e.Line, f+"."+fk.field, fk.kind, "") {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
 		}
 		if e.ID == nil {
 			// Old is the device-wide file as apply reads it ("" only
@@ -330,12 +372,12 @@ func resolveNAPI(p *Plan, h *host.Host, v CPUView, l *errList) []setting.Change 
 		}
 	}
 	if e := p.BusyPoll; e != nil {
-		if e.BusyRead != nil {
+		if e.BusyRead != nil && supported(h, l, e.Line, "busy_poll.busy_read", setting.KindSysctl, setting.BusyReadPath) {
 			c := setting.BusyRead(*e.BusyRead, e.Reason)
 			c.Line, c.Old = e.Line, oldOf(h.BusyRead, itoa)
 			out = append(out, c)
 		}
-		if e.BusyPoll != nil {
+		if e.BusyPoll != nil && supported(h, l, e.Line, "busy_poll.busy_poll", setting.KindSysctl, setting.BusyPollPath) {
 			c := setting.BusyPoll(*e.BusyPoll, e.Reason)
 			c.Line, c.Old = e.Line, oldOf(h.BusyPoll, itoa)
 			out = append(out, c)

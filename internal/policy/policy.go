@@ -120,6 +120,9 @@ func Make(name string, h *host.Host, o Options) (*plan.Plan, error) {
 	} else {
 		ScopeDefault(p, h, o)
 	}
+	// A setting this kernel cannot take is left out, with one note per
+	// missing feature, so the plan applies on the machine it was made for.
+	p.Notes = append(p.Notes, plan.DropUnsupported(p, h)...)
 	attachPrediction(p, h, o)
 	if err := plan.Check(p); err != nil {
 		return nil, fmt.Errorf("policy %s produced an invalid plan (a bug): %w", name, err)

@@ -108,6 +108,14 @@ func (k devFile) Write(env *Env, c *Change, value string) error {
 
 func (k devFile) Restore(env *Env, c *Change) error { return k.Write(env, c, c.Old) }
 
+// with names the feature the file is.
+func (k devFile) with(f *feature) devFile { k.feat = f; return k }
+
+// devFeature is a file every network device has on a kernel that knows it.
+func devFeature(name, file string) feature {
+	return feature{name: name, probe: DevPath("DEV", file), glob: "sys/class/net/*/" + file, evidence: "sys/class/net/*/ifindex"}
+}
+
 // devFileKind is a decimal file directly below sys/class/net/DEV.
 func devFileKind(kind Kind, file string, newMax, kernelMax uint64, what string) devFile {
 	return devFile{fileKind{

@@ -5,7 +5,9 @@ package setting
 // (napi/DEV-ID) that can be placed like an IRQ, 0 polls in softirq context.
 // The kernel refuses it (EOPNOTSUPP) on a device without NAPI instances:
 // the change is then skipped as unsupported.
-var devThreadedKind = devFileKind(KindDevThreaded, "threaded", 1, 2, "threaded") // 2: busy-poll threads (newer kernels), in a journal only
+var devThreadedKind = devFileKind(KindDevThreaded, "threaded", 1, 2, "threaded").with(&featThreaded) // 2: busy-poll threads (newer kernels), in a journal only
+
+var featThreaded = devFeature("threaded NAPI", "threaded")
 
 // DevThreaded is the change that turns threaded NAPI on or off for every
 // NAPI instance of dev.

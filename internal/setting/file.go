@@ -41,6 +41,7 @@ type fileKind struct {
 	limit func(v string, recorded bool) error
 	scope func(c *Change) Scope
 	globs []string // every file of this kind on a machine (FS.Glob patterns)
+	feat  *feature // the kernel feature it needs (nil: none probed)
 }
 
 func (k fileKind) Kind() Kind                     { return k.kind }

@@ -20,6 +20,7 @@ var irqAffinityKind = irqAffinity{fileKind{
 	same:  sameCPUList,
 	globs: []string{"proc/irq/*/smp_affinity_list"},
 	check: checkIRQAffinity,
+	feat:  &featIRQAffinity,
 	scope: func(c *Change) Scope {
 		if c.IRQ == nil {
 			return Scope{IRQ: -1}
@@ -27,6 +28,19 @@ var irqAffinityKind = irqAffinity{fileKind{
 		return Scope{IRQ: *c.IRQ}
 	},
 }}
+
+// featIRQAffinity is the affinity file itself; featEffective, where the
+// kernel says an IRQ is actually delivered, only informs (apply's note
+// after a write, doctor's view of a move the chip did not make).
+var (
+	featIRQAffinity = feature{name: "IRQ affinity", probe: "proc/irq/N/smp_affinity_list",
+		glob: "proc/irq/[0-9]*/smp_affinity_list", evidence: "proc/irq/[0-9]*"}
+	featEffective = feature{name: "effective IRQ affinity", probe: "proc/irq/N/effective_affinity_list",
+		glob: "proc/irq/[0-9]*/effective_affinity_list", evidence: "proc/irq/[0-9]*/smp_affinity_list"}
+)
+
+func (irqAffinity) features() []*feature { return []*feature{&featIRQAffinity, &featEffective} }
+func (irqAffinity) needed() []*feature   { return []*feature{&featIRQAffinity} }
 
 var irqPathRE = regexp.MustCompile(`^proc/irq/([0-9]+)/smp_affinity_list$`)
 

@@ -106,6 +106,14 @@ var (
 		func(s *netdev.NAPISet, v uint64) { s.IRQSuspendTimeout = &v }}
 )
 
+// featNAPISet: per-instance values are set with the netdev family's
+// napi-set, found among the operations the generic-netlink controller
+// lists for the family.
+var featNAPISet = feature{name: "per-NAPI settings", probe: "napi-set in the netdev netlink family", napiSet: true}
+
+func (napiKind) features() []*feature   { return []*feature{&featNAPISet} }
+func (napiKind) needs(*Change) *feature { return &featNAPISet }
+
 func (k napiKind) Kind() Kind                     { return k.kind }
 func (k napiKind) Same(a, b string) (bool, error) { return sameUint(a, b) }
 func (k napiKind) Expected(c *Change) string      { return c.Value }

@@ -11,12 +11,24 @@ import (
 // the RFS flow count of an rx queue, XPS CPUs of a tx queue. Masks are
 // written nr_cpu_ids wide, as the kernel prints them.
 
+// The steering files exist on a kernel built with CONFIG_RPS (and XPS);
+// a queue directory without them says the kernel lacks them.
+var (
+	featRPS = feature{name: "RPS", probe: "sys/class/net/DEV/queues/rx-N/rps_cpus",
+		glob: "sys/class/net/*/queues/rx-*/rps_cpus", evidence: "sys/class/net/*/queues/rx-*"}
+	featRFSFlows = feature{name: "RFS flow tables", probe: "sys/class/net/DEV/queues/rx-N/rps_flow_cnt",
+		glob: "sys/class/net/*/queues/rx-*/rps_flow_cnt", evidence: "sys/class/net/*/queues/rx-*"}
+	featXPS = feature{name: "XPS", probe: "sys/class/net/DEV/queues/tx-N/xps_cpus",
+		glob: "sys/class/net/*/queues/tx-*/xps_cpus", evidence: "sys/class/net/*/queues/tx-*"}
+)
+
 var rpsCPUsKind = fileKind{
 	kind:  KindRPSCPUs,
 	same:  sameMask,
 	check: func(c *Change) error { return checkQueuePath(c, "rx", "rps_cpus") },
 	scope: netScope,
 	globs: []string{"sys/class/net/*/queues/rx-*/rps_cpus"},
+	feat:  &featRPS,
 }
 
 var xpsCPUsKind = fileKind{
@@ -25,6 +37,7 @@ var xpsCPUsKind = fileKind{
 	check: func(c *Change) error { return checkQueuePath(c, "tx", "xps_cpus") },
 	scope: netScope,
 	globs: []string{"sys/class/net/*/queues/tx-*/xps_cpus"},
+	feat:  &featXPS,
 }
 
 // rpsFlowCnt: the kernel rounds the size up to a power of two.
@@ -44,6 +57,7 @@ var rpsFlowCntKind = rpsFlowCnt{fileKind{
 	},
 	scope: netScope,
 	globs: []string{"sys/class/net/*/queues/rx-*/rps_flow_cnt"},
+	feat:  &featRFSFlows,
 }}
 
 // RPSCPUs is the change that steers rx queue q of dev to cpus (mask nrCPUs wide).

@@ -41,6 +41,19 @@ var sysctlLimits = map[string]sysctlLimit{
 	BusyPollPath: {"busy_poll", MaxBusyPollUsecs, 1<<31 - 1},
 }
 
+// Each sysctl is its own feature: RFS's socket table needs CONFIG_RPS, the
+// busy-polling defaults CONFIG_NET_RX_BUSY_POLL.
+var sysctlFeatures = map[string]*feature{
+	SockFlowPath: {name: "RFS socket flow table", probe: SockFlowPath, glob: SockFlowPath, evidence: "proc/sys/net/core"},
+	BusyReadPath: {name: "busy polling of reads", probe: BusyReadPath, glob: BusyReadPath, evidence: "proc/sys/net/core"},
+	BusyPollPath: {name: "busy polling of poll and epoll", probe: BusyPollPath, glob: BusyPollPath, evidence: "proc/sys/net/core"},
+}
+
+func (sysctl) features() []*feature {
+	return []*feature{sysctlFeatures[SockFlowPath], sysctlFeatures[BusyReadPath], sysctlFeatures[BusyPollPath]}
+}
+func (sysctl) needs(c *Change) *feature { return sysctlFeatures[c.Path] }
+
 func sysctlPaths() string {
 	return strings.Join([]string{SockFlowPath, BusyReadPath, BusyPollPath}, ", ")
 }
