@@ -77,10 +77,13 @@ func (fx *fleetFixture) faultKillAgent(t *testing.T, g *Guest, want guestState) 
 	t.Helper()
 	pid := fx.state(t, g).agentPID
 	start := time.Now()
-	out := fx.ssh(t, g, "kill -9 "+pid+" && sleep 1 && systemctl is-active irqpilot-agent.service; true")
-	// Killed, not yet restarted (RestartSec=5s): the settings stay.
-	if s := fx.state(t, g); s.shape() != want.shape() {
-		t.Errorf("%s: after kill -9 of the agent the steering changed:\n%s\nwant\n%s", g.Name, s.steering, want.steering)
+	// Killed, not yet restarted (RestartSec=5s): the settings stay. Read
+	// in the same session as the kill, so that a slow SSH round trip does
+	// not read them after the restart.
+	after := fx.ssh(t, g, "kill -9 "+pid+" && sleep 1 && echo \"UNIT $(systemctl is-active irqpilot-agent.service)\"; "+stateScript)
+	out := field(after, "UNIT")
+	if s := parseState(after); s.agentPID == pid || s.shape() != want.shape() {
+		t.Errorf("%s: after kill -9 of the agent (pid %s, now %q) the steering is\n%s\nwant\n%s", g.Name, pid, s.agent, s.steering, want.steering)
 	}
 	took, s := fx.converge(t, g, 3*time.Minute, func(s guestState) bool {
 		return inForce(want)(s) && s.agentPID != pid && s.agentPID != "0"
@@ -199,4 +202,21 @@ func (fx *fleetFixture) faultsAndReport(t *testing.T, bin string, since time.Tim
 	}
 	t.Logf("faults: reboot %s converged in %s; kill -9 agent %s in %s; NIC re-plug %s: unplug %s, converged %s after the re-plug; Prometheus stopped 1m, every agent scraped again %s after its restart; chart %s",
 		rebooted.Name, rebootTook.Round(time.Second), gs[0].Name, killTook.Round(time.Second), gs[0].Name, unplug.Round(time.Second), replugTook.Round(time.Second), promTook.Round(time.Second), png)
+}
+
+// coreFaults are the faults make test does: the last guest rebooted from
+// inside and the first guest's agent killed, each waited for until the
+// plan is in force again.
+func (fx *fleetFixture) coreFaults(t *testing.T) {
+	t.Helper()
+	gs := fx.f.Guests
+	want := map[string]guestState{}
+	for _, g := range gs {
+		want[g.Name] = fx.state(t, g)
+	}
+	rebooted := gs[len(gs)-1]
+	_, rebootTook := fx.faultReboot(t, rebooted, want[rebooted.Name])
+	killTook := fx.faultKillAgent(t, gs[0], want[gs[0].Name])
+	t.Logf("faults: reboot %s converged in %s; kill -9 agent %s in %s",
+		rebooted.Name, rebootTook.Round(time.Second), gs[0].Name, killTook.Round(time.Second))
 }
