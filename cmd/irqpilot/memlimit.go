@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,20 +29,16 @@ func limitHeapToAddressSpace() {
 	}
 }
 
-// vmSize is this process's address space in bytes, 0 when unknown.
+// vmSize is this process's address space in bytes (VmSize of its
+// /proc/self/status, read by prometheus/procfs), 0 when unknown.
 func vmSize() uint64 {
-	fh, err := os.Open("/proc/self/status")
+	self, err := procfs.Self()
 	if err != nil {
 		return 0
 	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "VmSize:" {
-			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-				return kb << 10
-			}
-		}
+	st, err := self.NewStatus()
+	if err != nil {
+		return 0
 	}
-	return 0
+	return st.VmSize
 }

@@ -32,20 +32,20 @@ var doorAllowed = map[string]struct {
 	// Excepted by design: their job is to name kernel files.
 	"internal/capture/capture.go":        {22, "capture: the files a capture must hold"},
 	"cmd/irqpilot/capture.go":            {1, "capture: reads proc/uptime so the capture holds it"},
-	"internal/hostgen/write.go":          {7, "test-tree generator: writes a machine's /proc and /sys"},
+	"internal/hostgen/write.go":          {9, "test-tree generator: writes a machine's /proc and /sys"},
 	"internal/hostgen/write_counters.go": {4, "test-tree generator"},
 	"internal/hostgen/write_devices.go":  {11, "test-tree generator"},
 	"internal/plan/plantest/hosts.go":    {1, "test-tree generator: writes proc/interrupts"},
 	"internal/setting/file.go":           {2, "setting kind: names the rps/xps queue files it writes"},
-	"internal/setting/sysctl.go":         {3, "setting kind: names the sysctl files it writes"},
-	"internal/setting/devnapi.go":        {2, "setting kind: names the sys/class/net/DEV file it writes"},
-	"internal/setting/steering.go":       {3, "setting kind: the globs of the files it writes"},
-	"internal/setting/irqaffinity.go":    {1, "setting kind: the glob of the files it writes"},
+	"internal/setting/sysctl.go":         {6, "setting kind: names the sysctl files it writes, and the files its feature probes look for"},
+	"internal/setting/devnapi.go":        {4, "setting kind: names the sys/class/net/DEV file it writes, and the files its feature probe looks for"},
+	"internal/setting/steering.go":       {12, "setting kind: the globs of the files it writes, and the files its feature probes look for"},
+	"internal/setting/irqaffinity.go":    {7, "setting kind: the glob of the files it writes, and the files its feature probes look for"},
 	"internal/livetest/livetest.go":      {3, "live-test helpers: look at the real machine beside the code under test"},
 	"internal/bench/testbed/testbed.go":  {2, "testbed: a namespace's own /sys, and a server's /proc/PID/root for nsenter"},
 
 	// Names of a source in an "unavailable" note, for people.
-	"internal/load/sample.go":             {2, "names /proc/softirqs and softnet_stat when unavailable"},
+	"internal/load/sample.go":             {3, "names /proc/softirqs, softnet_stat and net/dev when unavailable"},
 	"internal/host/irqbalance.go":         {2, "names /proc/PID/environ when unavailable"},
 	"internal/host/topology_isolation.go": {1, "names /proc/cmdline when unavailable"},
 
