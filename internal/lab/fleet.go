@@ -135,6 +135,9 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := ReclaimStale(o.Log); err != nil {
+		fmt.Fprintf(o.Log, "lab: %v\n", err)
+	}
 	dir, err := os.MkdirTemp("", "irqpilot-fleet-")
 	if err != nil {
 		return nil, err
@@ -172,7 +175,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 		return f, err
 	}
 
-	ns, taps, cleanup, err := fleetNamespace(o.N, o.Shape.NICs)
+	ns, taps, cleanup, err := fleetNamespace(dir, o.N, o.Shape.NICs)
 	if err != nil {
 		return f, err
 	}
@@ -347,8 +350,8 @@ func (f *Fleet) Stop() {
 
 // fleetNamespace creates a namespace with the bridge br0 (FleetGateway)
 // and, per guest, a tap per NIC; the first NIC's tap is on the bridge.
-func fleetNamespace(n int, nics []NIC) (name string, taps [][]string, cleanup func(), err error) {
-	name, cleanup, err = inNewNamespace("irqpfleet-", func(ns string) error {
+func fleetNamespace(dir string, n int, nics []NIC) (name string, taps [][]string, cleanup func(), err error) {
+	name, cleanup, err = inNewNamespace("irqpfleet-", dir, func(ns string) error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return err

@@ -86,6 +86,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := ReclaimStale(o.Log); err != nil {
+		fmt.Fprintf(o.Log, "lab: %v\n", err)
+	}
 	dir, err := os.MkdirTemp("", "irqpilot-lab-")
 	if err != nil {
 		return nil, err
@@ -134,7 +137,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for i := 0; i < hotplugSlots; i++ {
 		nics = append(nics, NIC{Model: "hotplug", Queues: 1, Node: -1})
 	}
-	ns, taps, cleanup, err := tapNamespace(nics)
+	ns, taps, cleanup, err := tapNamespace(dir, nics)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +238,8 @@ func tail(s string, n int) string {
 
 // tapNamespace creates a network namespace with a tap per NIC, for QEMU's
 // NIC backends; cleanup deletes it (and so the taps).
-func tapNamespace(nics []NIC) (name string, taps []string, cleanup func(), err error) {
-	name, cleanup, err = inNewNamespace("irqplab-", func(ns string) error {
+func tapNamespace(dir string, nics []NIC) (name string, taps []string, cleanup func(), err error) {
+	name, cleanup, err = inNewNamespace("irqplab-", dir, func(ns string) error {
 		for i, nic := range nics {
 			t, err := addTap(ns, fmt.Sprintf("tap%d", i), nic.Queues)
 			if err != nil {
@@ -253,12 +256,15 @@ func tapNamespace(nics []NIC) (name string, taps []string, cleanup func(), err e
 // suffix and runs build inside it (kernel.InNetns: what build creates —
 // taps, a bridge — is created in the namespace). cleanup deletes the
 // namespace and all that is in it; on an error nothing is left.
-func inNewNamespace(prefix string, build func(ns string) error) (name string, cleanup func(), err error) {
+func inNewNamespace(prefix, ownerDir string, build func(ns string) error) (name string, cleanup func(), err error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", nil, err
 	}
 	name = prefix + hex.EncodeToString(b[:])
+	if err := markOwner(ownerDir, name); err != nil {
+		return "", nil, err
+	}
 	if err := kernel.AddNetns(name); err != nil {
 		return "", nil, fmt.Errorf("lab namespace: %w", err)
 	}
