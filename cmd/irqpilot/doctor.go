@@ -235,16 +235,16 @@ func printDoctor(w io.Writer, r *doctorReport) {
 			cpus = " (CPU " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(f.CPUs)), ","), "[]") + ")"
 		}
 		fmt.Fprintf(w, "%s  %s%s\n", strings.ToUpper(string(f.Severity)), f.ID, cpus)
-		fmt.Fprintf(w, "  %s\n", f.Summary)
+		writeProse(w, "  ", "  ", f.Summary)
 		var evs []string
 		for _, e := range f.Evidence {
 			evs = append(evs, fmt.Sprintf("%s %s%s", e.Name, trimFloat(e.Value), unitSuffix(e.Unit)))
 		}
 		if len(evs) > 0 {
-			fmt.Fprintf(w, "  Evidence: %s\n", strings.Join(evs, "; "))
+			writeProse(w, "  Evidence: ", "            ", strings.Join(evs, "; "))
 		}
-		fmt.Fprintf(w, "  Why: %s\n", f.Why)
-		fmt.Fprintf(w, "  Fix: %s\n", f.Fix)
+		writeProse(w, "  Why: ", "       ", f.Why)
+		writeProse(w, "  Fix: ", "       ", f.Fix)
 		if f.Remedy != nil && f.Remedy.Prediction != nil {
 			writePrediction(w, f.Remedy.Prediction, "       ", true)
 		}

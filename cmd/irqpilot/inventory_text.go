@@ -167,6 +167,27 @@ func wrapText(first, indent, text string) []string {
 	return fill(first, indent, " ", strings.Fields(text))
 }
 
+// writeProse writes text wrapped as wrapText does, except that a command
+// in backticks is never broken: it stays whole on one line (alone on it
+// when it is wider than the page), so that it can be copied as printed.
+func writeProse(w io.Writer, first, indent, text string) {
+	var words []string
+	open := false
+	for _, f := range strings.Fields(text) {
+		if open {
+			words[len(words)-1] += " " + f
+		} else {
+			words = append(words, f)
+		}
+		if strings.Count(f, "`")%2 == 1 {
+			open = !open
+		}
+	}
+	for _, line := range fill(first, indent, " ", words) {
+		fmt.Fprintln(w, line)
+	}
+}
+
 // humanCount prints counts up to 99999 exactly, larger ones as 123.4k,
 // 5.6M, 7.8G.
 func humanCount(n uint64) string {
