@@ -118,8 +118,16 @@ func writeJSONLine(w io.Writer, v any) error {
 
 // stopSignals end a run that owns machine state (changes, a test bed, the
 // lab's namespace and guests) the way Ctrl-C does. SIGHUP is among them: a
-// lost terminal must not kill such a run and leave its state behind.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// lost terminal must not kill such a run and leave its state behind —
+// unless the run was started ignoring it (nohup): listening for a signal
+// the process ignores would undo nohup.
+var stopSignals = func() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}()
 
 // signalContext is cancelled on Ctrl-C, SIGTERM or SIGHUP, so runs stop,
 // every change is reverted and the test bed removed.

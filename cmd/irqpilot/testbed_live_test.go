@@ -60,6 +60,12 @@ func TestTestbedPrefixAndDownMineLive(t *testing.T) {
 	if err := os.Chown(f, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
+	// Another admin's, made through sudo: root's file, another login.
+	sudoed := "huxtb-0fa1e1"
+	b, _ = json.Marshal(testbed.Testbed{ID: sudoed, Prefix: prefix, ServerNS: sudoed + "-s", ClientNS: sudoed + "-c", Queues: 1, User: 54321})
+	if err := os.WriteFile(filepath.Join(sd, sudoed+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := runIrqpilot(t, "testbed", "up", "--prefix", "Bad/prefix", "--state-dir", sd); err == nil {
 		t.Errorf("testbed up accepted the prefix Bad/prefix")
 	}
@@ -80,6 +86,9 @@ func TestTestbedPrefixAndDownMineLive(t *testing.T) {
 	}
 	if strings.Contains(out, "removed "+other) || !strings.Contains(out, "left "+other+": made by another user") {
 		t.Errorf("testbed down and another user's test bed:\n%s", out)
+	}
+	if strings.Contains(out, "removed "+sudoed) || !strings.Contains(out, "left "+sudoed+": made by another user") {
+		t.Errorf("testbed down and another login's test bed made through sudo:\n%s", out)
 	}
 	if _, err := os.Stat(f); err != nil {
 		t.Errorf("another user's state file: %v", err)

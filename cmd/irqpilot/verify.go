@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -107,7 +105,7 @@ func newLiveMeter(fs *kernel.FS, cost string) (*liveMeter, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, cancel := signal.NotifyContext(context.Background(), stopSignals...)
 	return &liveMeter{fs: fs, sampler: s, stop: stop, note: note, ctx: ctx, cancel: cancel}, nil
 }
 

@@ -440,9 +440,10 @@ func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 		t.Logf("attempt %d disturbed (%s); again", attempt, why)
 	}
 	// Every attempt was disturbed by other processes: what was asserted is
-	// that apply --verify said so (a verdict other than confirmed, its
-	// exit status and reason) and that revert restored the machine.
-	t.Logf("other processes disturbed every attempt; asserted the verdicts, not the move:\n%s", strings.Join(tables, "\n"))
+	// that apply --verify said so (its exit status and reason) and that
+	// revert restored the machine; the move itself was not checked, which
+	// the skip says.
+	t.Skipf("other processes disturbed every attempt; the verdicts and reverts were checked, the move was not:\n%s", strings.Join(tables, "\n"))
 }
 
 // autoOrHand is the plan for the move: auto's, made in the receiver's

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
@@ -169,12 +170,18 @@ func (ag *Agent) resolveLocked() {
 	}
 	// A setting that left the plan because its device went away starts
 	// afresh when it comes back: writing it then is an apply, not a
-	// repair. One that left while its device stayed (it waits for a CPU
-	// that went offline) is still the agent's: the kernel broke its value,
-	// and writing it back when the CPU returns is a repair — one that
-	// counts no ping-pong, since no other tool is at work.
+	// repair. One that left while an entry waits for an offline CPU and
+	// its device stayed (or it has none: an IRQ of a disk) is still the
+	// agent's: the kernel broke its value, and writing it back when the
+	// CPU returns is a repair — one that counts no ping-pong, since no
+	// other tool is at work. Once no entry waits for a CPU, a setting
+	// still out of the plan left it for another reason and is forgotten.
 	if ag.keyDev == nil || ag.heldForCPU == nil {
 		ag.keyDev, ag.heldForCPU = map[string]string{}, map[string]bool{}
+	}
+	cpuWait := false
+	for _, w := range waiting {
+		cpuWait = cpuWait || strings.HasPrefix(w, "CPU ")
 	}
 	for i := range ag.changes {
 		ag.keyDev[setting.Key(&ag.changes[i])] = ag.changes[i].Device
@@ -186,24 +193,35 @@ func (ag *Agent) resolveLocked() {
 			}
 			continue
 		}
-		if d, ok := ag.keyDev[k]; ok && d != "" {
-			if ix, live := ag.ifindex(d); live && ix == ag.devs.index[d] {
-				if _, held := ag.heldForCPU[k]; !held {
-					ag.heldForCPU[k] = true
-				}
-				continue
-			}
+		if cpuWait && ag.sameIncarnation(ag.keyDev[k]) {
+			ag.heldForCPU[k] = true
+			continue
 		}
 		ag.forgetKey(k)
 	}
 	for i := range changes {
 		ag.keyDev[setting.Key(&changes[i])] = changes[i].Device
 	}
+	for k := range ag.keyDev {
+		if !keys[k] && !ag.established[k] {
+			delete(ag.keyDev, k) // bounded by the plan in force
+		}
+	}
 	ag.trackDevices(ag.changes, changes)
 	if changes == nil {
 		changes = []setting.Change{} // resolved: nothing to enforce
 	}
 	ag.changes, ag.skipped = changes, skipped
+}
+
+// sameIncarnation reports whether device dev is the one the settings
+// were resolved against (its ifindex unchanged); "" (no device) is.
+func (ag *Agent) sameIncarnation(dev string) bool {
+	if dev == "" {
+		return true
+	}
+	ix, live := ag.ifindex(dev)
+	return live && ix == ag.devs.index[dev]
 }
 
 // forgetKey: a setting starts afresh — its next write is an apply, not a
@@ -220,6 +238,15 @@ func (ag *Agent) forgetKey(k string) {
 // differs: settings seen in force before are drift (repaired, counted,
 // ping-pong checked), the others are applied.
 func (ag *Agent) enforce(why string) error {
+	// A setting back from waiting for its CPU: only this pass's repair of
+	// it is the kernel's doing; later drift is anyone's.
+	defer func() {
+		for k, held := range ag.heldForCPU {
+			if !held {
+				delete(ag.heldForCPU, k)
+			}
+		}
+	}()
 	if ag.devicesChanged() {
 		ag.resolveLocked()
 	}

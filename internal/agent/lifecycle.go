@@ -101,7 +101,7 @@ func (ag *Agent) stop() {
 			session = apply.ProcessSession()
 		}
 		ag.log.Info("agent stopping; the applied settings stay in force", "journals", len(ag.journals),
-			"undo", apply.RevertCommand(ag.o.StateDir, nil, "--session="+session))
+			"undo", apply.RevertCommand(ag.o.StateDir, ag.ap.NetNS(), "--session="+session))
 		return
 	}
 	ag.revertJournals(ag.journals)

@@ -326,7 +326,9 @@ irqs:
     cpus: "3"
     reason: test
 `)
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: time.Second, Listen: "", NoLinkEvents: true, Log: quiet()})
+	// A ping-pong limit of 1: a second repair counted within the window
+	// would freeze the setting.
+	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: time.Second, Listen: "", NoLinkEvents: true, Log: quiet(), PingPongLimit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,5 +374,20 @@ irqs:
 		if r.Restored != "3" || r.Drifted != "0-1" || !strings.Contains(r.Culprit, "CPU offline") {
 			t.Errorf("cycle %d: repair %+v, want 0-1 restored to 3 by the agent, the kernel named", cycle, r)
 		}
+	}
+	// With the CPU online, a change by something else is drift like any
+	// other: not the kernel's, and counted — the second freezes it.
+	for n := 1; n <= 2; n++ {
+		if err := os.WriteFile(filepath.Join(root, affPath), []byte("0-1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ag.pass("test")
+	}
+	st := ag.Status()
+	if len(st.Frozen) != 1 {
+		t.Fatalf("an outside change made twice with the CPU online froze %d settings, want 1 (ping-pong limit 1): %+v", len(st.Frozen), st.Repairs)
+	}
+	if r := st.Repairs[len(st.Repairs)-1]; strings.Contains(r.Culprit, "CPU offline") {
+		t.Errorf("an outside change with the CPU online was put on the kernel: %+v", r)
 	}
 }

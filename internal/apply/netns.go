@@ -19,6 +19,10 @@ func (a *Applier) netns() *kernel.NetNS {
 	return &n
 }
 
+// NetNS is the network namespace this applier writes in (nil when it
+// cannot be told): a printed revert command runs there.
+func (a *Applier) NetNS() *kernel.NetNS { return a.netns() }
+
 // WrongNetNSError: a journal holds settings of network devices that live in
 // another network namespace than the one revert runs in; sysfs there shows
 // other devices (or none of that name), so nothing was restored.

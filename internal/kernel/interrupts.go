@@ -3,6 +3,7 @@ package kernel
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -85,8 +86,19 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.
 const maxIRQ = 1 << 24
 
 // Interrupts reads /proc/interrupts (parseInterrupts).
+//
+// The limits on rows and counts are for a snapshot or tree, which anyone
+// may have written: the live kernel's file is as large as the machine, and
+// a machine larger than the limits must still be read.
 func (f *FS) Interrupts() (*Interrupts, error) {
+	if f.root == "/" {
+		return readParsed(f, "proc/interrupts", parseLiveInterrupts)
+	}
 	return readParsed(f, "proc/interrupts", parseInterrupts)
+}
+
+func parseLiveInterrupts(name string, data []byte) (*Interrupts, error) {
+	return parseInterruptsWithin(name, data, math.MaxInt, math.MaxInt)
 }
 
 // parseInterrupts parses the text of /proc/interrupts. name is used in errors.
@@ -102,6 +114,12 @@ func (f *FS) Interrupts() (*Interrupts, error) {
 // misreads glued arm64 IPI rows; it is also several times slower on
 // thousand-CPU files because it splits every field into its own string.
 func parseInterrupts(name string, data []byte) (*Interrupts, error) {
+	return parseInterruptsWithin(name, data, maxInterruptRows, maxInterruptCells)
+}
+
+// parseInterruptsWithin is parseInterrupts with its limits on rows and on
+// counts (columns × rows) given.
+func parseInterruptsWithin(name string, data []byte, maxRows, maxCells int) (*Interrupts, error) {
 	p := irqParser{name: name, data: data}
 	header, ok := p.next()
 	if !ok {
@@ -141,12 +159,12 @@ func parseInterrupts(name string, data []byte) (*Interrupts, error) {
 	// len(data)/2 bounds the total and a hostile header cannot make us
 	// allocate more than the input justifies.
 	rows := bytes.Count(p.data, []byte{'\n'}) + 1
-	if rows > maxInterruptRows {
-		return nil, p.limitf("%d rows, over the limit of %d (one per IRQ in use: the largest real file has 1 057)", rows, maxInterruptRows)
+	if rows > maxRows {
+		return nil, p.limitf("%d rows, over the limit of %d (one per IRQ in use: the largest real file has 1 057)", rows, maxRows)
 	}
-	if cells := rows * p.ncpu; cells > maxInterruptCells {
+	if cells := rows * p.ncpu; cells > maxCells {
 		return nil, p.limitf("%d CPU columns × %d rows = %d counts, over the limit of %d (the largest real file, 1152 CPUs × 1 057 rows, has 1.2 million)",
-			p.ncpu, rows, cells, maxInterruptCells)
+			p.ncpu, rows, cells, maxCells)
 	}
 	p.backing = make([]uint64, min(rows*p.ncpu, len(data)/2+p.ncpu))
 	in.Lines = make([]InterruptLine, 0, rows)

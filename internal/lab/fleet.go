@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -209,6 +210,8 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 			"-append", fmt.Sprintf("console=ttyS0 panic=-1 loglevel=4 quiet lab.root systemd.show_status=false net.ifnames=0 lab.addr=%s/%d", g.Addr, fleetPrefix))
 		// Not CommandContext: the guests outlive the call; Stop ends them.
 		g.cmd = exec.Command("ip", args...)
+		// A fleet run killed outright takes its guests with it.
+		g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		var qerr bytes.Buffer
 		g.cmd.Stderr = &qerr
 		if err := g.cmd.Start(); err != nil {

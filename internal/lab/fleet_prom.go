@@ -77,6 +77,7 @@ func (p *Prometheus) Start(ctx context.Context) error {
 		"--storage.tsdb.retention.time=1d",
 		fmt.Sprintf("--web.listen-address=%s:%d", FleetGateway, FleetPrometheusPort))
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // goes with a killed fleet run
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("prometheus (Debian's prometheus package): %w", err)
 	}

@@ -127,6 +127,20 @@ func PrepareKernelVersion(cache, version string, log io.Writer) (*Kernel, error)
 	if err != nil {
 		return nil, err
 	}
+	want := "linux-image-" + version + "."
+	if !strings.HasPrefix(pkg, want) && apt == nil {
+		// The host runs another release than the default kernel's: ask
+		// that release's own apt, as for the other kernels.
+		if apt, err = privateApt(cache, suite); err != nil {
+			return nil, err
+		}
+		if pkg, err = kernelPackage(apt, log); err != nil {
+			return nil, err
+		}
+	}
+	if !strings.HasPrefix(pkg, want) {
+		return nil, fmt.Errorf("lab kernel %s: %s's linux-image-amd64 is %s, not a %s kernel", version, suite, pkg, version)
+	}
 	dir := filepath.Join(cache, pkg)
 	k, err := readKernel(pkg, dir)
 	if err == nil {
@@ -135,8 +149,28 @@ func PrepareKernelVersion(cache, version string, log io.Writer) (*Kernel, error)
 	fmt.Fprintf(log, "lab: fetching %s (Debian's kernel package) into %s\n", pkg, cache)
 	dl := exec.Command("apt-get", append(append([]string{}, apt...), "download", pkg)...)
 	dl.Dir = cache
-	if out, err := dl.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("apt-get download %s: %v\n%s", pkg, err, out)
+	if _, err := dl.CombinedOutput(); err != nil {
+		// Package lists kept from an earlier run may name a package
+		// the mirror has since dropped: refresh them and ask again.
+		fmt.Fprintln(log, "lab: download failed; refreshing the package lists")
+		if out, err := exec.Command("apt-get", append(append([]string{}, apt...), "update", "-qq")...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("apt-get update: %v\n%s", err, out)
+		}
+		if pkg, err = kernelPackage(apt, log); err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(pkg, want) {
+			return nil, fmt.Errorf("lab kernel %s: %s's linux-image-amd64 is %s, not a %s kernel", version, suite, pkg, version)
+		}
+		dir = filepath.Join(cache, pkg)
+		if k, err := readKernel(pkg, dir); err == nil {
+			return k, nil
+		}
+		dl = exec.Command("apt-get", append(append([]string{}, apt...), "download", pkg)...)
+		dl.Dir = cache
+		if out, err := dl.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("apt-get download %s: %v\n%s", pkg, err, out)
+		}
 	}
 	debs, _ := filepath.Glob(filepath.Join(cache, pkg+"_*.deb"))
 	if len(debs) == 0 {

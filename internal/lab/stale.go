@@ -86,6 +86,11 @@ func ReclaimStale(log io.Writer) ([]string, error) {
 			// is root's, but a namespace is not removed on its word alone.
 			if o.Netns != "" && (strings.HasPrefix(o.Netns, "irqplab-") || strings.HasPrefix(o.Netns, "irqpfleet-")) && !strings.ContainsAny(o.Netns, "/.") {
 				if _, err := os.Stat(filepath.Join(kernel.RunNetNSDir, o.Netns)); err == nil {
+					// Removing the name frees nothing while a process
+					// (a guest, Prometheus) still runs inside it.
+					for _, pid := range kernel.NetnsPIDs(o.Netns) {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
 					if err := kernel.DelNetns(o.Netns); err != nil {
 						errs = append(errs, fmt.Errorf("stale lab run %s: %w", dir, err))
 						continue

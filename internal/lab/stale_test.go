@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
@@ -43,9 +44,19 @@ func TestReclaimStaleRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kernel.DelNetns(ns) })
-	if err := kernel.InNetns(ns, func() error { _, err := addTap(ns, "tap0", 1); return err }); err != nil {
+	// A process left running inside it, as a guest of a killed fleet run.
+	inside := exec.Command("sleep", "300")
+	if err := kernel.InNetns(ns, func() error {
+		if _, err := addTap(ns, "tap0", 1); err != nil {
+			return err
+		}
+		return inside.Start()
+	}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = inside.Process.Kill() })
+	waited := make(chan error, 1)
+	go func() { waited <- inside.Wait() }()
 	if err := dead.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +91,11 @@ func TestReclaimStaleRun(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(kernel.RunNetNSDir, ns)); !os.IsNotExist(err) {
 		t.Errorf("the killed run's namespace %s is still there (%v)", ns, err)
+	}
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the process inside the killed run's namespace (pid %d) still runs", inside.Process.Pid)
 	}
 	if _, err := os.Stat(deadDir); !os.IsNotExist(err) {
 		t.Errorf("the killed run's directory is still there (%v)", err)

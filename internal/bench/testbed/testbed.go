@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,9 @@ type Testbed struct {
 	OwnerStartTime uint64    `json:"owner_start_time"`
 	Procs          []Proc    `json:"procs"`
 	Created        time.Time `json:"created"`
+	// User is who made it: the login behind sudo (SUDO_UID), since a
+	// test bed needs root and every state file is root's.
+	User int `json:"user"`
 
 	stateDir string
 	uid      int // the state file's owner (List)
@@ -174,7 +178,7 @@ func Up(o Options) (t *Testbed, err error) {
 		// the NAPI threads' names "napi/vsXXXX-ID" fit the 15-byte comm.
 		ServerDev: "vs" + tag, ClientDev: "vc" + tag,
 		Queues: o.Queues, GRO: o.GRO, Threaded: o.Threaded,
-		Owner: self, OwnerStartTime: st, Created: time.Now().UTC(), stateDir: o.StateDir,
+		Owner: self, OwnerStartTime: st, Created: time.Now().UTC(), User: invoker(), stateDir: o.StateDir,
 	}
 	// Record the intent before creating anything, so a kill at any moment
 	// leaves a state file naming what may exist.
@@ -335,8 +339,20 @@ func List(dir string) ([]*Testbed, error) {
 }
 
 // Mine reports whether the current user made the testbed: its state file
-// is this user's.
-func (t *Testbed) Mine() bool { return t.uid == os.Getuid() }
+// is this user's and it names this login (the one behind sudo) as its
+// maker.
+func (t *Testbed) Mine() bool { return t.uid == os.Getuid() && t.User == invoker() }
+
+// invoker is the user behind this process: SUDO_UID's when root runs it
+// through sudo, else the real uid.
+func invoker() int {
+	if os.Geteuid() == 0 {
+		if u, err := strconv.Atoi(os.Getenv("SUDO_UID")); err == nil && u >= 0 {
+			return u
+		}
+	}
+	return os.Getuid()
+}
 
 // Namespaces are the testbed's two network namespaces.
 func (t *Testbed) Namespaces() []string { return []string{t.ServerNS, t.ClientNS} }
