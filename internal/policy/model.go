@@ -340,7 +340,13 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 		for _, pid := range pids {
 			for _, c := range sortedCPUs(m.tasks[pid]) {
 				if v := m.tasks[pid][c]; !a.CPUs.Contains(c) {
-					moveTo(c, v, a.CPUs, other)
+					// Without IRQ time accounting the kernel charges
+					// softirq work done in a task's context (a veth's
+					// receive, a socket's backlog) to the task; that
+					// part stays with the interrupts it is, so no more
+					// than the CPU's task time moves: a CPU is never
+					// predicted less busy than its own interrupt time.
+					moveTo(c, min(v, max(st[c].other, 0)), a.CPUs, other)
 				}
 			}
 		}
