@@ -202,7 +202,7 @@ func readCapped(p string, limit int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: syscall.EISDIR} // as a read of a live one
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s): a tree holds copies of kernel files, and only regular files are read", fileKind(fi.Mode()))}
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s): a tree holds copies of kernel files, and only regular files are read", FileKind(fi.Mode()))}
 	}
 	if fi.Size() > limit {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: overLimit("%d bytes, over the limit of %d per file (no kernel file is that large)", fi.Size(), limit)}
@@ -219,9 +219,12 @@ func readCapped(p string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// fileKind names the type of a file that is not a regular one.
-func fileKind(m fs.FileMode) string {
+// FileKind names the type of a file that is not a regular one ("a FIFO"),
+// for errors that refuse it.
+func FileKind(m fs.FileMode) string {
 	switch {
+	case m.IsDir():
+		return "a directory"
 	case m&fs.ModeNamedPipe != 0:
 		return "a FIFO"
 	case m&fs.ModeSocket != 0:

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"syscall"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // A plan is untrusted input (anyone may hand one to apply or the agent),
@@ -64,7 +65,7 @@ func ReadOpen(fh *os.File, file string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("plan %s is %s, not a regular file; refused (write the plan to a file first)", file, fileKind(fi.Mode()))
+		return nil, fmt.Errorf("plan %s is %s, not a regular file; refused (write the plan to a file first)", file, kernel.FileKind(fi.Mode()))
 	}
 	if fi.Size() > MaxPlanBytes {
 		return nil, fmt.Errorf("plan %s is %d bytes, over the limit of %d (real plans are a few hundred KB)", file, fi.Size(), MaxPlanBytes)
@@ -77,22 +78,6 @@ func ReadOpen(fh *os.File, file string) ([]byte, error) {
 		return nil, fmt.Errorf("plan %s grew past the limit of %d bytes while being read; refused", file, MaxPlanBytes)
 	}
 	return data, nil
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file"
 }
 
 // separators counts the bytes that can start a new YAML node (see
