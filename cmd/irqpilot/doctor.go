@@ -102,7 +102,11 @@ func (o *doctorOptions) run(out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := doctorFor(h, m)
+	netns := ""
+	if ns, err := last.CurrentNetNS(); err == nil && !ns.Initial {
+		netns = ns.String() // remedies fit this namespace, as plan's do
+	}
+	rep := doctorFor(h, m, netns)
 	if o.g.json {
 		if err := writeJSON(out, rep); err != nil {
 			return err
@@ -156,11 +160,11 @@ func (o *doctorOptions) measure(first *kernel.FS) (m *measurement, last *kernel.
 
 // doctorFor diagnoses the measurement on host h and gives each finding
 // its remedy.
-func doctorFor(h *host.Host, m *measurement) *doctorReport {
+func doctorFor(h *host.Host, m *measurement, netns string) *doctorReport {
 	l := m.Load
 	rep := &doctorReport{Hostname: h.Hostname, Interval: l.Interval.Seconds(), Findings: []doctorFinding{}, CPUs: l.CPUs, Resets: l.Resets, Consumers: l.Consumers}
 	for _, f := range diagnose.Diagnose(h, l) {
-		rep.Findings = append(rep.Findings, withRemedy(h, l, f))
+		rep.Findings = append(rep.Findings, withRemedy(h, l, f, netns))
 	}
 	for _, f := range rep.Findings {
 		if f.ID != diagnose.IDAppOnIRQCPU && f.ID != diagnose.IDInterruptBound {

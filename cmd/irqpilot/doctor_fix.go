@@ -41,9 +41,15 @@ type doctorRemedy struct {
 	Why string `json:"why"`
 }
 
-// withRemedy gives f its remedy and the text of its fix.
-func withRemedy(h *host.Host, l *load.Load, f diagnose.Finding) doctorFinding {
+// withRemedy gives f its remedy and the text of its fix. In a network
+// namespace other than the initial one (netns names it) the remedy leaves
+// out what cannot take effect there, as `plan --remedy` does, so that the
+// commands doctor prints are the plan's.
+func withRemedy(h *host.Host, l *load.Load, f diagnose.Finding, netns string) doctorFinding {
 	p, why := policy.Remedy(h, l, f, policy.Options{})
+	if p != nil && netns != "" {
+		plan.ScopeToNetNS(p, netns)
+	}
 	r := &doctorRemedy{Plan: p, Why: why}
 	out := doctorFinding{Finding: f, Remedy: r}
 	if p == nil {

@@ -154,6 +154,13 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 				soft += 100 * v
 			}
 			u.otherSoft = max(0, soft-u.netSoft)
+			// The tick-based counters put interrupt work done in a
+			// task's context (softirqs at syscall exit, without IRQ time
+			// accounting) in system time; the eBPF times count it as
+			// interrupts. Counted in both, a CPU would read above 100 %
+			// busy: the CPU's busy time stays what the counters say.
+			statBusy := u.other + c.IRQ + c.SoftIRQ
+			u.other = max(0, min(u.other, statBusy-u.irq()))
 		}
 		m.cpus[c.ID] = u
 	}

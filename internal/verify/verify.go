@@ -193,7 +193,14 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 		// predicted, full: its busy time measured a few points under the
 		// before is no wrong way (seen: 96 % → 88 %, predicted 134 %).
 		saturated := p.PredictedBusy > 100 && m.Busy > diagnose.HeadroomBusyMaxPct
-		if w := wrongWay(b.Busy, pb, m.Busy, noise); w != "" && !saturated {
+		// A CPU full before and after that was predicted relief was
+		// refilled, not made worse: work waiting for it (a sender
+		// pinned there) took the time the change freed (seen: a UDP
+		// flood's CPU 96 % → 100 % after RPS took 12 points of its
+		// interrupts). Its interrupt time is still judged, and the busy
+		// figure's error makes it missed.
+		refilled := b.Busy > diagnose.HeadroomBusyMaxPct && m.Busy > diagnose.HeadroomBusyMaxPct && pb < b.Busy
+		if w := wrongWay(b.Busy, pb, m.Busy, noise); w != "" && !saturated && !refilled {
 			wrong = append(wrong, fmt.Sprintf("CPU %d busy %s", c, w))
 		} else if w := wrongWay(b.IRQ, p.PredictedIRQ, m.IRQ, noiseIRQ); w != "" {
 			wrong = append(wrong, fmt.Sprintf("CPU %d interrupt time %s", c, w))

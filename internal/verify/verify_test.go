@@ -131,3 +131,24 @@ func TestJudgeSaturatedCPU(t *testing.T) {
 		t.Errorf("96 %% → 62 %% busy, predicted 134 %%: verdict %s (%s), want worse for CPU 0", r.Verdict, r.Reason)
 	}
 }
+
+// A CPU full before and after, predicted relief, was refilled by work
+// waiting for it: missed, not worse, when its interrupt time moved the
+// predicted way. A CPU that was not full before and rose against the
+// prediction is still the wrong way.
+func TestJudgeRefilledCPUIsMissedNotWorse(t *testing.T) {
+	pred := &plan.Prediction{Source: "bpf", CPUs: []plan.CPUPrediction{
+		{CPU: 0, BeforeBusy: 96.3, PredictedBusy: 62.2, BeforeIRQ: 38.6, PredictedIRQ: 1.6},
+		{CPU: 1, BeforeBusy: 0.8, PredictedBusy: 39.7, BeforeIRQ: 0, PredictedIRQ: 38},
+	}}
+	b := window(50000, Figures{96.3, 38.6}, Figures{0.8, 0})
+	r := Judge(pred, b, window(52000, Figures{100, 26.8}, Figures{38.6, 36.9}), Options{})
+	if r.Verdict != Missed || !strings.Contains(r.Reason, "CPU 0") {
+		t.Errorf("CPU 0 96 %% → 100 %% busy (predicted 62 %%), interrupts 38.6 → 26.8 (predicted 1.6): verdict %s (%s), want missed for CPU 0", r.Verdict, r.Reason)
+	}
+	pred.CPUs[0] = plan.CPUPrediction{CPU: 0, BeforeBusy: 60, PredictedBusy: 30, BeforeIRQ: 30, PredictedIRQ: 5}
+	b = window(50000, Figures{60, 30}, Figures{0.8, 0})
+	if r := Judge(pred, b, window(50000, Figures{75, 20}, Figures{38.6, 25}), Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "CPU 0 busy") {
+		t.Errorf("CPU 0 60 %% → 75 %% busy against a predicted 30 %%: verdict %s (%s), want worse", r.Verdict, r.Reason)
+	}
+}
