@@ -153,7 +153,7 @@ type Result struct {
 func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 	tol, ttol := o.tol(), o.trafficTol()
 	r := Result{Tolerance: tol, TrafficTolerance: ttol, TrafficBefore: round1(before.Traffic), TrafficAfter: round1(after.Traffic), Source: after.Source}
-	var wrong, overloaded, missed []string
+	var wrong, overloaded, missed, full []string
 	var n float64
 	for _, c := range sortedCPUs(after.CPUs) {
 		p := pred.CPU(c)
@@ -200,6 +200,9 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 		// interrupts). Its interrupt time is still judged, and the busy
 		// figure's error makes it missed.
 		refilled := b.Busy > diagnose.HeadroomBusyMaxPct && m.Busy > diagnose.HeadroomBusyMaxPct && pb < b.Busy
+		if refilled && wrongWay(b.Busy, pb, m.Busy, noise) != "" {
+			full = append(full, fmt.Sprintf("CPU %d", c))
+		}
 		if w := wrongWay(b.Busy, pb, m.Busy, noise); w != "" && !saturated && !refilled {
 			wrong = append(wrong, fmt.Sprintf("CPU %d busy %s", c, w))
 		} else if w := wrongWay(b.IRQ, p.PredictedIRQ, m.IRQ, noiseIRQ); w != "" {
@@ -234,6 +237,9 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 	case len(missed) > 0:
 		r.Verdict = Missed
 		r.Reason = fmt.Sprintf("off by more than %.0f points plus the noise: %s; every figure moved the predicted way", tol, strings.Join(missed, "; "))
+		if len(full) > 0 {
+			r.Reason = fmt.Sprintf("off by more than %.0f points plus the noise: %s; every figure moved the predicted way but the busy time of %s, which stayed full (work waiting for it took the time the change freed)", tol, strings.Join(missed, "; "), strings.Join(full, ", "))
+		}
 	default:
 		r.Verdict = Confirmed
 		r.Reason = fmt.Sprintf("every CPU within %.0f points (plus the noise measured before) of the prediction; mean error %.1f points busy, %.1f interrupts", tol, r.MeanBusyError, r.MeanIRQError)

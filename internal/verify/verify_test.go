@@ -143,7 +143,7 @@ func TestJudgeRefilledCPUIsMissedNotWorse(t *testing.T) {
 	}}
 	b := window(50000, Figures{96.3, 38.6}, Figures{0.8, 0})
 	r := Judge(pred, b, window(52000, Figures{100, 26.8}, Figures{38.6, 36.9}), Options{})
-	if r.Verdict != Missed || !strings.Contains(r.Reason, "CPU 0") {
+	if r.Verdict != Missed || !strings.Contains(r.Reason, "busy time of CPU 0, which stayed full") {
 		t.Errorf("CPU 0 96 %% → 100 %% busy (predicted 62 %%), interrupts 38.6 → 26.8 (predicted 1.6): verdict %s (%s), want missed for CPU 0", r.Verdict, r.Reason)
 	}
 	pred.CPUs[0] = plan.CPUPrediction{CPU: 0, BeforeBusy: 60, PredictedBusy: 30, BeforeIRQ: 30, PredictedIRQ: 5}
