@@ -377,8 +377,9 @@ func (v *verifyOutput) disturbed() string {
 // namespace, measures after and confirms the prediction: CPU 0's interrupt
 // time falls, CPU 1's rises, each within the tolerance. Another process
 // loading a CPU makes the verdict inconclusive or off, rightly: such
-// attempts are retried, and when no attempt was quiet the test asserts
-// the verdicts (each with its exit status and reason) and the reverts.
+// attempts are retried; each attempt's verdict (its exit status and
+// reason) and revert are asserted, and when no attempt was quiet the test
+// skips, saying that the move itself was not checked.
 // An attempt that was quiet must confirm. Then 'verify
 // --journal' checks the journal's prediction again, later.
 func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
