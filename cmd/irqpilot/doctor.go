@@ -186,7 +186,7 @@ func doctorFor(h *host.Host, m *measurement, netns string) *doctorReport {
 		notes = append(notes, "unavailable: "+u)
 	}
 	for _, f := range h.MissingFeatures() {
-		notes = append(notes, "kernel cannot: "+setting.MissingText(f)+"; plans leave it out")
+		notes = append(notes, strings.TrimPrefix(f.Where(), "this ")+" cannot: "+setting.MissingText(f)+"; plans leave it out")
 	}
 	rep.Notes = append(notes, rep.Notes...)
 	if len(l.Absent) > 0 {

@@ -61,6 +61,12 @@ func (t *inventoryText) writeFeatures() {
 	}
 	fmt.Fprintf(t.w, "Kernel cannot: %d\n", len(missing))
 	for _, f := range missing {
+		if f.NetNS {
+			// The files exist in the initial namespace only: not the
+			// kernel's lack, this namespace's.
+			fmt.Fprintf(t.w, "  %s: %s not found in this network namespace (initial namespace only)\n", f.Name, f.Probe)
+			continue
+		}
 		fmt.Fprintf(t.w, "  %s: %s not found\n", f.Name, f.Probe)
 	}
 }

@@ -282,3 +282,71 @@ func TestLivePlanLeavesOutDefaultRoute(t *testing.T) {
 		t.Errorf("--device vdx0,vdr0 plans %q", d)
 	}
 }
+
+// Live: the net.core sysctls exist in the initial network namespace only,
+// so inside another one inventory and plan say the namespace lacks them,
+// never the kernel (which has them: inventory on the host lists none of
+// them as missing).
+func TestLiveKernelCannotNamesTheNamespace(t *testing.T) {
+	ns := newVethNamespace(t)
+	bin := livetest.Irqpilot(t)
+	sysctls := []string{setting.SockFlowPath, setting.BusyReadPath, setting.BusyPollPath}
+
+	out, errOut, code := runIn(t, nil, bin, "inventory")
+	if code != 0 {
+		t.Fatalf("inventory on the host: exit %d\n%s", code, errOut)
+	}
+	for _, p := range sysctls {
+		if strings.Contains(out, p) {
+			t.Errorf("inventory on the host lists %s as missing:\n%s", p, out)
+		}
+	}
+
+	out, errOut, code = runIn(t, ns, bin, "inventory")
+	if code != 0 {
+		t.Fatalf("inventory in %s: exit %d\n%s", ns.name, code, errOut)
+	}
+	for _, p := range sysctls {
+		if !strings.Contains(out, p+" not found in this network namespace (initial namespace only)") {
+			t.Errorf("inventory in %s does not say the namespace lacks %s:\n%s", ns.name, p, out)
+		}
+	}
+
+	out, errOut, code = runIn(t, ns, bin, "inventory", "--json")
+	if code != 0 {
+		t.Fatalf("inventory --json in %s: exit %d\n%s", ns.name, code, errOut)
+	}
+	var inv struct {
+		Features []host.Feature `json:"features"`
+	}
+	if err := json.Unmarshal([]byte(out), &inv); err != nil {
+		t.Fatalf("inventory --json: %v\n%s", err, out)
+	}
+	netnsOnly := map[string]bool{}
+	for _, f := range inv.Features {
+		if f.Missing() && f.NetNS {
+			netnsOnly[f.Probe] = true
+		}
+	}
+	for _, p := range sysctls {
+		if !netnsOnly[p] {
+			t.Errorf("inventory --json in %s: %s not marked missing in this namespace: %+v", ns.name, p, inv.Features)
+		}
+	}
+
+	out, errOut, code = runIn(t, ns, bin, "plan", "--policy", "latency", "--device", "vq0", "--machine-wide", "--json")
+	if code != 0 {
+		t.Fatalf("plan --policy latency in %s: exit %d\n%s", ns.name, code, errOut)
+	}
+	var d planDiff
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("plan --json: %v\n%s", err, out)
+	}
+	notes := strings.Join(d.Notes, "\n")
+	if strings.Contains(notes, "this kernel has no") {
+		t.Errorf("plan in %s blames the kernel for what the namespace lacks: %q", ns.name, d.Notes)
+	}
+	if !strings.Contains(notes, "this network namespace has no busy polling of reads") {
+		t.Errorf("plan in %s does not say the namespace lacks busy_read: %q", ns.name, d.Notes)
+	}
+}

@@ -16,10 +16,24 @@ type Feature struct {
 	Supported *bool `json:"supported"`
 	// Kinds are the setting kinds that need it (none: it only informs).
 	Kinds []string `json:"kinds,omitempty"`
+	// NetNS says the probe ran in a network namespace other than the
+	// initial one, where the feature's files never exist (the kernel keeps
+	// them in the initial namespace only): missing here says nothing of
+	// the kernel.
+	NetNS bool `json:"netns,omitempty"`
 }
 
 // Missing says whether the probe found the feature absent.
 func (f Feature) Missing() bool { return f.Supported != nil && !*f.Supported }
+
+// Where names what lacks a missing feature: "this kernel", or "this network
+// namespace" when the probe ran outside the initial one.
+func (f Feature) Where() string {
+	if f.NetNS {
+		return "this network namespace"
+	}
+	return "this kernel"
+}
 
 // FeatureProbe fills a host's Features once the rest of it is read. The
 // setting registry, which owns the probes (one per kind), installs it:

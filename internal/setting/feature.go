@@ -25,6 +25,10 @@ type feature struct {
 	// napiSet: the feature is the netdev family's napi-set operation
 	// (Host.NAPISet, probed with the generic-netlink controller).
 	napiSet bool
+	// initialNetNS: the files exist in the initial network namespace only
+	// (net.core sysctls the kernel registers for init_net), so inside any
+	// other one their absence says nothing of the kernel.
+	initialNetNS bool
 }
 
 // test probes f. whole says a missing file is a missing feature (the live
@@ -70,6 +74,12 @@ func ProbeFeatures(fs *kernel.FS, h *host.Host) []host.Feature {
 	}
 	var out []host.Feature
 	at := map[string]int{}
+	elsewhere := false // probing inside a network namespace other than the initial one
+	if fs.IsLive() {
+		if ns, err := fs.CurrentNetNS(); err == nil {
+			elsewhere = !ns.Initial
+		}
+	}
 	for _, k := range Kinds() {
 		fk, ok := registry[k].(featured)
 		if !ok {
@@ -84,7 +94,7 @@ func ProbeFeatures(fs *kernel.FS, h *host.Host) []host.Feature {
 				if !ok || f.napiSet {
 					sup = f.test(fs, h, whole)
 				}
-				out = append(out, host.Feature{Name: f.name, Probe: f.probe, Supported: sup})
+				out = append(out, host.Feature{Name: f.name, Probe: f.probe, Supported: sup, NetNS: f.initialNetNS && elsewhere})
 			}
 			if needed(fk, f) {
 				out[i].Kinds = append(out[i].Kinds, string(k))
@@ -149,6 +159,9 @@ func Unsupported(h *host.Host, c *Change) (host.Feature, bool) {
 
 // MissingText is the one line that says a feature is missing.
 func MissingText(f host.Feature) string {
+	if f.NetNS {
+		return fmt.Sprintf("this network namespace has no %s (%s not found: the kernel keeps it in the initial namespace only)", f.Name, f.Probe)
+	}
 	return fmt.Sprintf("this kernel has no %s (%s not found)", f.Name, f.Probe)
 }
 

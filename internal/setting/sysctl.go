@@ -44,9 +44,9 @@ var sysctlLimits = map[string]sysctlLimit{
 // Each sysctl is its own feature: RFS's socket table needs CONFIG_RPS, the
 // busy-polling defaults CONFIG_NET_RX_BUSY_POLL.
 var sysctlFeatures = map[string]*feature{
-	SockFlowPath: {name: "RFS socket flow table", probe: SockFlowPath, glob: SockFlowPath, evidence: "proc/sys/net/core"},
-	BusyReadPath: {name: "busy polling of reads", probe: BusyReadPath, glob: BusyReadPath, evidence: "proc/sys/net/core"},
-	BusyPollPath: {name: "busy polling of poll and epoll", probe: BusyPollPath, glob: BusyPollPath, evidence: "proc/sys/net/core"},
+	SockFlowPath: {name: "RFS socket flow table", probe: SockFlowPath, glob: SockFlowPath, evidence: "proc/sys/net/core", initialNetNS: true},
+	BusyReadPath: {name: "busy polling of reads", probe: BusyReadPath, glob: BusyReadPath, evidence: "proc/sys/net/core", initialNetNS: true},
+	BusyPollPath: {name: "busy polling of poll and epoll", probe: BusyPollPath, glob: BusyPollPath, evidence: "proc/sys/net/core", initialNetNS: true},
 }
 
 func (sysctl) features() []*feature {
