@@ -38,6 +38,9 @@ type coreBottleneck struct {
 	sendNS, recvNS string
 	recvDev        string
 	exec           []string // ip netns exec recvNS
+	// plain: the sender writes one 1400-byte datagram per send (no UDP
+	// GSO), so each send is one packet to dispatch; measurements only.
+	plain bool
 }
 
 // senderCPU is the CPU the sender is pinned to.
@@ -140,7 +143,9 @@ func (b *coreBottleneck) send(rate float64) *sender {
 					return err
 				}
 				fds = append(fds, fd)
-				if err := unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_SEGMENT, 1400); err != nil {
+				if b.plain {
+					// one datagram, one packet
+				} else if err := unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_SEGMENT, 1400); err != nil {
 					return fmt.Errorf("UDP_SEGMENT: %w", err)
 				}
 				if err := unix.Connect(fd, &unix.SockaddrInet4{Port: 9000, Addr: [4]byte{10, 233, 0, 2}}); err != nil {
@@ -148,6 +153,9 @@ func (b *coreBottleneck) send(rate float64) *sender {
 				}
 			}
 			buf := make([]byte, 56000)
+			if b.plain {
+				buf = buf[:1400]
+			}
 			// Paced: no more sends than the rate allows since the rate
 			// was last set.
 			var base int64
