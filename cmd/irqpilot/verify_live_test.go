@@ -701,7 +701,10 @@ func TestLiveApplyVerifyMissed(t *testing.T) {
 			t.Fatalf("revert: exit %d, rps_cpus %s\n%s", code, b.rps(), errOut)
 		}
 		x := v.Verification
-		if x.Verdict == "missed" {
+		// Predicted again (the load changed between the plan and the
+		// change): the verdict judges the model's prediction, not the
+		// wrong one this plan carries, so it says nothing here.
+		if x.Verdict == "missed" && x.Repredicted == "" {
 			if !strings.Contains(x.Reason, "CPU 1") || !strings.Contains(x.Reason, "every figure moved the predicted way") {
 				t.Errorf("missed, but not for CPU 1: %s", x.Reason)
 			}
