@@ -91,7 +91,13 @@ func TestSnapshotSignalCleansUp(t *testing.T) {
 	} {
 		t.Run(tc.mode+"/"+tc.sig.String(), func(t *testing.T) {
 			box := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotSignalChild$", "-test.count=1")
+			argv := []string{os.Args[0], "-test.run=^TestSnapshotSignalChild$", "-test.count=1"}
+			if signal.Ignored(syscall.SIGHUP) {
+				// Run under nohup, the child would inherit SIGHUP ignored
+				// and rightly not watch for it: give it the default back.
+				argv = append([]string{"env", "--default-signal=HUP"}, argv...)
+			}
+			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = append(os.Environ(), signalChildEnv+"="+snap, signalModeEnv+"="+tc.mode, "TMPDIR="+box)
 			pipe, err := cmd.StdoutPipe()
 			if err != nil {
