@@ -35,6 +35,11 @@ const ReadErrorsFile = "read-errors.json"
 // may have been there unread.
 const FeaturesFile = "features.json"
 
+// FeaturesNetNSFile marks a capture whose feature probes ran in a network
+// namespace other than the initial one: the files that exist only in the
+// initial namespace were missing from the namespace, not the kernel.
+const FeaturesNetNSFile = "features-netns"
+
 // WholeTreeFile marks a test tree that holds every file its kernel would
 // show (a generated host): there, a missing file is a missing feature.
 const WholeTreeFile = "whole-tree"

@@ -74,11 +74,18 @@ func ProbeFeatures(fs *kernel.FS, h *host.Host) []host.Feature {
 	}
 	var out []host.Feature
 	at := map[string]int{}
-	elsewhere := false // probing inside a network namespace other than the initial one
+	// Probing inside a network namespace other than the initial one (as
+	// the capture says when replaying one).
+	elsewhere := false
 	if fs.IsLive() {
 		if ns, err := fs.CurrentNetNS(); err == nil {
 			elsewhere = !ns.Initial
 		}
+		if elsewhere {
+			fs.SaveSynthetic(kernel.FeaturesNetNSFile, []byte("1\n"))
+		}
+	} else if _, err := fs.ReadSynthetic(kernel.FeaturesNetNSFile); err == nil {
+		elsewhere = true
 	}
 	for _, k := range Kinds() {
 		fk, ok := registry[k].(featured)
