@@ -207,6 +207,23 @@ func TestLabPolicies(t *testing.T) {
 				if want := min(physical, nic.Queues); len(cores) < want {
 					t.Errorf("%s: %d IRQ entries on CPUs %v use %d cores of the node's %d; want at least %d (one per queue while cores last)", p, len(pl.IRQs), keys(cpus), len(cores), physical, want)
 				}
+				// In the plan's order, the first IRQs each take a core of
+				// their own: no SMT sibling of an earlier one while a core
+				// of the node has none (able to fail on a shape with two
+				// threads per core, as the small one is).
+				if p == "per-queue" && s.Threads > 1 {
+					seen := map[int]int{}
+					for i, e := range pl.IRQs {
+						if i >= min(physical, nic.Queues) {
+							break
+						}
+						c := e.CPUs.Min()
+						if j, dup := seen[core(c)]; dup {
+							t.Errorf("per-queue: IRQ entry %d on CPU %d shares core %d with entry %d while the node has %d cores", i, c, core(c), j, physical)
+						}
+						seen[core(c)] = i
+					}
+				}
 				t.Logf("%s: queue IRQ CPUs %v, app_cpus %v", p, keys(cpus), pl.AppCPUs)
 			}
 			// At least half, and exactly the CPUs without a queue IRQ.

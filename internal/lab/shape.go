@@ -68,11 +68,13 @@ func (s Shape) NodeCPUs(n int) (first, last int) {
 // Shapes are the machines `irqpilot lab` knows.
 var Shapes = map[string]Shape{
 	"small": {
-		Name: "small", Sockets: 1, Cores: 8, Threads: 1, Nodes: 2, MemMiB: 512,
+		// Two threads per core, so that what the policies do with SMT
+		// siblings is checked on the shape `make test` boots.
+		Name: "small", Sockets: 1, Cores: 4, Threads: 2, Nodes: 2, MemMiB: 512,
 		NICs:      []NIC{{Model: "virtio-net-pci", Queues: 4, Node: 1}, {Model: "e1000e", Queues: 1, Node: -1}},
 		NVMe:      true,
 		BlkQueues: 4,
-		Note:      "8 vCPUs in 2 nodes; a 4-queue virtio-net on node 1, an e1000e, NVMe and a 4-queue virtio-blk",
+		Note:      "8 vCPUs (4 cores × 2 threads) in 2 nodes; a 4-queue virtio-net on node 1, an e1000e, NVMe and a 4-queue virtio-blk",
 	},
 	"server": {
 		Name: "server", Sockets: 2, Cores: 8, Threads: 2, Nodes: 4, MemMiB: 512,

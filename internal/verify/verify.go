@@ -183,7 +183,12 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 		// in the predictions campaign (docs/benchmarks.md) MariaDB's
 		// per-queue plan read "worse" for CPU 0 going from 99 % to 102 %
 		// busy, a full CPU measured twice.
-		if m.Busy > diagnose.HeadroomBusyMaxPct && b.Busy <= diagnose.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
+		// And only a CPU the plan gives work: one predicted to stay as it
+		// was that drifts over the line was not loaded by the change (seen:
+		// a plan of no change on nginx read "worse" for CPU 1 going from
+		// 80 % to 84 % busy).
+		tookWork := p.PredictedBusy-b.Busy > predictedMoveEpsilon
+		if tookWork && m.Busy > diagnose.HeadroomBusyMaxPct && b.Busy <= diagnose.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
 			overloaded = append(overloaded, fmt.Sprintf("CPU %d %.0f%% → %.0f%% busy", c, b.Busy, m.Busy))
 		}
 		// The wrong way: the prediction moved a figure by more than the
@@ -249,6 +254,10 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 
 // wrongWay describes a figure the prediction moved by more than noise and
 // the measurement moved the other way by more than noise ("" when not).
+// predictedMoveEpsilon is the smallest predicted change of a CPU's busy
+// time (points) that counts as work moved onto it: below it, rounding.
+const predictedMoveEpsilon = 0.1
+
 func wrongWay(before, predicted, measured, noise float64) string {
 	dp, dm := predicted-before, measured-before
 	if math.Abs(dp) <= noise || math.Abs(dm) <= noise || (dp > 0) == (dm > 0) {

@@ -152,3 +152,26 @@ func TestJudgeRefilledCPUIsMissedNotWorse(t *testing.T) {
 		t.Errorf("CPU 0 60 %% → 75 %% busy against a predicted 30 %%: verdict %s (%s), want worse", r.Verdict, r.Reason)
 	}
 }
+
+// The headroom rule judges the CPUs the plan gives work: a plan of no
+// change (nginx under latency, in the predictions campaign) whose CPU 1
+// drifted from 79.5 % to 83.9 % busy within its tolerance is confirmed, not
+// worse; the same drift on a CPU predicted to take work breaks the rule.
+func TestJudgeHeadroomOnlyForCPUsGivenWork(t *testing.T) {
+	none := &plan.Prediction{Source: "bpf", CPUs: []plan.CPUPrediction{
+		{CPU: 0, BeforeBusy: 93.5, PredictedBusy: 93.5, BeforeIRQ: 23.9, PredictedIRQ: 23.9},
+		{CPU: 1, BeforeBusy: 79.5, PredictedBusy: 79.5, BeforeIRQ: 17.3, PredictedIRQ: 17.3},
+	}}
+	b := window(141000, Figures{93.5, 23.9}, Figures{79.5, 17.3})
+	after := window(143000, Figures{96.3, 23.3}, Figures{83.9, 17.5})
+	if r := Judge(none, b, after, Options{}); r.Verdict != Confirmed {
+		t.Errorf("no change predicted, CPU 1 79.5 %% → 83.9 %%: verdict %s (%s), want confirmed", r.Verdict, r.Reason)
+	}
+	given := &plan.Prediction{Source: "bpf", CPUs: []plan.CPUPrediction{
+		{CPU: 0, BeforeBusy: 93.5, PredictedBusy: 88, BeforeIRQ: 23.9, PredictedIRQ: 18.4},
+		{CPU: 1, BeforeBusy: 79.5, PredictedBusy: 85, BeforeIRQ: 17.3, PredictedIRQ: 22.8},
+	}}
+	if r := Judge(given, b, after, Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "headroom rule: CPU 1 80% → 84% busy") {
+		t.Errorf("work predicted onto CPU 1, 79.5 %% → 83.9 %%: verdict %s (%s), want worse for the headroom rule", r.Verdict, r.Reason)
+	}
+}
