@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,19 +208,23 @@ func TestLabPolicies(t *testing.T) {
 				if want := min(physical, nic.Queues); len(cores) < want {
 					t.Errorf("%s: %d IRQ entries on CPUs %v use %d cores of the node's %d; want at least %d (one per queue while cores last)", p, len(pl.IRQs), keys(cpus), len(cores), physical, want)
 				}
-				// In the plan's order, the first IRQs each take a core of
-				// their own: no SMT sibling of an earlier one while a core
-				// of the node has none (able to fail on a shape with two
-				// threads per core, as the small one is).
+				// In the plan's order (queue by queue; a virtio-net queue
+				// has two IRQs, placed together), the first queues' CPUs
+				// each take a core of their own: no SMT sibling of an
+				// earlier one while a core of the node has none (able to
+				// fail on a shape with two threads per core, as the small
+				// one is).
 				if p == "per-queue" && s.Threads > 1 {
-					seen := map[int]int{}
-					for i, e := range pl.IRQs {
-						if i >= min(physical, nic.Queues) {
-							break
+					var order []int
+					for _, e := range pl.IRQs {
+						if c := e.CPUs.Min(); !slices.Contains(order, c) {
+							order = append(order, c)
 						}
-						c := e.CPUs.Min()
+					}
+					seen := map[int]int{}
+					for i, c := range order[:min(len(order), physical, nic.Queues)] {
 						if j, dup := seen[core(c)]; dup {
-							t.Errorf("per-queue: IRQ entry %d on CPU %d shares core %d with entry %d while the node has %d cores", i, c, core(c), j, physical)
+							t.Errorf("per-queue: queue CPUs in plan order %v: CPU %d (the %d. placed) shares core %d with CPU %d while the node has %d cores", order, c, i+1, core(c), order[j], physical)
 						}
 						seen[core(c)] = i
 					}
