@@ -118,7 +118,7 @@ func (c Configs) Setup(config string, h *host.Host, app workload.AppInfo) (*Setu
 		o.App = "pid:" + strconv.Itoa(app.PIDs[0])
 	}
 	if o.Load == nil {
-		o.Load = app.BaselineLoad
+		o.Load = policy.Measured(app.BaselineLoad)
 	}
 	p, err := policy.Make(config, h, o)
 	if err != nil {

@@ -219,7 +219,7 @@ func (r *Runner) predictOne(ctx context.Context, pol string, o PredictionOptions
 
 	// The plan, made from that measurement (it carries its prediction).
 	app = r.currentApp()
-	app.BaselineLoad = policy.Measured(l)
+	app.BaselineLoad = l
 	s, err := r.Setup(pol, app)
 	if err != nil {
 		return row, err

@@ -118,7 +118,7 @@ type Runner struct {
 	app   workload.AppInfo
 	scope Scope
 	// baseline is the load of the latest "default" run (see AppInfo.BaselineLoad).
-	baseline *policy.MeasuredLoad
+	baseline *load.Load
 	h        *host.Host
 	live     *apply.Applier
 	ns       *apply.Applier
@@ -393,7 +393,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		r.Setups = map[string]*Setup{}
 	}
 	if _, seen := r.Setups[config]; !seen {
-		s.Baseline = app.BaselineLoad
+		s.Baseline = policy.Measured(app.BaselineLoad)
 		r.Setups[config] = s
 	}
 	run.AppCPUs, run.ClientCPUs = r.placement(s)
@@ -453,7 +453,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		return run, err
 	}
 	if BaseConfig(config) == "default" && werr == nil {
-		r.baseline = policy.Measured(l)
+		r.baseline = l
 	}
 	for _, c := range l.CPUs {
 		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, CPUTime: c.CPUTime, NetRx: c.NetRx, Interrupts: c.Interrupts})

@@ -22,7 +22,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
-	"github.com/irqpilot/irqpilot/internal/policy"
+	"github.com/irqpilot/irqpilot/internal/load"
 )
 
 // Workload is a server (or none) and a load generator.
@@ -83,7 +83,7 @@ type AppInfo struct {
 	// BaselineLoad is the per-CPU irq+softirq share measured in the latest
 	// "default" run, given to the policies (auto weighs it the way
 	// `plan --sample` does on a live machine); nil before the first one.
-	BaselineLoad *policy.MeasuredLoad `json:"-"`
+	BaselineLoad *load.Load `json:"-"`
 }
 
 // NetOptions shape the network workloads' testbed and load.
