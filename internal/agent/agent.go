@@ -177,7 +177,9 @@ func New(o Options) (*Agent, error) {
 		return nil, &BadInputError{fmt.Errorf("%w; nothing was changed", err)}
 	}
 	if o.FS == nil {
-		o.FS = kernel.New("/")
+		// The machine comes from the caller (cmd builds the live one), so
+		// that an agent can be pointed at a test tree.
+		return nil, &BadInputError{errors.New("no machine to keep (Options.FS is nil); nothing was changed")}
 	}
 	if o.StateDir == "" {
 		o.StateDir = apply.DefaultStateDir
