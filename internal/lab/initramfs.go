@@ -130,6 +130,11 @@ func writeInitramfs(w io.Writer, k *Kernel, busybox, irqpilot string, extra []gu
 	if err != nil {
 		return err
 	}
+	// The guest loads them decompressed, under their plain names.
+	names := make([]string, len(order))
+	for i, m := range order {
+		names[i] = strings.TrimSuffix(m, ".xz")
+	}
 	c := &cpioWriter{w: bufio.NewWriterSize(w, 1<<20)}
 	seen := map[string]bool{}
 	add := func(f guestFile) error {
@@ -147,7 +152,7 @@ func writeInitramfs(w io.Writer, k *Kernel, busybox, irqpilot string, extra []gu
 	files := []guestFile{
 		{"bin/busybox", 0o755, bb},
 		{"init", 0o755, []byte(initScript)},
-		{"etc/lab-modules", 0o644, []byte(strings.Join(order, "\n") + "\n")},
+		{"etc/lab-modules", 0o644, []byte(strings.Join(names, "\n") + "\n")},
 	}
 	// A fleet's guests get irqpilot from their package only.
 	if irqpilot != "" {
@@ -157,12 +162,12 @@ func writeInitramfs(w io.Writer, k *Kernel, busybox, irqpilot string, extra []gu
 		}
 		files = append(files, guestFile{"usr/sbin/irqpilot", 0o755, ip})
 	}
-	for _, m := range order {
-		b, err := read(filepath.Join(k.ModDir, m))
+	for i, m := range order {
+		b, err := readModule(filepath.Join(k.ModDir, m))
 		if err != nil {
 			return err
 		}
-		files = append(files, guestFile{"lib/modules/" + m, 0o644, b})
+		files = append(files, guestFile{"lib/modules/" + names[i], 0o644, b})
 	}
 	files = append(files, extra...)
 	for _, f := range files {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ulikunitz/xz"
 	"golang.org/x/sys/unix"
 )
 
@@ -248,7 +249,7 @@ var optionalModules = map[string]bool{"crc64_rocksoft_generic": true}
 func (k *Kernel) moduleOrder(names []string) ([]string, error) {
 	files := map[string]string{} // module name → path
 	err := filepath.WalkDir(k.ModDir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".ko") {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".ko") || strings.HasSuffix(p, ".ko.xz")) {
 			files[modName(filepath.Base(p))] = p
 		}
 		return nil
@@ -298,12 +299,42 @@ func (k *Kernel) moduleOrder(names []string) ([]string, error) {
 }
 
 func modName(s string) string {
-	return strings.ReplaceAll(strings.TrimSuffix(s, ".ko"), "-", "_")
+	return strings.ReplaceAll(strings.TrimSuffix(strings.TrimSuffix(s, ".xz"), ".ko"), "-", "_")
+}
+
+// maxModuleBytes bounds a decompressed module: the largest of Debian's
+// (amdgpu) is about 20 MB; the lab's drivers are far below.
+const maxModuleBytes = 64 << 20
+
+// readModule reads a module file, decompressing an xz one (Debian's
+// kernels from 6.6 on ship .ko.xz; the guest's busybox insmod takes plain
+// ELF only). The standard library reads no xz: ulikunitz/xz does.
+func readModule(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.HasSuffix(path, ".xz") {
+		return b, err
+	}
+	r, err := xz.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", path, err)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, maxModuleBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", path, err)
+	}
+	if len(out) > maxModuleBytes {
+		return nil, fmt.Errorf("module %s: more than %d bytes decompressed", path, maxModuleBytes)
+	}
+	return out, nil
 }
 
 // modDepends reads the "depends=" field of a module's .modinfo section.
 func modDepends(path string) ([]string, error) {
-	f, err := elf.Open(path)
+	data, err := readModule(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", path, err)
 	}
