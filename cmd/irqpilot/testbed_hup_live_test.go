@@ -12,15 +12,14 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // SIGHUP (the terminal went away) ends `testbed up --wait` as SIGTERM does:
 // the namespaces, the veth pair and the state file are removed at once, not
 // left until the next `up`.
 func TestTestbedWaitSIGHUPRemoves(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes network namespaces")
-	}
+	livetest.NeedRoot(t, "ip")
 	sd := filepath.Join(t.TempDir(), "state")
 	var prefix []string
 	if signal.Ignored(syscall.SIGHUP) {
