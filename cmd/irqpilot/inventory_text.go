@@ -52,22 +52,30 @@ func writeInventory(w io.Writer, h *host.Host, source string) {
 	t.writeUnavailable()
 }
 
-// writeFeatures says what this kernel cannot do, from the probes: a plan
-// made here leaves those settings out, apply refuses them.
+// writeFeatures says what this kernel cannot do, from the probes, and
+// apart what this network namespace cannot (files the kernel keeps in the
+// initial namespace only): a plan made here leaves those settings out,
+// apply refuses them.
 func (t *inventoryText) writeFeatures() {
-	missing := t.h.MissingFeatures()
-	if len(missing) == 0 {
-		return
-	}
-	fmt.Fprintf(t.w, "Kernel cannot: %d\n", len(missing))
-	for _, f := range missing {
+	var kernel, netns []host.Feature
+	for _, f := range t.h.MissingFeatures() {
 		if f.NetNS {
-			// The files exist in the initial namespace only: not the
-			// kernel's lack, this namespace's.
-			fmt.Fprintf(t.w, "  %s: %s not found in this network namespace (initial namespace only)\n", f.Name, f.Probe)
-			continue
+			netns = append(netns, f)
+		} else {
+			kernel = append(kernel, f)
 		}
-		fmt.Fprintf(t.w, "  %s: %s not found\n", f.Name, f.Probe)
+	}
+	if len(kernel) > 0 {
+		fmt.Fprintf(t.w, "Kernel cannot: %d\n", len(kernel))
+		for _, f := range kernel {
+			fmt.Fprintf(t.w, "  %s: %s not found\n", f.Name, f.Probe)
+		}
+	}
+	if len(netns) > 0 {
+		fmt.Fprintf(t.w, "Network namespace cannot: %d\n", len(netns))
+		for _, f := range netns {
+			fmt.Fprintf(t.w, "  %s: %s not found in this network namespace (initial namespace only)\n", f.Name, f.Probe)
+		}
 	}
 }
 

@@ -311,6 +311,14 @@ func TestLiveKernelCannotNamesTheNamespace(t *testing.T) {
 			t.Errorf("inventory in %s does not say the namespace lacks %s:\n%s", ns.name, p, out)
 		}
 	}
+	if !strings.Contains(out, "Network namespace cannot: 3\n") {
+		t.Errorf("inventory in %s: the three sysctls belong under \"Network namespace cannot\":\n%s", ns.name, out)
+	}
+	if _, k, ok := strings.Cut(out, "Kernel cannot:"); ok {
+		if k, _, _ = strings.Cut(k, "Network namespace cannot:"); strings.Contains(k, "proc/sys/net/core") {
+			t.Errorf("inventory in %s lists a net.core sysctl under what the kernel cannot:\n%s", ns.name, out)
+		}
+	}
 
 	out, errOut, code = runIn(t, ns, bin, "inventory", "--json")
 	if code != 0 {

@@ -210,6 +210,7 @@ func (r *Runner) predictOne(ctx context.Context, pol string, o PredictionOptions
 
 	sampler := load.NewSampler(r.fs())
 	sampler.Tasks = true // the model moves the application's measured threads
+	sampler.NetDevPID = r.netDevPID()
 	sampler.Cost = o.Cost
 	h := r.Host()
 	beforeM, l, err := verify.Measure(ctx, sampler, h, o.Window)

@@ -309,6 +309,16 @@ func (r *Runner) currentApp() workload.AppInfo {
 	return app
 }
 
+// netDevPID is a process of the server's network namespace when the
+// application runs in one (the testbed's), whose device counts the model
+// needs: the server veth is not in this process's namespace. 0 otherwise.
+func (r *Runner) netDevPID() int {
+	if r.app.NSRoot == "" || len(r.app.PIDs) == 0 {
+		return 0
+	}
+	return r.app.PIDs[0]
+}
+
 // measureApp is the application as Measure sets a configuration up for
 // it: its current processes and the baseline's measured load.
 func (r *Runner) measureApp() workload.AppInfo {
@@ -416,6 +426,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 	}
 	sampler := load.NewSampler(r.fs())
 	sampler.Tasks = BaseConfig(config) == "default" // auto places the consumer from its measured threads
+	sampler.NetDevPID = r.netDevPID()
 	// Warm-up: the workload runs, unmeasured, so caches, connection pools
 	// and the scheduler settle into the configuration before it counts.
 	if r.Warmup > 0 {

@@ -90,6 +90,14 @@ func TestAutoOnSeed004Scenario(t *testing.T) {
 	if bl == nil || bl.Load == nil {
 		t.Fatal("auto has no measured baseline")
 	}
+	// The server veth lives in the testbed's namespace: its packets are
+	// counted there (the model splits virtual devices' work by them).
+	if rep.Scope == nil {
+		t.Fatal("no scope in the report")
+	}
+	if _, ok := bl.Load.NetDevRx[rep.Scope.NetDevice]; !ok {
+		t.Errorf("the baseline counts no packets for %s (counted: %v)", rep.Scope.NetDevice, bl.Load.NetDevRx)
+	}
 	var cpu0 load.CPULoad
 	for _, c := range bl.Load.CPUs {
 		if c.ID == 0 {

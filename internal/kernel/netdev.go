@@ -16,6 +16,12 @@ func (f *FS) NetDevRx() (map[string]uint64, error) {
 	return readParsed(f, "proc/net/dev", parseNetDev)
 }
 
+// NetDevRxOf is NetDevRx as process pid sees it (/proc/PID/net/dev): the
+// devices of its network namespace, which may not be this process's.
+func (f *FS) NetDevRxOf(pid int) (map[string]uint64, error) {
+	return readParsed(f, fmt.Sprintf("proc/%d/net/dev", pid), parseNetDev)
+}
+
 // parseNetDev parses /proc/net/dev: two header lines, then one line per
 // device, "NAME: rx_bytes rx_packets …" (16 counters; the name may touch
 // the colon's other side). Only the received packets are kept. name is

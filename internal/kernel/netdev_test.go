@@ -71,3 +71,22 @@ func FuzzParseNetDev(f *testing.F) {
 		}
 	})
 }
+
+// A process's view of /proc/net/dev is its network namespace's: this
+// process sees its own loopback through its PID as through /proc/net.
+func TestNetDevRxOfLive(t *testing.T) {
+	f := New("/")
+	if _, err := f.NetDevRx(); err != nil {
+		t.Skipf("no /proc/net/dev: %v", err)
+	}
+	got, err := f.NetDevRxOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["lo"]; !ok {
+		t.Errorf("/proc/%d/net/dev: no lo in %v", os.Getpid(), got)
+	}
+	if _, err := f.NetDevRxOf(1 << 30); err == nil {
+		t.Error("a process that does not exist: no error")
+	}
+}

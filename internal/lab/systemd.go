@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -276,7 +278,11 @@ const addrRule = `ACTION=="add", SUBSYSTEM=="net", KERNEL=="eth0", RUN+="/sbin/i
 func fleetGuestExtras(root string, k *Kernel) error {
 	rel := filepath.Base(k.ModDir)
 	const button = "kernel/drivers/acpi/button.ko"
-	b, err := os.ReadFile(filepath.Join(k.ModDir, button))
+	b, err := readModule(filepath.Join(k.ModDir, button))
+	if errors.Is(err, fs.ErrNotExist) {
+		// Debian's kernels from 6.6 on: compressed, put in plain.
+		b, err = readModule(filepath.Join(k.ModDir, button+".xz"))
+	}
 	if err != nil {
 		return fmt.Errorf("the ACPI button driver: %w", err)
 	}

@@ -90,6 +90,11 @@ type Sampler struct {
 	// threads Sample reads (the application the agent places): a few
 	// files instead of every thread on the machine.
 	TaskPIDs func() []int
+	// NetDevPID, when set, is a process whose network namespace's devices
+	// are counted (/proc/PID/net/dev) instead of this process's: the
+	// devices a plan steers may live in another namespace (bench's server
+	// veth).
+	NetDevPID int
 	// Cost, when set, is read with every sample (the eBPF collector).
 	Cost CostReader
 
@@ -161,7 +166,12 @@ func (s *Sampler) Sample() (*Sample, error) {
 	}
 	// Captures made before irqpilot read /proc/net/dev lack it: an absent
 	// file is no news (the model then splits virtual devices' work evenly).
-	if smp.NetDevRx, err = s.fs.NetDevRx(); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+	if s.NetDevPID > 0 {
+		smp.NetDevRx, err = s.fs.NetDevRxOf(s.NetDevPID)
+	} else {
+		smp.NetDevRx, err = s.fs.NetDevRx()
+	}
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		smp.Unavailable = append(smp.Unavailable, unavailable("/proc/net/dev", err))
 	}
 	if s.Cost != nil {

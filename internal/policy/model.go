@@ -364,23 +364,13 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 				per, dispatch, frac, cost = movable, d, 1, 0
 			}
 		}
-		// handedOff is the share of a CPU's packets RPS sends elsewhere.
-		handedOff := func(c int) float64 {
-			if n := e.RPSCPUs.Len(); e.RPSCPUs.Contains(c) {
-				return float64(n-1) / float64(n)
-			}
-			return 1
-		}
 		if rfs(p, e.Device) {
 			if w := m.consumerCPUs(p, *e.RPSCPUs); len(w) > 0 {
-				moveNetSoftTo(st, per, frac, w, cost)
-				handedOff = func(c int) float64 { return 1 - w[c] }
-				addDispatch(st, dispatch, handedOff)
+				addDispatch(st, dispatch, per, moveNetSoftTo(st, per, frac, w, cost))
 				continue
 			}
 		}
-		moveNetSoft(st, per, frac, *e.RPSCPUs, cost)
-		addDispatch(st, dispatch, handedOff)
+		addDispatch(st, dispatch, per, moveNetSoft(st, per, frac, *e.RPSCPUs, cost))
 	}
 	m.predictNAPIThreads(p, st, devNet, steered) // auto_napi.go
 	for _, a := range p.Apps {
@@ -416,7 +406,7 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 // CPU pays for handing all its packets off (RPSDispatchVirtual per packet).
 // Without a packet count it says no: the share-based terms apply.
 func (m *model) virtualRPSSplit(dev string, per map[int]float64) (movable, dispatch map[int]float64, ok bool) {
-	pps := m.l.NetDevRx[dev]
+	pps := m.l.NetDevRx[dev] // 0 when absent: counted in another namespace
 	var total float64
 	for _, v := range per {
 		total += v
@@ -428,20 +418,23 @@ func (m *model) virtualRPSSplit(dev string, per map[int]float64) (movable, dispa
 	for c, v := range per {
 		n := pps * v / total // packets/s this CPU receives for dev
 		movable[c] = max(0, v-n*RPSStayVirtual.Seconds()*100)
-		dispatch[c] = n * RPSDispatchVirtual.Seconds() * 100
+		// Never more than the work itself: a count the work does not
+		// bear out (packets this CPU did not receive) adds nothing.
+		dispatch[c] = min(v, n*RPSDispatchVirtual.Seconds()*100)
 	}
 	return movable, dispatch, true
 }
 
 // addDispatch adds to each CPU the dispatch it pays for the share of its
-// packets RPS hands to other CPUs.
-func addDispatch(st map[int]cpuUse, dispatch map[int]float64, handedOff func(int) float64) {
+// packets RPS handed to other CPUs: what moved of what could (moved of per,
+// as the move reported it). Nothing moved, nothing is charged.
+func addDispatch(st map[int]cpuUse, dispatch, per, moved map[int]float64) {
 	for _, c := range sortedCPUs(dispatch) {
-		if _, ok := st[c]; !ok {
+		u, ok := st[c]
+		if !ok || per[c] <= 0 || moved[c] <= 0 {
 			continue
 		}
-		u := st[c]
-		u.netSoft += dispatch[c] * handedOff(c)
+		u.netSoft += dispatch[c] * min(1, moved[c]/per[c])
 		st[c] = u
 	}
 }
@@ -510,8 +503,8 @@ func (m *model) consumerCPUs(p *plan.Plan, to cpuset.Set) map[int]float64 {
 // moveNetSoftTo is moveNetSoft with the moved work shared by weight (RFS:
 // where the consumer runs) instead of evenly: each source CPU keeps its own
 // weight's share and hands the rest off, paying cost per unit moved.
-func moveNetSoftTo(st map[int]cpuUse, per map[int]float64, frac float64, w map[int]float64, cost float64) {
-	add := map[int]float64{}
+func moveNetSoftTo(st map[int]cpuUse, per map[int]float64, frac float64, w map[int]float64, cost float64) map[int]float64 {
+	add, out := map[int]float64{}, map[int]float64{}
 	for _, c := range sortedCPUs(per) {
 		moved := per[c] * frac * (1 - w[c])
 		if moved <= 0 {
@@ -526,12 +519,14 @@ func moveNetSoftTo(st map[int]cpuUse, per map[int]float64, frac float64, w map[i
 		u := st[c]
 		u.netSoft += moved*cost - moved
 		st[c] = u
+		out[c] = moved
 	}
 	for _, t := range sortedCPUs(add) {
 		u := st[t]
 		u.netSoft += add[t]
 		st[t] = u
 	}
+	return out
 }
 
 // describe prints a prediction's busiest CPUs for a plan's why.
@@ -556,7 +551,7 @@ func sortedCPUs(m map[int]float64) []int {
 // onto the CPUs to, as RPS and threaded NAPI hand it off: the share a CPU
 // of to keeps for itself does not move, and the CPU handing work off pays
 // cost per unit moved.
-func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset.Set, cost float64) {
+func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset.Set, cost float64) map[int]float64 {
 	// Each source CPU's moved work spreads evenly over the measured CPUs of
 	// to other than itself. Summed per target in one pass (a source inside
 	// to leaves itself out) rather than one spread per source: RPS over
@@ -570,11 +565,11 @@ func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset
 		}
 	}
 	if len(live) == 0 {
-		return
+		return nil
 	}
 	n := float64(len(live))
 	var outside, inside float64 // every target's share from sources outside and inside to
-	gave := map[int]float64{}
+	gave, out := map[int]float64{}, map[int]float64{}
 	for _, c := range sortedCPUs(per) {
 		moved := per[c] * frac
 		if to.Contains(c) {
@@ -592,6 +587,7 @@ func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset
 		u := st[c]
 		u.netSoft += moved*cost - moved
 		st[c] = u
+		out[c] = moved
 	}
 	for _, t := range live {
 		share := outside + inside
@@ -602,6 +598,7 @@ func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset
 		u.netSoft += share
 		st[t] = u
 	}
+	return out
 }
 
 // moveScaled moves amount of one kind of work off CPU from and spreads it,
@@ -632,13 +629,23 @@ func moveScaled(st map[int]cpuUse, from int, amount, scale float64, to cpuset.Se
 // CPUs and namespaces), when both were measured; so a veth no packet
 // crossed is given none, where the even split gave it a busy namespace's
 // work (a plan turning RPS on for an idle veth was predicted to move 33
-// points off a CPU another namespace's flood loaded). Without the counts,
+// points off a CPU another namespace's flood loaded). Without the counts
+// (or without one for a steered device, which then lives in another
+// network namespace than the one measured),
 // the devices share it evenly. A device's packets are counted once by
 // softnet, with or without RPS, so the shares sum to at most 1 (capped).
 func virtualShares(l *load.Load, virtual []string) map[string]float64 {
 	out := map[string]float64{}
 	total := Traffic(l)
-	if l.NetDevRx == nil || total <= 0 {
+	// A device absent from the counts was not seen (it lives in another
+	// network namespace than the one measured): unknown, not idle.
+	counted := l.NetDevRx != nil
+	for _, d := range virtual {
+		if _, ok := l.NetDevRx[d]; !ok {
+			counted = false
+		}
+	}
+	if !counted || total <= 0 {
 		for _, d := range virtual {
 			out[d] = 1 / float64(len(virtual))
 		}

@@ -148,6 +148,10 @@ type Result struct {
 	MaxIRQError   float64 `json:"max_abs_irq_error_pct"`
 }
 
+// predictedMoveEpsilon is the smallest predicted change of a CPU's busy
+// time (points) that counts as work moved onto it: below it, rounding.
+const predictedMoveEpsilon = 0.1
+
 // Judge compares the prediction with the measurements before and after the
 // change. pred must have been made from (or agree with) before.
 func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
@@ -187,7 +191,9 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 		// was that drifts over the line was not loaded by the change (seen:
 		// a plan of no change on nginx read "worse" for CPU 1 going from
 		// 80 % to 84 % busy).
-		tookWork := p.PredictedBusy-b.Busy > predictedMoveEpsilon
+		// Against the prediction's own starting figure: the window
+		// measured before may differ from it by the tolerance.
+		tookWork := p.PredictedBusy-p.BeforeBusy > predictedMoveEpsilon
 		if tookWork && m.Busy > diagnose.HeadroomBusyMaxPct && b.Busy <= diagnose.HeadroomBusyMaxPct && m.Busy-b.Busy > noise {
 			overloaded = append(overloaded, fmt.Sprintf("CPU %d %.0f%% → %.0f%% busy", c, b.Busy, m.Busy))
 		}
@@ -254,10 +260,6 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 
 // wrongWay describes a figure the prediction moved by more than noise and
 // the measurement moved the other way by more than noise ("" when not).
-// predictedMoveEpsilon is the smallest predicted change of a CPU's busy
-// time (points) that counts as work moved onto it: below it, rounding.
-const predictedMoveEpsilon = 0.1
-
 func wrongWay(before, predicted, measured, noise float64) string {
 	dp, dm := predicted-before, measured-before
 	if math.Abs(dp) <= noise || math.Abs(dm) <= noise || (dp > 0) == (dm > 0) {

@@ -167,9 +167,12 @@ func TestJudgeHeadroomOnlyForCPUsGivenWork(t *testing.T) {
 	if r := Judge(none, b, after, Options{}); r.Verdict != Confirmed {
 		t.Errorf("no change predicted, CPU 1 79.5 %% → 83.9 %%: verdict %s (%s), want confirmed", r.Verdict, r.Reason)
 	}
+	// Work is read from the prediction's own figures: made when CPU 1 was
+	// 70 % busy, it gives CPU 1 five points, though 75 % is under the
+	// 79.5 % measured just before the change.
 	given := &plan.Prediction{Source: "bpf", CPUs: []plan.CPUPrediction{
 		{CPU: 0, BeforeBusy: 93.5, PredictedBusy: 88, BeforeIRQ: 23.9, PredictedIRQ: 18.4},
-		{CPU: 1, BeforeBusy: 79.5, PredictedBusy: 85, BeforeIRQ: 17.3, PredictedIRQ: 22.8},
+		{CPU: 1, BeforeBusy: 70, PredictedBusy: 75, BeforeIRQ: 17.3, PredictedIRQ: 22.8},
 	}}
 	if r := Judge(given, b, after, Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "headroom rule: CPU 1 80% → 84% busy") {
 		t.Errorf("work predicted onto CPU 1, 79.5 %% → 83.9 %%: verdict %s (%s), want worse for the headroom rule", r.Verdict, r.Reason)
