@@ -166,10 +166,11 @@ func Unsupported(h *host.Host, c *Change) (host.Feature, bool) {
 
 // MissingText is the one line that says a feature is missing.
 func MissingText(f host.Feature) string {
+	why := ""
 	if f.NetNS {
-		return fmt.Sprintf("this network namespace has no %s (%s not found: the kernel keeps it in the initial namespace only)", f.Name, f.Probe)
+		why = ": the kernel keeps it in the initial namespace only"
 	}
-	return fmt.Sprintf("this kernel has no %s (%s not found)", f.Name, f.Probe)
+	return fmt.Sprintf("%s has no %s (%s not found%s)", f.Where(), f.Name, f.Probe, why)
 }
 
 // fileKind needs its feature, if it names one.
