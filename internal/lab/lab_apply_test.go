@@ -221,6 +221,11 @@ func TestLabPolicies(t *testing.T) {
 							order = append(order, c)
 						}
 					}
+					// One CPU per queue while the node has CPUs: two
+					// queues on one CPU would pass the core check below.
+					if want := min(last-first+1, nic.Queues); len(order) < want {
+						t.Errorf("per-queue: queue IRQs on %d CPUs %v, want %d (one per queue)", len(order), order, want)
+					}
 					seen := map[int]int{}
 					for i, c := range order[:min(len(order), physical, nic.Queues)] {
 						if j, dup := seen[core(c)]; dup {
