@@ -12,7 +12,9 @@ import (
 
 // Debian's kernels from 6.6 on ship their modules xz-compressed: the lab
 // reads a .ko.xz as the ELF inside it (the guest's insmod takes plain ELF
-// only), for its dependencies and for the initramfs, under the plain name.
+// only) and names the module without the suffix; a corrupt one is an error
+// that names the file. (Writing it into the initramfs under the plain name
+// is checked only by booting such a kernel, not done here yet.)
 func TestXZModuleReadAsELF(t *testing.T) {
 	elfFile, err := os.ReadFile("/bin/true") // an ELF file of the machine's
 	if err != nil {
