@@ -175,7 +175,8 @@ func TestAutoOnGeneratedHost(t *testing.T) {
 
 	// eth1 lives on node 3; one of its queue IRQs fires hard on CPU 1 (node 0).
 	eth1 := h.NIC("eth1")
-	remote := synthLoad(h, map[int]cpuProfile{1: {irq: 20, soft: 40}}, map[int]map[int]float64{eth1.IRQs[0]: {1: 40000}}, nil)
+	// (IRQs[0] is the driver's misc IRQ, which receives no packets.)
+	remote := synthLoad(h, map[int]cpuProfile{1: {irq: 20, soft: 40}}, map[int]map[int]float64{*eth1.RxQueues[0].IRQ: {1: 40000}}, nil)
 	p, err = Make("auto", h, Options{Load: Measured(remote)})
 	if err != nil {
 		t.Fatal(err)

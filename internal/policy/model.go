@@ -140,6 +140,9 @@ type model struct {
 	// devNet is each network device's network softirq per CPU: its queue
 	// IRQs' share, or for a device without IRQs the unattributed rest.
 	devNet map[string]map[int]float64
+	// byIRQ are the devices whose network softirq came from their queue
+	// IRQs' counts (the others' is the unattributed rest).
+	byIRQ map[string]bool
 	// tasks by PID: busy percent per CPU.
 	tasks map[int]map[int]float64
 	// node is each CPU's NUMA node (read from the host once: Predict asks
@@ -233,6 +236,10 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 					m.devNet[dev] = map[int]float64{}
 				}
 				m.devNet[dev][c] += v
+				if m.byIRQ == nil {
+					m.byIRQ = map[string]bool{}
+				}
+				m.byIRQ[dev] = true
 			}
 		}
 	}
@@ -323,6 +330,11 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 			devNet[d][c] = v
 		}
 	}
+	// And each network IRQ's (hence its queue's) network softirq.
+	irqNet := map[int]map[int]float64{}
+	for n, per := range m.irqNet {
+		irqNet[n] = per
+	}
 	for _, e := range p.IRQs {
 		if e.IRQ == nil {
 			continue
@@ -338,6 +350,7 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 			v := m.irqHard[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, hard)
 		}
+		after := map[int]float64{}
 		for _, c := range sortedCPUs(m.irqNet[n]) {
 			v := m.irqNet[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, net)
@@ -347,11 +360,39 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 					devNet[q.Device][d] += v / float64(e.CPUs.Len())
 				}
 			}
+			for _, d := range e.CPUs.CPUs() {
+				after[d] += v / float64(e.CPUs.Len())
+			}
+		}
+		if len(m.irqNet[n]) > 0 {
+			irqNet[n] = after
 		}
 	}
+	perQueue := m.rpsPerQueue(p)
+	rpsDone := map[int]bool{} // rx IRQs whose queue's RPS is counted
 	steered := map[string]bool{}
-	for _, e := range p.RxQueues {
-		if e.RPSCPUs == nil || e.RPSCPUs.IsEmpty() || steered[e.Device] {
+	for i, e := range p.RxQueues {
+		if e.RPSCPUs == nil || e.RPSCPUs.IsEmpty() {
+			continue
+		}
+		if irqs, ok := perQueue[i]; ok {
+			// A hardware NIC's queue: RPS hands off the work of the
+			// queue's own IRQ, wherever that now runs, not the whole
+			// device's (seen in the lab: a per-queue plan on a
+			// two-queue virtio-net keeping each queue's RPS on its own
+			// IRQ CPU was predicted to move queue 1's 20 points onto
+			// queue 0's CPU, the first queue's mask taken for the
+			// device).
+			steered[e.Device] = true
+			for _, n := range irqs {
+				if !rpsDone[n] {
+					rpsDone[n] = true
+					moveNetSoft(st, irqNet[n], RPSMovedHardware, *e.RPSCPUs, RPSIPICost)
+				}
+			}
+			continue
+		}
+		if steered[e.Device] {
 			continue
 		}
 		steered[e.Device] = true
@@ -396,6 +437,50 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 	for c, u := range st {
 		out.Busy[c] = u.busy()
 		out.IRQ[c] = u.irq()
+	}
+	return out
+}
+
+// rpsPerQueue resolves the plan's RPS entries on hardware NICs to the rx
+// IRQs of their queues (all the device's queues for an entry without a
+// queue), for the devices where every RPS entry resolves: each queue's own
+// IRQ is known, and the device's network softirq was attributed to its
+// IRQs. A device where one does not is modelled as a whole (its
+// network softirq handed off by the first entry's mask), as a virtual
+// device is. Keyed by the entry's index in p.RxQueues.
+func (m *model) rpsPerQueue(p *plan.Plan) map[int][]int {
+	out := map[int][]int{}
+	whole := map[string]bool{}
+	for i := range p.RxQueues {
+		e := &p.RxQueues[i]
+		if e.RPSCPUs == nil || e.RPSCPUs.IsEmpty() {
+			continue
+		}
+		nic := m.h.NIC(e.Device)
+		if nic == nil || nic.Virtual || len(nic.RxQueues) == 0 || !m.byIRQ[e.Device] {
+			whole[e.Device] = true
+			continue
+		}
+		var irqs []int
+		for _, q := range nic.RxQueues {
+			if e.Queue != nil && q.Index != *e.Queue {
+				continue
+			}
+			if q.IRQ == nil {
+				whole[e.Device] = true
+				break
+			}
+			irqs = append(irqs, *q.IRQ)
+		}
+		if len(irqs) == 0 {
+			whole[e.Device] = true
+		}
+		out[i] = irqs
+	}
+	for i := range out {
+		if whole[p.RxQueues[i].Device] {
+			delete(out, i)
+		}
 	}
 	return out
 }
