@@ -18,6 +18,7 @@ import (
 type fleetRun struct {
 	out     string
 	changed map[string]int // PLAY RECAP's changed, by host
+	failed  map[string]bool
 	took    time.Duration
 	// inForce are the rolling playbook's per-host reports, with the time
 	// since the run's start at which each was printed.
@@ -32,13 +33,21 @@ var reInForce = regexp.MustCompile(`FLEET-IN-FORCE after ([^:]+): ([^"]*)`)
 // failed host.
 func (fx *fleetFixture) playbook(t *testing.T, book string, args ...string) *fleetRun {
 	t.Helper()
+	return fx.playbookOn(t, filepath.Join(fx.dir, "hosts.yml"), false, book, args...)
+}
+
+// playbookOn runs PLAYBOOK with the inventory inv. With mayFail, a failed
+// host (not an unreachable one) is the caller's to judge: r.failed says
+// which hosts failed.
+func (fx *fleetFixture) playbookOn(t *testing.T, inv string, mayFail bool, book string, args ...string) *fleetRun {
+	t.Helper()
 	site, err := filepath.Abs("../../deploy/ansible/" + book)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	argv := append([]string{"ansible-playbook", "-i", filepath.Join(fx.dir, "hosts.yml"), site}, args...)
+	argv := append([]string{"ansible-playbook", "-i", inv, site}, args...)
 	cmd := fx.f.Command(ctx, argv...)
 	cmd.Env = append(os.Environ(),
 		"ANSIBLE_NOCOLOR=1", "ANSIBLE_RETRY_FILES_ENABLED=0", "ANSIBLE_PIPELINING=1",
@@ -73,17 +82,23 @@ func (fx *fleetFixture) playbook(t *testing.T, book string, args ...string) *fle
 	r.took = time.Since(start)
 	r.out = b.String()
 	recap := recapRE.FindAllStringSubmatch(r.out, -1)
-	if err != nil || len(recap) == 0 {
+	if (err != nil && !mayFail) || len(recap) == 0 {
 		t.Fatalf("ansible-playbook %s %s: %v\n%s", book, strings.Join(args, " "), err, tail(r.out, 20000))
 	}
+	r.failed = map[string]bool{}
 	for _, m := range recap {
 		c, _ := strconv.Atoi(m[3])
 		r.changed[m[1]] = c
+		if mayFail && m[4] == "0" && m[5] != "0" {
+			r.failed[m[1]] = true
+			continue
+		}
 		if m[4] != "0" || m[5] != "0" {
 			t.Fatalf("ansible-playbook %s %s: host %s unreachable=%s failed=%s\n%s", book, strings.Join(args, " "), m[1], m[4], m[5], tail(r.out, 20000))
 		}
 	}
-	if len(r.changed) != len(fx.f.Guests) {
+	// A rollout stopped at a failed host names only the hosts it reached.
+	if len(r.changed) != len(fx.f.Guests) && len(r.failed) == 0 {
 		t.Fatalf("ansible-playbook %s: recap names %d hosts, the fleet has %d\n%s", book, len(r.changed), len(fx.f.Guests), tail(r.out, 5000))
 	}
 	t.Logf("ansible-playbook %s %s: changed %v in %s", book, strings.Join(args, " "), r.changed, r.took.Round(time.Second))
@@ -117,6 +132,22 @@ func (fx *fleetFixture) trySSH(g *Guest, script string, d time.Duration) (string
 		"-o", "StrictHostKeyChecking=yes", "-o", fmt.Sprintf("ConnectTimeout=%d", int(min(d, time.Minute).Seconds())), FleetUser+"@"+g.Addr, "sudo sh -c "+shellQuote(script))
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
+}
+
+// fleetSSHShort bounds an SSH command that should answer at once.
+const fleetSSHShort = 2 * time.Minute
+
+// inventoryVars opens an inventory: "all:", its "vars:" and how Ansible
+// reaches the guests (over SSH as FleetUser with the test's key, host keys
+// checked); the caller adds its own variables (four spaces in) and hosts.
+func (fx *fleetFixture) inventoryVars() string {
+	return fmt.Sprintf(`all:
+  vars:
+    ansible_user: %s
+    ansible_ssh_private_key_file: %s
+    ansible_ssh_common_args: "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o ConnectTimeout=60"
+    ansible_python_interpreter: /usr/bin/python3
+`, FleetUser, fx.key, fx.f.KnownHosts)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -200,14 +231,16 @@ func parseState(out string) guestState {
 // of an agent, a NIC unplugged and plugged again, Prometheus stopped for a
 // minute), each waited for until the plan is in force again and timed, and
 // report --prometheus draws the cluster before and after the rollout and
-// names where data is missing.
+// names where data is missing. Last, a canary rollout stops at the guest
+// whose change verifies worse (fx.canary).
 func TestFleetAnsible(t *testing.T) {
 	mode := os.Getenv("FLEET_LAB")
 	if mode == "" {
 		t.Skip("the fleet boots several systemd guests and drives them with Ansible (tens of minutes): make fleet-lab runs it (FLEET_LAB=1), make test its core (FLEET_LAB=core)")
 	}
 	// core: the rollout, its idempotence, drift, --check, repair, the
-	// rolling upgrade, a reboot and an agent killed; no Prometheus, load
+	// rolling upgrade, a reboot, an agent killed and the canary rollout;
+	// no Prometheus, load
 	// windows, NIC re-plug or report (make test runs this).
 	full := mode != "core"
 	needLab(t)
@@ -223,43 +256,12 @@ func TestFleetAnsible(t *testing.T) {
 			t.Fatalf("FLEET_N=%q: want a number of guests, at least 2 (two groups)", v)
 		}
 	}
-	dir := t.TempDir()
-	fx := &fleetFixture{dir: dir, key: filepath.Join(dir, "id_ed25519")}
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "irqpilot-fleet-test", "-f", fx.key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	pub, err := os.ReadFile(fx.key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
 	deb1 := buildDeb(t, "0.0.1~fleet1")
 	deb2 := buildDeb(t, "0.0.1~fleet2")
-
-	start := time.Now()
-	f, err := StartFleet(context.Background(), FleetOptions{N: n, AuthorizedKey: string(pub), Log: testLog{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx.f = f
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, g := range f.Guests {
-				t.Logf("%s console:\n%s", g.Name, tail(g.ConsoleText(), 3000))
-			}
-		}
-		stop := time.Now()
-		f.Stop()
-		t.Logf("fleet of %d powered off and removed in %s", len(f.Guests), time.Since(stop).Round(100*time.Millisecond))
-	})
+	fx := startFleetFixture(t, n)
+	f, dir := fx.f, fx.dir
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	if err := f.WaitSSH(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range f.Guests {
-		t.Logf("%s (%s) greeted over SSH %s after QEMU started", g.Name, g.Addr, g.Booted.Round(time.Second))
-	}
-	t.Logf("fleet of %d up in %s (images included)", n, time.Since(start).Round(time.Second))
 
 	// The inventory: odd guests spread RPS, even ones get per-queue IRQs.
 	groups := map[string][]*Guest{}
@@ -271,19 +273,13 @@ func TestFleetAnsible(t *testing.T) {
 		groups[grp] = append(groups[grp], g)
 	}
 	var inv strings.Builder
-	fmt.Fprintf(&inv, `all:
-  vars:
-    ansible_user: %s
-    ansible_ssh_private_key_file: %s
-    ansible_ssh_common_args: "-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o ConnectTimeout=60"
-    ansible_python_interpreter: /usr/bin/python3
-    irqpilot_deb: %s
+	fmt.Fprintf(&inv, `%s    irqpilot_deb: %s
     irqpilot_persist: agent
     irqpilot_agent_listen: ":%d"
   children:
     irqpilot:
       children:
-`, FleetUser, fx.key, f.KnownHosts, deb1, fleetAgentPort)
+`, fx.inventoryVars(), deb1, fleetAgentPort)
 	policy := map[string]string{"spread": "rps-spread", "perqueue": "per-queue"}
 	for _, grp := range []string{"spread", "perqueue"} {
 		fmt.Fprintf(&inv, "        %s:\n          vars:\n            irqpilot_policy: %s\n            irqpilot_plan_args: [\"--device\", \"eth0\"]\n          hosts:\n", grp, policy[grp])
@@ -307,6 +303,7 @@ func TestFleetAnsible(t *testing.T) {
 	// agent on an empty plan in every guest while memcached serves load.
 	window := time.Minute
 	if v := os.Getenv("FLEET_WINDOW"); v != "" {
+		var err error
 		if window, err = time.ParseDuration(v); err != nil {
 			t.Fatalf("FLEET_WINDOW=%q: %v", v, err)
 		}
@@ -315,6 +312,7 @@ func TestFleetAnsible(t *testing.T) {
 	promStart := time.Now()
 	var bFrom, bTo, aFrom, aTo time.Time
 	if full {
+		var err error
 		if fx.prom, err = f.StartPrometheus(ctx, filepath.Join(dir, "prometheus"), fleetAgentPort, fleetScrape); err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +438,51 @@ func TestFleetAnsible(t *testing.T) {
 	} else {
 		fx.coreFaults(t)
 	}
+	// 5: a canary rollout stops at the host whose change verifies worse.
+	fx.canary(t)
 	t.Logf("runs: first %s %v, second %s %v, check %s %v, repair %s %v, rolling %s %v",
 		r1.took.Round(time.Second), r1.changed, r2.took.Round(time.Second), r2.changed, r3.took.Round(time.Second), r3.changed,
 		r4.took.Round(time.Second), r4.changed, r5.took.Round(time.Second), r5.changed)
+}
+
+// startFleetFixture boots n fleet guests with a fresh SSH key and waits for
+// their SSH servers; the guests are powered off and removed when the test
+// ends.
+func startFleetFixture(t *testing.T, n int) *fleetFixture {
+	t.Helper()
+	dir := t.TempDir()
+	fx := &fleetFixture{dir: dir, key: filepath.Join(dir, "id_ed25519")}
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "irqpilot-fleet-test", "-f", fx.key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(fx.key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	f, err := StartFleet(context.Background(), FleetOptions{N: n, AuthorizedKey: string(pub), Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.f = f
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, g := range f.Guests {
+				t.Logf("%s console:\n%s", g.Name, tail(g.ConsoleText(), 3000))
+			}
+		}
+		stop := time.Now()
+		f.Stop()
+		t.Logf("fleet of %d powered off and removed in %s", len(f.Guests), time.Since(stop).Round(100*time.Millisecond))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if err := f.WaitSSH(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range f.Guests {
+		t.Logf("%s (%s) greeted over SSH %s after QEMU started", g.Name, g.Addr, g.Booted.Round(time.Second))
+	}
+	t.Logf("fleet of %d up in %s (images included)", n, time.Since(start).Round(time.Second))
+	return fx
 }
