@@ -4,9 +4,11 @@ import (
 	"errors"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -33,6 +35,7 @@ func TestEthtoolVeth(t *testing.T) {
 		driver        string
 		ch            *ethtool.Channels
 		getErr, setEr error
+		stats         map[string]uint64
 		err           error
 	}
 	done := make(chan result, 1)
@@ -65,6 +68,7 @@ func TestEthtoolVeth(t *testing.T) {
 		}
 		_, r.getErr = et.Coalesce("ka")
 		r.setEr = et.SetCoalesce("ka", &ethtool.Coalesce{RxCoalesceUsecs: 8})
+		r.stats, r.err = et.Stats("ka")
 	}()
 	r := <-done
 	if r.err != nil {
@@ -77,5 +81,32 @@ func TestEthtoolVeth(t *testing.T) {
 		if !errors.Is(err, unix.EOPNOTSUPP) {
 			t.Errorf("veth coalesce %s: %v, want EOPNOTSUPP", what, err)
 		}
+	}
+	// The statistics are ethtool -S's, name for name and value for value
+	// (no traffic crosses the pair: the counters stand still).
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Skip("no ethtool (Debian package ethtool) to compare the statistics with")
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-S", "ka").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ethtool -S ka: %v: %s", err, out)
+	}
+	want := map[string]uint64{}
+	for _, l := range strings.Split(string(out), "\n")[1:] {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), ": ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("ethtool -S line %q: %v", l, err)
+		}
+		want[k] = n
+	}
+	if len(want) < 10 || want["rx_queue_2_xdp_packets"] != 0 || want["peer_ifindex"] == 0 {
+		t.Fatalf("ethtool -S ka printed %d statistics: not veth's with 3 rx queues\n%s", len(want), out)
+	}
+	if d := cmp.Diff(want, r.stats); d != "" {
+		t.Errorf("Stats(ka) differs from ethtool -S (-ethtool +Stats):\n%s", d)
 	}
 }

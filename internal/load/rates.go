@@ -41,6 +41,11 @@ type Load struct {
 	// unreadable). A counter that went backwards (the device re-created)
 	// counts 0 and is listed in Resets.
 	NetDevRx map[string]float64 `json:"netdev_rx_pps,omitempty"`
+	// QueueRx and QueueTx are each multi-queue hardware device's packets
+	// per second by queue (the drivers' statistics), for the queues
+	// counted in both samples; nil when they were not read.
+	QueueRx map[string]map[int]float64 `json:"queue_rx_pps,omitempty"`
+	QueueTx map[string]map[int]float64 `json:"queue_tx_pps,omitempty"`
 	// Tasks are threads that used at least MinTaskBusy % of a CPU, busiest
 	// first (only when both samples read tasks).
 	Tasks []TaskLoad `json:"tasks,omitempty"`
@@ -252,6 +257,17 @@ func Rates(prev, cur *Sample) (*Load, error) {
 			default:
 				l.NetDevRx[dev] = float64(b-a) / sec
 			}
+		}
+	}
+	if prev.QueuePackets != nil && cur.QueuePackets != nil {
+		l.QueueRx, l.QueueTx = map[string]map[int]float64{}, map[string]map[int]float64{}
+		for dev, b := range cur.QueuePackets {
+			a, ok := prev.QueuePackets[dev]
+			if !ok {
+				continue
+			}
+			l.QueueRx[dev] = counterRates(l, dev+" rx queue", a.Rx, b.Rx, sec)
+			l.QueueTx[dev] = counterRates(l, dev+" tx queue", a.Tx, b.Tx, sec)
 		}
 	}
 	if prev.Tasks != nil && cur.Tasks != nil {
@@ -469,4 +485,22 @@ func softnetRates(l *Load, prev, cur []SoftnetCounters, cpuIdx map[int]int, sec 
 		})
 	}
 	sort.Slice(l.Softnet, func(i, j int) bool { return l.Softnet[i].CPU < l.Softnet[j].CPU })
+}
+
+// counterRates is the per-second rate of each counter in both maps; a
+// counter that went backwards counts 0 and is listed in Resets.
+func counterRates(l *Load, what string, a, b map[int]uint64, sec float64) map[int]float64 {
+	out := map[int]float64{}
+	for k, vb := range b {
+		va, ok := a[k]
+		switch {
+		case !ok:
+		case vb < va:
+			l.Resets = append(l.Resets, Reset{Source: "ethtool -S", Counter: fmt.Sprintf("%s %d packets", what, k), CPU: -1, Prev: va, Cur: vb})
+			out[k] = 0
+		default:
+			out[k] = float64(vb-va) / sec
+		}
+	}
+	return out
 }

@@ -49,6 +49,10 @@ type Sample struct {
 	// NetDevRx is each network device's received packets (/proc/net/dev,
 	// this network namespace's devices; nil: unreadable).
 	NetDevRx map[string]uint64 `json:"netdev_rx,omitempty"`
+	// QueuePackets are the per-queue packet counters of this network
+	// namespace's multi-queue hardware devices (kernel.NetQueuePackets;
+	// nil: not read).
+	QueuePackets map[string]kernel.QueuePackets `json:"queue_packets,omitempty"`
 	// Tasks are every thread's CPU times (only when Sampler.Tasks is set).
 	Tasks []TaskTimes `json:"tasks,omitempty"`
 	// Unavailable names optional sources that could not be read, with the reason.
@@ -173,6 +177,14 @@ func (s *Sampler) Sample() (*Sample, error) {
 	}
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		smp.Unavailable = append(smp.Unavailable, unavailable("/proc/net/dev", err))
+	}
+	// Captures made before irqpilot read the drivers' statistics lack them:
+	// the model then splits a device's work over its queues by interrupts.
+	if s.NetDevPID == 0 {
+		smp.QueuePackets, err = s.fs.NetQueuePackets()
+		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			smp.Unavailable = append(smp.Unavailable, "per-queue packets (ethtool -S): "+err.Error())
+		}
 	}
 	if s.Cost != nil {
 		if smp.Cost, err = s.Cost.Read(); err != nil {
