@@ -82,8 +82,9 @@ the same model. The verdict: confirmed (every CPU within --tolerance points
 of the prediction, plus the noise measured before), missed (a CPU off by
 more, every figure moved the predicted way), worse (a CPU that took work is
 now above 80 % busy, or a figure moved the wrong way beyond the noise) or
-inconclusive (the packet rate moved by more than 20 % between the windows:
-the workload changed, nothing can be judged). --revert-if worse (or missed)
+inconclusive (the packet rate moved by more than 20 % between the windows,
+or a NIC's traffic moved between its queues by more than a fifth of its
+packets: the workload changed, nothing can be judged). --revert-if worse (or missed)
 reverts the change by itself and says so.
 
 When an agent runs with the same state directory (its status socket there

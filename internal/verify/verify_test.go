@@ -178,3 +178,30 @@ func TestJudgeHeadroomOnlyForCPUsGivenWork(t *testing.T) {
 		t.Errorf("work predicted onto CPU 1, 79.5 %% → 83.9 %%: verdict %s (%s), want worse for the headroom rule", r.Verdict, r.Reason)
 	}
 }
+
+// Traffic that moved between a device's queues makes the measurement
+// unable to judge the prediction (inconclusive, naming the queue), unless
+// a CPU that took work broke the headroom rule: that is harm whatever
+// moved the work. Shares that moved within the tolerance change nothing.
+func TestJudgeQueuesMoved(t *testing.T) {
+	withShares := func(m Measurement, q0 float64) Measurement {
+		m.QueueShares = map[string]map[int]float64{"eth0": {0: q0, 1: 1 - q0}}
+		return m
+	}
+	b := withShares(before, 0.7)
+	for _, tc := range []struct {
+		name   string
+		after  Measurement
+		want   Verdict
+		reason string
+	}{
+		{"moved", withShares(window(50000, Figures{50, 40}, Figures{30, 20}), 0.2), Inconclusive, "the traffic moved between eth0's queues (queue 0 took 70 % of its packets before the change, 20 % after)"},
+		{"moved, headroom broken", withShares(window(50000, Figures{20, 10}, Figures{90, 80}), 0.2), Worse, "headroom rule: CPU 1 10% → 90% busy"},
+		{"held", withShares(window(50000, Figures{50, 40}, Figures{30, 20}), 0.6), Missed, "off by more than 10 points"},
+		{"not counted after", window(50000, Figures{50, 40}, Figures{30, 20}), Missed, "off by more than 10 points"},
+	} {
+		if r := Judge(rpsPred, b, tc.after, Options{}); r.Verdict != tc.want || !strings.Contains(r.Reason, tc.reason) {
+			t.Errorf("%s: verdict %s (%s), want %s with %q", tc.name, r.Verdict, r.Reason, tc.want, tc.reason)
+		}
+	}
+}
