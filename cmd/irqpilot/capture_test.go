@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	goldenfile "github.com/irqpilot/irqpilot/internal/golden"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 )
@@ -192,19 +193,7 @@ func TestCommittedSnapshots(t *testing.T) {
 			file := filepath.Join(snapshotsDir, name+".tar.gz")
 			h, data := inventoryJSON(t, "--snapshot", file)
 			got, _ := json.MarshalIndent(stripCounts(t, data), "", "  ")
-			golden := filepath.Join(snapshotsDir, name+".inventory.json")
-			if *updateGolden || *recapture {
-				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestCommittedSnapshots -update-inventory)", err)
-			}
-			if !bytes.Equal(bytes.TrimSpace(want), bytes.TrimSpace(got)) {
-				t.Errorf("inventory of %s differs from %s (-want +got):\n%s", file, golden, lineDiff(bytes.TrimSpace(want), bytes.TrimSpace(got)))
-			}
+			goldenfile.Check(t, filepath.Join(snapshotsDir, name+".inventory.json"), append(got, '\n'), *updateGolden || *recapture, "update-inventory")
 			switch name {
 			case "this-machine":
 				assertThisMachine(t, h)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/agent"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	goldenfile "github.com/irqpilot/irqpilot/internal/golden"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/setting"
 	"github.com/irqpilot/irqpilot/internal/verify"
@@ -24,20 +24,7 @@ var updateText = flag.Bool("update-golden", false, "rewrite testdata/golden/*.tx
 // -update-golden): the text outputs people read are reviewed as files.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	file := filepath.Join("testdata", "golden", name)
-	if *updateText {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update-golden)", err, t.Name())
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs (run go test -run %s -update-golden to accept):\n--- want\n%s\n--- got\n%s", file, t.Name(), want, got)
-	}
+	goldenfile.Check(t, filepath.Join("testdata", "golden", name), got, *updateText, "update-golden")
 }
 
 // goldenChanges is one change of each kind of value: a cpulist, masks, a

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/golden"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
 
@@ -75,20 +75,7 @@ func TestGoldenBenchTable(t *testing.T) {
 		if err := goldenReport(c.rounds, c.twin, c.placed).WriteTable(&b); err != nil {
 			t.Fatal(err)
 		}
-		file := filepath.Join("testdata", "golden", c.file)
-		if *updateTable {
-			if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatalf("%v (run go test -run TestGoldenBenchTable -update-golden)", err)
-		}
-		if !bytes.Equal(want, b.Bytes()) {
-			t.Errorf("%s differs (-update-golden to accept):\n--- want\n%s\n--- got\n%s", file, want, b.Bytes())
-		}
+		golden.Check(t, filepath.Join("testdata", "golden", c.file), b.Bytes(), *updateTable, "update-golden")
 	}
 }
 

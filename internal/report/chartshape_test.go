@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/irqpilot/irqpilot/internal/bench"
+	"github.com/irqpilot/irqpilot/internal/golden"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/sim"
@@ -64,23 +64,7 @@ func goldenShape(t *testing.T, name string, p *plot.Plot) {
 
 func goldenText(t *testing.T, name, got string) {
 	t.Helper()
-	file := filepath.Join("testdata", "golden", "chart-"+name+".txt")
-	if *updateShape {
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestChartShapes -update-golden)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (-update-golden to accept):\n--- want\n%s\n--- got\n%s", file, want, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "golden", "chart-"+name+".txt"), []byte(got), *updateShape, "update-golden")
 }
 
 // One golden of the structure per chart kind: the recording report's
