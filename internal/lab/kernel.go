@@ -221,9 +221,13 @@ func readKernel(pkg, dir string) (*Kernel, error) {
 		return nil, fmt.Errorf("%s: no single boot/vmlinuz-*", dir)
 	}
 	rel := strings.TrimPrefix(filepath.Base(vm[0]), "vmlinuz-")
+	// Releases with a merged /usr (trixie on) ship the modules below usr/.
 	md := filepath.Join(dir, "lib", "modules", rel)
 	if _, err := os.Stat(md); err != nil {
-		return nil, err
+		if _, uerr := os.Stat(filepath.Join(dir, "usr", "lib", "modules", rel)); uerr != nil {
+			return nil, err
+		}
+		md = filepath.Join(dir, "usr", "lib", "modules", rel)
 	}
 	return &Kernel{Package: pkg, Release: rel, Vmlinuz: vm[0], ModDir: md}, nil
 }
@@ -257,6 +261,14 @@ func (k *Kernel) moduleOrder(names []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A driver the release builds into the kernel (6.12 builds the CRC
+	// providers in) needs no loading: modules.builtin lists them.
+	builtin := map[string]bool{}
+	if b, err := os.ReadFile(filepath.Join(k.ModDir, "modules.builtin")); err == nil {
+		for _, l := range strings.Fields(string(b)) {
+			builtin[modName(filepath.Base(l))] = true
+		}
+	}
 	var order []string
 	done := map[string]bool{}
 	var visit func(n string, depth int) error
@@ -269,6 +281,10 @@ func (k *Kernel) moduleOrder(names []string) ([]string, error) {
 			return fmt.Errorf("module dependencies of %s too deep", n)
 		}
 		p, ok := files[n]
+		if !ok && builtin[n] {
+			done[n] = true
+			return nil
+		}
 		if !ok {
 			return fmt.Errorf("module %s is not in %s", n, k.Package)
 		}

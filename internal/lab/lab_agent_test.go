@@ -69,9 +69,15 @@ echo "--- status"; head -30 /tmp/status.txt
 // running and the IRQ pinned there is put back when the CPU returns.
 func TestLabAgent(t *testing.T) {
 	needLab(t)
-	s := labShapes(t)[0]
+	for _, c := range labKernelCases(t) {
+		t.Run(c.Name(), func(t *testing.T) { labAgent(t, c) })
+	}
+}
+
+func labAgent(t *testing.T, c labCase) {
+	s := c.Shape
 	r, err := Run(context.Background(), Options{
-		Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: agentScript,
+		Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: agentScript,
 		Host: map[string]func(*Monitor) error{
 			"plug":   func(m *Monitor) error { return m.AddNIC("hot0") },
 			"unplug": func(m *Monitor) error { return m.RemoveNIC("hot0") },

@@ -72,9 +72,10 @@ echo "COAL-AFTER $(cat /tmp/coal-after)"
 // reverted.
 func TestLabApplyRevert(t *testing.T) {
 	needLab(t)
-	for _, s := range labShapes(t) {
-		t.Run(s.Name, func(t *testing.T) {
-			r, err := Run(context.Background(), Options{Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: applyRevertScript})
+	for _, c := range labMatrix(t) {
+		s := c.Shape
+		t.Run(c.Name(), func(t *testing.T) {
+			r, err := Run(context.Background(), Options{Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: applyRevertScript})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,9 +161,10 @@ echo "@@APPLY-OUT"; cat /tmp/apply.out
 // the kernel takes every mask.
 func TestLabPolicies(t *testing.T) {
 	needLab(t)
-	for _, s := range labShapes(t) {
-		t.Run(s.Name, func(t *testing.T) {
-			r, err := Run(context.Background(), Options{Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: policiesScript})
+	for _, c := range labMatrix(t) {
+		s := c.Shape
+		t.Run(c.Name(), func(t *testing.T) {
+			r, err := Run(context.Background(), Options{Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: policiesScript})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -280,11 +282,17 @@ func TestLabPolicies(t *testing.T) {
 // flight to decide on.
 func TestLabNVMeCoalescing(t *testing.T) {
 	needLab(t)
-	s := labShapes(t)[0]
+	for _, c := range labKernelCases(t) {
+		t.Run(c.Name(), func(t *testing.T) { labNVMeCoalescing(t, c) })
+	}
+}
+
+func labNVMeCoalescing(t *testing.T, c labCase) {
+	s := c.Shape
 	if !s.NVMe {
 		t.Skipf("shape %s has no NVMe", s.Name)
 	}
-	r, err := Run(context.Background(), Options{Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: `
+	r, err := Run(context.Background(), Options{Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: `
 for i in 1 2 3 4 5 6 7 8; do (while :; do echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/nvme0n1 of=/dev/null bs=64k 2>/dev/null; done) & done
 irqpilot coalesce nvme --dry-run=false --count 3 --epoch 1s --cif-threshold 1 --trickle-iops 1; echo "NVME-RC $?"
 `})

@@ -62,6 +62,49 @@ func needLab(t *testing.T) {
 	}
 }
 
+// labCase is one shape booted on one kernel ("" the default).
+type labCase struct {
+	Shape  Shape
+	Kernel string
+}
+
+// Name is the subtest's name: the shape's, with the kernel after an @
+// when LAB_KERNELS chose it.
+func (c labCase) Name() string {
+	if c.Kernel == "" {
+		return c.Shape.Name
+	}
+	return c.Shape.Name + "@" + c.Kernel
+}
+
+// labMatrix is every shape of LAB_SHAPES on every kernel of LAB_KERNELS
+// (unset: the default kernel alone).
+func labMatrix(t *testing.T) []labCase {
+	kernels := []string{""}
+	if os.Getenv("LAB_KERNELS") != "" {
+		kernels = labKernels(t)
+	}
+	var out []labCase
+	for _, k := range kernels {
+		for _, s := range labShapes(t) {
+			out = append(out, labCase{Shape: s, Kernel: k})
+		}
+	}
+	return out
+}
+
+// labKernelCases is the first shape of LAB_SHAPES on every kernel of
+// LAB_KERNELS: the tests that need one machine of each kernel.
+func labKernelCases(t *testing.T) []labCase {
+	var out []labCase
+	for _, c := range labMatrix(t) {
+		if c.Shape.Name == labShapes(t)[0].Name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func labShapes(t *testing.T) []Shape {
 	names := strings.Fields(strings.ReplaceAll(os.Getenv("LAB_SHAPES"), ",", " "))
 	if len(names) == 0 {
@@ -84,10 +127,12 @@ func labShapes(t *testing.T) []Shape {
 // the opt-in probe finds those NVMe queue IRQs kernel-managed.
 func TestLabInventory(t *testing.T) {
 	needLab(t)
-	for _, s := range labShapes(t) {
-		t.Run(s.Name, func(t *testing.T) {
+	for _, c := range labMatrix(t) {
+		s := c.Shape
+		t.Run(c.Name(), func(t *testing.T) {
 			r, err := Run(context.Background(), Options{
 				Shape:    s,
+				Kernel:   c.Kernel,
 				Irqpilot: guestIrqpilot(t),
 				Log:      testLog{t},
 				Script: `set -e
