@@ -1,13 +1,12 @@
 // Package golden compares a test's output with a file kept in testdata,
-// and on request rewrites the file, printing the lines it changed so that
-// an update is read, not just accepted.
+// and on request rewrites the file. A rewrite that changed the file fails
+// the test with the lines it changed, so that an update is read, not just
+// accepted (go test hides what a passing package prints).
 package golden
 
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -17,14 +16,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Out is where Check prints what an update changed (standard output, so
-// that it shows without -v).
-var Out io.Writer = os.Stdout
-
 // Check compares got with file. With update it writes got to file instead
-// (making its directory) and prints the difference it wrote, or nothing
-// when the file already held got. flag names the test flag that updates,
-// for the message of a failure.
+// (making its directory) and, when that changed the file, fails the test
+// with the difference it wrote; the next run without the flag checks it.
+// flag names the test flag that updates, for the messages.
 func Check(t testing.TB, file string, got []byte, update bool, flag string) {
 	t.Helper()
 	want, err := os.ReadFile(file)
@@ -41,7 +36,7 @@ func Check(t testing.TB, file string, got []byte, update bool, flag string) {
 		if err := os.WriteFile(file, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(Out, "golden: rewrote %s (-old +new):\n%s", file, Diff(want, got))
+		t.Errorf("rewrote %s (-old +new); read it, then run again without -%s:\n%s", file, flag, Diff(want, got))
 		return
 	}
 	if err != nil {
