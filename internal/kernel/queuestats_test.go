@@ -50,7 +50,7 @@ func TestQueueStatNames(t *testing.T) {
 		dir string
 		q   int
 	}{
-		"rx_queue_3_packets": {"rx", 3}, // virtio_net, ixgbe, igb, ice
+		"rx_queue_3_packets":  {"rx", 3}, // virtio_net, ixgbe, igb, ice
 		"tx_queue_12_packets": {"tx", 12},
 		"rx7_packets":         {"rx", 7}, // mlx5
 		"rx-2.packets":        {"rx", 2}, // i40e

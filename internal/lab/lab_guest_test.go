@@ -217,7 +217,7 @@ func checkNICs(t *testing.T, s Shape, h *host.Host) {
 	}
 	wanted := map[string]int{}
 	for _, want := range s.NICs {
-		drv := map[string]string{"virtio-net-pci": "virtio_net", "e1000e": "e1000e"}[want.Model]
+		drv := NICDrivers[want.Model]
 		got := byDriver[drv]
 		if wanted[drv] >= len(got) {
 			t.Errorf("%d %s NICs in the inventory, the shape has more (NICs: %+v)", len(got), drv, h.NICs)

@@ -24,7 +24,9 @@ import (
 
 // NIC is one network device of a shape.
 type NIC struct {
-	// Model is QEMU's device: "virtio-net-pci" or "e1000e".
+	// Model is QEMU's device: "virtio-net-pci", "e1000e", or one of the
+	// older models of the nics shape: "vmxnet3" (MSI-X), "e1000" and
+	// "rtl8139" (conventional PCI: one legacy interrupt line each).
 	Model string
 	// Queues is the number of queue pairs (virtio-net only; 1 otherwise).
 	Queues int
@@ -88,6 +90,18 @@ var Shapes = map[string]Shape{
 		NVMe: true,
 		Note: "64 vCPUs: 2 packages × 16 cores × 2 threads in 4 nodes; a 16-queue virtio-net on node 3 and NVMe",
 	},
+	"nics": {
+		// The NIC models QEMU emulates with in-tree drivers besides the
+		// others' two: what irqpilot makes of their interrupts.
+		Name: "nics", Sockets: 1, Cores: 4, Threads: 1, Nodes: 1, MemMiB: 512,
+		NICs: []NIC{{Model: "vmxnet3", Queues: 1, Node: -1}, {Model: "e1000", Queues: 1, Node: -1}, {Model: "rtl8139", Queues: 1, Node: -1}},
+		Note: "4 vCPUs; a vmxnet3, an e1000 and an rtl8139 (the last two on legacy interrupt lines)",
+	},
+}
+
+// NICDrivers are the guest's drivers of QEMU's NIC models.
+var NICDrivers = map[string]string{
+	"virtio-net-pci": "virtio_net", "e1000e": "e1000e", "vmxnet3": "vmxnet3", "e1000": "e1000", "rtl8139": "8139too",
 }
 
 // ShapeNames lists the shapes, sorted.
