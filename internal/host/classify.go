@@ -82,7 +82,7 @@ func classifyIRQs(h *Host) {
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
 		ai := infos[i]
-		q.Class, q.Device, q.Queue, q.QueueKind, q.ByName = ClassOther, "", nil, "", false
+		q.Class, q.Device, q.Queue, q.QueueKind, q.ByName, q.SharedWith = ClassOther, "", nil, "", false, nil
 		sysfs := false
 		switch {
 		case ai.class == ClassTimer:
@@ -130,6 +130,9 @@ func classifyIRQs(h *Host) {
 			}
 		}
 		q.ByName = !sysfs && (q.Class == ClassNetwork || q.Class == ClassStorage)
+		if q.Class == ClassNetwork && q.Device != "" {
+			q.SharedWith = sharedWith(h, q, nicOwners[q.Number], netdevs)
+		}
 		if ai.queue >= 0 {
 			switch {
 			case q.Class == ClassNetwork && ai.kind != "":
@@ -142,6 +145,31 @@ func classifyIRQs(h *Host) {
 		}
 	}
 	fillDeviceIRQs(h)
+}
+
+// sharedWith are the network devices other than q.Device that own q's line
+// (sysfs: each PCI function's irq) or name a handler on it ("eth1, eth2"
+// in /proc/interrupts), sorted.
+func sharedWith(h *Host, q *IRQ, owners []int, netdevs map[string]bool) []string {
+	other := map[string]bool{}
+	for _, o := range owners {
+		other[h.NICs[o].Name] = true
+	}
+	for _, a := range q.Actions {
+		if netdevs[a] {
+			other[a] = true
+		}
+	}
+	delete(other, q.Device)
+	if len(other) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(other))
+	for n := range other {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // tieSinglePort gives a driver's non-queue vectors named by PCI address
@@ -244,6 +272,9 @@ func fillDeviceIRQs(h *Host) {
 	byDev := map[string][]*IRQ{}
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
+		for _, d := range q.SharedWith {
+			byDev[d] = append(byDev[d], q) // a shared line is each sharer's
+		}
 		if q.Device != "" {
 			byDev[q.Device] = append(byDev[q.Device], q)
 		}

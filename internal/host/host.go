@@ -128,6 +128,10 @@ type IRQ struct {
 	// the action names alone: nothing in /sys ties the IRQ to the device
 	// (a bare /proc/interrupts, or a driver whose vectors sysfs does not list).
 	ByName bool `json:"by_name,omitempty"`
+	// SharedWith are the other network devices whose handlers share this
+	// line (a legacy INTx line: "eth1, eth2"), sorted; moving it moves
+	// their interrupts too. The IRQ is in each one's NIC.IRQs.
+	SharedWith []string `json:"shared_with,omitempty"`
 }
 
 // Total is the IRQ's count summed over CPUs.

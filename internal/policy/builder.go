@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -72,6 +73,32 @@ type target struct {
 	// steer: RPS/XPS settings go on this device (false for a multi-queue
 	// VLAN's lower… see targets).
 	steer bool
+	// line is the one interrupt line a NIC without queue IRQs has for all
+	// its queues (a legacy INTx line: e1000, 8139cp), nil when none. Not
+	// shared, it stands as queue 0's IRQ of a single-queue NIC; shared
+	// with another device, it is left where it is (moving it would move
+	// the other's interrupts).
+	line *host.IRQ
+}
+
+// lineWhy says how the NIC's receive work is interrupted, for the reasons
+// of a NIC without queue IRQs.
+func (t *target) lineWhy() string {
+	switch {
+	case t.line == nil:
+		return t.nic.Name + " has no IRQ"
+	case len(t.line.SharedWith) > 0:
+		var others []string
+		for _, d := range append([]string{t.line.Device}, t.line.SharedWith...) {
+			if d != t.nic.Name {
+				others = append(others, d)
+			}
+		}
+		return fmt.Sprintf("%s's one interrupt line, IRQ %d, is shared with %s and left where it is (moving it would move their interrupts too)",
+			t.nic.Name, t.line.Number, strings.Join(others, ", "))
+	default:
+		return fmt.Sprintf("%s has one interrupt line, IRQ %d, for its %d queues", t.nic.Name, t.line.Number, len(t.nic.RxQueues))
+	}
 }
 
 // queueCount is how many queues the NIC uses: its queues with IRQs, or its
@@ -172,6 +199,13 @@ func (b *builder) targets() ([]*target, error) {
 			}
 		}
 		sort.Ints(t.queues)
+		if len(t.queues) == 0 {
+			t.line = b.lineOf(nic)
+			if t.line != nil && len(t.line.SharedWith) == 0 && len(nic.RxQueues) <= 1 {
+				// A single-queue NIC's only line is its queue's IRQ.
+				t.queues, t.irqs[0] = []int{0}, []*host.IRQ{t.line}
+			}
+		}
 		if nic.Kind == "vlan" {
 			lower := b.h.NIC(nic.Lower)
 			t.steer = lower != nil && len(lower.RxQueues) == 1
@@ -179,6 +213,23 @@ func (b *builder) targets() ([]*target, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// lineOf is nic's one network IRQ of no queue when it has exactly one
+// (its own or shared), nil otherwise.
+func (b *builder) lineOf(nic *host.NIC) *host.IRQ {
+	var line *host.IRQ
+	for _, n := range nic.IRQs {
+		q := b.h.IRQ(n)
+		if q == nil || q.Class != host.ClassNetwork || q.Queue != nil {
+			continue
+		}
+		if line != nil {
+			return nil // several: a driver's misc vectors, not one line
+		}
+		line = q
+	}
+	return line
 }
 
 func (b *builder) hasNetIRQs(dev string) bool {

@@ -239,13 +239,13 @@ func PerQueue(h *host.Host, o Options) (*plan.Plan, error) {
 			if spread {
 				g := group(pos)
 				if !irqs {
-					return g, fmt.Sprintf("%s has no IRQ: its receive work runs where packets arrive; RPS spreads it over group %s (AWS Graviton memcached tuning)", t.nic.Name, g)
+					return g, fmt.Sprintf("%s: its receive work runs where packets arrive; RPS spreads it over group %s (AWS Graviton memcached tuning)", t.lineWhy(), g)
 				}
 				return g, fmt.Sprintf("RPS spreads queue softirq work over group %s (AWS Graviton memcached tuning)", g)
 			}
 			c := cpuset.Of(irqCPUOf(pos))
 			if !irqs {
-				return c, fmt.Sprintf("%s has no IRQ: RPS runs this queue's receive work on CPU %s, off the application's CPUs (AWS Graviton memcached tuning)", t.nic.Name, c)
+				return c, fmt.Sprintf("%s: RPS runs this queue's receive work on CPU %s, off the application's CPUs (AWS Graviton memcached tuning)", t.lineWhy(), c)
 			}
 			return c, fmt.Sprintf("stack runs on the queue's IRQ CPU %s: %d usable CPUs are too few to spread (AWS Graviton memcached tuning)", c, N)
 		}
@@ -265,7 +265,7 @@ func PerQueue(h *host.Host, o Options) (*plan.Plan, error) {
 		if irqs {
 			summary = append(summary, fmt.Sprintf("%s: %d queue(s), IRQ CPU(s) %s", t.nic.Name, Q, mine))
 		} else {
-			summary = append(summary, fmt.Sprintf("%s: %d queue(s), no IRQ, receive work on CPU(s) %s", t.nic.Name, Q, mine))
+			summary = append(summary, fmt.Sprintf("%s: %d queue(s), %s, receive work on CPU(s) %s", t.nic.Name, Q, noIRQSummary(t), mine))
 		}
 	}
 	ratio := fmt.Sprintf("one IRQ CPU per %d usable CPUs, at most two queues per IRQ CPU", R)
@@ -407,4 +407,13 @@ func RPSSpread(h *host.Host, o Options) (*plan.Plan, error) {
 		return nil, err
 	}
 	return b.p, nil
+}
+
+// noIRQSummary is how the plan's why names a NIC's interrupts when none is
+// placed.
+func noIRQSummary(t *target) string {
+	if t.line != nil {
+		return fmt.Sprintf("shared interrupt line IRQ %d left alone", t.line.Number)
+	}
+	return "no IRQ"
 }

@@ -1,0 +1,65 @@
+package policy
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/kernel"
+)
+
+// linesHost is the lab's nics shape captured inside the guest on Debian's
+// 6.1 (testdata/snapshots/lab-nics-6.1.tar.gz): e1000 (eth1) and 8139cp
+// (eth2) on one legacy interrupt line, IRQ 22.
+func linesHost(t *testing.T) *host.Host {
+	t.Helper()
+	fs, cleanup, err := kernel.OpenSnapshot(filepath.Join("..", "..", "testdata", "snapshots", "lab-nics-6.1.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// A NIC whose one interrupt line is shared with another NIC: per-queue
+// leaves the line where it is, for either NIC, and the reason names the
+// line and whom it is shared with (not "has no IRQ"). Alone on its line,
+// a single-queue NIC's line is its queue's IRQ and is placed.
+func TestPerQueueLegacyLine(t *testing.T) {
+	h := linesHost(t)
+	for dev, other := range map[string]string{"eth1": "eth2", "eth2": "eth1"} {
+		p, err := Make("per-queue", h, Options{Devices: []string{dev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := dev + "'s one interrupt line, IRQ 22, is shared with " + other + " and left where it is"
+		if len(p.IRQs) != 0 || len(p.RxQueues) != 1 || !strings.Contains(p.RxQueues[0].Reason, want) || !strings.Contains(p.Why, "shared interrupt line IRQ 22 left alone") {
+			t.Errorf("%s: IRQs %+v, rx queues %+v, why %q; want the line left alone, saying %q", dev, p.IRQs, p.RxQueues, p.Why, want)
+		}
+	}
+	// eth2 gone: the line is eth1's alone.
+	for i := range h.IRQs {
+		if h.IRQs[i].Number == 22 {
+			h.IRQs[i].Actions, h.IRQs[i].SharedWith = []string{"eth1"}, nil
+		}
+	}
+	var nics []host.NIC
+	for _, n := range h.NICs {
+		if n.Name != "eth2" {
+			nics = append(nics, n)
+		}
+	}
+	h.NICs = nics
+	p, err := Make("per-queue", h, Options{Devices: []string{"eth1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.IRQs) != 1 || p.IRQs[0].IRQ == nil || *p.IRQs[0].IRQ != 22 || !strings.Contains(p.IRQs[0].Reason, "eth1 queue 0 IRQ on CPU") {
+		t.Errorf("eth1 alone on IRQ 22: IRQs %+v, want the line placed as queue 0's IRQ", p.IRQs)
+	}
+}
