@@ -239,7 +239,7 @@ var guestModules = []string{
 	"crc64_rocksoft_generic", "crct10dif_generic",
 	"virtio_pci", "virtio_net", "virtio_blk", "e1000e", "nvme",
 	// the nics shape's older NIC models
-	"vmxnet3", "e1000", "8139too",
+	"vmxnet3", "e1000", "8139cp",
 	// the systemd guest's root file system
 	"crc32c_generic", "ext4",
 }

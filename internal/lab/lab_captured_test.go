@@ -13,12 +13,12 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
-var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/golden/lab-small-*.irqs.txt from the committed captures")
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/golden/lab-*.irqs.txt from the committed captures")
 
 // capturedSnapshots is where TestLabCaptures' archives are committed.
 const capturedSnapshots = "../../testdata/snapshots"
 
-// The small shape captured inside the guest on each lab kernel
+// The small and nics shapes captured inside the guest on each lab kernel
 // (`irqpilot capture --probe-managed`, TestLabCaptures), read back as a
 // snapshot without a guest: the inventory is the shape, as the live lab
 // tests check it (topology, NICs, NVMe and virtio-blk queue IRQs, managed
@@ -26,27 +26,29 @@ const capturedSnapshots = "../../testdata/snapshots"
 // reviewed golden file's (testdata/golden/lab-small-VERSION.irqs.txt,
 // rewritten with -update-golden, which prints what changed).
 func TestLabCapturedKernels(t *testing.T) {
-	small, err := Lookup("small")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range KernelVersions() {
-		t.Run(v, func(t *testing.T) {
-			fs, cleanup, err := kernel.OpenSnapshot(filepath.Join(capturedSnapshots, "lab-small-"+v+".tar.gz"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cleanup()
-			h, err := host.Read(fs, host.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkTopology(t, small, h)
-			checkNICs(t, small, h)
-			checkNVMe(t, small, h, h)
-			checkVirtioBlk(t, small, h, h)
-			golden.Check(t, filepath.Join("testdata", "golden", "lab-small-"+v+".irqs.txt"), []byte(irqTable(h)), *updateGolden, "update-golden")
-		})
+	for _, name := range []string{"small", "nics"} {
+		shape, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range KernelVersions() {
+			t.Run(name+"@"+v, func(t *testing.T) {
+				fs, cleanup, err := kernel.OpenSnapshot(filepath.Join(capturedSnapshots, "lab-"+name+"-"+v+".tar.gz"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cleanup()
+				h, err := host.Read(fs, host.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkTopology(t, shape, h)
+				checkNICs(t, shape, h)
+				checkNVMe(t, shape, h, h)
+				checkVirtioBlk(t, shape, h, h)
+				golden.Check(t, filepath.Join("testdata", "golden", "lab-"+name+"-"+v+".irqs.txt"), []byte(irqTable(h)), *updateGolden, "update-golden")
+			})
+		}
 	}
 }
 
@@ -68,7 +70,11 @@ func irqTable(h *host.Host) string {
 		if dev == "" {
 			dev = "-"
 		}
-		fmt.Fprintf(&b, "%d %s: %s %s queue %s managed %s\n", q.Number, strings.Join(q.Actions, ","), q.Class, dev, queue, q.Managed)
+		shared := ""
+		if len(q.SharedWith) > 0 {
+			shared = " shared with " + strings.Join(q.SharedWith, ",")
+		}
+		fmt.Fprintf(&b, "%d %s: %s %s%s queue %s managed %s\n", q.Number, strings.Join(q.Actions, ","), q.Class, dev, shared, queue, q.Managed)
 	}
 	return b.String()
 }

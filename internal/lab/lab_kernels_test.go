@@ -121,42 +121,44 @@ func TestLabKernelFeatures(t *testing.T) {
 	}
 }
 
-// TestLabCaptures writes, for each kernel of LAB_KERNELS, the small
-// shape's `irqpilot capture --probe-managed` taken inside the guest to
-// $LAB_CAPTURE/lab-small-VERSION.tar.gz: the fixtures the classification
-// tests read (TestLabCapturedKernels). It runs only when LAB_CAPTURE
-// names a directory.
+// TestLabCaptures writes, for each kernel of LAB_KERNELS, the small and
+// nics shapes' `irqpilot capture --probe-managed` taken inside the guest
+// to $LAB_CAPTURE/lab-SHAPE-VERSION.tar.gz: the fixtures the
+// classification tests read (TestLabCapturedKernels, TestLabCapturedNICs).
+// It runs only when LAB_CAPTURE names a directory.
 func TestLabCaptures(t *testing.T) {
 	dir := os.Getenv("LAB_CAPTURE")
 	if dir == "" {
 		t.Skip("LAB_CAPTURE names the directory the guests' captures are written to")
 	}
 	needLab(t)
-	small, err := Lookup("small")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, v := range labKernels(t) {
-		t.Run(v, func(t *testing.T) {
-			r, err := Run(context.Background(), Options{Shape: small, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t},
-				Script: "irqpilot capture --probe-managed -o /tmp/c.tar.gz >/dev/null && echo @@CAP@@ && base64 -w0 /tmp/c.tar.gz && echo && echo @@END@@"})
+		for _, name := range []string{"small", "nics"} {
+			shape, err := Lookup(name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, rest, ok := strings.Cut(r.Output, "@@CAP@@")
-			b64, _, ok2 := strings.Cut(rest, "@@END@@")
-			if !ok || !ok2 {
-				t.Fatalf("no capture:\n%s", r.Output)
-			}
-			b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := filepath.Join(dir, "lab-small-"+v+".tar.gz")
-			if err := os.WriteFile(out, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("kernel %s (%s): %s, %d bytes", v, r.Kernel, out, len(b))
-		})
+			t.Run(name+"@"+v, func(t *testing.T) {
+				r, err := Run(context.Background(), Options{Shape: shape, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t},
+					Script: "irqpilot capture --probe-managed -o /tmp/c.tar.gz >/dev/null && echo @@CAP@@ && base64 -w0 /tmp/c.tar.gz && echo && echo @@END@@"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, rest, ok := strings.Cut(r.Output, "@@CAP@@")
+				b64, _, ok2 := strings.Cut(rest, "@@END@@")
+				if !ok || !ok2 {
+					t.Fatalf("no capture:\n%s", r.Output)
+				}
+				b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := filepath.Join(dir, "lab-"+name+"-"+v+".tar.gz")
+				if err := os.WriteFile(out, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("kernel %s (%s): %s, %d bytes", v, r.Kernel, out, len(b))
+			})
+		}
 	}
 }

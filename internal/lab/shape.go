@@ -33,6 +33,10 @@ type NIC struct {
 	// Node is the NUMA node whose PCIe expander bridge the NIC sits
 	// behind; -1 puts it on the root bus (no node).
 	Node int
+	// Slot, when set, is the NIC's slot on the root bus (hex, "0a"): two
+	// conventional PCI devices in slots the chipset routes to one
+	// interrupt line share it.
+	Slot string
 }
 
 // Shape is a virtual machine's topology and devices.
@@ -94,14 +98,14 @@ var Shapes = map[string]Shape{
 		// The NIC models QEMU emulates with in-tree drivers besides the
 		// others' two: what irqpilot makes of their interrupts.
 		Name: "nics", Sockets: 1, Cores: 4, Threads: 1, Nodes: 1, MemMiB: 512,
-		NICs: []NIC{{Model: "vmxnet3", Queues: 1, Node: -1}, {Model: "e1000", Queues: 1, Node: -1}, {Model: "rtl8139", Queues: 1, Node: -1}},
+		NICs: []NIC{{Model: "vmxnet3", Queues: 1, Node: -1}, {Model: "e1000", Queues: 1, Node: -1}, {Model: "rtl8139", Queues: 1, Node: -1, Slot: "0a"}},
 		Note: "4 vCPUs; a vmxnet3, an e1000 and an rtl8139 (the last two on legacy interrupt lines)",
 	},
 }
 
 // NICDrivers are the guest's drivers of QEMU's NIC models.
 var NICDrivers = map[string]string{
-	"virtio-net-pci": "virtio_net", "e1000e": "e1000e", "vmxnet3": "vmxnet3", "e1000": "e1000", "rtl8139": "8139too",
+	"virtio-net-pci": "virtio_net", "e1000e": "e1000e", "vmxnet3": "vmxnet3", "e1000": "e1000", "rtl8139": "8139cp",
 }
 
 // ShapeNames lists the shapes, sorted.
@@ -159,6 +163,9 @@ func (s Shape) machineArgs(taps []string, disks []string) []string {
 		}
 		a = append(a, "-netdev", netdev)
 		d := fmt.Sprintf("%s,netdev=n%d,bus=%s,mac=52:54:00:12:34:%02x", nic.Model, i, dev, 0x10+i)
+		if nic.Slot != "" && nic.Node < 0 {
+			d += ",addr=" + nic.Slot
+		}
 		if nic.Model == "virtio-net-pci" && q > 1 {
 			// A vector per rx and tx queue, one for config, one for control.
 			d += fmt.Sprintf(",mq=on,vectors=%d", 2*q+2)
