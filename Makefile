@@ -109,7 +109,7 @@ test-guests:
 # The lab: irqpilot on virtual server-shaped machines (QEMU, Debian's
 # kernel; root). `make lab` lists the shapes and boots the server shape
 # once with irqpilot's inventory; `irqpilot lab --help` says more.
-# `make test` boots the small shape five times (about two minutes), then
+# `make test` boots the small shape five times and the nics shape once (about three minutes), then
 # the systemd guest (test-guests above); test-lab boots every shape in LAB_SHAPES and adds the systemd guest (a
 # Debian root from mmdebstrap, booted twice: about 10 minutes a shape here).
 LAB_SHAPES ?= small server big

@@ -260,7 +260,7 @@ func TestLabRefusesBeforeBooting(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"lab", "--shape", "huge", "--", "true"}, `unknown lab shape "huge" (known: big, server, small)`},
+		{[]string{"lab", "--shape", "huge", "--", "true"}, `unknown lab shape "huge" (known: big, nics, server, small)`},
 		{[]string{"lab"}, "give a command to run in the guest after --, or --shell"},
 		{[]string{"lab", "--shell", "--", "true"}, "--shell takes no command"},
 		{[]string{"lab", "--timeout", "0s", "--", "true"}, "--timeout must be positive"},

