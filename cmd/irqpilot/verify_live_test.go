@@ -244,20 +244,20 @@ type verifyOutput struct {
 	Journal      string `json:"journal"`
 	Changed      int    `json:"changed"`
 	Verification *struct {
-		Verdict       string  `json:"verdict"`
-		Reason        string  `json:"reason"`
-		Note          string  `json:"note"`
-		Repredicted   string  `json:"repredicted"`
-		Journal       string  `json:"journal"`
-		Reverted      bool    `json:"reverted"`
-		Source        string  `json:"cost_source"`
-		TrafficBefore float64 `json:"traffic_before_pps"`
-		TrafficAfter  float64 `json:"traffic_after_pps"`
-		Seconds       float64 `json:"window_seconds"`
-		MeanBusy      float64 `json:"mean_abs_busy_error_pct"`
-		MaxBusy       float64 `json:"max_abs_busy_error_pct"`
-		MeanIRQ       float64 `json:"mean_abs_irq_error_pct"`
-		MaxIRQ        float64 `json:"max_abs_irq_error_pct"`
+		Verdict       string      `json:"verdict"`
+		Reason        string      `json:"reason"`
+		Note          string      `json:"note"`
+		Repredicted   string      `json:"repredicted"`
+		Journal       string      `json:"journal"`
+		Reverted      bool        `json:"reverted"`
+		Source        string      `json:"cost_source"`
+		TrafficBefore float64     `json:"traffic_before_pps"`
+		TrafficAfter  float64     `json:"traffic_after_pps"`
+		Seconds       float64     `json:"window_seconds"`
+		MeanBusy      float64     `json:"mean_abs_busy_error_pct"`
+		MaxBusy       float64     `json:"max_abs_busy_error_pct"`
+		MeanIRQ       float64     `json:"mean_abs_irq_error_pct"`
+		MaxIRQ        float64     `json:"max_abs_irq_error_pct"`
 		CPUs          []verifyCPU `json:"cpus"`
 	} `json:"verification"`
 }
