@@ -454,7 +454,11 @@ func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 		t.Logf("attempt %d (%s plan, offered %.0f sends/s of %.0f):\n%s", attempt, how, 0.6*sat, sat, v.table())
 		tables = append(tables, v.table())
 		x := v.Verification
-		if x.Verdict == "confirmed" {
+		// Disturbed first: another process's work on a CPU (other test
+		// packages run beside this one) is in every figure, whatever the
+		// verdict; the move is judged only on a quiet attempt.
+		why := v.disturbed()
+		if x.Verdict == "confirmed" && why == "" {
 			_, _, _, bi0, pi0, mi0 := v.cpu(0)
 			_, _, _, bi1, pi1, mi1 := v.cpu(1)
 			if !(mi0 < bi0/2 && pi0 < bi0/2 && bi0 > 10) {
@@ -467,7 +471,7 @@ func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 			s.stop()
 			return
 		}
-		if grew := v.senderGrew(); x.Verdict == "missed" && grew != "" {
+		if grew := v.senderGrew(); x.Verdict == "missed" && grew != "" && why == "" {
 			// The model's missing term (docs/benchmarks.md, "The terms
 			// that are still wrong"): the receive work moved as
 			// predicted, and the sender's own time on CPU 0 grew.
@@ -481,7 +485,6 @@ func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 			s.stop()
 			return
 		}
-		why := v.disturbed()
 		s.stop()
 		if _, errOut, code := b.irqpilot("revert", "--state-dir", state); code != 0 || strings.Trim(b.rps(), "0,") != "" {
 			t.Fatalf("revert: exit %d, rps_cpus %s\n%s", code, b.rps(), errOut)
@@ -801,7 +804,11 @@ func TestLiveApplyVerifyConfirmsNoOp(t *testing.T) {
 			t.Fatalf("revert: %v\n%s", err, errOut)
 		}
 		x := v.Verification
-		if x.Verdict == "confirmed" {
+		// Disturbed first: another process's work on a CPU (other test
+		// packages run beside this one) is in every figure, whatever the
+		// verdict; the move is judged only on a quiet attempt.
+		why := v.disturbed()
+		if x.Verdict == "confirmed" && why == "" {
 			for _, c := range x.CPUs {
 				if c.PredictedBusy != c.BeforeBusy || c.PredictedIRQ != c.BeforeIRQ || !c.Within {
 					t.Errorf("CPU%d: no traffic, yet predicted %.1f%% → %.1f%% busy (%.1f%% → %.1f%% interrupts), within %v", c.CPU, c.BeforeBusy, c.PredictedBusy, c.BeforeIRQ, c.PredictedIRQ, c.Within)
