@@ -439,3 +439,31 @@ func TestModelRPSDispatchPerPacket(t *testing.T) {
 		}
 	}
 }
+
+// RFS on a hardware NIC whose queues have their own IRQs: the work each
+// queue's RPS hands off follows the application's threads, as on a
+// virtual device (per-queue RPS had dropped it and spread evenly).
+func TestModelRFSFollowsTheConsumerHardware(t *testing.T) {
+	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
+	eth0 := h.NIC("eth0")
+	rates := map[int]map[int]float64{}
+	for _, q := range eth0.RxQueues {
+		if q.IRQ == nil {
+			t.Fatalf("synthetic eth0 rx-%d has no IRQ", q.Index)
+		}
+		rates[*q.IRQ] = map[int]float64{0: 20000}
+	}
+	l := synthLoad(h, map[int]cpuProfile{0: {soft: 40}}, rates, nil)
+	l.Tasks = []load.TaskLoad{{PID: 4242, TID: 4242, Comm: "sink", CPU: 3, Busy: 60}}
+	m := newModel(h, l, []string{"eth0"})
+	m.selected = []int{4242}
+	all, flows := cpuset.MustParse("0-3"), 4096
+	p := &plan.Plan{}
+	for _, q := range eth0.RxQueues {
+		p.RxQueues = append(p.RxQueues, plan.RxQueueEntry{Device: "eth0", Queue: ptr(q.Index), RPSCPUs: &all, RPSFlowCnt: &flows})
+	}
+	pred := m.Predict(p)
+	if pred.IRQ[3] < 25 || pred.IRQ[1] > 1 || pred.IRQ[2] > 1 {
+		t.Errorf("RFS over 0-3 with the consumer on CPU 3: interrupt time CPU1 %.1f, CPU2 %.1f, CPU3 %.1f; want CPU 3 to take most of CPU 0's 40 %%", pred.IRQ[1], pred.IRQ[2], pred.IRQ[3])
+	}
+}

@@ -390,9 +390,20 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 			// queue 0's CPU, the first queue's mask taken for the
 			// device).
 			steered[e.Device] = true
+			// With RFS the moved work follows the application's
+			// threads, as for a whole device (consumerCPUs).
+			var w map[int]float64
+			if rfs(p, e.Device) {
+				w = m.consumerCPUs(p, *e.RPSCPUs)
+			}
 			for _, n := range irqs {
-				if !rpsDone[n] {
-					rpsDone[n] = true
+				if rpsDone[n] {
+					continue
+				}
+				rpsDone[n] = true
+				if len(w) > 0 {
+					moveNetSoftTo(st, irqNet[n], RPSMovedHardware, w, RPSIPICost)
+				} else {
 					moveNetSoft(st, irqNet[n], RPSMovedHardware, *e.RPSCPUs, RPSIPICost)
 				}
 			}
