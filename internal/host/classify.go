@@ -130,9 +130,6 @@ func classifyIRQs(h *Host) {
 			}
 		}
 		q.ByName = !sysfs && (q.Class == ClassNetwork || q.Class == ClassStorage)
-		if q.Class == ClassNetwork && q.Device != "" {
-			q.SharedWith = sharedWith(h, q, nicOwners[q.Number], netdevs)
-		}
 		if ai.queue >= 0 {
 			switch {
 			case q.Class == ClassNetwork && ai.kind != "":
@@ -142,6 +139,14 @@ func classifyIRQs(h *Host) {
 				v := ai.queue
 				q.Queue = &v
 			}
+		}
+	}
+	// Sharing is a legacy line's: a queue vector (MSI-X) is its queue's,
+	// even where two netdevs own one PCI function (a switchdev
+	// representor beside its PF).
+	for i := range h.IRQs {
+		if q := &h.IRQs[i]; q.Class == ClassNetwork && q.Device != "" && q.Queue == nil {
+			q.SharedWith = sharedWith(h, q, nicOwners[q.Number], netdevs)
 		}
 	}
 	fillDeviceIRQs(h)
@@ -293,7 +298,7 @@ func fillDeviceIRQs(h *Host) {
 				continue
 			}
 			n.IRQs = append(n.IRQs, q.Number)
-			if q.Queue == nil {
+			if q.Queue == nil || q.Device != n.Name {
 				continue
 			}
 			num := q.Number
