@@ -91,9 +91,10 @@ func (f *FS) NetQueuePackets() (map[string]QueuePackets, error) {
 	return out, nil
 }
 
-// The per-queue packet counters' names, as drivers print them: virtio_net,
-// ixgbe, igb, ice, ena ("rx_queue_0_packets"); mlx5 ("rx0_packets");
-// i40e ("rx-0.packets"); AWS ena also "queue_0_rx_cnt".
+// The per-queue packet counters' names, as drivers print them: virtio_net
+// before 6.10, ixgbe, igb, ice ("rx_queue_0_packets"); mlx5, and
+// virtio_net from 6.10 ("rx0_packets"); i40e ("rx-0.packets"); ena
+// ("queue_0_rx_cnt").
 var reQueueStat = []*regexp.Regexp{
 	regexp.MustCompile(`^(rx|tx)_queue_(\d+)_packets$`),
 	regexp.MustCompile(`^(rx|tx)(\d+)_packets$`),
@@ -165,26 +166,31 @@ func (e *Ethtool) Stats(name string) (map[string]uint64, error) {
 	if n > 1<<16 {
 		return nil, fmt.Errorf("%s: the driver reports %d statistics", name, n)
 	}
-	strs := make([]byte, ethtoolGStringsHeader+n*ethtool.ETH_GSTRING_LEN)
+	// The kernel writes as many entries as the driver counts at the time
+	// of each call, not as many as asked for: a count that grew since
+	// GDRVINFO (channels added meanwhile) would write past a buffer sized
+	// exactly. Room for twice the count, and at least 256 more, bounds
+	// that; counts that differ between the calls are refused, since names
+	// and values would no longer pair.
+	room := max(2*n, n+256)
+	strs := make([]byte, ethtoolGStringsHeader+room*ethtool.ETH_GSTRING_LEN)
 	*(*uint32)(unsafe.Pointer(&strs[0])) = ethtool.ETHTOOL_GSTRINGS
 	*(*uint32)(unsafe.Pointer(&strs[4])) = ethtool.ETH_SS_STATS
 	*(*uint32)(unsafe.Pointer(&strs[8])) = uint32(n)
 	if err := e.ioctl(name, unsafe.Pointer(&strs[0])); err != nil {
 		return nil, err
 	}
-	vals := make([]uint64, 1+n) // the header (cmd, n_stats) is one u64 wide
+	vals := make([]uint64, 1+room) // the header (cmd, n_stats) is one u64 wide
 	hdr := (*[2]uint32)(unsafe.Pointer(&vals[0]))
 	hdr[0], hdr[1] = ethtool.ETHTOOL_GSTATS, uint32(n)
 	if err := e.ioctl(name, unsafe.Pointer(&vals[0])); err != nil {
 		return nil, err
 	}
-	got := int(hdr[1])
-	if got > n {
-		got = n
+	nStrs, nVals := int(*(*uint32)(unsafe.Pointer(&strs[8]))), int(hdr[1])
+	if nStrs != n || nVals != n {
+		return nil, fmt.Errorf("%s: the driver's statistics changed while read (%d, %d names, %d values)", name, n, nStrs, nVals)
 	}
-	if got2 := int(*(*uint32)(unsafe.Pointer(&strs[8]))); got2 < got {
-		got = got2
-	}
+	got := n
 	out := make(map[string]uint64, got)
 	for i := 0; i < got; i++ {
 		s := strs[ethtoolGStringsHeader+i*ethtool.ETH_GSTRING_LEN : ethtoolGStringsHeader+(i+1)*ethtool.ETH_GSTRING_LEN]
