@@ -124,7 +124,7 @@ func TestLabKernelFeatures(t *testing.T) {
 // TestLabCaptures writes, for each kernel of LAB_KERNELS, the small and
 // nics shapes' `irqpilot capture --probe-managed` taken inside the guest
 // to $LAB_CAPTURE/lab-SHAPE-VERSION.tar.gz: the fixtures the
-// classification tests read (TestLabCapturedKernels, TestLabCapturedNICs).
+// classification tests read (TestLabCapturedKernels).
 // It runs only when LAB_CAPTURE names a directory.
 func TestLabCaptures(t *testing.T) {
 	dir := os.Getenv("LAB_CAPTURE")

@@ -117,7 +117,7 @@ func labNICModels(t *testing.T, s Shape, kernel string) {
 					t.Errorf("%s %s:\n%s", bad, n, out)
 				}
 			}
-			if !strings.Contains(out, "EXACT "+n+"\n") || !strings.Contains(out, "CHANGED "+n+"\n") {
+			if !strings.Contains(out, "\nEXACT "+n+"\n") || !strings.Contains(out, "\nCHANGED "+n+"\n") {
 				t.Errorf("%s: want a change, reverted byte-exact", n)
 			}
 			pl, err := plan.Parse(n+".yaml", []byte(section(out, "@@PLAN "+n)))

@@ -412,8 +412,11 @@ func RPSSpread(h *host.Host, o Options) (*plan.Plan, error) {
 // noIRQSummary is how the plan's why names a NIC's interrupts when none is
 // placed.
 func noIRQSummary(t *target) string {
-	if t.line != nil {
+	switch {
+	case t.line != nil && len(t.line.SharedWith) > 0:
 		return fmt.Sprintf("shared interrupt line IRQ %d left alone", t.line.Number)
+	case t.line != nil:
+		return fmt.Sprintf("one interrupt line, IRQ %d, for its queues", t.line.Number)
 	}
 	return "no IRQ"
 }
