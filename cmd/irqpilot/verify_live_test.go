@@ -24,6 +24,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/verify"
 	"unsafe"
 )
 
@@ -377,21 +378,9 @@ func (v *verifyOutput) senderGrew() string {
 		c0.MeasuredBusy, c0.PredictedBusy, grew)
 }
 
-// verifyCPU is one row of verifyOutput's verification.
-type verifyCPU = struct {
-	CPU           int     `json:"cpu"`
-	BeforeBusy    float64 `json:"before_busy_pct"`
-	PredictedBusy float64 `json:"predicted_busy_pct"`
-	MeasuredBusy  float64 `json:"measured_busy_pct"`
-	BusyError     float64 `json:"busy_error_pct"`
-	BeforeIRQ     float64 `json:"before_irq_pct"`
-	PredictedIRQ  float64 `json:"predicted_irq_pct"`
-	MeasuredIRQ   float64 `json:"measured_irq_pct"`
-	IRQError      float64 `json:"irq_error_pct"`
-	Noise         float64 `json:"noise_pct"`
-	IRQNoise      float64 `json:"irq_noise_pct"`
-	Within        bool    `json:"within"`
-}
+// verifyCPU is one row of verifyOutput's verification: the product's own
+// row type, read back from its JSON.
+type verifyCPU = verify.CPU
 
 // disturbed says how another process disturbed a verification of the
 // core-0 bottleneck, "" when nothing did: the receive work is all
