@@ -504,3 +504,33 @@ func counterRates(l *Load, what string, a, b map[int]uint64, sec float64) map[in
 	}
 	return out
 }
+
+// MinTraffic is the packet rate (packets/s) below which traffic is too
+// small to compare: a rate that changed, or how a device's packets split
+// over its queues.
+const MinTraffic = 200.0
+
+// QueueShares is each multi-queue hardware device's share of its received
+// packets by queue (0 to 1, from the drivers' per-queue counters), for the
+// devices that received at least MinTraffic packets per second; nil where
+// the counters were not read.
+func (l *Load) QueueShares() map[string]map[int]float64 {
+	var out map[string]map[int]float64
+	for dev, per := range l.QueueRx {
+		var total float64
+		for _, v := range per {
+			total += v
+		}
+		if total < MinTraffic {
+			continue
+		}
+		if out == nil {
+			out = map[string]map[int]float64{}
+		}
+		out[dev] = map[int]float64{}
+		for q, v := range per {
+			out[dev][q] = v / total
+		}
+	}
+	return out
+}

@@ -336,7 +336,8 @@ func everyField() *Plan {
 			IRQSuspendTimeout: ptr(uint64(20000000)), CPUs: cpus("3"), Reason: "napi"}},
 		BusyPoll: &BusyPollEntry{BusyRead: ptr(50), BusyPoll: ptr(60), Reason: "busy"},
 		Prediction: &Prediction{Source: "bpf", IntervalMs: 3000, TrafficPPS: 51234.5, CPUs: []CPUPrediction{
-			{CPU: 1, BeforeBusy: 62.5, PredictedBusy: 30.1, BeforeIRQ: 55.2, PredictedIRQ: 20.7}}},
+			{CPU: 1, BeforeBusy: 62.5, PredictedBusy: 30.1, BeforeIRQ: 55.2, PredictedIRQ: 20.7}},
+			Queues: []QueueShare{{Device: "eth0", Queue: 1, RxShare: 0.69}}},
 	}
 }
 

@@ -27,7 +27,57 @@ type Prediction struct {
 	TrafficPPS float64 `yaml:"traffic_pps" json:"traffic_pps"`
 	// CPUs are the measured CPUs, ascending.
 	CPUs []CPUPrediction `yaml:"cpus" json:"cpus"`
-	Line int             `yaml:"-" json:"-"`
+	// Queues are each multi-queue device's queues with the share of the
+	// device's received packets each took while measured (the drivers'
+	// per-queue counters; absent where they were not read). The model
+	// keeps these shares, so a verification that finds the packets moved
+	// between the queues cannot judge the prediction.
+	Queues []QueueShare `yaml:"queues,omitempty" json:"queues,omitempty"`
+	Line   int          `yaml:"-" json:"-"`
+}
+
+// QueueShare is one receive queue's share of its device's packets.
+type QueueShare struct {
+	Device  string  `yaml:"device" json:"device"`
+	Queue   int     `yaml:"queue" json:"queue" plan:"queue"`
+	RxShare float64 `yaml:"rx_share" json:"rx_share"`
+	Line    int     `yaml:"-" json:"-"`
+}
+
+// QueueShares are the Queues by device and queue, nil when there are none.
+func (p *Prediction) QueueShares() map[string]map[int]float64 {
+	if p == nil || len(p.Queues) == 0 {
+		return nil
+	}
+	out := map[string]map[int]float64{}
+	for _, q := range p.Queues {
+		if out[q.Device] == nil {
+			out[q.Device] = map[int]float64{}
+		}
+		out[q.Device][q.Queue] = q.RxShare
+	}
+	return out
+}
+
+// SetQueueShares sets Queues from shares by device and queue, in device
+// and queue order, each share rounded to a thousandth.
+func (p *Prediction) SetQueueShares(shares map[string]map[int]float64) {
+	p.Queues = nil
+	devs := make([]string, 0, len(shares))
+	for d := range shares {
+		devs = append(devs, d)
+	}
+	sort.Strings(devs)
+	for _, d := range devs {
+		qs := make([]int, 0, len(shares[d]))
+		for q := range shares[d] {
+			qs = append(qs, q)
+		}
+		sort.Ints(qs)
+		for _, q := range qs {
+			p.Queues = append(p.Queues, QueueShare{Device: d, Queue: q, RxShare: math.Round(shares[d][q]*1000) / 1000})
+		}
+	}
 }
 
 // CPUPrediction is one CPU's measured and predicted load, percent of the CPU.
@@ -93,6 +143,21 @@ func (c checker) prediction(p *Prediction) {
 		}
 		if e.BeforeIRQ > e.BeforeBusy+0.5 {
 			c.add(e.Line, f+".before_irq_pct", "%.1f exceeds before_busy_pct %.1f (interrupt time is part of busy time)", e.BeforeIRQ, e.BeforeBusy)
+		}
+	}
+	queues := map[string]int{}
+	for i, q := range p.Queues {
+		f := fmt.Sprintf("prediction.queues[%d]", i)
+		if q.Device == "" {
+			c.add(q.Line, f+".device", "missing (the network device whose queue this is)")
+		}
+		key := fmt.Sprintf("%s/%d", q.Device, q.Queue)
+		if first, dup := queues[key]; dup {
+			c.add(q.Line, f, "%s queue %d is also given at %s", q.Device, q.Queue, where(first))
+		}
+		queues[key] = q.Line
+		if math.IsNaN(q.RxShare) || q.RxShare < 0 || q.RxShare > 1 {
+			c.add(q.Line, f+".rx_share", "%v is not a share between 0 and 1", q.RxShare)
 		}
 	}
 }

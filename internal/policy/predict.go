@@ -37,6 +37,7 @@ func Predict(h *host.Host, l *load.Load, p *plan.Plan, appPIDs []int) *plan.Pred
 		})
 	}
 	sort.Slice(out.CPUs, func(i, j int) bool { return out.CPUs[i].CPU < out.CPUs[j].CPU })
+	out.SetQueueShares(l.QueueShares())
 	return out
 }
 

@@ -284,6 +284,11 @@ func TestCapturedQueuesMovedOnGuest(t *testing.T) {
 	if r.Verdict != Inconclusive || !strings.Contains(r.Reason, "the traffic moved between eth0's queues (queue 0 took 69 % of its packets before the change, 17 % after)") {
 		t.Errorf("verdict %s (%s), want inconclusive: the traffic moved between the queues", r.Verdict, r.Reason)
 	}
+	// verify --journal judges later from the prediction the journal kept:
+	// it keeps the queues' shares, so the verdict is the same.
+	if k := Judge(pred, FromPrediction(pred), after, Options{}); k.Verdict != Inconclusive || !strings.Contains(k.Reason, "eth0's queues") {
+		t.Errorf("from the kept prediction: %s (%s), want inconclusive: the traffic moved between the queues", k.Verdict, k.Reason)
+	}
 	before.QueueShares, after.QueueShares = nil, nil
 	if r := Judge(pred, before, after, Options{}); r.Verdict != Missed {
 		t.Errorf("without the queues' counts: %s (%s), want missed", r.Verdict, r.Reason)

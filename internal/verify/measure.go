@@ -53,23 +53,8 @@ func Measure(ctx context.Context, s Sampler, h *host.Host, d time.Duration) (Mea
 // model does.
 func FromLoads(h *host.Host, whole, a, b *load.Load) Measurement {
 	m := Measurement{Seconds: whole.Interval.Seconds(), CPUs: figures(h, whole), Noise: map[int]Figures{},
-		Traffic: policy.Traffic(whole), TrafficHalves: [2]float64{policy.Traffic(a), policy.Traffic(b)}, Source: whole.CostSource}
-	for dev, per := range whole.QueueRx {
-		var total float64
-		for _, v := range per {
-			total += v
-		}
-		if total < MinTraffic {
-			continue
-		}
-		if m.QueueShares == nil {
-			m.QueueShares = map[string]map[int]float64{}
-		}
-		m.QueueShares[dev] = map[int]float64{}
-		for q, v := range per {
-			m.QueueShares[dev][q] = v / total
-		}
-	}
+		Traffic: policy.Traffic(whole), TrafficHalves: [2]float64{policy.Traffic(a), policy.Traffic(b)}, Source: whole.CostSource,
+		QueueShares: whole.QueueShares()}
 	fa, fb := figures(h, a), figures(h, b)
 	for c, x := range fa {
 		if y, ok := fb[c]; ok {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/diagnose"
+	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -55,7 +56,7 @@ const (
 	NoiseFloor = 2.0
 	// MinTraffic is the packet rate (packets/s, all CPUs) below which the
 	// traffic is too small to say that it changed.
-	MinTraffic = 200.0
+	MinTraffic = load.MinTraffic
 )
 
 // Options tune the judgement.
@@ -335,7 +336,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // made later than the apply (verify --journal).
 func FromPrediction(p *plan.Prediction) Measurement {
 	m := Measurement{CPUs: map[int]Figures{}, Noise: map[int]Figures{}, Traffic: p.TrafficPPS,
-		TrafficHalves: [2]float64{p.TrafficPPS, p.TrafficPPS}, Source: p.Source, Seconds: float64(p.IntervalMs) / 1000}
+		TrafficHalves: [2]float64{p.TrafficPPS, p.TrafficPPS}, Source: p.Source, Seconds: float64(p.IntervalMs) / 1000,
+		QueueShares: p.QueueShares()}
 	for _, c := range p.CPUs {
 		m.CPUs[c.CPU] = Figures{Busy: c.BeforeBusy, IRQ: c.BeforeIRQ}
 	}
