@@ -3,6 +3,7 @@ package host
 import (
 	"regexp"
 	"sort"
+	"strings"
 )
 
 // This file turns IRQ action names (and the devices found in sysfs) into a
@@ -154,14 +155,20 @@ func classifyIRQs(h *Host) {
 
 // sharedWith are the network devices other than q.Device that own q's line
 // (sysfs: each PCI function's irq) or name a handler on it ("eth1, eth2"
-// in /proc/interrupts), sorted.
+// in /proc/interrupts), and the other drivers' handlers on it by action
+// name ("uhci_hcd:usb1"), sorted.
 func sharedWith(h *Host, q *IRQ, owners []int, netdevs map[string]bool) []string {
 	other := map[string]bool{}
 	for _, o := range owners {
 		other[h.NICs[o].Name] = true
 	}
 	for _, a := range q.Actions {
-		if netdevs[a] {
+		switch {
+		case netdevs[a]:
+			other[a] = true
+		case len(q.Actions) > 1 && a != q.Device && !strings.HasPrefix(a, q.Device+"-"):
+			// Another driver's handler on the line ("uhci_hcd:usb1,
+			// eth0"): moving the line moves its interrupts too.
 			other[a] = true
 		}
 	}

@@ -128,9 +128,10 @@ type IRQ struct {
 	// the action names alone: nothing in /sys ties the IRQ to the device
 	// (a bare /proc/interrupts, or a driver whose vectors sysfs does not list).
 	ByName bool `json:"by_name,omitempty"`
-	// SharedWith are the other network devices whose handlers share this
-	// line (a legacy INTx line: "eth1, eth2"), sorted; moving it moves
-	// their interrupts too. The IRQ is in each one's NIC.IRQs.
+	// SharedWith are the other devices whose handlers share this line (a
+	// legacy INTx line: "eth1, eth2"; another driver's handler by its
+	// action name, "uhci_hcd:usb1"), sorted; moving it moves their
+	// interrupts too. The IRQ is in each network device's NIC.IRQs.
 	SharedWith []string `json:"shared_with,omitempty"`
 }
 
