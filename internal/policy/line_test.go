@@ -1,12 +1,15 @@
 package policy
 
 import (
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
 // linesHost is the lab's nics shape captured inside the guest on Debian's
@@ -61,5 +64,25 @@ func TestPerQueueLegacyLine(t *testing.T) {
 	}
 	if len(p.IRQs) != 1 || p.IRQs[0].IRQ == nil || *p.IRQs[0].IRQ != 22 || !strings.Contains(p.IRQs[0].Reason, "eth1 queue 0 IRQ on CPU") {
 		t.Errorf("eth1 alone on IRQ 22: IRQs %+v, want the line placed as queue 0's IRQ", p.IRQs)
+	}
+}
+
+// A shared line's network softirq is both NICs', by their received
+// packets: with eth2 receiving three of every four packets on IRQ 22
+// (CPU 1, 40 % in softirq), RPS on eth2 to CPU 3 is predicted to hand off
+// about three quarters of the line's work, and RPS on eth1 a quarter.
+func TestModelSharedLineByPackets(t *testing.T) {
+	h := linesHost(t)
+	l := synthLoad(h, map[int]cpuProfile{1: {soft: 40}}, map[int]map[int]float64{22: {1: 8000}}, nil)
+	l.NetDevRx = map[string]float64{"eth1": 2000, "eth2": 6000}
+	three := cpuset.MustParse("3")
+	moved := func(dev string) float64 {
+		m := newModel(h, l, []string{dev})
+		p := &plan.Plan{RxQueues: []plan.RxQueueEntry{{Device: dev, Queue: ptr(0), RPSCPUs: &three}}}
+		return m.Predict(&plan.Plan{}).IRQ[1] - m.Predict(p).IRQ[1]
+	}
+	e1, e2 := moved("eth1"), moved("eth2")
+	if math.Abs(e2-3*e1) > 0.5 || e2 < 20 {
+		t.Errorf("RPS to CPU 3 moves %.1f points of CPU 1's interrupt time for eth1 and %.1f for eth2; want eth2's about three times eth1's (its packets), and most of its 30", e1, e2)
 	}
 }

@@ -143,6 +143,9 @@ type model struct {
 	// byIRQ are the devices whose network softirq came from their queue
 	// IRQs' counts (the others' is the unattributed rest).
 	byIRQ map[string]bool
+	// lines are the network IRQs' devices, each with its share of the
+	// IRQ's network softirq (lineDevices).
+	lines map[int]map[string]float64
 	// tasks by PID: busy percent per CPU.
 	tasks map[int]map[int]float64
 	// node is each CPU's NUMA node (read from the host once: Predict asks
@@ -205,12 +208,13 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 	// packets 5.5 to 1 — the busier queue handles more packets per
 	// interrupt and takes less time per packet, and interrupts were the
 	// closer of the two.
-	netIRQ := map[int]string{}
-	for _, q := range h.IRQs {
-		if q.Class == host.ClassNetwork && q.Device != "" {
-			netIRQ[q.Number] = q.Device
+	netIRQ := map[int]map[string]float64{}
+	for i := range h.IRQs {
+		if q := &h.IRQs[i]; q.Class == host.ClassNetwork && q.Device != "" {
+			netIRQ[q.Number] = lineDevices(h, l, q)
 		}
 	}
+	m.lines = netIRQ
 	totalRate, netRate := map[int]float64{}, map[int]float64{}
 	for _, q := range l.IRQs {
 		for c, r := range q.PerCPU {
@@ -234,18 +238,20 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 			if t, ok := q.TimePerCPU[c]; ok && l.CostSource == load.CostBPF {
 				m.irqHard[q.IRQ][c] = 100 * t // measured
 			}
-			if dev, ok := netIRQ[q.IRQ]; ok {
+			if devs, ok := netIRQ[q.IRQ]; ok {
 				v := u.netSoft * r / netRate[c]
 				m.irqNet[q.IRQ][c] = v
 				attributed[c] += v
-				if m.devNet[dev] == nil {
-					m.devNet[dev] = map[int]float64{}
+				for _, dev := range sortedDevices(devs) {
+					if m.devNet[dev] == nil {
+						m.devNet[dev] = map[int]float64{}
+					}
+					m.devNet[dev][c] += v * devs[dev]
+					if m.byIRQ == nil {
+						m.byIRQ = map[string]bool{}
+					}
+					m.byIRQ[dev] = true
 				}
-				m.devNet[dev][c] += v
-				if m.byIRQ == nil {
-					m.byIRQ = map[string]bool{}
-				}
-				m.byIRQ[dev] = true
 			}
 		}
 	}
@@ -360,10 +366,14 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 		for _, c := range sortedCPUs(m.irqNet[n]) {
 			v := m.irqNet[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, net)
-			if q != nil && devNet[q.Device] != nil {
-				devNet[q.Device][c] -= v
+			for _, dev := range sortedDevices(m.lines[n]) {
+				if devNet[dev] == nil {
+					continue
+				}
+				share := m.lines[n][dev]
+				devNet[dev][c] -= v * share
 				for _, d := range e.CPUs.CPUs() {
-					devNet[q.Device][d] += v / float64(e.CPUs.Len())
+					devNet[dev][d] += v * share / float64(e.CPUs.Len())
 				}
 			}
 			for _, d := range e.CPUs.CPUs() {
