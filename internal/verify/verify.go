@@ -305,7 +305,10 @@ func trafficChanged(before, after Measurement, tol float64) string {
 }
 
 // queuesMoved says which device's traffic moved between its queues by more
-// than tol (a share of its packets), "" when none did.
+// than tol (a share of its packets), "" when none did. Every measured
+// device counts, not only those the plan changes: the model keeps every
+// device's shares, so packets that moved between any NIC's queues (and so
+// between its IRQs' CPUs) move interrupt time the prediction does not.
 func queuesMoved(before, after Measurement, tol float64) string {
 	for _, dev := range sortedKeys(before.QueueShares) {
 		b, a := before.QueueShares[dev], after.QueueShares[dev]
