@@ -61,6 +61,9 @@ func (o *statusOptions) run(out io.Writer) error {
 func printStatus(out io.Writer, st *agent.Status) {
 	fmt.Fprintf(out, "agent pid %d, up since %s, enforcing %s every %s (adapt %v); %d passes, last %s\n",
 		st.PID, st.Started.Format(time.RFC3339), st.Plan, st.Interval, st.Adapt, st.Passes, st.LastPass.Format(time.RFC3339))
+	if st.PassRunning {
+		fmt.Fprintln(out, "a pass is running: this is the status the last pass left")
+	}
 	if st.LastError != "" {
 		fmt.Fprintf(out, "last pass failed: %s\n", st.LastError)
 	}

@@ -113,7 +113,10 @@ type Agent struct {
 	diffMemo apply.DiffMemo
 
 	hostModel atomic.Pointer[host.Host]
-	trigger   chan string
+	// lastStatus is the status as the last pass (or status query) left
+	// it: what a query gets while a pass holds mu (Status).
+	lastStatus atomic.Pointer[Status]
+	trigger    chan string
 	reloadReq chan chan error
 
 	mu       sync.Mutex

@@ -72,6 +72,7 @@ func (ag *Agent) pass(why string) {
 	start := time.Now()
 	ag.mu.Lock()
 	defer ag.mu.Unlock()
+	defer ag.publishStatusLocked() // before the unlock: what queries get during the next pass
 	ag.passes++
 	ag.lastPass = start
 	if !ag.linkEvents {

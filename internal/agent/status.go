@@ -40,6 +40,9 @@ type Status struct {
 	Journals    []string           `json:"journals"`
 	// LastReload is the last plan reload (SIGHUP); nil when none was asked.
 	LastReload *ReloadResult `json:"last_reload,omitempty"`
+	// PassRunning is set when a pass was running and did not end within
+	// statusWait: the status is as the last pass left it.
+	PassRunning bool `json:"pass_running,omitempty"`
 }
 
 // ReloadResult is what a plan reload did: applied, or rejected with the
@@ -65,10 +68,43 @@ type Enforced struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Status returns the agent's current status.
+// statusWait is how long a status query waits for a running pass to end
+// before it answers with the status the last pass left. A pass re-reads
+// the host and samples the load under the agent's lock; on a large
+// machine under load that takes seconds (a 32-vCPU lab guest under TCG:
+// longer than the client's 10 s, three times running), and a status that
+// waits for it times out where it should answer.
+const statusWait = time.Second
+
+// Status returns the agent's status: current, or while a pass runs longer
+// than statusWait, as the last pass left it (PassRunning).
 func (ag *Agent) Status() Status {
-	ag.mu.Lock()
+	deadline := time.Now().Add(statusWait)
+	for !ag.mu.TryLock() {
+		if time.Now().After(deadline) {
+			if last := ag.lastStatus.Load(); last != nil {
+				st := *last
+				st.PassRunning = true
+				return st
+			}
+			ag.mu.Lock() // no pass has ended yet: wait for the first
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	defer ag.mu.Unlock()
+	return ag.publishStatusLocked()
+}
+
+// publishStatusLocked makes the status with ag.mu held and keeps it for
+// the queries that come while the next pass runs.
+func (ag *Agent) publishStatusLocked() Status {
+	st := ag.statusLocked()
+	ag.lastStatus.Store(&st)
+	return st
+}
+
+func (ag *Agent) statusLocked() Status {
 	st := Status{PID: os.Getpid(), Started: ag.started, Plan: ag.source(), Policy: ag.pl.Policy,
 		Interval: ag.o.Interval.String(), Adapt: ag.o.Adapt, Passes: ag.passes, LastPass: ag.lastPass,
 		LastError: ag.lastErr, Enforced: []Enforced{}, Frozen: []Frozen{}, Waiting: nonNil(ag.waiting),
