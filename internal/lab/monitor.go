@@ -20,6 +20,11 @@ type Monitor struct {
 	// hot-added NICs use as their backends.
 	taps []string
 	used int
+	// ns is the lab's namespace and nicTaps the taps behind the shape's
+	// NICs, in order: StartUDP sends into the guest through them.
+	ns      string
+	nicTaps []string
+	udp     *udpSource
 }
 
 // Command runs one monitor command and returns what QEMU printed.
@@ -103,6 +108,11 @@ var reHost = regexp.MustCompile(`@@HOST:([A-Za-z0-9_-]+)@@`)
 // serveHost watches the console for the guest's requests and runs them,
 // each once, in order, until ctx ends or the machine is gone.
 func serveHost(ctx context.Context, console string, m *Monitor, actions map[string]func(*Monitor) error) error {
+	defer func() {
+		if m.udp != nil {
+			_, _ = m.StopUDP() // the machine is gone
+		}
+	}()
 	done := 0
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()

@@ -237,7 +237,7 @@ func boot(ctx context.Context, o Options, qemu string, k *Kernel, dir, initrd, r
 	hostErr := make(chan error, 1)
 	hostCtx, stopHost := context.WithCancel(ctx)
 	if len(o.Host) > 0 && !o.Shell {
-		m := &Monitor{path: mon, taps: taps[len(o.Shape.NICs):]}
+		m := &Monitor{path: mon, taps: taps[len(o.Shape.NICs):], ns: ns, nicTaps: taps[:len(o.Shape.NICs)]}
 		go func() { hostErr <- serveHost(hostCtx, console, m, o.Host) }()
 	} else {
 		hostErr <- nil
