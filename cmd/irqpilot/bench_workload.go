@@ -12,6 +12,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // workloadFlags are shared by bench and tune.
@@ -63,17 +64,21 @@ func (f *workloadFlags) add(fs *pflag.FlagSet) {
 // runner checks the workload flags and builds the runner; progress goes to
 // errOut.
 func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, errOut io.Writer) (*bench.Runner, error) {
+	// bench measures and changes this machine; its testbeds are made here.
+	live := kernel.New("/")
+	net := f.net
+	net.Testbed.FS = live
 	var w workload.Workload
 	var err error
 	switch f.workload {
 	case "memcached", "nginx", "udp":
-		w, err = workload.NewNet(f.workload, f.net)
+		w, err = workload.NewNet(f.workload, net)
 	case "mysql":
-		w, err = workload.NewDB(workload.DBOptions{Testbed: f.net.Testbed, Connections: f.net.Connections, TableSize: f.tableSize})
+		w, err = workload.NewDB(workload.DBOptions{Testbed: net.Testbed, Connections: net.Connections, TableSize: f.tableSize})
 	case "sockperf":
-		w, err = workload.NewSockperf(workload.SockperfOptions{Testbed: f.net.Testbed, Mode: f.spMode, Rate: f.spRate})
+		w, err = workload.NewSockperf(workload.SockperfOptions{Testbed: net.Testbed, Mode: f.spMode, Rate: f.spRate})
 	case "storage":
-		w = &workload.StorageWorkload{Dir: f.fioDir, Engine: f.fioEngine, IODepth: f.ioDepth}
+		w = &workload.StorageWorkload{Dir: f.fioDir, Engine: f.fioEngine, IODepth: f.ioDepth, FS: live}
 	case "command":
 		w = &workload.CommandWorkload{Argv: strings.Fields(f.command), Pattern: f.pattern, Unit: f.unit}
 	case "":
@@ -102,7 +107,7 @@ func (f *workloadFlags) runner(configs []string, rounds int, d time.Duration, er
 	if d < time.Second {
 		return nil, fmt.Errorf("--duration %s: need at least 1s", d)
 	}
-	return &bench.Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: d, Warmup: f.warmup, Prime: f.prime, Configurator: p,
+	return &bench.Runner{FS: live, Workload: w, Configs: configs, Rounds: rounds, Duration: d, Warmup: f.warmup, Prime: f.prime, Configurator: p,
 		StateDir: f.stateDir, Progress: func(format string, args ...any) {
 			fmt.Fprintf(errOut, format+"\n", args...)
 		}}, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/lab"
 )
 
@@ -113,6 +114,7 @@ func (o *labOptions) run(ctx context.Context, out, errw io.Writer, args []string
 	ctx, stop := signal.NotifyContext(ctx, stopSignals...)
 	defer stop()
 	r, err := lab.Run(ctx, lab.Options{
+		FS:    kernel.New("/"),
 		Shape: s, Shell: o.shell, Script: shellJoin(args),
 		Irqpilot: bin, Timeout: o.timeout, Log: errw, Kernel: o.kernel,
 	})
@@ -193,7 +195,7 @@ func (o *labOptions) runFleet(ctx context.Context, out, errw io.Writer, args []s
 	}
 	ctx, stop := signal.NotifyContext(ctx, stopSignals...)
 	defer stop()
-	f, err := lab.StartFleet(ctx, lab.FleetOptions{N: o.fleet, AuthorizedKey: string(pub), Log: errw})
+	f, err := lab.StartFleet(ctx, lab.FleetOptions{FS: kernel.New("/"), N: o.fleet, AuthorizedKey: string(pub), Log: errw})
 	if err != nil {
 		return err
 	}

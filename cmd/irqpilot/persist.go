@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -106,7 +107,7 @@ func (o *persistOptions) run(out io.Writer) error {
 		}
 	}
 	exe, _ = filepath.Abs(exe)
-	p := &apply.Persistence{Root: o.root, Binary: exe, StateDir: o.stateDir, Agent: o.agent}
+	p := &apply.Persistence{FS: kernel.New("/"), Root: o.root, Binary: exe, StateDir: o.stateDir, Agent: o.agent}
 	if o.remove {
 		removed, err := p.Remove()
 		for _, r := range removed {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // testbedStatusJSON is `testbed status --json`.
@@ -70,6 +71,7 @@ func (o *testbedUpOptions) run(out io.Writer) error {
 		signal.Notify(sig, stopSignals...)
 		defer signal.Stop(sig)
 	}
+	o.tb.FS = kernel.New("/")
 	tb, err := testbed.Up(o.tb)
 	if err != nil {
 		return err
@@ -124,7 +126,7 @@ func newTestbedDownCmd() *cobra.Command {
 }
 
 func (o *testbedDownOptions) run(out io.Writer) error {
-	all, err := testbed.List(o.stateDir)
+	all, err := testbed.List(kernel.New("/"), o.stateDir)
 	if err != nil {
 		return err
 	}
@@ -180,7 +182,7 @@ func newTestbedStatusCmd(g *globalFlags) *cobra.Command {
 }
 
 func (o *testbedStatusOptions) run(out io.Writer) error {
-	all, err := testbed.List(o.stateDir)
+	all, err := testbed.List(kernel.New("/"), o.stateDir)
 	if err != nil {
 		return err
 	}

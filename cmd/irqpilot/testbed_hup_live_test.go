@@ -46,7 +46,7 @@ func TestTestbedWaitSIGHUPRemoves(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 		}
-		_, _ = testbed.CleanStale(sd)
+		_, _ = testbed.CleanStale(kernel.New("/"), sd)
 	})
 	var tb testbed.Testbed
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
@@ -79,7 +79,7 @@ func TestTestbedWaitSIGHUPRemoves(t *testing.T) {
 			t.Errorf("namespace %s left after SIGHUP", ns)
 		}
 	}
-	if left, _ := testbed.List(sd); len(left) != 0 {
+	if left, _ := testbed.List(kernel.New("/"), sd); len(left) != 0 {
 		t.Errorf("state files left after SIGHUP: %d", len(left))
 	}
 }

@@ -89,7 +89,7 @@ func (o *tuneOptions) run(out, errOut io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	before, err := bench.ReadMachineState()
+	before, err := bench.ReadMachineState(r.FS)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (o *tuneOptions) run(out, errOut io.Writer) error {
 		if cerr := r.Close(); cerr != nil {
 			fmt.Fprintln(errOut, "close workload:", cerr)
 		}
-		after, err := bench.ReadMachineState()
+		after, err := bench.ReadMachineState(r.FS)
 		if err == nil {
 			if d := before.Diff(after); len(d) > 0 {
 				fmt.Fprintf(errOut, "WARNING: machine not restored: %v\n", d)

@@ -162,7 +162,7 @@ func startSeed004(t *testing.T) *seed004 {
 	t.Helper()
 	livetest.NeedRoot(t, "taskset")
 	bin := irqpilot(t)
-	tb, err := testbed.Up(testbed.Options{Queues: 1, StateDir: t.TempDir()})
+	tb, err := testbed.Up(testbed.Options{FS: kernel.New("/"), Queues: 1, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func startSeed004(t *testing.T) *seed004 {
 // changes nothing.
 func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
 	livetest.NeedRoot(t, "memcaslap")
-	tb, err := testbed.Up(testbed.Options{Queues: 2, StateDir: t.TempDir()})
+	tb, err := testbed.Up(testbed.Options{FS: kernel.New("/"), Queues: 2, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ type Agent struct {
 	// it: what a query gets while a pass holds mu (Status).
 	lastStatus atomic.Pointer[Status]
 	trigger    chan string
-	reloadReq chan chan error
+	reloadReq  chan chan error
 
 	mu       sync.Mutex
 	pl       *plan.Plan

@@ -479,5 +479,5 @@ func (a *Applier) RecordManaged(h *host.Host, entries []setting.Change) error {
 	}
 	sort.Ints(managed)
 	sort.Ints(movable)
-	return host.RecordManaged(a.StateDir, managed, movable)
+	return host.RecordManaged(a.Env.FS, a.StateDir, managed, movable)
 }

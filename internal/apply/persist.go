@@ -18,6 +18,10 @@ import (
 // new network interface. Re-applying is idempotent, so running it again for
 // each NIC writes only what is missing.
 type Persistence struct {
+	// FS is the live machine (the caller's kernel.New("/")) that Install
+	// writes the files to, each replaced atomically and never through a
+	// symlink (kernel.FS.WriteConfigFile); Root is a directory of it.
+	FS *kernel.FS
 	// Root prefixes every installed path (tests install into a temp dir).
 	Root string
 	// Binary is the absolute path of irqpilot to run at boot.
@@ -196,6 +200,9 @@ func (p *Persistence) Install(plan []byte) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.FS == nil {
+		return nil, errors.New("persist: no machine to install on (Persistence.FS)")
+	}
 	files[PersistPlanPath] = plan
 	var written []string
 	paths, unitPath := []string{PersistPlanPath, PersistUnitPath, PersistUdevPath}, PersistUnitPath
@@ -207,7 +214,7 @@ func (p *Persistence) Install(plan []byte) ([]string, error) {
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return written, err
 		}
-		if err := writeAtomic(full, files[rel]); err != nil {
+		if err := writeAtomic(p.FS, full, files[rel]); err != nil {
 			return written, err
 		}
 		written = append(written, full)
@@ -259,11 +266,12 @@ func systemdQuote(s string) (string, error) {
 	return `"` + r.Replace(s) + `"`, nil
 }
 
-// writeAtomic replaces path with data: a new file created exclusively in
-// the same directory (never through a symlink), fsynced, renamed over it.
-func writeAtomic(path string, data []byte) error {
+// writeAtomic replaces path on fs's machine with data: a new file created
+// exclusively in the same directory (never through a symlink), fsynced,
+// renamed over it.
+func writeAtomic(fs *kernel.FS, path string, data []byte) error {
 	s := string(data)
-	return kernel.New("/").WriteConfigFile(path, kernel.FileState{Data: &s, Mode: 0o644, UID: -1, GID: -1})
+	return fs.WriteConfigFile(path, kernel.FileState{Data: &s, Mode: 0o644, UID: -1, GID: -1})
 }
 
 // ManDirs are where an installed irqpilot(8) page is looked for.

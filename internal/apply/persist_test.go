@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 func TestPersistInstallVerifyRemove(t *testing.T) {
@@ -16,7 +18,7 @@ func TestPersistInstallVerifyRemove(t *testing.T) {
 	bin := filepath.Join(root, "usr/local/bin/irqpilot")
 	os.MkdirAll(filepath.Dir(bin), 0o755)
 	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
-	p := &Persistence{Root: root, Binary: bin, StateDir: "/var/lib/irqpilot"}
+	p := &Persistence{FS: kernel.New("/"), Root: root, Binary: bin, StateDir: "/var/lib/irqpilot"}
 	written, err := p.Install([]byte("version: 1\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +169,7 @@ func TestPersistAgentInstallVerifyRemove(t *testing.T) {
 	bin := filepath.Join(root, "usr/local/bin/irqpilot")
 	os.MkdirAll(filepath.Dir(bin), 0o755)
 	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
-	p := &Persistence{Root: root, Binary: bin, StateDir: "/var/lib/irqpilot", Agent: true}
+	p := &Persistence{FS: kernel.New("/"), Root: root, Binary: bin, StateDir: "/var/lib/irqpilot", Agent: true}
 	written, err := p.Install([]byte("version: 1\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ func (p Pinned) Setup(config string, h *host.Host, app workload.AppInfo) (*Setup
 	if s.AppCPUs.IsEmpty() && !p.App.IsEmpty() {
 		s.AppCPUs = p.App
 		for _, pid := range app.PIDs {
-			ch, err := setting.PinProcess(appFS(app), pid, "app", p.App, "scenario: application CPUs")
+			ch, err := setting.PinProcess(app.FS, pid, "app", p.App, "scenario: application CPUs")
 			if err != nil {
 				return nil, err
 			}

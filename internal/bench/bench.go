@@ -22,7 +22,7 @@ import (
 // the report says whether it was restored exactly and, if not, what differs.
 // The workload is always closed (testbed removed), also on error.
 func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err error) {
-	before, err := ReadMachineState()
+	before, err := ReadMachineState(r.FS)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func Bench(ctx context.Context, r *Runner, baseline string) (rep *Report, err er
 		if cerr := r.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close workload: %w", cerr))
 		}
-		after, serr := ReadMachineState()
+		after, serr := ReadMachineState(r.FS)
 		if serr != nil {
 			err = errors.Join(err, serr)
 			return

@@ -13,9 +13,14 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 )
+
+// liveFS is the machine the tests' runners measure and their testbeds are
+// made on.
+var liveFS = kernel.New("/")
 
 func TestSummarizeFixedRuns(t *testing.T) {
 	mk := func(c string, tps ...float64) []Run {
@@ -97,15 +102,15 @@ func TestMachineStateDiff(t *testing.T) {
 func TestShortBench(t *testing.T) {
 	livetest.NeedRoot(t, "memcached", "memcaslap", "taskset")
 	tbDir := t.TempDir()
-	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}, ClientThreads: 2, Connections: 16})
+	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 2, StateDir: tbDir}, ClientThreads: 2, Connections: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := ReadMachineState()
+	before, err := ReadMachineState(liveFS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: w, Configs: []string{"default", "spec:app=1,client=0,rps=0+1,flows=2048"}, Rounds: 2,
+	r := &Runner{FS: liveFS, Workload: w, Configs: []string{"default", "spec:app=1,client=0,rps=0+1,flows=2048"}, Rounds: 2,
 		Duration: 2 * time.Second, Prime: time.Second, StateDir: t.TempDir()} // primed: the priming run applies and reverts too
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {
@@ -114,7 +119,7 @@ func TestShortBench(t *testing.T) {
 	if !rep.Restored {
 		t.Errorf("machine not restored: %v", rep.Diff)
 	}
-	after, _ := ReadMachineState()
+	after, _ := ReadMachineState(liveFS)
 	if d := before.Diff(after); len(d) > 0 {
 		t.Errorf("state differs: %v", d)
 	}
@@ -160,7 +165,7 @@ func TestShortBench(t *testing.T) {
 	if w := strings.Join(rep.Summary[1].Warnings, ";"); strings.Contains(w, "shared") {
 		t.Errorf("separated client and server, yet %q", w)
 	}
-	if left, _ := testbed.List(tbDir); len(left) > 0 {
+	if left, _ := testbed.List(liveFS, tbDir); len(left) > 0 {
 		t.Errorf("testbed state left: %+v", left)
 	}
 	if ns := testbed.Namespaces(); len(ns) > 0 && w.TB != nil {
@@ -179,16 +184,16 @@ func TestShortBench(t *testing.T) {
 // bans; the write-back of moved IRQs runs only where it moves one.)
 func TestBenchIrqbalanceRestoresMachine(t *testing.T) {
 	livetest.NeedRoot(t, "memcached", "memcaslap", "taskset", "irqbalance")
-	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: t.TempDir()}, ClientThreads: 2, Connections: 8})
+	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 2, StateDir: t.TempDir()}, ClientThreads: 2, Connections: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := ReadMachineState()
+	before, err := ReadMachineState(liveFS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	r := &Runner{Workload: w, Configs: []string{"irqbalance"}, Rounds: 1, Duration: time.Second, StateDir: state}
+	r := &Runner{FS: liveFS, Workload: w, Configs: []string{"irqbalance"}, Rounds: 1, Duration: time.Second, StateDir: state}
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +201,7 @@ func TestBenchIrqbalanceRestoresMachine(t *testing.T) {
 	if len(rep.Runs) != 1 || rep.Runs[0].Error != "" {
 		t.Fatalf("runs %+v", rep.Runs)
 	}
-	after, _ := ReadMachineState()
+	after, _ := ReadMachineState(liveFS)
 	if d := before.Diff(after); len(d) > 0 {
 		t.Errorf("state differs after the irqbalance configuration: %v", d)
 	}
@@ -243,11 +248,11 @@ func TestCutRunOptions(t *testing.T) {
 // Busy polling is the udp sink's: a configuration label asking it of
 // another workload is refused before anything runs.
 func TestBusyPollOnlyUDP(t *testing.T) {
-	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 1}})
+	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: w, Configurator: Configs{}}
+	r := &Runner{FS: liveFS, Workload: w, Configurator: Configs{}}
 	if _, err := r.Setup("default/busypoll=50", workload.AppInfo{}); err == nil || !strings.Contains(err.Error(), "memcached") {
 		t.Errorf("memcached default/busypoll=50: %v", err)
 	}

@@ -126,7 +126,7 @@ func TestTuneCombines(t *testing.T) {
 		score := map[string]float64{"default": 100, "spec:app=0": 90, "spec:app=1": 120, "napi:threaded=1": 110, "napi:defer=2,flush=20000": 80,
 			"spec:app=1&napi:threaded=1": tc.combo}
 		for _, search := range []string{"auto", "exhaustive"} {
-			r := &Runner{Workload: &labelWorkload{scoreWorkload{score: score}}, Duration: time.Millisecond, Configurator: combineConfigs{}, h: twoCPUHost(2), StateDir: t.TempDir()}
+			r := &Runner{FS: liveFS, Workload: &labelWorkload{scoreWorkload{score: score}}, Duration: time.Millisecond, Configurator: combineConfigs{}, h: twoCPUHost(2), StateDir: t.TempDir()}
 			// What each candidate's setup wrote when measured, which setupKind
 			// reads (combineConfigs applies nothing).
 			one, two := cpuset.Of(0), cpuset.Of(1)
@@ -161,7 +161,7 @@ func TestSetupKind(t *testing.T) {
 	h.NICs = []host.NIC{{Name: "vs1", Virtual: true}}
 	h.NAPI = []host.NAPI{{ID: 8193, Device: "vs1", Threaded: &off, IRQSuspendTimeout: &suspend}}
 	app := workload.AppInfo{Device: "vs1"}
-	r := &Runner{Workload: &scoreWorkload{}, Configurator: Configs{}, h: h, app: app, scope: NewScope(h, app)}
+	r := &Runner{FS: liveFS, Workload: &scoreWorkload{}, Configurator: Configs{}, h: h, app: app, scope: NewScope(h, app)}
 	for c, want := range map[string][2]bool{
 		"default":                    {false, false},
 		"spec:app=1,rps=0":           {true, false},

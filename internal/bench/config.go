@@ -10,20 +10,10 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
-	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
-
-// appFS is the machine the application runs on (AppInfo.FS; nil: the
-// live machine).
-func appFS(a workload.AppInfo) *kernel.FS {
-	if a.FS != nil {
-		return a.FS
-	}
-	return kernel.New("/")
-}
 
 // Setup is one configuration made concrete for a host and an application.
 type Setup struct {
@@ -161,7 +151,7 @@ func SettingsToChanges(sets []setting.Change, app workload.AppInfo) ([]setting.C
 			}
 			appCPUs = cpus
 			for _, pid := range app.PIDs {
-				ch, err := setting.PinProcess(appFS(app), pid, "app", cpus, st.Reason)
+				ch, err := setting.PinProcess(app.FS, pid, "app", cpus, st.Reason)
 				if err != nil {
 					return nil, appCPUs, nil, err
 				}
@@ -296,7 +286,7 @@ func specSetup(config string, h *host.Host, app workload.AppInfo) (*Setup, error
 	if sp.App != nil {
 		s.AppCPUs = *sp.App
 		for _, pid := range app.PIDs {
-			ch, err := setting.PinProcess(appFS(app), pid, "app", *sp.App, config)
+			ch, err := setting.PinProcess(app.FS, pid, "app", *sp.App, config)
 			if err != nil {
 				return nil, err
 			}
@@ -308,7 +298,7 @@ func specSetup(config string, h *host.Host, app workload.AppInfo) (*Setup, error
 			s.Notes = append(s.Notes, "napi= given but the testbed has no threaded NAPI")
 		}
 		for _, tid := range app.NAPIThreads {
-			start, _ := appFS(app).TaskStart(tid)
+			start, _ := app.FS.TaskStart(tid)
 			s.Changes = append(s.Changes, setting.ThreadAffinity(tid, start, fmt.Sprintf("napi thread %d", tid), *sp.NAPI, config))
 		}
 	}

@@ -133,17 +133,17 @@ func napiValues(n netdev.NAPI) (defer_ uint32, flush, suspend uint64) {
 // were.
 func TestLiveBenchNAPIInTestbedNamespace(t *testing.T) {
 	livetest.NeedRoot(t)
-	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 2, GRO: true, StateDir: t.TempDir()}, Threads: 1})
+	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 2, GRO: true, StateDir: t.TempDir()}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &napiProbe{NetWorkload: w, t: t}
 	hostBefore := hostNAPIs(t)
-	stateBefore, err := ReadMachineState()
+	stateBefore, err := ReadMachineState(liveFS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: p, Configs: []string{"latency"}, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
+	r := &Runner{FS: liveFS, Workload: p, Configs: []string{"latency"}, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestLiveBenchNAPIInTestbedNamespace(t *testing.T) {
 			}
 		}
 	}
-	stateAfter, err := ReadMachineState()
+	stateAfter, err := ReadMachineState(liveFS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,13 +232,13 @@ const (
 // each; the labels keep their options and the machine is restored.
 func TestLiveUDPBusyPollConfigs(t *testing.T) {
 	livetest.NeedRoot(t)
-	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 1, GRO: true, StateDir: t.TempDir()}, Threads: 1})
+	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 1, GRO: true, StateDir: t.TempDir()}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &napiProbe{NetWorkload: w, t: t}
 	configs := []string{"default/busypoll=50", "default/epollbusy=50", "default"}
-	r := &Runner{Workload: p, Configs: configs, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
+	r := &Runner{FS: liveFS, Workload: p, Configs: configs, Rounds: 1, Duration: time.Second, StateDir: t.TempDir()}
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func procsNamed(comm, s string) []int {
 func liveWorkloadBench(t *testing.T, w workload.Workload, server func() testbed.Proc, tb func() *testbed.Testbed, stateDir, unit string) *Report {
 	t.Helper()
 	probe := &serverProbe{Workload: w, t: t, server: server, tb: tb}
-	r := &Runner{Workload: probe, Configs: []string{"default", "rps-spread"}, Rounds: 2,
+	r := &Runner{FS: liveFS, Workload: probe, Configs: []string{"default", "rps-spread"}, Rounds: 2,
 		Duration: 2 * time.Second, StateDir: t.TempDir()}
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {
@@ -363,7 +363,7 @@ func liveWorkloadBench(t *testing.T, w workload.Workload, server func() testbed.
 			t.Errorf("namespace %s left", ns)
 		}
 	}
-	if left, _ := testbed.List(stateDir); len(left) > 0 {
+	if left, _ := testbed.List(liveFS, stateDir); len(left) > 0 {
 		t.Errorf("testbed state left: %+v", left)
 	}
 	var tbl strings.Builder
@@ -384,7 +384,7 @@ func skipUnlessLive(t *testing.T, progs ...string) {
 func TestMySQLWorkloadLive(t *testing.T) {
 	skipUnlessLive(t, "mariadbd", "mariadb-install-db", "mariadb", "sysbench")
 	dir := t.TempDir()
-	w, err := workload.NewDB(workload.DBOptions{Testbed: testbed.Options{StateDir: dir}, Connections: 4, TableSize: 2000})
+	w, err := workload.NewDB(workload.DBOptions{Testbed: testbed.Options{FS: liveFS, StateDir: dir}, Connections: 4, TableSize: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestMySQLWorkloadLive(t *testing.T) {
 func TestSockperfWorkloadLive(t *testing.T) {
 	skipUnlessLive(t, "sockperf")
 	dir := t.TempDir()
-	w, err := workload.NewSockperf(workload.SockperfOptions{Testbed: testbed.Options{StateDir: dir}})
+	w, err := workload.NewSockperf(workload.SockperfOptions{Testbed: testbed.Options{FS: liveFS, StateDir: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func (r *Runner) apply(config string, liveCh, nsCh []setting.Change) (func() err
 // apply, and the returned function reverts that journal — so a killed bench
 // leaves a journal `irqpilot revert` undoes.
 func (r *Runner) irqbalance() (func() error, error) {
-	before, err := irqAffinities(r.fs())
+	before, err := irqAffinities(r.FS)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (r *Runner) irqbalance() (func() error, error) {
 		args = append(args, "--banirq="+strconv.Itoa(n))
 	}
 	out, err := exec.Command("irqbalance", args...).CombinedOutput()
-	after, aerr := irqAffinities(r.fs())
+	after, aerr := irqAffinities(r.FS)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -176,9 +176,8 @@ func irqAffinities(fs *kernel.FS) (map[int]cpuset.Set, error) {
 // setting in the registry (IRQ affinities, queue steering, flow tables).
 type MachineState map[string]string
 
-// ReadMachineState reads the state of the live machine.
-func ReadMachineState() (MachineState, error) {
-	fs := kernel.New("/")
+// ReadMachineState reads the state of fs's machine.
+func ReadMachineState(fs *kernel.FS) (MachineState, error) {
 	st := MachineState{}
 	for _, g := range setting.StateGlobs() {
 		names, err := fs.Glob(g)

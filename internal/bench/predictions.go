@@ -89,7 +89,7 @@ func Predictions(ctx context.Context, r *Runner, policies []string, o Prediction
 			return nil, fmt.Errorf("predictions: %q is not a policy (%v)", p, policy.PolicyNames())
 		}
 	}
-	before, err := ReadMachineState()
+	before, err := ReadMachineState(r.FS)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func Predictions(ctx context.Context, r *Runner, policies []string, o Prediction
 		if cerr := r.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close workload: %w", cerr))
 		}
-		after, serr := ReadMachineState()
+		after, serr := ReadMachineState(r.FS)
 		if serr != nil {
 			err = errors.Join(err, serr)
 			return
@@ -208,7 +208,7 @@ func (r *Runner) predictOne(ctx context.Context, pol string, o PredictionOptions
 		return row, ctx.Err()
 	}
 
-	sampler := load.NewSampler(r.fs())
+	sampler := load.NewSampler(r.FS)
 	sampler.Tasks = true // the model moves the application's measured threads
 	sampler.NetDevPID = r.netDevPID()
 	sampler.Cost = o.Cost
@@ -264,7 +264,7 @@ func (r *Runner) settle(ctx context.Context, changes []setting.Change) {
 			irqs = append(irqs, sc.IRQ)
 		}
 	}
-	fs := r.fs()
+	fs := r.FS
 	deadline := time.Now().Add(settleMax)
 	for len(irqs) > 0 && time.Now().Before(deadline) {
 		pending := false

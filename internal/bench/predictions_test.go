@@ -23,11 +23,11 @@ import (
 // error goal is not asserted: the machine is shared.
 func TestPredictionsSmokeLive(t *testing.T) {
 	livetest.NeedRoot(t, "taskset")
-	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: t.TempDir()}, Threads: 1})
+	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 2, StateDir: t.TempDir()}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: w, Rounds: 1, StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0)}}
+	r := &Runner{FS: liveFS, Workload: w, Rounds: 1, StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0)}}
 	var cost load.CostReader
 	if c, err := bpfcost.Open(); err == nil {
 		defer c.Close()

@@ -100,8 +100,9 @@ type Runner struct {
 	StateDir string
 	// Progress, when set, is told what is happening.
 	Progress func(format string, args ...any)
-	// FS is the machine measured and changed (nil: the live machine,
-	// kernel.New("/")).
+	// FS is the machine measured and changed, the live one (the caller's
+	// kernel.New("/")); the testbed's view of its network namespace is a
+	// directory of it (FS.Sub).
 	FS *kernel.FS
 
 	// Setups keeps, per configuration, what its first measured run set up
@@ -127,6 +128,9 @@ type Runner struct {
 
 // Start prepares the workload and reads the host (with the testbed's device).
 func (r *Runner) Start() error {
+	if r.FS == nil {
+		return errors.New("bench: no machine to measure (Runner.FS)")
+	}
 	if r.Configurator == nil {
 		r.Configurator = Configs{}
 	}
@@ -140,15 +144,15 @@ func (r *Runner) Start() error {
 	if err != nil {
 		return err
 	}
-	app.FS = r.fs()
+	app.FS = r.FS
 	r.app = app
 	r.started = true
-	h, err := host.Read(r.fs(), host.Options{ProbeManaged: true})
+	h, err := host.Read(r.FS, host.Options{ProbeManaged: true})
 	if err != nil {
 		return err
 	}
 	if app.NSRoot != "" {
-		nh, err := host.Read(kernel.New(app.NSRoot), host.Options{})
+		nh, err := host.Read(r.FS.Sub(app.NSRoot), host.Options{})
 		if err != nil {
 			return fmt.Errorf("testbed view %s: %w", app.NSRoot, err)
 		}
@@ -157,12 +161,12 @@ func (r *Runner) Start() error {
 		} else {
 			return fmt.Errorf("testbed device %s not visible below %s", app.Device, app.NSRoot)
 		}
-		r.ns = apply.New(kernel.New(app.NSRoot), filepath.Join(r.StateDir, "testbed"))
+		r.ns = apply.New(r.FS.Sub(app.NSRoot), filepath.Join(r.StateDir, "testbed"))
 		if app.NetNS != "" {
 			// Per-NAPI settings go through netlink in the testbed's
 			// namespace, and the policies see its NAPI instances.
 			r.ns.Env.NAPI = nsNAPI{Path: app.NetNS}
-			napis, err := testbedNAPI(r.fs(), r.ns.Env.FS, app.NetNS, app.Device)
+			napis, err := testbedNAPI(r.FS, r.ns.Env.FS, app.NetNS, app.Device)
 			if err != nil {
 				r.progress("testbed device %s: NAPI instances not read (%v); no per-NAPI settings", app.Device, err)
 			}
@@ -171,16 +175,8 @@ func (r *Runner) Start() error {
 	}
 	r.h = h
 	r.scope = NewScope(h, app)
-	r.live = apply.New(r.fs(), r.StateDir)
+	r.live = apply.New(r.FS, r.StateDir)
 	return nil
-}
-
-// fs is the machine measured and changed (Runner.FS).
-func (r *Runner) fs() *kernel.FS {
-	if r.FS == nil {
-		r.FS = kernel.New("/")
-	}
-	return r.FS
 }
 
 // Scope is what the runner's configurations may change.
@@ -304,7 +300,7 @@ func (r *Runner) All(ctx context.Context) ([]Run, error) {
 func (r *Runner) currentApp() workload.AppInfo {
 	app := r.app
 	if len(app.PIDs) > 0 {
-		app.PIDs = append([]int{app.PIDs[0]}, testbed.Children(app.PIDs[0])...)
+		app.PIDs = append([]int{app.PIDs[0]}, testbed.Children(r.FS, app.PIDs[0])...)
 	}
 	return app
 }
@@ -424,7 +420,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		prev := undo
 		undo = func() error { return errors.Join(iu(), prev()) }
 	}
-	sampler := load.NewSampler(r.fs())
+	sampler := load.NewSampler(r.FS)
 	sampler.Tasks = BaseConfig(config) == "default" // auto places the consumer from its measured threads
 	sampler.NetDevPID = r.netDevPID()
 	// Warm-up: the workload runs, unmeasured, so caches, connection pools

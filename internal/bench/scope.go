@@ -28,13 +28,17 @@ type Scope struct {
 	// NAPIThreads the testbed's threaded-NAPI kernel threads.
 	PIDs        []int `json:"-"`
 	NAPIThreads []int `json:"-"`
+
+	// fs is the machine the application runs on (AppInfo.FS), where a
+	// thread's process is looked up; nil: threads are matched by PIDs alone.
+	fs *kernel.FS
 }
 
 // NewScope is the scope of app on h: the IRQs whose device is the testbed
 // device or the storage disk (by the host model's IRQ-to-device mapping and
 // the block device's IRQ list).
 func NewScope(h *host.Host, app workload.AppInfo) Scope {
-	s := Scope{NetDevice: app.Device, Disk: app.Disk, PIDs: app.PIDs, NAPIThreads: app.NAPIThreads}
+	s := Scope{NetDevice: app.Device, Disk: app.Disk, PIDs: app.PIDs, NAPIThreads: app.NAPIThreads, fs: app.FS}
 	seen := map[int]bool{}
 	add := func(n int) {
 		if !seen[n] {
@@ -159,7 +163,7 @@ func (s Scope) ownsThread(tid int) bool {
 			return true
 		}
 	}
-	tg := tgid(tid)
+	tg := tgid(s.fs, tid)
 	for _, p := range s.PIDs {
 		if p == tid || (tg > 0 && p == tg) {
 			return true
@@ -168,8 +172,12 @@ func (s Scope) ownsThread(tid int) bool {
 	return false
 }
 
-func tgid(tid int) int {
-	n, err := kernel.New("/").Tgid(tid) // the application runs here
+// tgid is the process of thread tid on fs's machine; 0 when unknown.
+func tgid(fs *kernel.FS, tid int) int {
+	if fs == nil {
+		return 0
+	}
+	n, err := fs.Tgid(tid)
 	if err != nil {
 		return 0
 	}

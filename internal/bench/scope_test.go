@@ -155,17 +155,17 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 		}
 		t.Logf("%s: %d changes kept over %d configurations; dropped per config: %d (dedicated-core)", name, total, len(configs), len(r.Dropped["dedicated-core"]))
 	}
-	before, err := ReadMachineState()
+	before, err := ReadMachineState(liveFS)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	tbDir := t.TempDir()
-	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{Queues: 2, StateDir: tbDir}})
+	w, err := workload.NewNet("memcached", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 2, StateDir: tbDir}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: w, Rounds: 1, StateDir: t.TempDir()}
+	r := &Runner{FS: liveFS, Workload: w, Rounds: 1, StateDir: t.TempDir()}
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +174,8 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 		t.Error(err)
 	}
 
-	sw := &workload.StorageWorkload{Dir: "/var/tmp", SizeMB: 4}
-	rs := &Runner{Workload: sw, Rounds: 1, StateDir: t.TempDir()}
+	sw := &workload.StorageWorkload{Dir: "/var/tmp", SizeMB: 4, FS: liveFS}
+	rs := &Runner{FS: liveFS, Workload: sw, Rounds: 1, StateDir: t.TempDir()}
 	if err := rs.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestBenchChangesStayOnDevicesUnderTest(t *testing.T) {
 	if err := rs.Close(); err != nil {
 		t.Error(err)
 	}
-	after, _ := ReadMachineState()
+	after, _ := ReadMachineState(liveFS)
 	if d := before.Diff(after); len(d) > 0 {
 		t.Errorf("state differs: %v", d)
 	}

@@ -23,16 +23,16 @@ import (
 // and the testbed are restored.
 func TestTuneObjectiveLive(t *testing.T) {
 	livetest.NeedRoot(t, "sockperf", "taskset", "ss")
-	before, err := ReadMachineState()
+	before, err := ReadMachineState(liveFS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	w, err := workload.NewSockperf(workload.SockperfOptions{Testbed: testbed.Options{StateDir: dir, GRO: true}})
+	w, err := workload.NewSockperf(workload.SockperfOptions{Testbed: testbed.Options{FS: liveFS, StateDir: dir, GRO: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: w, Duration: time.Second, StateDir: t.TempDir()}
+	r := &Runner{FS: liveFS, Workload: w, Duration: time.Second, StateDir: t.TempDir()}
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestTuneObjectiveLive(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Error(err)
 	}
-	after, err := ReadMachineState()
+	after, err := ReadMachineState(liveFS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func TestTuneForObjective(t *testing.T) {
 		{ObjectiveP99, "exhaustive", "spec:app=1"},
 		{ObjectiveThroughput, "auto", "spec:app=1"}, // 940 against 900
 	} {
-		r := &Runner{Workload: &latencyWorkload{scoreWorkload{score: score}}, Duration: time.Millisecond, Configurator: Configs{}, h: twoCPUHost(2), StateDir: t.TempDir()}
+		r := &Runner{FS: liveFS, Workload: &latencyWorkload{scoreWorkload{score: score}}, Duration: time.Millisecond, Configurator: Configs{}, h: twoCPUHost(2), StateDir: t.TempDir()}
 		res, err := TuneFor(context.Background(), r, cands, tc.search, 20*time.Second, stats.MinRuns, tc.obj)
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func TestTuneForObjective(t *testing.T) {
 		}
 	}
 	// The latency workload has no throughput to maximise.
-	r := &Runner{Workload: &workload.SockperfWorkload{}, Duration: time.Millisecond, h: twoCPUHost(2)}
+	r := &Runner{FS: liveFS, Workload: &workload.SockperfWorkload{}, Duration: time.Millisecond, h: twoCPUHost(2)}
 	if _, err := TuneFor(context.Background(), r, cands, "auto", time.Second, stats.MinRuns, ObjectiveThroughput); err == nil {
 		t.Error("throughput tuned on sockperf")
 	}

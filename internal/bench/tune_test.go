@@ -112,7 +112,7 @@ func TestTuneKeepsOnlyRealWins(t *testing.T) {
 		{map[string]float64{"": 100, "0": 90, "1": 130, "0-1": 101}, "spec:app=1", false, true, 3},
 	} {
 		w := &scoreWorkload{score: tc.score}
-		r := &Runner{Workload: w, Duration: time.Millisecond, Configurator: Configs{}, h: h, StateDir: t.TempDir()}
+		r := &Runner{FS: liveFS, Workload: w, Duration: time.Millisecond, Configurator: Configs{}, h: h, StateDir: t.TempDir()}
 		search := "auto"
 		if tc.exhaust {
 			search = "exhaustive"
@@ -161,7 +161,7 @@ func TestTuneMergesBeforeMeasuring(t *testing.T) {
 		"colocate":   {AppCPUs: two}, // the same placement as spec:app=1
 	}
 	w := &scoreWorkload{score: map[string]float64{"": 100, "0": 90, "1": 130}}
-	r := &Runner{Workload: w, Duration: time.Millisecond, Configurator: cfg, h: h, StateDir: t.TempDir()}
+	r := &Runner{FS: liveFS, Workload: w, Duration: time.Millisecond, Configurator: cfg, h: h, StateDir: t.TempDir()}
 	cands := []string{"default", "spec:app=0", "latency", "spec:app=1", "colocate", "efficiency"}
 	res, err := TuneFor(context.Background(), r, cands, "auto", 20*time.Second, stats.MinRuns, "")
 	if err != nil {
@@ -204,7 +204,7 @@ func TestTuneBudgetIsHard(t *testing.T) {
 	one, two := cpuset.Of(0), cpuset.Of(1)
 	cfg := mapConfigs{"default": {}, "spec:app=0": {AppCPUs: one}, "spec:app=1": {AppCPUs: two}}
 	w := &slowWorkload{scoreWorkload{score: map[string]float64{"": 100, "0": 90, "1": 130}}, 60 * time.Millisecond}
-	r := &Runner{Workload: w, Duration: time.Millisecond, Configurator: cfg, h: h, StateDir: t.TempDir()}
+	r := &Runner{FS: liveFS, Workload: w, Duration: time.Millisecond, Configurator: cfg, h: h, StateDir: t.TempDir()}
 	// Runs take about 60 ms: 1 s holds the nine ranking runs (three
 	// candidates, three each), not the confirmation's 3 × 6 more.
 	res, err := TuneFor(context.Background(), r, []string{"default", "spec:app=0", "spec:app=1"}, "auto", time.Second, stats.MinRuns, "")

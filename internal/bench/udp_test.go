@@ -51,7 +51,7 @@ func TestUDPWorkloadShort(t *testing.T) {
 	if !(moved < base) {
 		t.Errorf("RPS to CPU 1 left CPU 0's softirq at %.1f %% (default %.1f %%)", moved, base)
 	}
-	if left, _ := testbed.List(tbDir); len(left) > 0 {
+	if left, _ := testbed.List(liveFS, tbDir); len(left) > 0 {
 		t.Errorf("testbed left: %+v", left)
 	}
 }
@@ -187,11 +187,11 @@ func udpScenarioFor(t *testing.T, rounds int, dur time.Duration, configs ...stri
 	t.Helper()
 	livetest.NeedRoot(t, "taskset")
 	tbDir := t.TempDir()
-	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{Queues: 1, StateDir: tbDir}, Threads: 1})
+	w, err := workload.NewNet("udp", workload.NetOptions{Testbed: testbed.Options{FS: liveFS, Queues: 1, StateDir: tbDir}, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Workload: w, Configs: configs, Rounds: rounds, Duration: dur,
+	r := &Runner{FS: liveFS, Workload: w, Configs: configs, Rounds: rounds, Duration: dur,
 		StateDir: t.TempDir(), Configurator: Pinned{Inner: Configs{}, Client: cpuset.Of(0), App: cpuset.Of(1)}}
 	rep, err := Bench(context.Background(), r, "")
 	if err != nil {

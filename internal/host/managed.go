@@ -32,28 +32,31 @@ type managedRecord struct {
 // apply pipeline calls it after writing IRQ affinities; its failure changes
 // nothing already applied and should only be reported.
 //
+// stateDir is a directory of the machine behind kfs, the live one: the
+// record is for that machine's boot.
+//
 // A later observation of an IRQ replaces an earlier one; a record from
 // another boot is discarded first. The file is written root-only (0600):
 // created with O_EXCL|O_NOFOLLOW under a random name in stateDir (made 0700
 // if missing), synced, and renamed over managed.json, so readers see the old
 // record or the new one, never a part, and a symlink planted in stateDir is
 // replaced, not followed.
-func RecordManaged(stateDir string, managed, movable []int) error {
+func RecordManaged(kfs *kernel.FS, stateDir string, managed, movable []int) error {
 	if stateDir == "" {
 		return errors.New("record managed IRQs: no state directory")
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	rel, err := recordFile(stateDir)
+	if err != nil {
 		return fmt.Errorf("record managed IRQs: %w", err)
 	}
-	root, rel, err := recordFile(stateDir)
-	if err != nil {
+	if err := os.MkdirAll(kfs.Path(filepath.Dir(rel)), 0o700); err != nil {
 		return fmt.Errorf("record managed IRQs: %w", err)
 	}
 	// A record from another boot is dropped: IRQ numbers are assigned
 	// anew at each boot.
-	boot := root.BootID()
+	boot := kfs.BootID()
 	state := map[int]Managed{}
-	if old, err := readRecord(root, rel); err == nil && old != nil && (old.BootID == "" || boot == "" || old.BootID == boot) {
+	if old, err := readRecord(kfs, rel); err == nil && old != nil && (old.BootID == "" || boot == "" || old.BootID == boot) {
 		for _, n := range old.Movable {
 			state[n] = ManagedNo
 		}
@@ -73,7 +76,7 @@ func RecordManaged(stateDir string, managed, movable []int) error {
 		return err
 	}
 	text := string(data) + "\n"
-	if err := root.WriteConfigFile(rel, kernel.FileState{Data: &text, Mode: 0o600, UID: -1, GID: -1}); err != nil {
+	if err := kfs.WriteConfigFile(rel, kernel.FileState{Data: &text, Mode: 0o600, UID: -1, GID: -1}); err != nil {
 		return fmt.Errorf("record managed IRQs in %s: %w", recordPath(stateDir), err)
 	}
 	return nil
@@ -84,12 +87,12 @@ func recordPath(stateDir string) string { return filepath.Join(stateDir, Managed
 // recordFile is the record's path relative to the machine's root, for
 // kernel.FS's configuration-file calls (no symlink followed, regular files
 // of sensible size only, atomic replacement).
-func recordFile(stateDir string) (*kernel.FS, string, error) {
+func recordFile(stateDir string) (string, error) {
 	abs, err := filepath.Abs(recordPath(stateDir))
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
-	return kernel.New("/"), strings.TrimPrefix(abs, "/"), nil
+	return strings.TrimPrefix(abs, "/"), nil
 }
 
 // readRecord reads the record at rel below root's root; nil, nil when
@@ -156,18 +159,19 @@ func managedFromDebugfs(kfs *kernel.FS, h *Host) (int, error) {
 	return n, nil
 }
 
-// managedFromRecord applies apply's record in stateDir to the IRQs still
-// unknown; it returns how many it filled and, when it could not be used, why.
+// managedFromRecord applies apply's record in stateDir, a directory of the
+// machine behind kfs (the live one), to the IRQs still unknown; it returns
+// how many it filled and, when it could not be used, why.
 func managedFromRecord(kfs *kernel.FS, h *Host, stateDir string) (int, error) {
 	if stateDir == "" {
 		return 0, errors.New("no state directory to find apply's record in")
 	}
 	p := recordPath(stateDir)
-	root, rel, err := recordFile(stateDir)
+	rel, err := recordFile(stateDir)
 	if err != nil {
 		return 0, err
 	}
-	rec, err := readRecord(root, rel)
+	rec, err := readRecord(kfs, rel)
 	if err != nil {
 		return 0, err
 	}

@@ -87,8 +87,9 @@ func TestReadManagedDebugfs(t *testing.T) {
 }
 
 func TestRecordManaged(t *testing.T) {
+	live := kernel.New("/")
 	dir := filepath.Join(t.TempDir(), "state")
-	if err := RecordManaged(dir, []int{36}, []int{38, 39}); err != nil {
+	if err := RecordManaged(live, dir, []int{36}, []int{38, 39}); err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, ManagedFile)
@@ -100,7 +101,7 @@ func TestRecordManaged(t *testing.T) {
 		t.Errorf("state dir %v %v", st.Mode(), err)
 	}
 	// Later observations replace earlier ones and add to them.
-	if err := RecordManaged(dir, []int{39}, []int{40}); err != nil {
+	if err := RecordManaged(live, dir, []int{39}, []int{40}); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := readRecordFile(p)
@@ -115,13 +116,14 @@ func TestRecordManaged(t *testing.T) {
 	}
 
 	// Read back by a host read (the state directory is read on the live
-	// machine only; managedFromRecord is that step).
+	// machine only; managedFromRecord is that step), here over the IRQs of
+	// a test tree.
 	root := vmWithDebugfs(t)
 	h := &Host{}
 	if err := readIRQs(kernel.New(root), h, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := managedFromRecord(kernel.New(root), h, dir); n != 2 || err != nil {
+	if n, err := managedFromRecord(live, h, dir); n != 2 || err != nil {
 		t.Errorf("record applied to %d IRQs (want 39 and 40; debugfs knew 36 and 38): %v", n, err)
 	}
 	if h.IRQ(36).Managed != ManagedYes || h.IRQ(38).Managed != ManagedNo || h.IRQ(39).Managed != ManagedYes {
@@ -129,17 +131,14 @@ func TestRecordManaged(t *testing.T) {
 	}
 
 	// A record from another boot is ignored, and dropped by the next write.
-	bootDir := filepath.Join(root, filepath.Dir(bootIDPath))
-	os.MkdirAll(bootDir, 0o755)
-	os.WriteFile(filepath.Join(root, bootIDPath), []byte("00000000-0000-0000-0000-000000000000\n"), 0o644)
-	h = &Host{}
-	readIRQs(kernel.New(root), h, Options{})
-	if n, err := managedFromRecord(kernel.New(root), h, dir); n != 0 || err == nil || !strings.Contains(err.Error(), "before the last boot") {
-		t.Errorf("stale record: %d %v", n, err)
-	}
 	b, _ := json.Marshal(managedRecord{managedProbe: managedProbe{Managed: []int{1}, Movable: []int{}}, BootID: "other"})
 	os.WriteFile(p, b, 0o600)
-	if err := RecordManaged(dir, nil, []int{2}); err != nil {
+	h = &Host{}
+	readIRQs(kernel.New(root), h, Options{})
+	if n, err := managedFromRecord(live, h, dir); n != 0 || err == nil || !strings.Contains(err.Error(), "before the last boot") {
+		t.Errorf("stale record: %d %v", n, err)
+	}
+	if err := RecordManaged(live, dir, nil, []int{2}); err != nil {
 		t.Fatal(err)
 	}
 	if rec, err := readRecordFile(p); err != nil || len(rec.Managed) != 0 || !slices.Equal(rec.Movable, []int{2}) {
@@ -160,11 +159,12 @@ func TestRecordManagedSymlink(t *testing.T) {
 		t.Errorf("read through a symlink: %v", err)
 	}
 	h := &Host{IRQs: []IRQ{{Number: 1, Managed: ManagedUnknown}}}
-	if n, err := managedFromRecord(kernel.New(t.TempDir()), h, dir); n != 0 || err == nil {
+	live := kernel.New("/")
+	if n, err := managedFromRecord(live, h, dir); n != 0 || err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("record through a symlink: %d %v", n, err)
 	}
 	// Writing replaces the link and leaves its target alone.
-	if err := RecordManaged(dir, []int{1}, nil); err != nil {
+	if err := RecordManaged(live, dir, []int{1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
@@ -178,7 +178,7 @@ func TestRecordManagedSymlink(t *testing.T) {
 	if _, err := readRecordFile(p); err == nil || !strings.Contains(err.Error(), "remove it") {
 		t.Errorf("garbled record: %v", err)
 	}
-	if err := RecordManaged("", nil, nil); err == nil {
+	if err := RecordManaged(live, "", nil, nil); err == nil {
 		t.Error("empty state dir accepted")
 	}
 }
@@ -221,7 +221,7 @@ func TestReadManagedLiveReadOnly(t *testing.T) {
 			t.Errorf("irq %d: %s with no source", q.Number, q.Managed)
 		}
 	}
-	if err := RecordManaged(dir, irqs[:1], irqs[1:2]); err != nil {
+	if err := RecordManaged(live, dir, irqs[:1], irqs[1:2]); err != nil {
 		t.Fatal(err)
 	}
 	live.StartRecording()
@@ -258,19 +258,16 @@ func TestReadManagedSavedUnavailable(t *testing.T) {
 	}
 }
 
-// bootIDPath is where the kernel names the running boot.
-const bootIDPath = "proc/sys/kernel/random/boot_id"
-
 func currentBootID() string { return kernel.New("/").BootID() }
 
 // readRecordFile reads the record at path p the way RecordManaged and the
 // host read do.
 func readRecordFile(p string) (*managedRecord, error) {
-	root, rel, err := recordFile(filepath.Dir(p))
+	rel, err := recordFile(filepath.Dir(p))
 	if err != nil {
 		return nil, err
 	}
-	rec, err := readRecord(root, rel)
+	rec, err := readRecord(kernel.New("/"), rel)
 	if err == nil && rec == nil {
 		err = fs.ErrNotExist
 	}

@@ -83,6 +83,13 @@ func New(root string) *FS {
 	return f
 }
 
+// Sub returns an FS rooted at dir, a directory of the machine behind f: on
+// the live machine, /proc/PID/root is what a process in another mount
+// namespace sees (its /sys shows its network namespace's devices). The new
+// FS is as New makes it for that root: it records nothing, holds no files,
+// and replays the read errors recorded there, if any.
+func (f *FS) Sub(dir string) *FS { return New(f.Path(dir)) }
+
 // Root is the directory this FS reads from.
 func (f *FS) Root() string { return f.root }
 

@@ -66,6 +66,8 @@ type FleetOptions struct {
 	Busybox, Cache string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
+	// FS is the host, as in Options.
+	FS *kernel.FS
 }
 
 // Guest is one running machine of a fleet.
@@ -113,6 +115,9 @@ type Fleet struct {
 // powers them off and removes everything StartFleet made; on an error
 // StartFleet has already done so.
 func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
+	if o.FS == nil {
+		return nil, errors.New("lab fleet: no host machine (FleetOptions.FS)")
+	}
 	if o.N == 0 {
 		o.N = 4
 	}
@@ -136,7 +141,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ReclaimStale(o.Log); err != nil {
+	if _, err := ReclaimStale(o.FS, o.Log); err != nil {
 		fmt.Fprintf(o.Log, "lab: %v\n", err)
 	}
 	dir, err := os.MkdirTemp("", "irqpilot-fleet-")
@@ -176,7 +181,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (f *Fleet, err error) {
 		return f, err
 	}
 
-	ns, taps, cleanup, err := fleetNamespace(dir, o.N, o.Shape.NICs)
+	ns, taps, cleanup, err := fleetNamespace(o.FS, dir, o.N, o.Shape.NICs)
 	if err != nil {
 		return f, err
 	}
@@ -352,9 +357,10 @@ func (f *Fleet) Stop() {
 }
 
 // fleetNamespace creates a namespace with the bridge br0 (FleetGateway)
-// and, per guest, a tap per NIC; the first NIC's tap is on the bridge.
-func fleetNamespace(dir string, n int, nics []NIC) (name string, taps [][]string, cleanup func(), err error) {
-	name, cleanup, err = inNewNamespace("irqpfleet-", dir, func(ns string) error {
+// and, per guest, a tap per NIC; the first NIC's tap is on the bridge. fs
+// is the host.
+func fleetNamespace(fs *kernel.FS, dir string, n int, nics []NIC) (name string, taps [][]string, cleanup func(), err error) {
+	name, cleanup, err = inNewNamespace(fs, "irqpfleet-", dir, func(ns string) error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
 			return err

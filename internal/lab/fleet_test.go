@@ -460,7 +460,7 @@ func startFleetFixture(t *testing.T, n int) *fleetFixture {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	f, err := StartFleet(context.Background(), FleetOptions{N: n, AuthorizedKey: string(pub), Log: testLog{t}})
+	f, err := StartFleet(context.Background(), FleetOptions{FS: hostFS, N: n, AuthorizedKey: string(pub), Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

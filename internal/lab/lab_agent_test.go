@@ -77,6 +77,7 @@ func TestLabAgent(t *testing.T) {
 func labAgent(t *testing.T, c labCase) {
 	s := c.Shape
 	r, err := Run(context.Background(), Options{
+		FS:    hostFS,
 		Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: agentScript,
 		Host: map[string]func(*Monitor) error{
 			"plug":   func(m *Monitor) error { return m.AddNIC("hot0") },

@@ -75,7 +75,7 @@ func TestLabApplyRevert(t *testing.T) {
 	for _, c := range labMatrix(t) {
 		s := c.Shape
 		t.Run(c.Name(), func(t *testing.T) {
-			r, err := Run(context.Background(), Options{Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: applyRevertScript})
+			r, err := Run(context.Background(), Options{FS: hostFS, Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: applyRevertScript})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func TestLabPolicies(t *testing.T) {
 	for _, c := range labMatrix(t) {
 		s := c.Shape
 		t.Run(c.Name(), func(t *testing.T) {
-			r, err := Run(context.Background(), Options{Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: policiesScript})
+			r, err := Run(context.Background(), Options{FS: hostFS, Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: policiesScript})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +292,7 @@ func labNVMeCoalescing(t *testing.T, c labCase) {
 	if !s.NVMe {
 		t.Skipf("shape %s has no NVMe", s.Name)
 	}
-	r, err := Run(context.Background(), Options{Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: `
+	r, err := Run(context.Background(), Options{FS: hostFS, Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: `
 for i in 1 2 3 4 5 6 7 8; do (while :; do echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/nvme0n1 of=/dev/null bs=64k 2>/dev/null; done) & done
 irqpilot coalesce nvme --dry-run=false --count 3 --epoch 1s --cif-threshold 1 --trickle-iops 1; echo "NVME-RC $?"
 `})

@@ -131,6 +131,7 @@ func TestLabInventory(t *testing.T) {
 		s := c.Shape
 		t.Run(c.Name(), func(t *testing.T) {
 			r, err := Run(context.Background(), Options{
+				FS:       hostFS,
 				Shape:    s,
 				Kernel:   c.Kernel,
 				Irqpilot: guestIrqpilot(t),

@@ -64,7 +64,7 @@ func TestLabKernelFeatures(t *testing.T) {
 				fmt.Fprintf(&script, "irqpilot apply --dry-run /tmp/f%d.yaml > /tmp/f%d.out 2>&1; echo \"@@F %d rc=$?@@\"; cat /tmp/f%d.out\n", i, i, i, i)
 			}
 			script.WriteString("echo '@@INV@@'; cat /tmp/inv.json\n")
-			r, err := Run(context.Background(), Options{Shape: small, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: script.String()})
+			r, err := Run(context.Background(), Options{FS: hostFS, Shape: small, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: script.String()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func TestLabCaptures(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Run(name+"@"+v, func(t *testing.T) {
-				r, err := Run(context.Background(), Options{Shape: shape, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t},
+				r, err := Run(context.Background(), Options{FS: hostFS, Shape: shape, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t},
 					Script: "irqpilot capture --probe-managed -o /tmp/c.tar.gz >/dev/null && echo @@CAP@@ && base64 -w0 /tmp/c.tar.gz && echo && echo @@END@@"})
 				if err != nil {
 					t.Fatal(err)

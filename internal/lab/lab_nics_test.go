@@ -65,7 +65,7 @@ func TestLabNICModels(t *testing.T) {
 }
 
 func labNICModels(t *testing.T, s Shape, kernel string) {
-	r, err := Run(context.Background(), Options{Shape: s, Kernel: kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: nicsScript})
+	r, err := Run(context.Background(), Options{FS: hostFS, Shape: s, Kernel: kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: nicsScript})
 	if err != nil {
 		t.Fatal(err)
 	}

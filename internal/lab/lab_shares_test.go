@@ -57,6 +57,7 @@ func labShares(t *testing.T, c labCase) {
 	s := c.Shape
 	var sent int
 	r, err := Run(context.Background(), Options{
+		FS:    hostFS,
 		Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: sharesScript,
 		Host: map[string]func(*Monitor) error{
 			"traffic": func(m *Monitor) error { return m.StartUDP(0, "10.77.0.1", "10.77.0.2", 16, sharesRate) },

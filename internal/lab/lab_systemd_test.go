@@ -84,7 +84,7 @@ func TestLabSystemd(t *testing.T) {
 	}
 	deb := buildDeb(t, "")
 	s := labShapes(t)[0]
-	r, err := Run(context.Background(), Options{Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t},
+	r, err := Run(context.Background(), Options{FS: hostFS, Shape: s, Irqpilot: guestIrqpilot(t), Log: testLog{t},
 		Systemd: true, Debs: []string{deb}, Script: systemdScript,
 		// Two boots and waits of minutes each on a loaded machine: the
 		// guest's own waits bound the steps, this only the whole.

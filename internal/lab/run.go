@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,6 +55,9 @@ type Options struct {
 	Debs []string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
+	// FS is the host, the live machine (the caller's kernel.New("/")):
+	// a run's owner file names a process of it.
+	FS *kernel.FS
 	// Host are actions the host takes when the guest asks: a line
 	// "@@HOST:NAME@@" on the guest's console runs Host[NAME] with a monitor
 	// of the running machine (hot-add or remove a device). The guest waits
@@ -80,6 +84,9 @@ var reEnd = regexp.MustCompile(`@@LAB-END rc=(\d+)@@`)
 // The guest's NICs are backed by taps in a network namespace created for
 // the run and removed after it.
 func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.FS == nil {
+		return nil, errors.New("lab: no host machine (Options.FS)")
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Minute
 	}
@@ -87,7 +94,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ReclaimStale(o.Log); err != nil {
+	if _, err := ReclaimStale(o.FS, o.Log); err != nil {
 		fmt.Fprintf(o.Log, "lab: %v\n", err)
 	}
 	dir, err := os.MkdirTemp("", "irqpilot-lab-")
@@ -138,7 +145,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for i := 0; i < hotplugSlots; i++ {
 		nics = append(nics, NIC{Model: "hotplug", Queues: 1, Node: -1})
 	}
-	ns, taps, cleanup, err := tapNamespace(dir, nics)
+	ns, taps, cleanup, err := tapNamespace(o.FS, dir, nics)
 	if err != nil {
 		return nil, err
 	}
@@ -280,9 +287,9 @@ func tail(s string, n int) string {
 }
 
 // tapNamespace creates a network namespace with a tap per NIC, for QEMU's
-// NIC backends; cleanup deletes it (and so the taps).
-func tapNamespace(dir string, nics []NIC) (name string, taps []string, cleanup func(), err error) {
-	name, cleanup, err = inNewNamespace("irqplab-", dir, func(ns string) error {
+// NIC backends; cleanup deletes it (and so the taps). fs is the host.
+func tapNamespace(fs *kernel.FS, dir string, nics []NIC) (name string, taps []string, cleanup func(), err error) {
+	name, cleanup, err = inNewNamespace(fs, "irqplab-", dir, func(ns string) error {
 		for i, nic := range nics {
 			t, err := addTap(ns, fmt.Sprintf("tap%d", i), nic.Queues)
 			if err != nil {
@@ -298,14 +305,15 @@ func tapNamespace(dir string, nics []NIC) (name string, taps []string, cleanup f
 // inNewNamespace creates a network namespace named prefix and a random
 // suffix and runs build inside it (kernel.InNetns: what build creates —
 // taps, a bridge — is created in the namespace). cleanup deletes the
-// namespace and all that is in it; on an error nothing is left.
-func inNewNamespace(prefix, ownerDir string, build func(ns string) error) (name string, cleanup func(), err error) {
+// namespace and all that is in it; on an error nothing is left. The owner
+// file in ownerDir names this process of fs's machine, the host.
+func inNewNamespace(fs *kernel.FS, prefix, ownerDir string, build func(ns string) error) (name string, cleanup func(), err error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", nil, err
 	}
 	name = prefix + hex.EncodeToString(b[:])
-	if err := markOwner(ownerDir, name); err != nil {
+	if err := markOwner(fs, ownerDir, name); err != nil {
 		return "", nil, err
 	}
 	if err := kernel.AddNetns(name); err != nil {

@@ -30,11 +30,11 @@ type runOwner struct {
 	Netns     string `json:"netns"`
 }
 
-// markOwner writes dir's owner file naming this process and the namespace
-// ns, before the namespace is created: a run killed at any later point
-// leaves an owner file that names all it made.
-func markOwner(dir, ns string) error {
-	st, err := kernel.New("/").ProcStart(os.Getpid())
+// markOwner writes dir's owner file naming this process of fs's machine
+// and the namespace ns, before the namespace is created: a run killed at
+// any later point leaves an owner file that names all it made.
+func markOwner(fs *kernel.FS, dir, ns string) error {
+	st, err := fs.ProcStart(os.Getpid())
 	if err != nil {
 		return fmt.Errorf("lab owner file: %w", err)
 	}
@@ -46,13 +46,13 @@ func markOwner(dir, ns string) error {
 	return nil
 }
 
-// alive reports whether the owner's process still runs (the same one: a
-// PID the kernel gave to another process since is not it).
-func (o runOwner) alive() bool {
+// alive reports whether the owner's process still runs on fs's machine
+// (the same one: a PID the kernel gave to another process since is not it).
+func (o runOwner) alive(fs *kernel.FS) bool {
 	if o.PID <= 0 {
 		return false
 	}
-	st, err := kernel.New("/").ProcStart(o.PID)
+	st, err := fs.ProcStart(o.PID)
 	return err == nil && (o.StartTime == 0 || st == o.StartTime)
 }
 
@@ -60,8 +60,9 @@ func (o runOwner) alive() bool {
 // left behind: their network namespace (and so their taps and bridge) and
 // their temporary directory, found under os.TempDir(). A directory without
 // an owner file is not known to be a run's and is left alone, as is every
-// run whose owner still runs. It says on log what it removed.
-func ReclaimStale(log io.Writer) ([]string, error) {
+// run whose owner still runs on fs's machine, the host (Options.FS). It
+// says on log what it removed.
+func ReclaimStale(fs *kernel.FS, log io.Writer) ([]string, error) {
 	var reclaimed []string
 	var errs []error
 	for _, pattern := range []string{"irqpilot-lab-*", "irqpilot-fleet-*"} {
@@ -79,7 +80,7 @@ func ReclaimStale(log io.Writer) ([]string, error) {
 				continue
 			}
 			var o runOwner
-			if json.Unmarshal(b, &o) != nil || o.alive() {
+			if json.Unmarshal(b, &o) != nil || o.alive(fs) {
 				continue
 			}
 			// Only a name this package makes is deleted: the owner file

@@ -15,10 +15,14 @@ import (
 	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 )
 
+// hostFS is the machine the tests' runs are owned on.
+var hostFS = kernel.New("/")
+
 // A run killed with SIGKILL leaves its namespace (with its taps) and its
 // directory; the next run reclaims them. A run whose owner still runs, a
 // directory without an owner file and another user's owner file are left
 // alone.
+
 func TestReclaimStaleRun(t *testing.T) {
 	liveroot.Need(t)
 	tmp := t.TempDir()
@@ -67,7 +71,7 @@ func TestReclaimStaleRun(t *testing.T) {
 	if err := os.Mkdir(liveDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := markOwner(liveDir, "irqplab-notmade"); err != nil {
+	if err := markOwner(hostFS, liveDir, "irqplab-notmade"); err != nil {
 		t.Fatal(err)
 	}
 	// Not a run's: no owner file; and an owner file others can write.
@@ -82,7 +86,7 @@ func TestReclaimStaleRun(t *testing.T) {
 	writeOwner(t, loose, runOwner{PID: dead.Process.Pid, StartTime: st, Netns: ns}, 0o666)
 
 	var log bytes.Buffer
-	got, err := ReclaimStale(&log)
+	got, err := ReclaimStale(hostFS, &log)
 	if err != nil {
 		t.Fatal(err)
 	}

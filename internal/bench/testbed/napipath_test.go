@@ -60,7 +60,7 @@ func incomingNAPI(t *testing.T, tb *Testbed) int {
 func TestUDPTakesNAPIPathWithGRO(t *testing.T) {
 	livetest.NeedRoot(t, "ip")
 	for _, gro := range []bool{true, false} {
-		tb, err := Up(Options{Queues: 1, GRO: gro, StateDir: t.TempDir()})
+		tb, err := Up(Options{FS: live, Queues: 1, GRO: gro, StateDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ func (t *Testbed) start(role, comm, ns string, env []string, argv ...string) (Pr
 		return Proc{}, fmt.Errorf("start %s: %w", role, err)
 	}
 	p := Proc{PID: cmd.Process.Pid, Comm: comm, Role: role}
-	p.StartTime, _ = startTime(p.PID)
+	p.StartTime, _ = startTime(t.fs, p.PID)
 	t.Procs = append(t.Procs, p)
 	if err := t.save(); err != nil {
 		return p, err
@@ -51,7 +51,7 @@ func (t *Testbed) start(role, comm, ns string, env []string, argv ...string) (Pr
 	go func() { _ = cmd.Wait() }() // reap
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := readComm(p.PID)
+		c, err := readComm(t.fs, p.PID)
 		if err == nil && c == comm {
 			return p, nil
 		}
@@ -177,13 +177,13 @@ func (t *Testbed) wait(proto int, what string, port int, timeout time.Duration) 
 	}
 }
 
-// Children lists the PIDs whose parent is pid (nginx workers).
-func Children(pid int) []int {
+// Children lists the PIDs on fs's machine whose parent is pid (nginx
+// workers).
+func Children(fs *kernel.FS, pid int) []int {
 	var out []int
-	live := kernel.New("/")
-	pids, _ := live.PIDs()
+	pids, _ := fs.PIDs()
 	for _, c := range pids {
-		if st, err := live.ProcStat(c); err == nil && st.PPID == pid {
+		if st, err := fs.ProcStat(c); err == nil && st.PPID == pid {
 			out = append(out, c)
 		}
 	}
@@ -195,10 +195,10 @@ func Children(pid int) []int {
 func (t *Testbed) NAPIThreads() []int {
 	var out []int
 	want := "napi/" + t.ServerDev + "-"
-	pids, _ := kernel.New("/").PIDs()
+	pids, _ := t.fs.PIDs()
 	for _, pid := range pids {
 		// comm is cut at 15 bytes: "napi/vs1a2b-1234" reads "napi/vs1a2b-123".
-		if c, err := readComm(pid); err == nil && strings.HasPrefix(c, want) {
+		if c, err := readComm(t.fs, pid); err == nil && strings.HasPrefix(c, want) {
 			out = append(out, pid)
 		}
 	}
@@ -206,59 +206,61 @@ func (t *Testbed) NAPIThreads() []int {
 	return out
 }
 
-// stopProc sends SIGTERM to a recorded process (and, for nginx, its
-// workers), then SIGKILL after 3 s — only if /proc/PID/comm and its start
-// time still match the record.
-func stopProc(p Proc) error {
-	if !p.alive() {
+// stopProc sends SIGTERM to a recorded process of fs's machine (and, for
+// nginx, its workers), then SIGKILL after 3 s — only if /proc/PID/comm and
+// its start time still match the record.
+func stopProc(fs *kernel.FS, p Proc) error {
+	if !p.alive(fs) {
 		return nil
 	}
 	kids := []int{}
-	for _, c := range Children(p.PID) {
-		if comm, _ := readComm(c); comm == p.Comm {
+	for _, c := range Children(fs, p.PID) {
+		if comm, _ := readComm(fs, c); comm == p.Comm {
 			kids = append(kids, c)
 		}
 	}
 	_ = syscall.Kill(p.PID, syscall.SIGTERM)
 	deadline := time.Now().Add(3 * time.Second)
-	for p.alive() && time.Now().Before(deadline) {
+	for p.alive(fs) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if p.alive() {
+	if p.alive(fs) {
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}
 	for _, c := range kids {
-		if comm, _ := readComm(c); comm == p.Comm {
+		if comm, _ := readComm(fs, c); comm == p.Comm {
 			_ = syscall.Kill(c, syscall.SIGKILL)
 		}
 	}
-	for i := 0; i < 100 && p.alive(); i++ {
+	for i := 0; i < 100 && p.alive(fs); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if p.alive() {
+	if p.alive(fs) {
 		return fmt.Errorf("%s (pid %d) still running after SIGKILL", p.Role, p.PID)
 	}
 	return nil
 }
 
-func (p Proc) alive() bool {
-	c, err := readComm(p.PID)
+// alive reports whether the recorded process still runs on fs's machine
+// (the same one: its comm and start time match).
+func (p Proc) alive(fs *kernel.FS) bool {
+	c, err := readComm(fs, p.PID)
 	if err != nil || c != p.Comm {
 		return false
 	}
-	if st, err := startTime(p.PID); err == nil && p.StartTime != 0 && st != p.StartTime {
+	if st, err := startTime(fs, p.PID); err == nil && p.StartTime != 0 && st != p.StartTime {
 		return false
 	}
 	// A zombie (exited, not yet reaped) counts as gone.
-	st, err := kernel.New("/").ProcStat(p.PID)
+	st, err := fs.ProcStat(p.PID)
 	return err != nil || st.State != "Z"
 }
 
-func readComm(pid int) (string, error) {
+func readComm(fs *kernel.FS, pid int) (string, error) {
 	if pid <= 0 {
 		return "", fmt.Errorf("pid %d", pid)
 	}
-	return kernel.New("/").Comm(pid)
+	return fs.Comm(pid)
 }
 
-func startTime(pid int) (uint64, error) { return kernel.New("/").ProcStart(pid) }
+func startTime(fs *kernel.FS, pid int) (uint64, error) { return fs.ProcStart(pid) }

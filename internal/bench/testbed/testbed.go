@@ -78,6 +78,10 @@ type Options struct {
 	// Prefix starts the testbed's ID and its namespaces' names (Prefix
 	// when empty): lower-case letters, digits, '-' and '_', at most 16.
 	Prefix string
+	// FS is the machine the testbed is made on, the live one (the
+	// caller's kernel.New("/")): its processes are found and checked
+	// there.
+	FS *kernel.FS
 }
 
 // Proc is a process the testbed started.
@@ -114,7 +118,8 @@ type Testbed struct {
 	User int `json:"user"`
 
 	stateDir string
-	uid      int // the state file's owner (List)
+	uid      int        // the state file's owner (List)
+	fs       *kernel.FS // the machine (Options.FS; List's fs)
 }
 
 // StatePath is the testbed's state file.
@@ -144,6 +149,9 @@ func Up(o Options) (t *Testbed, err error) {
 	if o.Queues > 64 {
 		return nil, fmt.Errorf("testbed: %d queues is more than the 64 this harness supports", o.Queues)
 	}
+	if o.FS == nil {
+		return nil, errors.New("testbed: no machine to make it on (Options.FS)")
+	}
 	if o.Threaded {
 		o.GRO = true
 	}
@@ -156,7 +164,7 @@ func Up(o Options) (t *Testbed, err error) {
 	if !prefixRE.MatchString(o.Prefix) {
 		return nil, fmt.Errorf("testbed: prefix %q: want 1 to 16 lower-case letters, digits, '-' or '_', starting with a letter or digit", o.Prefix)
 	}
-	if _, err := CleanStale(o.StateDir); err != nil {
+	if _, err := CleanStale(o.FS, o.StateDir); err != nil {
 		return nil, fmt.Errorf("testbed: clean stale: %w", err)
 	}
 	var rb [3]byte
@@ -166,7 +174,7 @@ func Up(o Options) (t *Testbed, err error) {
 	id := o.Prefix + hex.EncodeToString(rb[:])
 	tag := id[len(o.Prefix) : len(o.Prefix)+4]
 	self := os.Getpid()
-	st, err := startTime(self)
+	st, err := startTime(o.FS, self)
 	if err != nil {
 		// Without it a recycled owner PID would keep a dead testbed
 		// from ever being found stale.
@@ -178,7 +186,7 @@ func Up(o Options) (t *Testbed, err error) {
 		// the NAPI threads' names "napi/vsXXXX-ID" fit the 15-byte comm.
 		ServerDev: "vs" + tag, ClientDev: "vc" + tag,
 		Queues: o.Queues, GRO: o.GRO, Threaded: o.Threaded,
-		Owner: self, OwnerStartTime: st, Created: time.Now().UTC(), User: invoker(), stateDir: o.StateDir,
+		Owner: self, OwnerStartTime: st, Created: time.Now().UTC(), User: invoker(), stateDir: o.StateDir, fs: o.FS,
 	}
 	// Record the intent before creating anything, so a kill at any moment
 	// leaves a state file naming what may exist.
@@ -260,7 +268,7 @@ func (t *Testbed) nsWrite(rel, value string) error {
 func (t *Testbed) Down() error {
 	var errs []error
 	for i := len(t.Procs) - 1; i >= 0; i-- {
-		if err := stopProc(t.Procs[i]); err != nil {
+		if err := stopProc(t.fs, t.Procs[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -298,8 +306,9 @@ func (t *Testbed) Down() error {
 	return errors.Join(errs...)
 }
 
-// List reads every state file in dir.
-func List(dir string) ([]*Testbed, error) {
+// List reads every state file in dir; fs is the machine the testbeds are
+// on (see Options.FS).
+func List(fs *kernel.FS, dir string) ([]*Testbed, error) {
 	if dir == "" {
 		dir = DefaultStateDir
 	}
@@ -313,7 +322,7 @@ func List(dir string) ([]*Testbed, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := &Testbed{stateDir: dir}
+		t := &Testbed{stateDir: dir, fs: fs}
 		if err := json.Unmarshal(b, t); err != nil {
 			return nil, fmt.Errorf("%s: %w", n, err)
 		}
@@ -370,18 +379,18 @@ func (t *Testbed) Stale() bool {
 	if t.Owner == 0 {
 		return false
 	}
-	c, err := readComm(t.Owner)
+	c, err := readComm(t.fs, t.Owner)
 	if err != nil || c == "" {
 		return true
 	}
-	st, err := startTime(t.Owner)
+	st, err := startTime(t.fs, t.Owner)
 	return err != nil || (t.OwnerStartTime != 0 && st != t.OwnerStartTime)
 }
 
 // CleanStale removes every testbed in dir whose owner process is gone and
-// returns their IDs.
-func CleanStale(dir string) ([]string, error) {
-	all, err := List(dir)
+// returns their IDs; fs is the machine (see Options.FS).
+func CleanStale(fs *kernel.FS, dir string) ([]string, error) {
+	all, err := List(fs, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -400,9 +409,10 @@ func CleanStale(dir string) ([]string, error) {
 	return cleaned, errors.Join(errs...)
 }
 
-// Load reads the state file of testbed id.
-func Load(dir, id string) (*Testbed, error) {
-	all, err := List(dir)
+// Load reads the state file of testbed id; fs is the machine (see
+// Options.FS).
+func Load(fs *kernel.FS, dir, id string) (*Testbed, error) {
+	all, err := List(fs, dir)
 	if err != nil {
 		return nil, err
 	}

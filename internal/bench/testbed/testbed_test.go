@@ -21,6 +21,9 @@ import (
 
 func needRoot(t *testing.T) { livetest.NeedRoot(t, "ip", "memcached", "nginx") }
 
+// live is the machine the tests' testbeds are made on.
+var live = kernel.New("/")
+
 // rootLinks names the devices of this process's network namespace.
 func rootLinks(t *testing.T) []string {
 	t.Helper()
@@ -41,7 +44,7 @@ func rootLinks(t *testing.T) []string {
 // killed.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("IRQP_TESTBED_HELPER"); dir != "" {
-		tb, err := Up(Options{Queues: 2, Threaded: true, StateDir: dir})
+		tb, err := Up(Options{FS: live, Queues: 2, Threaded: true, StateDir: dir})
 		if err != nil {
 			fmt.Println("ERR", err)
 			os.Exit(1)
@@ -71,12 +74,12 @@ func leftovers(tb *Testbed, workers []int) []string {
 		}
 	}
 	for _, p := range tb.Procs {
-		if p.alive() {
+		if p.alive(live) {
 			out = append(out, fmt.Sprintf("%s pid %d", p.Role, p.PID))
 		}
 	}
 	for _, w := range workers {
-		if c, err := readComm(w); err == nil && c == "nginx" {
+		if c, err := readComm(live, w); err == nil && c == "nginx" {
 			out = append(out, fmt.Sprintf("nginx worker %d", w))
 		}
 	}
@@ -96,7 +99,7 @@ func TestUpDown(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
 	linksBefore := rootLinks(t)
-	tb, err := Up(Options{Queues: 2, Threaded: true, StateDir: dir})
+	tb, err := Up(Options{FS: live, Queues: 2, Threaded: true, StateDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +112,8 @@ func TestUpDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The master forks its workers after it listens: give them a moment.
-	workers := Children(ng.PID)
-	for deadline := time.Now().Add(5 * time.Second); len(workers) < 2 && time.Now().Before(deadline); workers = Children(ng.PID) {
+	workers := Children(live, ng.PID)
+	for deadline := time.Now().Add(5 * time.Second); len(workers) < 2 && time.Now().Before(deadline); workers = Children(live, ng.PID) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if len(workers) != 2 {
@@ -149,7 +152,7 @@ func TestUpDown(t *testing.T) {
 	if ok, err := listening(tb.ClientNS, unix.IPPROTO_TCP, ServerAddr, 80); err != nil || ok {
 		t.Errorf("nginx listening in the client namespace: %v %v", ok, err)
 	}
-	l, _ := List(dir)
+	l, _ := List(live, dir)
 	if len(l) != 1 || l[0].ID != tb.ID || l[0].Stale() {
 		t.Errorf("List = %+v, want our live testbed", l)
 	}
@@ -183,14 +186,14 @@ func TestKilledHarness(t *testing.T) {
 		t.Fatalf("helper: %q", line)
 	}
 	id := strings.TrimSpace(strings.TrimPrefix(line, "READY "))
-	tb, err := Load(dir, id)
+	tb, err := Load(live, dir, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var workers []int
 	for _, p := range tb.Procs {
 		if p.Role == "nginx" {
-			workers = Children(p.PID)
+			workers = Children(live, p.PID)
 		}
 	}
 	if tb.Stale() {
@@ -209,7 +212,7 @@ func TestKilledHarness(t *testing.T) {
 		t.Fatal("testbed of a killed owner not stale")
 	}
 	// …and the next Up cleans them before making its own.
-	tb2, err := Up(Options{Queues: 1, StateDir: dir})
+	tb2, err := Up(Options{FS: live, Queues: 1, StateDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +236,8 @@ func TestKilledHarness(t *testing.T) {
 }
 
 func TestStaleDetectsRecycledOwner(t *testing.T) {
-	tb := &Testbed{Owner: os.Getpid()}
-	st, err := startTime(os.Getpid())
+	tb := &Testbed{Owner: os.Getpid(), fs: live}
+	st, err := startTime(live, os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

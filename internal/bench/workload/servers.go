@@ -253,9 +253,9 @@ func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement
 	if w.Opts.Mode == SockperfUnderLoad {
 		argv = append(argv, "--mps="+strconv.Itoa(w.Opts.Rate), "--reply-every="+strconv.Itoa(sockperfReplyEvery))
 	}
-	cpu0, err0 := procCPUNanos(w.srv.PID)
+	cpu0, err0 := procCPUNanos(w.Opts.Testbed.FS, w.srv.PID)
 	out, err := runPinned(ctx, d, s.ClientCPUs, argv)
-	cpu1, err1 := procCPUNanos(w.srv.PID)
+	cpu1, err1 := procCPUNanos(w.Opts.Testbed.FS, w.srv.PID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -269,8 +269,9 @@ func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement
 	return st.Result, nil
 }
 
-// procCPUNanos sums the time on CPU of every thread of pid, in ns.
-func procCPUNanos(pid int) (uint64, error) { return kernel.New("/").ProcRunNanos(pid) }
+// procCPUNanos sums the time on CPU of every thread of pid on fs's
+// machine, in ns.
+func procCPUNanos(fs *kernel.FS, pid int) (uint64, error) { return fs.ProcRunNanos(pid) }
 
 // StorageWorkload is fio random reads on a file on the real disk. Its IRQ is
 // kernel-managed; what a configuration places is fio relative to it.
@@ -284,7 +285,10 @@ type StorageWorkload struct {
 	Engine string
 	// IODepth of libaio (default 16; psync is always 1).
 	IODepth int
-	file    string
+	// FS is the machine the disk is on, the live one (the caller's
+	// kernel.New("/")): Prepare finds the disk there (DiskOf).
+	FS   *kernel.FS
+	file string
 }
 
 // Name implements Workload.
@@ -311,6 +315,9 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 	if w.IODepth <= 0 {
 		w.IODepth = 16
 	}
+	if w.FS == nil {
+		return AppInfo{}, fmt.Errorf("storage workload: no machine to find the disk on (StorageWorkload.FS)")
+	}
 	f, err := os.CreateTemp(w.Dir, "irqpilot-fio-*.dat")
 	if err != nil {
 		return AppInfo{}, err
@@ -323,7 +330,7 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 		os.Remove(w.file)
 		return AppInfo{}, fmt.Errorf("fio layout of %s: %v: %s", w.file, err, Tail(out, 300))
 	}
-	disk, err := DiskOf(w.file)
+	disk, err := DiskOf(w.FS, w.file)
 	if err != nil {
 		os.Remove(w.file)
 		return AppInfo{}, fmt.Errorf("storage workload: %w", err)
@@ -392,15 +399,15 @@ func (w *CommandWorkload) Run(ctx context.Context, d time.Duration, s Placement)
 func (w *CommandWorkload) Close() error { return nil }
 
 // DiskOf names the whole-disk block device holding path (vda for a file on
-// /dev/vda or /dev/vda1), from the file's device number and
-// /sys/dev/block/MAJ:MIN.
-func DiskOf(path string) (string, error) {
+// /dev/vda or /dev/vda1), from the file's device number and fs's
+// /sys/dev/block/MAJ:MIN; fs is the machine path is on, the live one.
+func DiskOf(fs *kernel.FS, path string) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	major, minor := unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev))
-	dev, err := kernel.New("/").DiskOfDev(major, minor)
+	dev, err := fs.DiskOfDev(major, minor)
 	if err != nil {
 		return "", fmt.Errorf("%s is on device %d:%d, not a block device (%w)", path, major, minor, err)
 	}

@@ -72,7 +72,7 @@ type AppInfo struct {
 	// NAPIThreads are the PIDs of Device's threaded-NAPI kernel threads.
 	NAPIThreads []int `json:"napi_threads,omitempty"`
 	// FS is the machine the application runs on (set by bench's
-	// Runner.Start; nil: the live machine).
+	// Runner.Start to Runner.FS).
 	FS *kernel.FS `json:"-"`
 	// Disk is the block device the storage workload reads ("" otherwise);
 	// its IRQs are the only IRQs a storage configuration may place.
@@ -162,7 +162,7 @@ func NewNet(kind string, o NetOptions) (*NetWorkload, error) {
 	if kind != "memcached" && kind != "nginx" && kind != "udp" {
 		return nil, fmt.Errorf("network workload %q: want memcached, nginx or udp", kind)
 	}
-	o.defaults(kind, machineCPUs())
+	o.defaults(kind, machineCPUs(o.Testbed.FS))
 	if err := o.BusyPoll.Check(); err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (w *NetWorkload) Prepare() (AppInfo, error) {
 		w.TB = nil
 		return AppInfo{}, err
 	}
-	pids := append([]int{w.srv.PID}, testbed.Children(w.srv.PID)...)
+	pids := append([]int{w.srv.PID}, testbed.Children(w.Opts.Testbed.FS, w.srv.PID)...)
 	return w.app(pids), nil
 }
 
@@ -375,10 +375,14 @@ func Tail(b []byte, n int) string {
 	return s
 }
 
-// machineCPUs counts the machine's online CPUs (the load generator's
-// default size); 0 when unreadable.
-func machineCPUs() int {
-	s, err := kernel.New("/").OnlineCPUs()
+// machineCPUs counts the online CPUs of fs's machine (the load
+// generator's default size); 0 when unreadable or fs is nil (Up then
+// refuses the testbed).
+func machineCPUs(fs *kernel.FS) int {
+	if fs == nil {
+		return 0
+	}
+	s, err := fs.OnlineCPUs()
 	if err != nil {
 		return 0
 	}

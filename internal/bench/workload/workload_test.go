@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // udpCapturedRate is the last field of testdata/udp-send.txt.
@@ -72,7 +73,7 @@ func TestStorageEngine(t *testing.T) {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(disk) })
-	w = &StorageWorkload{Dir: disk, SizeMB: 1, Engine: "psync", IODepth: 16}
+	w = &StorageWorkload{Dir: disk, SizeMB: 1, Engine: "psync", IODepth: 16, FS: kernel.New("/")}
 	if _, err := w.Prepare(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestNetClientDefaults(t *testing.T) {
 				c.kind, c.cpus, c.in.ClientThreads, c.in.Connections, o.ClientThreads, o.Connections, c.thr, c.conns)
 		}
 	}
-	if n := machineCPUs(); n < 1 {
+	if n := machineCPUs(kernel.New("/")); n < 1 {
 		t.Errorf("machineCPUs() = %d on this machine", n)
 	}
 }
