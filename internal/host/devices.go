@@ -1,26 +1,15 @@
 package host
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"io/fs"
 	"maps"
-	"path"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
-
-// rePCIAddr matches a PCI function's directory name in /sys/devices.
-var rePCIAddr = regexp.MustCompile(`^` + pciRe + `$`)
-
-var reVirtioDev = regexp.MustCompile(`^virtio\d+$`)
 
 // deviceInfo is what sysfs says about the device behind a netdev or a disk.
 type deviceInfo struct {
@@ -34,69 +23,33 @@ type deviceInfo struct {
 	msiIRQs   []int  // the PCI function's msi_irqs
 }
 
-// readDeviceInfo follows a "device" link (sys/class/net/X/device,
-// sys/block/X/device) to the device and its PCI function.
+// readDeviceInfo follows a "device" link (sys/block/X/device) to the
+// device and its PCI function (kernel.FS.ReadDevice).
 func readDeviceInfo(kfs *kernel.FS, h *Host, what, link string) deviceInfo {
-	di := deviceInfo{node: -1}
-	dir, err := kfs.Resolve(link)
+	d, err := kfs.ReadDevice(link)
+	return deviceInfoOf(h, what, d, err)
+}
+
+// deviceInfoOf is what a ReadDevice call returned, as a deviceInfo (no
+// device: node -1, the rest empty). A local_cpulist that does not parse is
+// recorded in h.Unavailable.
+func deviceInfoOf(h *Host, what string, d *kernel.Device, err error) deviceInfo {
 	if err != nil {
-		return di
+		return deviceInfo{node: -1}
 	}
-	di.dir = dir
-	for p := dir; p != "/" && p != "/sys" && p != "/sys/devices"; p = path.Dir(p) {
-		if rePCIAddr.MatchString(path.Base(p)) {
-			di.pciDir = p
-			break
-		}
+	if bad := d.LocalCPUsErr; bad != nil {
+		h.unavailable(what+" local_cpulist", bad.Path, bad.Err)
 	}
-	if reVirtioDev.MatchString(path.Base(dir)) {
-		di.virtio = path.Base(dir)
+	return deviceInfo{
+		dir:       d.Dir,
+		pciDir:    d.PCIDir,
+		busAddr:   d.BusAddr,
+		driver:    d.Driver,
+		node:      d.Node,
+		localCPUs: d.LocalCPUs,
+		virtio:    d.Virtio,
+		msiIRQs:   d.MSIIRQs,
 	}
-	top := di.pciDir
-	if top == "" {
-		top = dir
-	}
-	di.busAddr = path.Base(top)
-	// The driver: the nearest device at or above dir with a driver link,
-	// skipping the SCSI disk drivers (sd, sr), so that a disk reports its HBA.
-	for p := dir; len(p) >= len(top); p = path.Dir(p) {
-		if t, err := kfs.Readlink(p + "/driver"); err == nil {
-			if d := path.Base(t); d != "sd" && d != "sr" {
-				di.driver = d
-				break
-			}
-		}
-		if p == top {
-			break
-		}
-	}
-	for _, p := range []string{top, dir} {
-		if n, err := kfs.ReadInt(p + "/numa_node"); err == nil {
-			di.node = int(n)
-			break
-		}
-	}
-	for _, p := range []string{top, dir} {
-		if s, err := kfs.ReadString(p + "/local_cpulist"); err == nil {
-			if set, err := cpuset.Parse(s); err == nil {
-				di.localCPUs = set
-			} else {
-				h.unavailable(what+" local_cpulist", p+"/local_cpulist", err)
-			}
-			break
-		}
-	}
-	if di.pciDir != "" {
-		if names, err := kfs.ReadDir(di.pciDir + "/msi_irqs"); err == nil {
-			for _, n := range names {
-				if v, err := strconv.Atoi(n); err == nil {
-					di.msiIRQs = append(di.msiIRQs, v)
-				}
-			}
-			sort.Ints(di.msiIRQs)
-		}
-	}
-	return di
 }
 
 // readNICs reads every network interface but lo from /sys/class/net: its
@@ -105,9 +58,9 @@ func readDeviceInfo(kfs *kernel.FS, h *Host, what, link string) deviceInfo {
 // the NIC go into NIC.IRQs; classifyIRQs assigns them to queues.
 func readNICs(kfs *kernel.FS, h *Host) {
 	h.NICs = []NIC{}
-	names, err := kfs.ReadDir("sys/class/net")
+	names, err := kfs.NetDevices()
 	if err != nil {
-		h.unavailable("nics", "/sys/class/net", err)
+		h.unavailable("nics", "/"+kernel.NetDir, err)
 		return
 	}
 	vlans := readVLANConfig(kfs)
@@ -119,21 +72,21 @@ func readNICs(kfs *kernel.FS, h *Host) {
 		if name == "lo" {
 			continue
 		}
-		base := "sys/class/net/" + name
 		n := NIC{Name: name, Node: -1, RxQueues: []RxQueue{}, TxQueues: []TxQueue{}, IRQs: []int{}}
-		if real, err := kfs.Resolve(base); err == nil {
-			n.Virtual = strings.HasPrefix(real, "/sys/devices/virtual/")
+		if virtual, err := kfs.NetDeviceVirtual(name); err == nil {
+			n.Virtual = virtual
 		}
 		di := deviceInfo{node: -1}
 		if !n.Virtual {
-			di = readDeviceInfo(kfs, h, "nic "+name, base+"/device")
+			d, err := kfs.NetDeviceParent(name)
+			di = deviceInfoOf(h, "nic "+name, d, err)
 		}
 		if di.dir != "" {
 			n.Driver, n.Node, n.LocalCPUs, n.BusAddr = di.driver, di.node, di.localCPUs, di.busAddr
 		}
-		n.Kind = netKind(kfs, base)
-		n.Lower = lowerDevice(kfs, base, name, vlans)
-		readQueues(kfs, h, base, &n)
+		n.Kind = kfs.NetDeviceKind(name) // "" for veths and physical NICs: readEthtool fills virtual ones from the driver name
+		n.Lower = lowerDevice(kfs, name, vlans)
+		readQueues(kfs, h, &n)
 		n.IRQs = nicIRQs(h, infos, &n, di)
 		h.NICs = append(h.NICs, n)
 	}
@@ -163,37 +116,11 @@ func nicIRQs(h *Host, infos []actionInfo, n *NIC, di deviceInfo) []int {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// netKind tells what kind of interface a netdev is from its class
-// directory: the uevent DEVTYPE (vlan, bridge, bond, wlan, vxlan, …), or
-// the bridge/ and bonding/ directories. "" when sysfs does not say (veth,
-// physical NICs); readEthtool fills virtual devices from the driver name.
-func netKind(kfs *kernel.FS, base string) string {
-	if b, err := kfs.ReadFile(base + "/uevent"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "DEVTYPE="); ok && v != "" {
-				return v
-			}
-		}
-	}
-	if kfs.Exists(base + "/bridge") {
-		return "bridge"
-	}
-	if kfs.Exists(base + "/bonding") {
-		return "bond"
-	}
-	return ""
-}
-
 // lowerDevice is the device a stacked netdev sits on: its lower_* link
 // (VLAN, macvlan, bond slaves — the first by name), else /proc/net/vlan/config.
-func lowerDevice(kfs *kernel.FS, base, name string, vlans map[string]string) string {
-	if ents, err := kfs.ReadDir(base); err == nil {
-		for _, e := range ents {
-			if l, ok := strings.CutPrefix(e, "lower_"); ok && l != "" {
-				return l
-			}
-		}
+func lowerDevice(kfs *kernel.FS, name string, vlans map[string]string) string {
+	if lowers, err := kfs.NetDeviceLowers(name); err == nil && len(lowers) > 0 {
+		return lowers[0]
 	}
 	return vlans[name]
 }
@@ -212,56 +139,50 @@ func readVLANConfig(kfs *kernel.FS) map[string]string {
 // and xps_cpus. A file the kernel does not offer (no CONFIG_RPS, xps_cpus
 // on a single-queue device, which returns ENOENT even though listed) leaves
 // the field nil.
-func readQueues(kfs *kernel.FS, h *Host, base string, n *NIC) {
-	ents, err := kfs.ReadDir(base + "/queues")
+func readQueues(kfs *kernel.FS, h *Host, n *NIC) {
+	qs, err := kfs.NetQueues(n.Name)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			h.unavailable("nic "+n.Name+" queues", "/"+base+"/queues", err)
+			h.unavailable("nic "+n.Name+" queues", "/"+kernel.NetQueuesPath(n.Name), err)
 		}
 		return
 	}
-	for _, e := range ents {
-		kind, idxS, ok := strings.Cut(e, "-")
-		idx, err := strconv.Atoi(idxS)
-		if !ok || err != nil || idx < 0 {
-			continue
-		}
-		dir := base + "/queues/" + e
-		switch kind {
-		case "rx":
-			q := RxQueue{Index: idx}
-			q.RPSCPUs = readMask(kfs, h, "nic "+n.Name+" "+e+" rps_cpus", dir+"/rps_cpus")
-			if v, err := kfs.ReadInt(dir + "/rps_flow_cnt"); err == nil {
-				c := int(v)
-				q.RPSFlowCnt = &c
+	for _, q := range qs {
+		what := "nic " + n.Name + " " + q.Name
+		if q.Rx {
+			rq := RxQueue{Index: q.Index}
+			set, err := kfs.RPSCPUs(n.Name, q.Name)
+			rq.RPSCPUs = queueMask(h, what+" rps_cpus", kernel.RPSCPUsPath(n.Name, q.Name), set, err)
+			if c, err := kfs.RPSFlowCnt(n.Name, q.Name); err == nil {
+				rq.RPSFlowCnt = &c
 			} else if !errors.Is(err, fs.ErrNotExist) {
-				h.unavailable("nic "+n.Name+" "+e+" rps_flow_cnt", "/"+dir+"/rps_flow_cnt", err)
+				h.unavailable(what+" rps_flow_cnt", "/"+kernel.RPSFlowCntPath(n.Name, q.Name), err)
 			}
-			n.RxQueues = append(n.RxQueues, q)
-		case "tx":
-			q := TxQueue{Index: idx}
-			q.XPSCPUs = readMask(kfs, h, "nic "+n.Name+" "+e+" xps_cpus", dir+"/xps_cpus")
-			n.TxQueues = append(n.TxQueues, q)
+			n.RxQueues = append(n.RxQueues, rq)
+		} else {
+			set, err := kfs.XPSCPUs(n.Name, q.Name)
+			n.TxQueues = append(n.TxQueues, TxQueue{Index: q.Index,
+				XPSCPUs: queueMask(h, what+" xps_cpus", kernel.XPSCPUsPath(n.Name, q.Name), set, err)})
 		}
 	}
 	sort.Slice(n.RxQueues, func(i, j int) bool { return n.RxQueues[i].Index < n.RxQueues[j].Index })
 	sort.Slice(n.TxQueues, func(i, j int) bool { return n.TxQueues[i].Index < n.TxQueues[j].Index })
 }
 
-func readMask(kfs *kernel.FS, h *Host, what, p string) *cpuset.Set {
-	s, err := kfs.ReadString(p)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			h.unavailable(what, "/"+p, err)
-		}
-		return nil
-	}
-	set, err := cpuset.ParseMask(s)
-	if err != nil {
+// queueMask is a queue's mask as a kernel.FS method read it: nil when the
+// file is absent or could not be read or parsed, the last two recorded in
+// h.Unavailable under p.
+func queueMask(h *Host, what, p string, set cpuset.Set, err error) *cpuset.Set {
+	var bad *kernel.ValueError
+	switch {
+	case err == nil:
+		return &set
+	case errors.As(err, &bad):
+		h.unavailable(what, "/"+p, bad.Err)
+	case !errors.Is(err, fs.ErrNotExist):
 		h.unavailable(what, "/"+p, err)
-		return nil
 	}
-	return &set
+	return nil
 }
 
 // knownMSIIRQs is the set of the device's msi_irqs that the IRQ table holds

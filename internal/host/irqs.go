@@ -36,7 +36,7 @@ const SingleTotalCPU = -1
 // irqpilot decides would rest on it. Everything else missing goes to
 // h.Unavailable.
 func readIRQs(kfs *kernel.FS, h *Host, opts Options) error {
-	const path = "/proc/interrupts"
+	path := "/" + kernel.InterruptsPath
 	in, err := kfs.Interrupts()
 	var parse *kernel.ParseError
 	switch {
@@ -102,7 +102,7 @@ func summaryRow(in *kernel.Interrupts, l *kernel.InterruptLine) SummaryIRQ {
 // with /proc/interrupts.
 func readSysIRQs(kfs *kernel.FS, h *Host, in *kernel.Interrupts, rows map[int]*kernel.InterruptLine) {
 	if !kfs.HasSysIRQ() {
-		h.unavailable("irq details from /sys/kernel/irq", "/sys/kernel/irq",
+		h.unavailable("irq details from /sys/kernel/irq", "/"+kernel.SysIRQDir,
 			errors.New("not present (kernel without CONFIG_SPARSE_IRQ, before 4.17, or not captured); using /proc/interrupts alone"))
 		return
 	}
@@ -114,7 +114,7 @@ func readSysIRQs(kfs *kernel.FS, h *Host, in *kernel.Interrupts, rows map[int]*k
 	possibleCPUs := possible.CPUs()
 	for i := range h.IRQs {
 		q := &h.IRQs[i]
-		dir := fmt.Sprintf("/sys/kernel/irq/%d", q.Number)
+		dir := "/" + kernel.SysIRQPath(q.Number)
 		s, err := kfs.ReadSysIRQ(q.Number)
 		if err != nil {
 			h.unavailable(fmt.Sprintf("irq %d details", q.Number), dir, err)
@@ -158,8 +158,8 @@ func readSysIRQs(kfs *kernel.FS, h *Host, in *kernel.Interrupts, rows map[int]*k
 
 // readPlacement reads /proc/irq/N/{smp_affinity_list,effective_affinity_list,node}.
 func readPlacement(kfs *kernel.FS, h *Host) {
-	if !kfs.Exists("proc/irq") {
-		h.unavailable("irq affinity, effective affinity and node", "/proc/irq", fs.ErrNotExist)
+	if !kfs.HasProcIRQ() {
+		h.unavailable("irq affinity, effective affinity and node", "/"+kernel.ProcIRQDir, fs.ErrNotExist)
 		return
 	}
 	for i := range h.IRQs {

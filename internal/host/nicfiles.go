@@ -1,12 +1,6 @@
 package host
 
-import (
-	"path"
-	"strconv"
-	"strings"
-
-	"github.com/irqpilot/irqpilot/internal/kernel"
-)
+import "github.com/irqpilot/irqpilot/internal/kernel"
 
 // readDefaultRoute marks the interfaces that carry a default route. A
 // default route through a VLAN marks the device below it too: moving that
@@ -34,8 +28,8 @@ func readDefaultRoute(kfs *kernel.FS, h *Host) {
 			if n.DefaultRoute {
 				continue
 			}
-			if m, err := kfs.Readlink("sys/class/net/" + n.Name + "/master"); err == nil {
-				if up := h.NIC(path.Base(m)); up != nil && up.DefaultRoute {
+			if m, err := kfs.NetDeviceMaster(n.Name); err == nil {
+				if up := h.NIC(m); up != nil && up.DefaultRoute {
 					n.DefaultRoute, grew = true, true
 				}
 			}
@@ -44,29 +38,12 @@ func readDefaultRoute(kfs *kernel.FS, h *Host) {
 }
 
 // readDevNAPIFiles reads each interface's device-wide NAPI files the way
-// apply reads them (a trimmed decimal; an empty file, as a capture keeps an
-// unread one, holds no value).
+// apply reads them (kernel.FS.ReadDevNAPI: a trimmed decimal; an empty
+// file, as a capture keeps an unread one, holds no value).
 func readDevNAPIFiles(kfs *kernel.FS, h *Host) {
 	for i := range h.NICs {
 		n := &h.NICs[i]
-		base := "sys/class/net/" + n.Name + "/"
-		n.Threaded = readUintFile(kfs, base+"threaded")
-		n.DeferHardIRQs = readUintFile(kfs, base+"napi_defer_hard_irqs")
-		n.GROFlushTimeout = readUintFile(kfs, base+"gro_flush_timeout")
+		napi := kfs.ReadDevNAPI(n.Name)
+		n.Threaded, n.DeferHardIRQs, n.GROFlushTimeout = napi.Threaded, napi.DeferHardIRQs, napi.GROFlushTimeout
 	}
-}
-
-func readUintFile(kfs *kernel.FS, p string) *uint64 {
-	if !kfs.Exists(p) {
-		return nil
-	}
-	s, err := kfs.ReadString(p)
-	if err != nil {
-		return nil
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return nil
-	}
-	return &v
 }

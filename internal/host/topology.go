@@ -13,11 +13,12 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
-// cpuDir is kernel's: online and possible CPUs are read through kernel.FS
-// methods, the per-CPU topology files below it still by path here.
+// cpuDir and nodeDir are kernel's: the CPU lists, the cpuN directories
+// and their online files are read through kernel.FS methods, the per-CPU
+// topology files and the nodes (topology_cpus.go) still by path here.
 const (
 	cpuDir  = kernel.CPUDir
-	nodeDir = "sys/devices/system/node"
+	nodeDir = kernel.NodeDir
 )
 
 // readTopology fills h.Topology from sysfs (and /proc/cmdline, /proc/stat,
@@ -30,8 +31,8 @@ func readTopology(fs *kernel.FS, h *Host) {
 
 	// Online CPUs: the kernel's list, else the cpuN directories (with their
 	// per-CPU "online" files), else /proc/stat, else the /proc/interrupts header.
-	online, onlineErr := readSet(fs, cpuDir+"/online")
-	offline, offlineErr := readSet(fs, cpuDir+"/offline")
+	online, onlineErr := fs.CPUList(kernel.CPUsOnline)
+	offline, offlineErr := fs.CPUList(kernel.CPUsOffline)
 	if onlineErr != nil {
 		src := ""
 		switch {
@@ -40,32 +41,32 @@ func readTopology(fs *kernel.FS, h *Host) {
 			src = "cpuN directories"
 		default:
 			if s, err := onlineFromStat(fs); err == nil {
-				online, src = s, "/proc/stat"
+				online, src = s, "/"+kernel.StatPath
 			} else if s, err := onlineFromInterrupts(fs); err == nil {
 				online, src = s, "/proc/interrupts header"
 			}
 		}
 		if src != "" {
-			h.unavailable("cpu online list (derived from "+src+")", "/"+cpuDir+"/online", relErr(fs, onlineErr))
+			h.unavailable("cpu online list (derived from "+src+")", "/"+kernel.CPUsOnline.Path(), relErr(fs, onlineErr))
 		} else {
-			h.unavailable("cpu online list", "/"+cpuDir+"/online", relErr(fs, onlineErr))
+			h.unavailable("cpu online list", "/"+kernel.CPUsOnline.Path(), relErr(fs, onlineErr))
 		}
 	}
-	possible, possErr := readSet(fs, cpuDir+"/possible")
-	present, presErr := readSet(fs, cpuDir+"/present")
+	possible, possErr := fs.CPUList(kernel.CPUsPossible)
+	present, presErr := fs.CPUList(kernel.CPUsPresent)
 	if possErr != nil {
 		possible = online.Union(offline).Union(cpuset.Of(dirs...))
 		if presErr == nil {
 			possible = possible.Union(present)
 		}
 		if !isNotExist(possErr) {
-			h.unavailable("cpu possible list", "/"+cpuDir+"/possible", relErr(fs, possErr))
+			h.unavailable("cpu possible list", "/"+kernel.CPUsPossible.Path(), relErr(fs, possErr))
 		}
 	}
 	if presErr != nil {
 		present = possible
 		if !isNotExist(presErr) {
-			h.unavailable("cpu present list", "/"+cpuDir+"/present", relErr(fs, presErr))
+			h.unavailable("cpu present list", "/"+kernel.CPUsPresent.Path(), relErr(fs, presErr))
 		}
 	}
 	if offlineErr != nil && onlineErr == nil {
@@ -196,13 +197,14 @@ func readMaskFile(fs *kernel.FS, rel string) (cpuset.Set, error) {
 	return set, nil
 }
 
-// cpuDirs lists the ids of the cpuN directories, ascending.
+// cpuDirs lists the ids of the cpuN directories, ascending (nil when the
+// directory is missing).
 func cpuDirs(fs *kernel.FS) []int {
-	names, err := fs.ReadDir(cpuDir)
+	ids, err := fs.CPUDirs()
 	if err != nil {
 		return nil
 	}
-	return numberedNames(names, "cpu")
+	return ids
 }
 
 // numberedNames are the ids of the names that are prefix followed by a
@@ -237,9 +239,9 @@ func numberedName(name, prefix string) (int, bool) {
 func onlineFromDirs(fs *kernel.FS, dirs []int, offline cpuset.Set, haveOffline bool) (cpuset.Set, cpuset.Set) {
 	var on, off []int
 	for _, id := range dirs {
-		v, err := readValue(fs, fmt.Sprintf("%s/cpu%d/online", cpuDir, id))
+		up, err := fs.CPUOnline(id)
 		switch {
-		case err == nil && v == "0":
+		case err == nil && !up:
 			off = append(off, id)
 		case offline.Contains(id):
 			off = append(off, id)

@@ -48,12 +48,6 @@ var doorAllowed = map[string]struct {
 	"internal/load/sample.go":             {3, "names /proc/softirqs, softnet_stat and net/dev when unavailable"},
 	"internal/host/irqbalance.go":         {2, "names /proc/PID/environ when unavailable"},
 	"internal/host/topology_isolation.go": {1, "names /proc/cmdline when unavailable"},
-
-	// Still to move behind a typed kernel.FS method.
-	"internal/host/irqs.go":     {5, "possible CPUs, /proc/irq, /sys/kernel/irq"},
-	"internal/host/topology.go": {2, "CPU and node directories"},
-	"internal/host/devices.go":  {6, "NICs and their device links"},
-	"internal/host/nicfiles.go": {2, "NIC files"},
 }
 
 // TestKernelDoor: only package kernel reads /proc and /sys. Every other

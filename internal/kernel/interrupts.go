@@ -85,6 +85,10 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.
 // IRQ_BITMAP_BITS (NR_IRQS + 8196 with sparse IRQs, i.e. well below a million).
 const maxIRQ = 1 << 24
 
+// InterruptsPath is /proc/interrupts, relative to the root (Interrupts
+// reads it).
+const InterruptsPath = "proc/interrupts"
+
 // Interrupts reads /proc/interrupts (parseInterrupts).
 //
 // The limits on rows and counts are for a snapshot or tree, which anyone

@@ -66,6 +66,14 @@ func (f *FS) readCPUList(list, mask string) (cpuset.Set, error) {
 	return set, nil
 }
 
+// ProcIRQDir is /proc/irq, relative to the root: the directory of the
+// IRQs' placement files (IRQAffinityListPath and the others).
+const ProcIRQDir = "proc/irq"
+
+// HasProcIRQ reports whether /proc/irq exists below the root (a capture of
+// the topology alone has none).
+func (f *FS) HasProcIRQ() bool { return f.Exists(ProcIRQDir) }
+
 // ProcIRQs lists the IRQ numbers that have a /proc/irq/N directory,
 // ascending.
 func (f *FS) ProcIRQs() ([]int, error) {

@@ -29,6 +29,14 @@ type SysIRQ struct {
 // sysIRQDir is the sysfs directory of per-IRQ attributes.
 const sysIRQDir = "sys/kernel/irq"
 
+// SysIRQDir is /sys/kernel/irq, relative to the root, for messages that
+// name it (HasSysIRQ tells whether it exists).
+const SysIRQDir = sysIRQDir
+
+// SysIRQPath is the directory of one IRQ's attributes
+// ("sys/kernel/irq/36"), which ReadSysIRQ reads.
+func SysIRQPath(irq int) string { return fmt.Sprintf("%s/%d", sysIRQDir, irq) }
+
 // HasSysIRQ reports whether /sys/kernel/irq exists below the root.
 func (f *FS) HasSysIRQ() bool { return f.Exists(sysIRQDir) }
 
