@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -205,32 +204,6 @@ func cpuDirs(fs *kernel.FS) []int {
 		return nil
 	}
 	return ids
-}
-
-// numberedNames are the ids of the names that are prefix followed by a
-// number (numberedName), ascending.
-func numberedNames(names []string, prefix string) []int {
-	var ids []int
-	for _, n := range names {
-		if id, ok := numberedName(n, prefix); ok {
-			ids = append(ids, id)
-		}
-	}
-	sort.Ints(ids)
-	return ids
-}
-
-// numberedName parses names such as "cpu12" or "node3".
-func numberedName(name, prefix string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, prefix)
-	if !ok || rest == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 || n > cpuset.MaxCPU || strconv.Itoa(n) != rest {
-		return 0, false
-	}
-	return n, true
 }
 
 // onlineFromDirs derives the online set from the cpuN directories: a CPU is

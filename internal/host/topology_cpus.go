@@ -19,7 +19,7 @@ func readNodes(fs *kernel.FS, h *Host) map[int]int {
 		h.unavailable("numa nodes", "/"+nodeDir, relErr(fs, err))
 		return nodeOf
 	}
-	for _, id := range numberedNames(names, "node") {
+	for _, id := range kernel.NumberedEntries(names, "node") {
 		base := fmt.Sprintf("%s/node%d", nodeDir, id)
 		set, err := readSet(fs, base+"/cpulist")
 		if err != nil {
@@ -47,7 +47,7 @@ func nodeFromCPUDir(fs *kernel.FS, base string) int {
 		return -1
 	}
 	for _, n := range names {
-		if id, ok := numberedName(n, "node"); ok {
+		if id, ok := kernel.NumberedEntry(n, "node"); ok {
 			return id
 		}
 	}
@@ -297,7 +297,7 @@ func readCaches(fs *kernel.FS, dir string) (l2, l3 cpuset.Set, bad error) {
 		return l2, l3, nil // no cache directory: unknown, not an error
 	}
 	for _, n := range names {
-		if _, ok := numberedName(n, "index"); !ok {
+		if _, ok := kernel.NumberedEntry(n, "index"); !ok {
 			continue
 		}
 		idx := dir + "/" + n

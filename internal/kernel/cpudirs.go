@@ -83,15 +83,15 @@ func (f *FS) CPUDirs() ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return numberedEntries(names, "cpu"), nil
+	return NumberedEntries(names, "cpu"), nil
 }
 
-// numberedEntries are the ids of the names that are prefix followed by a
-// canonical decimal id (numberedEntry), ascending; nil when none is.
-func numberedEntries(names []string, prefix string) []int {
+// NumberedEntries are the ids of the names that are prefix followed by a
+// canonical decimal id (NumberedEntry), ascending; nil when none is.
+func NumberedEntries(names []string, prefix string) []int {
 	var ids []int
 	for _, n := range names {
-		if id, ok := numberedEntry(n, prefix); ok {
+		if id, ok := NumberedEntry(n, prefix); ok {
 			ids = append(ids, id)
 		}
 	}
@@ -99,10 +99,10 @@ func numberedEntries(names []string, prefix string) []int {
 	return ids
 }
 
-// numberedEntry parses a directory name such as "cpu12" or "node3": the
+// NumberedEntry parses a directory name such as "cpu12" or "node3": the
 // prefix, then a decimal id without sign or leading zeros, at most
 // cpuset.MaxCPU.
-func numberedEntry(name, prefix string) (int, bool) {
+func NumberedEntry(name, prefix string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, prefix)
 	if !ok || rest == "" {
 		return 0, false
