@@ -2,10 +2,7 @@ package kernel
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -54,35 +51,9 @@ var doorAllowed = map[string]struct {
 // package's Go source (tests excepted: they build trees) is scanned for
 // string literals that are kernel paths.
 func TestKernelDoor(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found at %s: %v", root, err)
-	}
 	got := map[string][]string{}
-	fset := token.NewFileSet()
-	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == "internal/kernel" || strings.HasPrefix(rel, "internal/kernel/") ||
-				d.Name() == "testdata" || (strings.HasPrefix(d.Name(), ".") && rel != ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	inKernel := func(dir string) bool { return dir == "internal/kernel" || strings.HasPrefix(dir, "internal/kernel/") }
+	moduleSources(t, inKernel, func(rel string, fset *token.FileSet, f *ast.File) {
 		imports := map[*ast.BasicLit]bool{}
 		for _, im := range f.Imports {
 			imports[im.Path] = true
@@ -98,11 +69,7 @@ func TestKernelDoor(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	total := 0
 	files := make([]string, 0, len(got))
 	for f := range got {

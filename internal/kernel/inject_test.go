@@ -1,13 +1,9 @@
 package kernel
 
 import (
-	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,66 +20,19 @@ var newAllowed = map[string]string{
 	"internal/livetest":      "test helper: builds FSes on the host trees it generates",
 }
 
-// newPending are files outside newAllowed that still call New, with how
-// many calls each may hold. The count is a ratchet: a file may hold fewer
-// (lower its number, or drop it) but never more.
-var newPending = map[string]struct {
-	n      int
-	reason string
-}{}
-
 // TestMachineInjected guards the rule that the machine is injected: every
 // library function that touches the machine takes its *FS from its caller,
 // and only the commands call New("/"). Every non-test Go file of the module
 // is parsed (so a comment naming New does not count) and each use of this
 // package's New is reported by file and line, except in newAllowed: cmd
 // (which builds the live machine), package kernel (the door) and the test
-// helpers loadtest, plantest and livetest (which build fixture trees), and
-// the files newPending still lets call it. A library that needs another
-// root of the same machine (a namespace's /proc/PID/root) derives it from
-// the FS it was given with FS.Sub.
+// helpers loadtest, plantest and livetest (which build fixture trees). A
+// library that needs another root of the same machine (a namespace's
+// /proc/PID/root) derives it from the FS it was given with FS.Sub.
 func TestMachineInjected(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatalf("module root not found at %s: %v", root, err)
-	}
-	var module string
-	for _, l := range strings.Split(string(mod), "\n") {
-		if m, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
-			module = strings.Trim(strings.TrimSpace(m), `"`)
-			break
-		}
-	}
-	if module == "" {
-		t.Fatal("go.mod names no module")
-	}
+	_, module := moduleRoot(t)
 	kernelPkg := module + "/internal/kernel"
-
-	got := map[string][]string{}
-	fset := token.NewFileSet()
-	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if d.Name() == "testdata" || (strings.HasPrefix(d.Name(), ".") && rel != ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || allowedNew(dirOf(rel)) {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	moduleSources(t, allowedNew, func(rel string, fset *token.FileSet, f *ast.File) {
 		name := ""
 		for _, im := range f.Imports {
 			if ip, _ := strconv.Unquote(im.Path.Value); ip == kernelPkg {
@@ -94,7 +43,7 @@ func TestMachineInjected(t *testing.T) {
 			}
 		}
 		if name == "" || name == "_" {
-			return nil
+			return
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
@@ -102,31 +51,12 @@ func TestMachineInjected(t *testing.T) {
 				return true
 			}
 			if x, ok := sel.X.(*ast.Ident); ok && x.Name == name {
-				got[rel] = append(got[rel], fmt.Sprintf("%s:%d", rel, fset.Position(sel.Pos()).Line))
+				t.Errorf("%s:%d builds the machine itself (kernel.New); take a *kernel.FS from the caller (FS.Sub for another root of it)",
+					rel, fset.Position(sel.Pos()).Line)
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := make([]string, 0, len(got))
-	for f := range got {
-		files = append(files, f)
-	}
-	sort.Strings(files)
-	for _, f := range files {
-		if uses := got[f]; len(uses) > newPending[f].n {
-			t.Errorf("%s builds the machine itself (kernel.New) %d times (allowed %d); take a *kernel.FS from the caller (FS.Sub for another root of it):\n\t%s",
-				f, len(uses), newPending[f].n, strings.Join(uses, "\n\t"))
-		}
-	}
-	for f, a := range newPending {
-		if len(got[f]) < a.n {
-			t.Errorf("%s now calls kernel.New %d times: lower its allowance from %d", f, len(got[f]), a.n)
-		}
-	}
 }
 
 // dirOf is the directory of a module-relative file name.

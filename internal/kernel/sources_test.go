@@ -1,142 +1,73 @@
 package kernel
 
 import (
-	"errors"
-	"io/fs"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/procfs/blockdevice"
 )
 
-func TestParseCmdline(t *testing.T) {
-	got := parseCmdline("BOOT_IMAGE=/vmlinuz ro quiet isolcpus=managed_irq,2-3 a=b=c -- isolcpus=1 single\n")
-	want := []CmdlineParam{
-		{Name: "BOOT_IMAGE", Value: "/vmlinuz", HasValue: true},
-		{Name: "ro"}, {Name: "quiet"},
-		{Name: "isolcpus", Value: "managed_irq,2-3", HasValue: true},
-		{Name: "a", Value: "b=c", HasValue: true},
-	}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-}
-
-// TestCmdlineLive reads this machine's /proc/cmdline through FS: every
-// parameter is a word of the file, in order.
-func TestCmdlineLive(t *testing.T) {
-	raw, err := os.ReadFile("/proc/cmdline")
-	if err != nil {
-		t.Skip(err)
-	}
-	got, err := New("/").Cmdline()
+// moduleRoot is the module's directory and its path, read from go.mod.
+func moduleRoot(t *testing.T) (root, module string) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := strings.Fields(string(raw))
-	if len(got) == 0 || len(got) > len(words) {
-		t.Fatalf("%d parameters of %q", len(got), raw)
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatalf("module root not found at %s: %v", root, err)
 	}
-	for i, p := range got {
-		w := p.Name
-		if p.HasValue {
-			w += "=" + p.Value
-		}
-		if w != words[i] {
-			t.Errorf("parameter %d = %q, want %q", i, w, words[i])
+	for _, l := range strings.Split(string(mod), "\n") {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
+			module = strings.Trim(strings.TrimSpace(m), `"`)
+			break
 		}
 	}
+	if module == "" {
+		t.Fatal("go.mod names no module")
+	}
+	return root, module
 }
 
-// TestBlockStatLive reads each block device's stat through FS and checks
-// it against prometheus/procfs's reading taken right after (counters only
-// grow).
-func TestBlockStatLive(t *testing.T) {
-	devs, err := os.ReadDir("/sys/block")
-	if err != nil || len(devs) == 0 {
-		t.Skip("no /sys/block devices")
-	}
-	ref, err := blockdevice.NewFS("/proc", "/sys")
+// moduleSources parses every non-test Go file of the module (testdata and
+// hidden directories left out) whose module-relative directory skip does
+// not refuse, in name order, and calls visit with its module-relative name.
+func moduleSources(t *testing.T, skip func(dir string) bool, visit func(rel string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
+	root, _ := moduleRoot(t)
+	fset := token.NewFileSet()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if d.Name() == "testdata" || (strings.HasPrefix(d.Name(), ".") && rel != ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go") && !skip(filepath.ToSlash(filepath.Dir(rel))) {
+			files = append(files, rel)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := New("/")
-	for _, d := range devs {
-		ours, err := live.BlockStat(d.Name())
+	sort.Strings(files)
+	for _, rel := range files {
+		f, err := parser.ParseFile(fset, filepath.Join(root, rel), nil, parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)
 		}
-		theirs, _, err := ref.SysBlockDeviceStat(d.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ours.ReadIOs > theirs.ReadIOs || ours.WriteIOs > theirs.WriteIOs {
-			t.Errorf("%s: ours %+v, procfs later read %d writes %d", d.Name(), ours, theirs.ReadIOs, theirs.WriteIOs)
-		}
-		r, w, err := live.BlockInFlight(d.Name())
-		if err != nil || r < 0 || w < 0 {
-			t.Errorf("%s: in flight %d %d %v", d.Name(), r, w, err)
-		}
-	}
-	if _, err := live.BlockStat("no-such-disk"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("missing device: %v, want not-exist", err)
-	}
-}
-
-func TestParseBlockStatErrors(t *testing.T) {
-	for _, bad := range []struct{ in, want string }{
-		{"1 2 3 4", "/x: want ≥ 5 fields"},
-		{"a 0 0 0 1", "/x field 1: \"a\" is not a number"},
-		{"1 0 0 0 -1 0", "/x field 5: \"-1\" is not a number"},
-	} {
-		if _, err := parseBlockStat("/x", bad.in); err == nil || !strings.HasPrefix(err.Error(), bad.want) {
-			t.Errorf("%q: %v, want %q", bad.in, err, bad.want)
-		}
-	}
-	if _, _, err := parseBlockInFlight("/x", "1"); err == nil {
-		t.Error("one number in inflight: no error")
-	}
-}
-
-// TestProcStartSelf: ProcStart of this process is its start time, and a
-// process that does not exist is not-exist.
-func TestProcStartSelf(t *testing.T) {
-	live := New("/")
-	start, err := live.ProcStart(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	procs, err := live.Processes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range procs {
-		if p.PID == os.Getpid() && p.StartTime != start {
-			t.Errorf("Processes says start %d, ProcStart %d", p.StartTime, start)
-		}
-	}
-	if start == 0 {
-		t.Error("start time 0")
-	}
-	if _, err := live.ProcStart(1 << 30); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("pid 2^30: %v, want not-exist", err)
-	}
-}
-
-// TestUptime reads /proc/uptime of the live machine and of trees whose
-// file is missing or not a number of seconds.
-func TestUptime(t *testing.T) {
-	if up, err := New("/").Uptime(); err != nil || up <= 0 {
-		t.Errorf("live uptime %v, %v", up, err)
-	}
-	for content, want := range map[string]string{"": "/proc/uptime: empty", "x 1\n": `/proc/uptime: "x" is not a number of seconds`} {
-		if _, err := New(tree(t, map[string]string{"proc/uptime": content})).Uptime(); err == nil || !strings.HasSuffix(err.Error(), want) {
-			t.Errorf("%q: %v, want …%s", content, err, want)
-		}
-	}
-	if _, err := New(t.TempDir()).Uptime(); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("no file: %v", err)
+		visit(rel, fset, f)
 	}
 }
