@@ -59,9 +59,6 @@ func TestMachineInjected(t *testing.T) {
 	})
 }
 
-// dirOf is the directory of a module-relative file name.
-func dirOf(rel string) string { return filepath.ToSlash(filepath.Dir(rel)) }
-
 // allowedNew reports whether Go files in dir may call New: dir is cmd or
 // below it, or exactly one of the other newAllowed packages.
 func allowedNew(dir string) bool {
