@@ -33,3 +33,33 @@ func TestCrashedBooting(t *testing.T) {
 		t.Error("no result read as a crash while booting")
 	}
 }
+
+// 6.12 on more than 8 vCPUs runs on one TCG thread (singleThreadTCG);
+// everything else on a thread per vCPU.
+func TestSingleThreadTCG(t *testing.T) {
+	accel := func(shape, version string) string {
+		s, err := Lookup(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := s.machineArgsOn(version, []string{"tap0", "tap1", "tap2"}, []string{"d0", "d1"})
+		for i := range a[:len(a)-1] {
+			if a[i] == "-accel" {
+				return a[i+1]
+			}
+		}
+		t.Fatalf("%s on %q: no -accel in %v", shape, version, a)
+		return ""
+	}
+	for _, c := range []struct{ shape, version, want string }{
+		{"big", "6.12", "tcg,thread=single"},
+		{"server", "6.12", "tcg,thread=single"},
+		{"small", "6.12", "tcg,thread=multi"},
+		{"big", "", "tcg,thread=multi"},
+		{"big", "5.10", "tcg,thread=multi"},
+	} {
+		if got := accel(c.shape, c.version); got != c.want {
+			t.Errorf("%s on %q: -accel %s, want %s", c.shape, c.version, got, c.want)
+		}
+	}
+}
