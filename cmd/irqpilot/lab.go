@@ -184,18 +184,13 @@ func (o *labOptions) runFleet(ctx context.Context, out, errw io.Writer, args []s
 		return err
 	}
 	key := filepath.Join(dir, "id_ed25519")
-	if _, err := os.Stat(key); err != nil {
-		if b, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "irqpilot-lab-fleet", "-f", key).CombinedOutput(); err != nil {
-			return fmt.Errorf("ssh-keygen: %v: %s", err, b)
-		}
-	}
-	pub, err := os.ReadFile(key + ".pub")
+	pub, err := lab.SSHKey(key, "irqpilot-lab-fleet", false)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, stopSignals...)
 	defer stop()
-	f, err := lab.StartFleet(ctx, lab.FleetOptions{FS: kernel.New("/"), N: o.fleet, AuthorizedKey: string(pub), Log: errw})
+	f, err := lab.StartFleet(ctx, lab.FleetOptions{FS: kernel.New("/"), N: o.fleet, AuthorizedKey: pub, Log: errw})
 	if err != nil {
 		return err
 	}

@@ -452,15 +452,12 @@ func startFleetFixture(t *testing.T, n int) *fleetFixture {
 	t.Helper()
 	dir := t.TempDir()
 	fx := &fleetFixture{dir: dir, key: filepath.Join(dir, "id_ed25519")}
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "irqpilot-fleet-test", "-f", fx.key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	pub, err := os.ReadFile(fx.key + ".pub")
+	pub, err := SSHKey(fx.key, "irqpilot-fleet-test", true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	f, err := StartFleet(context.Background(), FleetOptions{FS: hostFS, N: n, AuthorizedKey: string(pub), Log: testLog{t}})
+	f, err := StartFleet(context.Background(), FleetOptions{FS: hostFS, N: n, AuthorizedKey: pub, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

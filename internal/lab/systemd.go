@@ -238,19 +238,11 @@ func fleetImages(dir, rootfs string, k *Kernel, n int, authorized string, log io
 		if err := writeGuestFile(root, guestFile{"etc/udev/rules.d/70-lab-addr.rules", 0o644, []byte(fmt.Sprintf(addrRule, FleetAddr(i), fleetPrefix))}); err != nil {
 			return nil, nil, err
 		}
-		_ = os.Remove(key)
-		_ = os.Remove(key + ".pub")
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", key).CombinedOutput(); err != nil {
-			return nil, nil, fmt.Errorf("ssh-keygen: %v\n%s", err, out)
-		}
-		pub, err := os.ReadFile(key + ".pub")
+		pub, err := SSHKey(key, name, true)
 		if err != nil {
 			return nil, nil, err
 		}
-		f := strings.Fields(string(pub))
-		if len(f) < 2 {
-			return nil, nil, fmt.Errorf("ssh-keygen wrote %q", pub)
-		}
+		f := strings.Fields(pub)
 		img := filepath.Join(dir, name+".img")
 		if out, err := exec.Command("mke2fs", "-q", "-t", "ext4", "-L", "irqpilot-root", "-d", root, img, "2G").CombinedOutput(); err != nil {
 			return nil, nil, fmt.Errorf("mke2fs -d: %v\n%s", err, out)
