@@ -201,7 +201,7 @@ func boot(ctx context.Context, o Options, qemu string, k *Kernel, dir, initrd, r
 	args := append([]string{"netns", "exec", ns, qemu,
 		"-nodefaults", "-no-user-config", "-display", "none",
 		"-kernel", k.Vmlinuz, "-initrd", initrd},
-		o.Shape.machineArgsOn(o.Kernel, taps, disks)...)
+		o.Shape.machineArgs(taps, disks)...)
 	if o.Systemd {
 		// A reboot restarts the machine (same kernel, initramfs and disks).
 		args = append(args, "-drive", "file="+rootImg+",if=none,id=root,format=raw",

@@ -34,32 +34,27 @@ func TestCrashedBooting(t *testing.T) {
 	}
 }
 
-// 6.12 on more than 8 vCPUs runs on one TCG thread (singleThreadTCG);
-// everything else on a thread per vCPU.
-func TestSingleThreadTCG(t *testing.T) {
-	accel := func(shape, version string) string {
-		s, err := Lookup(shape)
+// Every guest runs on one TCG thread unless IRQPILOT_LAB_TCG asks for a
+// thread per vCPU.
+func TestTCGThreads(t *testing.T) {
+	accel := func() string {
+		s, err := Lookup("big")
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := s.machineArgsOn(version, []string{"tap0", "tap1", "tap2"}, []string{"d0", "d1"})
+		a := s.machineArgs([]string{"tap0"}, []string{"d0"})
 		for i := range a[:len(a)-1] {
 			if a[i] == "-accel" {
 				return a[i+1]
 			}
 		}
-		t.Fatalf("%s on %q: no -accel in %v", shape, version, a)
+		t.Fatalf("no -accel in %v", a)
 		return ""
 	}
-	for _, c := range []struct{ shape, version, want string }{
-		{"big", "6.12", "tcg,thread=single"},
-		{"server", "6.12", "tcg,thread=single"},
-		{"small", "6.12", "tcg,thread=multi"},
-		{"big", "", "tcg,thread=multi"},
-		{"big", "5.10", "tcg,thread=multi"},
-	} {
-		if got := accel(c.shape, c.version); got != c.want {
-			t.Errorf("%s on %q: -accel %s, want %s", c.shape, c.version, got, c.want)
+	for env, want := range map[string]string{"": "tcg,thread=single", "multi": "tcg,thread=multi", "bogus": "tcg,thread=single"} {
+		t.Setenv("IRQPILOT_LAB_TCG", env)
+		if got := accel(); got != want {
+			t.Errorf("IRQPILOT_LAB_TCG=%q: -accel %s, want %s", env, got, want)
 		}
 	}
 }
