@@ -109,9 +109,9 @@ test-guests:
 # The lab: irqpilot on virtual server-shaped machines (QEMU, Debian's
 # kernel; root). `make lab` lists the shapes and boots the server shape
 # once with irqpilot's inventory; `irqpilot lab --help` says more.
-# `make test` boots the small shape five times and the nics shape once (about three minutes), then
-# the systemd guest (test-guests above); test-lab boots every shape in LAB_SHAPES and adds the systemd guest (a
-# Debian root from mmdebstrap, booted twice: about 10 minutes a shape here).
+# `make test` boots the small shape six times and the nics shape once (about four minutes), then
+# the systemd guest (test-guests above); test-lab boots every shape in LAB_SHAPES on every kernel of
+# LAB_KERNELS and adds the systemd guest (a Debian root from mmdebstrap, booted twice).
 LAB_SHAPES ?= small server big
 # LAB_KERNELS: the Debian kernels every lab test runs on, each shape on
 # each (5.10, 6.1, 6.12; the small shape's tests take about 9 minutes on
