@@ -63,15 +63,12 @@ func withCPUs(rs []Repair) []Repair {
 // interrupt. The enforcement pass compares smp_affinity_list only, which
 // shows the new CPUs as soon as they are written, so such an IRQ is in
 // force — never drift, never re-written, never frozen.
-func (ag *Agent) movePending(c *setting.Change) string {
-	if c.Kind != setting.KindIRQAffinity || c.IRQ == nil {
-		return ""
-	}
-	want, err := cpuset.Parse(c.Value)
+func (ag *Agent) movePending(irq int, value string) string {
+	want, err := cpuset.Parse(value)
 	if err != nil {
 		return ""
 	}
-	eff, err := ag.o.FS.ReadIRQEffectiveAffinity(*c.IRQ)
+	eff, err := ag.o.FS.ReadIRQEffectiveAffinity(irq)
 	if err != nil || !host.MovePending(want, eff) {
 		return ""
 	}

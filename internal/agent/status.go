@@ -43,6 +43,17 @@ type Status struct {
 	// PassRunning is set when a pass was running and did not end within
 	// statusWait: the status is as the last pass left it.
 	PassRunning bool `json:"pass_running,omitempty"`
+
+	// pending are the enforced IRQ affinities whose Note is read when the
+	// status is asked for (withNotes), not when a pass keeps it: a pass
+	// should not read a file per IRQ for a status nobody may ask for.
+	pending []pendingIRQ
+}
+
+// pendingIRQ is an enforced IRQ affinity: Enforced[i], IRQ irq, value.
+type pendingIRQ struct {
+	i, irq int
+	value  string
 }
 
 // ReloadResult is what a plan reload did: applied, or rejected with the
@@ -85,15 +96,16 @@ func (ag *Agent) Status() Status {
 			if last := ag.lastStatus.Load(); last != nil {
 				st := *last
 				st.PassRunning = true
-				return st
+				return ag.withNotes(st)
 			}
 			ag.mu.Lock() // no pass has ended yet: wait for the first
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	defer ag.mu.Unlock()
-	return ag.publishStatusLocked()
+	st := ag.publishStatusLocked()
+	ag.mu.Unlock()
+	return ag.withNotes(st)
 }
 
 // publishStatusLocked makes the status with ag.mu held and keeps it for
@@ -101,6 +113,21 @@ func (ag *Agent) Status() Status {
 func (ag *Agent) publishStatusLocked() Status {
 	st := ag.statusLocked()
 	ag.lastStatus.Store(&st)
+	return st
+}
+
+// withNotes fills the notes of st's enforced IRQ affinities from their
+// effective affinity, read now (without the agent's lock), on a copy of
+// st.Enforced: the published status is shared.
+func (ag *Agent) withNotes(st Status) Status {
+	if len(st.pending) == 0 {
+		return st
+	}
+	st.Enforced = append([]Enforced(nil), st.Enforced...)
+	for _, p := range st.pending {
+		st.Enforced[p.i].Note = ag.movePending(p.irq, p.value)
+	}
+	st.pending = nil
 	return st
 }
 
@@ -119,8 +146,11 @@ func (ag *Agent) statusLocked() Status {
 		if f := ag.frozen[setting.Key(c)]; f != nil {
 			continue
 		}
+		if c.Kind == setting.KindIRQAffinity && c.IRQ != nil {
+			st.pending = append(st.pending, pendingIRQ{i: len(st.Enforced), irq: *c.IRQ, value: c.Value})
+		}
 		st.Enforced = append(st.Enforced, Enforced{Setting: string(c.Kind), Target: c.Target, Device: c.Device, Value: c.Value,
-			ValueCPUs: maskList(c.Kind, c.Value), Note: ag.movePending(c)})
+			ValueCPUs: maskList(c.Kind, c.Value)})
 	}
 	for _, f := range ag.frozen {
 		st.Frozen = append(st.Frozen, *f)
