@@ -161,12 +161,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 }
 
-// bootAttempts bounds the boots of one run. Under TCG with many vCPUs,
-// Debian's 6.12 kernel sometimes oopses on an int3 while it patches its
-// own code at boot (static keys: a vCPU runs a breakpoint the patching
-// vCPU already removed), before anything of the lab's ran. Such a boot is
-// the emulator's fault, not the test's: it is booted again. A crash after
-// the script began is never retried.
+// bootAttempts bounds the boots of one run. With a thread per vCPU
+// (IRQPILOT_LAB_TCG=multi), Debian's 6.12 kernel on many vCPUs oopsed on
+// an int3 while it patched its own code, sometimes before anything of the
+// lab's ran (tcgThreads). Such a boot is the emulator's fault, not the
+// test's: it is booted again. A crash after the script began is never
+// retried. On one thread (the default) no such crash was seen.
 const bootAttempts = 3
 
 // crashedBooting reports whether the guest's kernel panicked before the
