@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -242,7 +243,7 @@ func newModel(h *host.Host, l *load.Load, steered []string) *model {
 				v := u.netSoft * r / netRate[c]
 				m.irqNet[q.IRQ][c] = v
 				attributed[c] += v
-				for _, dev := range sortedDevices(devs) {
+				for _, dev := range slices.Sorted(maps.Keys(devs)) {
 					if m.devNet[dev] == nil {
 						m.devNet[dev] = map[int]float64{}
 					}
@@ -366,7 +367,7 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 		for _, c := range sortedCPUs(m.irqNet[n]) {
 			v := m.irqNet[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, net)
-			for _, dev := range sortedDevices(m.lines[n]) {
+			for _, dev := range slices.Sorted(maps.Keys(m.lines[n])) {
 				if devNet[dev] == nil {
 					continue
 				}

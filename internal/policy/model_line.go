@@ -39,14 +39,3 @@ func lineDevices(h *host.Host, l *load.Load, q *host.IRQ) map[string]float64 {
 	}
 	return out
 }
-
-// sortedDevices are a lineDevices map's devices in order: float sums in a
-// fixed order give equal predictions for equal inputs.
-func sortedDevices(m map[string]float64) []string {
-	out := make([]string, 0, len(m))
-	for d := range m {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
-}

@@ -334,8 +334,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // FromPrediction is the measurement a prediction was made from, as far as
-// the prediction keeps it (its before figures and packet rate; the noise
-// is not kept, so NoiseFloor stands for it): the before of a verification
+// the prediction keeps it (its before figures, packet rate and queue
+// shares; the noise is not kept, so NoiseFloor stands for it): the before of a verification
 // made later than the apply (verify --journal).
 func FromPrediction(p *plan.Prediction) Measurement {
 	m := Measurement{CPUs: map[int]Figures{}, Noise: map[int]Figures{}, Traffic: p.TrafficPPS,
