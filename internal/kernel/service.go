@@ -1,11 +1,13 @@
 package kernel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
 )
 
 // ErrNoServiceManager: the machine was not booted with systemd (it is not
@@ -27,13 +29,13 @@ type ServiceManager interface {
 }
 
 // Services returns the service manager of the machine the FS reads: on the
-// live machine systemctl; below any other root one that refuses every call
+// live machine systemd; below any other root one that refuses every call
 // with ErrUnsupported (a snapshot has no services).
 func (f *FS) Services() ServiceManager {
 	if !f.IsLive() {
 		return noServices{}
 	}
-	return Systemctl{}
+	return Systemd{}
 }
 
 type noServices struct{}
@@ -50,43 +52,64 @@ func noServicesErr(verb, unit string) error {
 // it is what sd_booted(3) checks.
 const SystemdRunDir = "/run/systemd/system"
 
-// Systemctl is the ServiceManager of a machine booted with systemd: it
-// runs systemctl(1). When systemd is not running every call returns
-// ErrNoServiceManager without running anything.
-type Systemctl struct {
-	// Bin is the systemctl program; "" looks up "systemctl" in PATH.
-	Bin string
-	// RunDir replaces SystemdRunDir (tests).
+// Systemd is the ServiceManager of a machine booted with systemd. It asks
+// systemd itself over its private socket (go-systemd's dbus package), as
+// systemctl does when run by root: no program is started and no D-Bus
+// daemon is needed. Each call waits until systemd says the job is done.
+// When systemd is not running every call returns ErrNoServiceManager and
+// nothing is asked.
+type Systemd struct {
+	// RunDir is where sd_booted looks; "" is SystemdRunDir.
 	RunDir string
+	// Timeout bounds a call, the job included; 0 is 90 s, systemd's own
+	// default for a unit's stop.
+	Timeout time.Duration
 }
 
-// Start runs systemctl start unit.
-func (s Systemctl) Start(unit string) error { return s.run("start", unit) }
+// Start starts unit and waits for the job (systemctl start).
+func (s Systemd) Start(unit string) error { return s.run("start", unit) }
 
-// Stop runs systemctl stop unit.
-func (s Systemctl) Stop(unit string) error { return s.run("stop", unit) }
+// Stop stops unit and waits for the job (systemctl stop).
+func (s Systemd) Stop(unit string) error { return s.run("stop", unit) }
 
-// TryRestart runs systemctl try-restart unit.
-func (s Systemctl) TryRestart(unit string) error { return s.run("try-restart", unit) }
+// TryRestart restarts unit if it runs (systemctl try-restart).
+func (s Systemd) TryRestart(unit string) error { return s.run("try-restart", unit) }
 
-func (s Systemctl) run(verb, unit string) error {
+func (s Systemd) run(verb, unit string) error {
 	dir := s.RunDir
 	if dir == "" {
 		dir = SystemdRunDir
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("systemctl %s %s: %w (no %s)", verb, unit, ErrNoServiceManager, dir)
+		return fmt.Errorf("%s %s: %w (no %s)", verb, unit, ErrNoServiceManager, dir)
 	}
-	bin := s.Bin
-	if bin == "" {
-		bin = "systemctl"
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 90 * time.Second
 	}
-	out, err := exec.Command(bin, verb, unit).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := sddbus.NewSystemdConnectionContext(ctx)
 	if err != nil {
-		if msg := strings.TrimSpace(string(out)); msg != "" {
-			return fmt.Errorf("systemctl %s %s: %v: %s", verb, unit, err, msg)
-		}
-		return fmt.Errorf("systemctl %s %s: %w", verb, unit, err)
+		return fmt.Errorf("%s %s: connecting to systemd: %w", verb, unit, err)
 	}
-	return nil
+	defer conn.Close()
+	job := map[string]func(context.Context, string, string, chan<- string) (int, error){
+		"start":       conn.StartUnitContext,
+		"stop":        conn.StopUnitContext,
+		"try-restart": conn.TryRestartUnitContext,
+	}[verb]
+	done := make(chan string, 1) // buffered: systemd's answer never blocks the connection
+	if _, err := job(ctx, unit, "replace", done); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, unit, err)
+	}
+	select {
+	case result := <-done:
+		if result != "done" {
+			return fmt.Errorf("%s %s: systemd's job ended %q", verb, unit, result)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s %s: no answer from systemd in %v", verb, unit, timeout)
+	}
 }

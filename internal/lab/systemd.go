@@ -36,7 +36,11 @@ var fleetPackages = []string{"openssh-server", "python3-apt", "sudo", "memcached
 // PrepareRootfs returns the cached Debian root file system, building it
 // with mmdebstrap the first time (about two minutes).
 func PrepareRootfs(cache string, log io.Writer) (string, error) {
-	return prepareRootfs(cache, "rootfs-"+rootfsSuite, rootfsPackages, log)
+	// irqbalance: the guest stops and starts its unit through systemd.
+	// The fleet's guests go without it, so nothing moves their IRQs
+	// behind the plans they are given.
+	pkgs := append(append([]string(nil), rootfsPackages...), "irqbalance")
+	return prepareRootfs(cache, "rootfs-"+rootfsSuite, pkgs, log)
 }
 
 // PrepareFleetRootfs returns the cached root of the fleet's guests: the
