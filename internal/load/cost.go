@@ -1,6 +1,9 @@
 package load
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/irqpilot/irqpilot/internal/kernel/bpfcost"
 )
 
@@ -101,9 +104,11 @@ func estimatedCost(l *Load) {
 		cl := &l.CPUs[i]
 		cl.HardirqTime = cl.IRQ / 100
 		cl.SoftirqTime = map[string]float64{}
+		// Summed in name order: a float sum in map order differs in its
+		// last digits from run to run, and so would the output.
 		var n float64
-		for _, v := range cl.Softirqs {
-			n += v
+		for _, name := range slices.Sorted(maps.Keys(cl.Softirqs)) {
+			n += cl.Softirqs[name]
 		}
 		for name, v := range cl.Softirqs {
 			if n > 0 {
@@ -116,7 +121,8 @@ func estimatedCost(l *Load) {
 	for i := range l.IRQs {
 		r := &l.IRQs[i]
 		r.TimePerCPU = map[int]float64{}
-		for cpu, rate := range r.PerCPU {
+		for _, cpu := range slices.Sorted(maps.Keys(r.PerCPU)) {
+			rate := r.PerCPU[cpu]
 			cl := l.CPU(cpu)
 			if cl == nil || cl.Interrupts <= 0 {
 				continue
