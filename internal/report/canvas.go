@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"strconv"
 
+	"github.com/irqpilot/irqpilot/internal/outfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -38,12 +38,12 @@ func SavePlots(path string, w, h vg.Length, plots ...*plot.Plot) error {
 	for i, p := range plots {
 		drawPlot(p, cs[0][i])
 	}
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return err
 	}
 	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
+		f.Abort()
 		return err
 	}
 	return f.Close()
