@@ -45,6 +45,7 @@ type agentOptions struct {
 	pingPongWindow time.Duration
 	keepJournals   int
 	adaptOpts      agent.AdaptOptions
+	fs             *kernel.FS
 }
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
@@ -71,15 +72,7 @@ descriptors.
 Exit status: 0 stopped by a signal, 2 bad input or a failure before anything
 was changed (state directory, --listen address, status socket).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.deviceGiven = cmd.Flags().Changed("device")
-			for _, name := range adaptOnlyFlags {
-				if cmd.Flags().Changed(name) {
-					o.adaptOnlyGiven = append(o.adaptOnlyGiven, "--"+name)
-				}
-			}
-			return o.run(cmd.ErrOrStderr())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	stateDirFlag(cmd, &o.stateDir)
@@ -113,7 +106,7 @@ was changed (state directory, --listen address, status socket).`,
 func (o *agentOptions) logger(w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %v", o.logLevel, err)
+		return nil, flagErrorf("--log-level", "--log-level %q: %v", o.logLevel, err)
 	}
 	ho := &slog.HandlerOptions{Level: lvl}
 	switch o.logFormat {
@@ -122,27 +115,49 @@ func (o *agentOptions) logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, ho)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", o.logFormat)
+	return nil, flagErrorf("--log-format", "--log-format %q: use text or json", o.logFormat)
 }
 
-func (o *agentOptions) run(errOut io.Writer) error {
-	bad := func(err error) error { return &exitError{code: 2, err: err} }
+// complete notes which of --device and the --adapt-* flags were given,
+// and takes the machine (--root) to enforce.
+func (o *agentOptions) complete(cmd *cobra.Command, _ []string) error {
+	o.deviceGiven = cmd.Flags().Changed("device")
+	o.adaptOnlyGiven = nil
+	for _, name := range adaptOnlyFlags {
+		if cmd.Flags().Changed(name) {
+			o.adaptOnlyGiven = append(o.adaptOnlyGiven, "--"+name)
+		}
+	}
+	o.fs = kernel.New(o.g.root)
+	return nil
+}
+
+// validate refuses what the agent cannot run with (exit status 2).
+func (o *agentOptions) validate() error {
 	if o.g.snapshot != "" {
-		return bad(errors.New("agent writes kernel settings; it cannot run on a --snapshot"))
+		return flagErrorf("--snapshot", "agent writes kernel settings; it cannot run on a --snapshot")
 	}
 	if err := o.check(); err != nil {
-		return bad(err)
+		return err
 	}
+	if _, err := o.logger(io.Discard); err != nil {
+		return err
+	}
+	if o.interval < 10*time.Millisecond {
+		return flagErrorf("--interval", "--interval %s is too short (at least 10ms)", o.interval)
+	}
+	return nil
+}
+
+func (o *agentOptions) run(_ context.Context, _, errOut io.Writer) error {
+	bad := func(err error) error { return &exitError{code: 2, err: err} }
 	log, err := o.logger(errOut)
 	if err != nil {
 		return bad(err)
 	}
-	fs := kernel.New(o.g.root)
+	fs := o.fs
 	if fs.IsLive() && os.Geteuid() != 0 {
 		return bad(errors.New("agent must run as root to write /proc/irq and /sys/class/net (nothing was changed)"))
-	}
-	if o.interval < 10*time.Millisecond {
-		return bad(fmt.Errorf("--interval %s is too short (at least 10ms)", o.interval))
 	}
 	ag, err := agent.New(agent.Options{
 		App: o.app, Devices: o.devices,
@@ -208,7 +223,7 @@ var adaptOnlyFlags = []string{"adapt-persist", "adapt-window", "adapt-dwell", "a
 func (o *agentOptions) check() error {
 	var errs []error
 	if strings.TrimSpace(o.stateDir) == "" {
-		errs = append(errs, errors.New("--state-dir is empty; give the state directory (default "+apply.DefaultStateDir+")"))
+		errs = append(errs, flagErrorf("--state-dir", "--state-dir is empty; give the state directory (default %s)", apply.DefaultStateDir))
 	}
 	for _, f := range []struct {
 		name string
@@ -216,7 +231,7 @@ func (o *agentOptions) check() error {
 	}{{"--keep-journals", o.keepJournals}, {"--pingpong-limit", o.pingPongLimit}, {"--adapt-persist", o.adaptOpts.Persist},
 		{"--adapt-window", o.adaptOpts.Window}, {"--adapt-budget", o.adaptOpts.MaxPerHour}} {
 		if f.v < 1 {
-			errs = append(errs, fmt.Errorf("%s %d: must be at least 1", f.name, f.v))
+			errs = append(errs, flagErrorf(f.name, "%s %d: must be at least 1", f.name, f.v))
 		}
 	}
 	for _, f := range []struct {
@@ -224,39 +239,43 @@ func (o *agentOptions) check() error {
 		v    time.Duration
 	}{{"--pingpong-window", o.pingPongWindow}, {"--adapt-dwell", o.adaptOpts.MinDwell}} {
 		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("%s %s: must not be negative", f.name, f.v))
+			errs = append(errs, flagErrorf(f.name, "%s %s: must not be negative", f.name, f.v))
 		}
 	}
 	if o.withDefaultRt && len(o.devices) > 0 {
-		errs = append(errs, errors.New("--include-default-route goes without --device: a --device list already says which NICs are in scope"))
+		errs = append(errs, flagErrorf("--include-default-route", "--include-default-route goes without --device: a --device list already says which NICs are in scope"))
 	}
 	if o.planFile != "" && !o.adapt && (o.withDefaultRt || o.machineWide) {
-		errs = append(errs, errors.New("--include-default-route and --machine-wide shape the plans --policy and --adapt make; with --plan FILE and no --adapt the file alone says what is in scope"))
+		name := "--machine-wide"
+		if o.withDefaultRt {
+			name = "--include-default-route"
+		}
+		errs = append(errs, flagErrorf(name, "--include-default-route and --machine-wide shape the plans --policy and --adapt make; with --plan FILE and no --adapt the file alone says what is in scope"))
 	}
 	if o.planFile != "" && !o.adapt {
 		if o.deviceGiven && len(o.devices) > 0 {
-			errs = append(errs, errors.New("--device shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored (the file alone says what is in scope)"))
+			errs = append(errs, flagErrorf("--device", "--device shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored (the file alone says what is in scope)"))
 		}
 		if o.app != "" {
-			errs = append(errs, errors.New("--app shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored (pin the application in the plan's apps)"))
+			errs = append(errs, flagErrorf("--app", "--app shapes the plans --policy and --adapt make; with --plan FILE and no --adapt it would be ignored (pin the application in the plan's apps)"))
 		}
 	}
 	if !o.adapt {
 		for _, name := range o.adaptOnlyGiven {
-			errs = append(errs, fmt.Errorf("%s is used only with --adapt; without it it would be ignored", name))
+			errs = append(errs, flagErrorf(name, "%s is used only with --adapt; without it it would be ignored", name))
 		}
 	}
 	if o.deviceGiven && len(o.devices) == 0 {
-		errs = append(errs, agent.CheckDeviceName(""))
+		errs = append(errs, &flagError{flag: "--device", err: agent.CheckDeviceName("")})
 	}
 	for _, d := range o.devices {
 		if err := agent.CheckDeviceName(d); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &flagError{flag: "--device", err: err})
 		}
 	}
 	if q := o.adaptOpts.MetricQuery; q != "" {
 		if err := agent.CheckMetricQuery(q); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &flagError{flag: "--adapt-metric-query", err: err})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

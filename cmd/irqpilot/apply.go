@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -27,6 +28,17 @@ type applyOptions struct {
 	verify   verifyFlags
 	// ignoreAgent: apply even though an agent uses the state directory.
 	ignoreAgent bool
+	fs          *kernel.FS
+}
+
+// applyResult is what apply did: the outcome, the error it ended with
+// (printed with the outcome: the exit status tells rolled back from
+// refused) and, with --verify, the verification.
+type applyResult struct {
+	res *apply.Outcome
+	err error
+	ver *pendingVerification
+	v   *verificationJSON
 }
 
 // applyJSON is `apply --json` (docs/json.md).
@@ -98,10 +110,7 @@ Exit status: 0 applied (or nothing to do) and, with --verify, confirmed;
 1 failed and rolled back; 2 error before anything was written; with
 --verify, after the change was applied: 3 missed, 4 worse, 5 inconclusive.`,
 		Args: exactArgs(1, "a plan file (make one with 'irqpilot plan -o plan.yaml')"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.planFile = args[0]
-			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE: runE(o),
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "show what would change and write no setting")
@@ -114,19 +123,33 @@ Exit status: 0 applied (or nothing to do) and, with --verify, confirmed;
 	return cmd
 }
 
-func (o *applyOptions) run(out, errOut io.Writer) error {
+// complete takes the plan argument and the machine (--root) to change.
+func (o *applyOptions) complete(_ *cobra.Command, args []string) error {
+	o.planFile = args[0]
+	o.fs = kernel.New(o.g.root)
+	return nil
+}
+
+func (o *applyOptions) validate() error {
 	if o.g.snapshot != "" {
-		return fmt.Errorf("apply writes kernel settings; it cannot run on a --snapshot")
-	}
-	fs := kernel.New(o.g.root)
-	if fs.IsLive() && os.Geteuid() != 0 && !o.dryRun {
-		return fmt.Errorf("apply must run as root to write /proc/irq and /sys/class/net (nothing was changed); use --dry-run to see what would change")
+		return flagErrorf("--snapshot", "apply writes kernel settings; it cannot run on a --snapshot")
 	}
 	if err := o.verify.check(); err != nil {
 		return err
 	}
-	if o.verify.window < 0 || (o.verify.window > 0 && o.dryRun) || (o.verify.revertIf != "" && o.verify.window == 0) {
-		return fmt.Errorf("--verify takes a positive duration, does not go with --dry-run, and --revert-if needs it")
+	const msg = "--verify takes a positive duration, does not go with --dry-run, and --revert-if needs it"
+	switch {
+	case o.verify.window < 0, o.verify.window > 0 && o.dryRun:
+		return flagErrorf("--verify", msg)
+	case o.verify.revertIf != "" && o.verify.window == 0:
+		return flagErrorf("--revert-if", msg)
+	}
+	return nil
+}
+
+func (o *applyOptions) run(_ context.Context, out, errOut io.Writer) error {
+	if o.fs.IsLive() && os.Geteuid() != 0 && !o.dryRun {
+		return fmt.Errorf("apply must run as root to write /proc/irq and /sys/class/net (nothing was changed); use --dry-run to see what would change")
 	}
 	if !o.dryRun && !o.ignoreAgent {
 		if err := besideAgent("apply", o.stateDir); err != nil {
@@ -137,20 +160,38 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 			return err
 		}
 	}
-	data, err := plan.ReadFile(o.planFile)
+	r, err := o.converge(errOut)
 	if err != nil {
 		return err
 	}
+	if o.dryRun {
+		return o.renderDryRun(out, r)
+	}
+	if werr := o.render(out, r); werr != nil && r.err == nil {
+		return werr
+	}
+	return r.exit()
+}
+
+// converge reads the plan, measures before the change (--verify), applies
+// it and measures after. An error it returns was not printed with an
+// outcome.
+func (o *applyOptions) converge(errOut io.Writer) (*applyResult, error) {
+	fs := o.fs
+	data, err := plan.ReadFile(o.planFile)
+	if err != nil {
+		return nil, err
+	}
 	p, err := plan.Parse(o.planFile, data)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Read without writing: the managed-IRQ probe (a write of each IRQ's
 	// own affinity) runs only after the plan passed validation against
 	// this host, and only for the IRQs it will change (Converge).
 	h, err := readHostWith(fs, false, o.stateDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a := apply.New(fs, o.stateDir)
 	sum := sha256.Sum256(data)
@@ -158,7 +199,7 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	var ver *pendingVerification
 	if o.verify.window > 0 {
 		if ver, err = o.beforeChange(fs, h, p); err != nil {
-			return &exitError{code: 2, err: err}
+			return nil, &exitError{code: 2, err: err}
 		}
 		defer ver.meter.close()
 		meta.Prediction = ver.pred
@@ -174,70 +215,33 @@ func (o *applyOptions) run(out, errOut io.Writer) error {
 	notePendingMoves(h, res.Entries)
 	if o.dryRun {
 		if err != nil {
-			return &exitError{code: 2, err: err}
+			return nil, &exitError{code: 2, err: err}
 		}
-		if o.g.json {
-			return writeJSON(out, dryRunJSON{DryRun: true, Entries: nonNil(res.Entries), NotPresent: res.NotPresent, Leftovers: nonNil(res.Leftovers)})
-		}
-		printEntries(out, res.Entries, true)
-		for _, d := range res.NotPresent {
-			fmt.Fprintf(out, "not present yet: %s\n", d)
-		}
-		printLeftovers(out, res.Leftovers, o.replace, true)
-		return nil
+		return &applyResult{res: res}, nil
 	}
-	var v *verificationJSON
+	r := &applyResult{res: res, err: err, ver: ver}
 	if ver != nil && err == nil {
 		if res.Journal == nil {
 			ver.note = "nothing changed, so there is nothing to verify"
-		} else if v, err = o.afterChange(a, ver, res); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("applied (journal %s), but the verification failed: %w", res.Journal.ID, err)}
+		} else if r.v, err = o.afterChange(a, ver, res); err != nil {
+			return nil, &exitError{code: 2, err: fmt.Errorf("applied (journal %s), but the verification failed: %w", res.Journal.ID, err)}
 		}
 	}
-	if o.g.json {
-		j := applyJSON{Verification: v, Entries: nonNil(res.Entries), Changed: res.Changed, Unchanged: res.Unchanged, Skipped: res.Skipped,
-			Error: errString(err), NotPresent: res.NotPresent, Leftovers: nonNil(res.Leftovers)}
-		if res.Journal != nil {
-			j.Journal = res.Journal.ID
-		}
-		if werr := writeJSON(out, j); err == nil && werr != nil {
-			return werr
-		}
-	} else {
-		if len(res.Entries) > 0 {
-			printEntries(out, res.Entries, false)
-		}
-		switch {
-		case err != nil:
-		case res.Journal == nil:
-			fmt.Fprintf(out, "nothing to change: the plan is already in force (%d settings checked, %d skipped)\n", res.Unchanged, res.Skipped)
-		default:
-			fmt.Fprintf(out, "applied: %d changed, %d already so, %d skipped; journal %s (undo: %s)\n",
-				res.Changed, res.Unchanged, res.Skipped, res.Journal.ID, undoCommand(o.stateDir, res.Journal.ID, res.Journal.NetNS))
-		}
-		for _, d := range res.NotPresent {
-			fmt.Fprintf(out, "not present yet: %s (applied when it appears)\n", d)
-		}
-		printLeftovers(out, res.Leftovers, o.replace, false)
-		if v != nil {
-			printVerification(out, v, ver.meter.note)
-			if v.Reverted {
-				fmt.Fprintf(out, "reverted: journal %s (--revert-if %s); the settings are as they were before the change\n", res.Journal.ID, o.verify.revertIf)
-			}
-		} else if ver != nil && ver.note != "" {
-			fmt.Fprintf(out, "verification: %s\n", ver.note)
-		}
-	}
-	if err != nil {
+	return r, nil
+}
+
+// exit is apply's exit status for r.
+func (r *applyResult) exit() error {
+	if r.err != nil {
 		// 1: something was written and then rolled back; 2: refused
 		// before the first write (lock held, unreadable value…).
-		if res.Journal == nil {
-			return &exitError{code: 2, err: err}
+		if r.res.Journal == nil {
+			return &exitError{code: 2, err: r.err}
 		}
-		return &exitError{code: 1, err: err}
+		return &exitError{code: 1, err: r.err}
 	}
-	if v != nil {
-		return verdictExit(v.Verdict)
+	if r.v != nil {
+		return verdictExit(r.v.Verdict)
 	}
 	return nil
 }

@@ -103,3 +103,55 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// renderDryRun prints what apply --dry-run would change.
+func (o *applyOptions) renderDryRun(out io.Writer, r *applyResult) error {
+	res := r.res
+	if o.g.json {
+		return writeJSON(out, dryRunJSON{DryRun: true, Entries: nonNil(res.Entries), NotPresent: res.NotPresent, Leftovers: nonNil(res.Leftovers)})
+	}
+	printEntries(out, res.Entries, true)
+	for _, d := range res.NotPresent {
+		fmt.Fprintf(out, "not present yet: %s\n", d)
+	}
+	printLeftovers(out, res.Leftovers, o.replace, true)
+	return nil
+}
+
+// render prints what apply changed, its error and its verification; the
+// error is that of writing the JSON.
+func (o *applyOptions) render(out io.Writer, r *applyResult) error {
+	res, v, ver := r.res, r.v, r.ver
+	if o.g.json {
+		j := applyJSON{Verification: v, Entries: nonNil(res.Entries), Changed: res.Changed, Unchanged: res.Unchanged, Skipped: res.Skipped,
+			Error: errString(r.err), NotPresent: res.NotPresent, Leftovers: nonNil(res.Leftovers)}
+		if res.Journal != nil {
+			j.Journal = res.Journal.ID
+		}
+		return writeJSON(out, j)
+	}
+	if len(res.Entries) > 0 {
+		printEntries(out, res.Entries, false)
+	}
+	switch {
+	case r.err != nil:
+	case res.Journal == nil:
+		fmt.Fprintf(out, "nothing to change: the plan is already in force (%d settings checked, %d skipped)\n", res.Unchanged, res.Skipped)
+	default:
+		fmt.Fprintf(out, "applied: %d changed, %d already so, %d skipped; journal %s (undo: %s)\n",
+			res.Changed, res.Unchanged, res.Skipped, res.Journal.ID, undoCommand(o.stateDir, res.Journal.ID, res.Journal.NetNS))
+	}
+	for _, d := range res.NotPresent {
+		fmt.Fprintf(out, "not present yet: %s (applied when it appears)\n", d)
+	}
+	printLeftovers(out, res.Leftovers, o.replace, false)
+	if v != nil {
+		printVerification(out, v, ver.meter.note)
+		if v.Reverted {
+			fmt.Fprintf(out, "reverted: journal %s (--revert-if %s); the settings are as they were before the change\n", res.Journal.ID, o.verify.revertIf)
+		}
+	} else if ver != nil && ver.note != "" {
+		fmt.Fprintf(out, "verification: %s\n", ver.note)
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/outfile"
 
 	"github.com/spf13/cobra"
 
@@ -35,6 +37,8 @@ type benchOptions struct {
 	markdown    string
 	cost        string
 	tolerance   float64
+	// configsGiven: --configs was given (--predictions: else every policy).
+	configsGiven bool
 }
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
@@ -81,9 +85,7 @@ inconclusive); then the change is reverted. --markdown FILE writes the error
 table into FILE's generated section (docs/benchmarks.md); --from A.json,B.json
 prints saved campaigns again.`, 100*stats.Confidence, 100*(1-stats.Confidence), stats.MinRuns, 100*stats.Confidence, bench.SaturatedIdlePct),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.Flags().Changed)
-		},
+		RunE: runE(o),
 	}
 	o.wf.add(cmd.Flags())
 	cmd.Flags().StringVar(&o.configs, "configs", "default,irqbalance,rps-spread", "comma-separated configurations (spec: configurations use + between CPUs; A&B measures two together, e.g. spec:app=1&napi:threaded=1)")
@@ -102,26 +104,44 @@ prints saved campaigns again.`, 100*stats.Confidence, 100*(1-stats.Confidence), 
 	return cmd
 }
 
-func (o *benchOptions) run(out, errOut io.Writer, changed func(string) bool) error {
+// complete notes whether --configs was given and, for --predictions,
+// defaults --rounds to one verified change per policy.
+func (o *benchOptions) complete(cmd *cobra.Command, _ []string) error {
+	o.configsGiven = cmd.Flags().Changed("configs")
+	if o.predictions && !cmd.Flags().Changed("rounds") {
+		o.rounds = 1
+	}
+	return nil
+}
+
+func (o *benchOptions) validate() error {
 	if o.predictions {
-		if o.sweep != "" || o.aa || o.chart != "" || o.baseline != "" {
-			return &exitError{code: 2, err: fmt.Errorf("--predictions checks the model: --sweep, --aa, --chart and --baseline compare configurations")}
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--sweep", o.sweep != ""}, {"--aa", o.aa}, {"--chart", o.chart != ""}, {"--baseline", o.baseline != ""}} {
+			if f.set {
+				return flagErrorf(f.name, "--predictions checks the model: --sweep, --aa, --chart and --baseline compare configurations")
+			}
 		}
-		if !changed("rounds") {
-			o.rounds = 1 // one verified change per policy
-		}
-		return o.runPredictions(out, errOut, changed("configs"))
+		return nil
 	}
-	if o.markdown != "" {
-		return &exitError{code: 2, err: fmt.Errorf("--markdown writes --predictions' table")}
+	switch {
+	case o.markdown != "":
+		return flagErrorf("--markdown", "--markdown writes --predictions' table")
+	case o.from != "" && o.sweep != "":
+		return flagErrorf("--sweep", "--sweep measures; --from measures nothing")
+	case o.from != "" && o.aa:
+		return flagErrorf("--aa", "--aa measures a twin; --from measures nothing")
 	}
-	if o.from != "" && o.sweep != "" {
-		return &exitError{code: 2, err: fmt.Errorf("--sweep measures; --from measures nothing")}
+	return nil
+}
+
+func (o *benchOptions) run(_ context.Context, out, errOut io.Writer) error {
+	if o.predictions {
+		return o.runPredictions(out, errOut)
 	}
 	if o.from != "" {
-		if o.aa {
-			return &exitError{code: 2, err: fmt.Errorf("--aa measures a twin; --from measures nothing")}
-		}
 		b, err := os.ReadFile(o.from)
 		if err != nil {
 			return &exitError{code: 2, err: err}
@@ -135,7 +155,7 @@ func (o *benchOptions) run(out, errOut io.Writer, changed func(string) bool) err
 	if o.sweep != "" {
 		return o.runSweep(out, errOut)
 	}
-	configs, err := o.configList()
+	configs, baseline, err := o.configList()
 	if err != nil {
 		return err
 	}
@@ -145,7 +165,7 @@ func (o *benchOptions) run(out, errOut io.Writer, changed func(string) bool) err
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	rep, err := bench.Bench(ctx, r, o.baseline)
+	rep, err := bench.Bench(ctx, r, baseline)
 	if rep != nil {
 		if werr := o.writeReport(out, rep); werr != nil {
 			err = joinErr(err, werr)
@@ -191,7 +211,7 @@ func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(out, b, 0o644); err != nil {
+		if err := outfile.Write(out, b); err != nil {
 			return err
 		}
 	}
@@ -206,84 +226,19 @@ func (o *benchOptions) writeReport(w io.Writer, rep *bench.Report) error {
 	return rep.WriteTable(w)
 }
 
-// runSweep runs the bench once per value of --sweep and writes the sweep
-// (JSON to --output, the curve to --chart, the tables to out).
-func (o *benchOptions) runSweep(out, errOut io.Writer) error {
-	param, values, err := bench.ParseSweep(o.sweep)
-	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("--sweep: %w", err)}
-	}
-	configs, err := o.configList()
-	if err != nil {
-		return err
-	}
-	mk := func(v int) (*bench.Runner, error) {
-		wf := o.wf
-		switch param {
-		case "connections":
-			wf.net.Connections = v
-		}
-		return wf.runner(configs, o.rounds, o.duration, errOut)
-	}
-	for _, v := range values { // every value's flags checked before anything starts
-		if _, err := mk(v); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--sweep %s=%d: %w", param, v, err)}
-		}
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	sw, err := bench.RunSweep(ctx, param, values, o.baseline, mk, func(format string, args ...any) {
-		fmt.Fprintf(errOut, format+"\n", args...)
-	})
-	if sw != nil && len(sw.Points) > 0 {
-		if werr := o.writeSweep(out, sw); werr != nil {
-			err = joinErr(err, werr)
-		}
-		for _, p := range sw.Points {
-			if !p.Report.Restored && len(p.Report.Diff) > 0 {
-				err = joinErr(err, fmt.Errorf("%s=%d: machine not restored: %d values differ", param, p.Value, len(p.Report.Diff)))
-			}
-		}
-	}
-	return err
-}
-
-func (o *benchOptions) writeSweep(w io.Writer, sw *bench.Sweep) error {
-	if o.output != "" {
-		b, err := json.MarshalIndent(sw, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.output, b, 0o644); err != nil {
-			return err
-		}
-	}
-	if o.chart != "" {
-		if err := report.SweepChart(sw, o.chart); err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-	}
-	if o.g.json {
-		return writeJSONLine(w, sw)
-	}
-	return sw.WriteTable(w)
-}
-
 // configList is --configs with --baseline resolved to one of them and,
 // with --aa, the baseline's A/A twin added. It runs before anything
 // starts: a --baseline typo would otherwise measure every run and compare
 // none.
-func (o *benchOptions) configList() ([]string, error) {
-	configs := splitConfigs(o.configs)
+func (o *benchOptions) configList() (configs []string, baseline string, err error) {
+	configs = splitConfigs(o.configs)
 	if o.baseline != "" {
-		b, err := bench.FindConfig(configs, o.baseline)
-		if err != nil {
-			return nil, &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
+		if baseline, err = bench.FindConfig(configs, o.baseline); err != nil {
+			return nil, "", &exitError{code: 2, err: fmt.Errorf("--baseline: %w", err)}
 		}
-		o.baseline = b
 	}
 	if o.aa {
-		configs = bench.WithTwin(configs, o.baseline)
+		configs = bench.WithTwin(configs, baseline)
 	}
-	return configs, nil
+	return configs, baseline, nil
 }

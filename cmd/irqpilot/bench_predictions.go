@@ -9,6 +9,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/outfile"
 	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/verify"
 )
@@ -18,7 +19,7 @@ import (
 // the workload; or, with --from, saved campaigns (one JSON per workload,
 // comma-separated) printed again and, with --markdown, written into a
 // document's generated section.
-func (o *benchOptions) runPredictions(out, errOut io.Writer, configsSet bool) error {
+func (o *benchOptions) runPredictions(out, errOut io.Writer) error {
 	var reps []*bench.PredictionReport
 	if o.from != "" {
 		for _, f := range strings.Split(o.from, ",") {
@@ -35,7 +36,7 @@ func (o *benchOptions) runPredictions(out, errOut io.Writer, configsSet bool) er
 		return o.writePredictions(out, reps)
 	}
 	policies := policy.PolicyNames()
-	if configsSet {
+	if o.configsGiven {
 		policies = splitConfigs(o.configs)
 	}
 	r, err := o.wf.runner(nil, o.rounds, o.duration, errOut)
@@ -70,7 +71,7 @@ func (o *benchOptions) writePredictions(w io.Writer, reps []*bench.PredictionRep
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(o.output, b, 0o644); err != nil {
+		if err := outfile.Write(o.output, b); err != nil {
 			return err
 		}
 	}
@@ -80,7 +81,7 @@ func (o *benchOptions) writePredictions(w io.Writer, reps []*bench.PredictionRep
 			return err
 		}
 		updated := bench.ReplacePredictionsSection(string(doc), bench.PredictionMarkdown(reps))
-		if err := os.WriteFile(o.markdown, []byte(updated), 0o644); err != nil {
+		if err := outfile.Write(o.markdown, []byte(updated)); err != nil {
 			return err
 		}
 	}

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,11 +12,13 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/outfile"
 )
 
 // captureOptions are capture's flags.
 type captureOptions struct {
-	g            *globalFlags
+	g *globalFlags
+	input
 	output       string
 	redact       bool
 	probeManaged bool
@@ -47,13 +49,7 @@ Facts learned without a file (ethtool settings, which IRQs the kernel
 manages) are stored under irqpilot/ in the archive. With --json, prints what
 was archived and the model the capture was made from.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			if o.output == "-" {
-				out = cmd.ErrOrStderr()
-			}
-			return o.run(out)
-		},
+		RunE: runE(o),
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the snapshot to `FILE.tar.gz` (- for standard output)")
 	addProbeManagedFlag(cmd, &o.probeManaged)
@@ -61,20 +57,31 @@ was archived and the model the capture was made from.`,
 	return cmd
 }
 
-// run captures; out is where the summary goes (not the archive's stdout).
-func (o *captureOptions) run(out io.Writer) error {
+// complete opens the machine to capture.
+func (o *captureOptions) complete(*cobra.Command, []string) error { return o.open(o.g) }
+
+func (o *captureOptions) validate() error {
 	if o.output == "" {
-		return fmt.Errorf("capture: -o FILE.tar.gz is required")
+		return flagErrorf("-o", "capture: -o FILE.tar.gz is required")
 	}
-	fs, cleanup, err := o.g.openFS()
+	return nil
+}
+
+// run captures; the summary goes to out, or to errOut when the archive
+// does (-o -).
+func (o *captureOptions) run(_ context.Context, out, errOut io.Writer) error {
+	if o.output == "-" {
+		out = errOut
+	}
+	h, res, err := captureTo(o.fs, o.output, o.probeManaged, capture.Options{RedactCmdline: o.redact})
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	h, res, err := captureTo(fs, o.output, o.probeManaged, capture.Options{RedactCmdline: o.redact})
-	if err != nil {
-		return err
-	}
+	return o.render(out, h, res)
+}
+
+// render prints what was archived (with --json, and the model).
+func (o *captureOptions) render(out io.Writer, h *host.Host, res *capture.Result) error {
 	if o.g.json {
 		return writeJSON(out, captureResultJSON{o.output, res, h})
 	}
@@ -108,23 +115,17 @@ func captureTo(fs *kernel.FS, output string, probe bool, copts capture.Options) 
 		res, err := capture.WriteWith(os.Stdout, fs, copts)
 		return h, res, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(output), ".irqpilot-capture-*")
+	f, err := outfile.Create(output)
 	if err != nil {
 		return nil, nil, fmt.Errorf("capture: %w", err)
 	}
-	res, err := capture.WriteWith(tmp, fs, copts)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), output)
-	}
+	res, err := capture.WriteWith(f, fs, copts)
 	if err != nil {
-		os.Remove(tmp.Name())
+		f.Abort()
 		return nil, nil, fmt.Errorf("capture %s: %w", output, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, nil, fmt.Errorf("capture: %w", err)
 	}
 	return h, res, nil
 }

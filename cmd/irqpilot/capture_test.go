@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	goldenfile "github.com/irqpilot/irqpilot/internal/golden"
@@ -417,5 +418,29 @@ func TestSnapshotWarningsReachStderr(t *testing.T) {
 	// The committed snapshot itself is clean: no warning.
 	if _, stderr, err := runIrqpilot(t, "inventory", "--snapshot", filepath.Join(snapshotsDir, "this-machine.tar.gz")); err != nil || strings.Contains(stderr, "warning: snapshot") {
 		t.Errorf("clean snapshot: %v\n%s", err, stderr)
+	}
+}
+
+// `capture -o` to a pipe (as to /dev/null or /dev/stdout) writes through it
+// and leaves it a pipe: an output is renamed into place only over a
+// regular file, never over a device or a FIFO.
+func TestCaptureToFIFOKeepsIt(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "out")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		got <- b
+	}()
+	invRun(t, "--root", filepath.Join(sharedFixtures, "node_exporter"), "capture", "-o", fifo)
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		// (The reader stays blocked on the replaced FIFO: nothing wrote it.)
+		t.Fatalf("the FIFO is now %v (%v)", fi.Mode(), err)
+	}
+	b := <-got
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("the reader got %d bytes, not a gzip archive", len(b))
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -25,7 +26,8 @@ func newCoalesceCmd(g *globalFlags) *cobra.Command {
 
 // coalesceShowOptions are `coalesce show`'s flags.
 type coalesceShowOptions struct {
-	g        *globalFlags
+	g *globalFlags
+	input
 	perQueue bool
 }
 
@@ -55,23 +57,21 @@ func newCoalesceShowCmd(g *globalFlags) *cobra.Command {
 		Use:   "show",
 		Short: "List every NIC's interrupt coalescing settings (ethtool -c)",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE:  runE(o),
 	}
 	cmd.Flags().BoolVar(&o.perQueue, "per-queue", false, "also read each queue's coalescing (ETHTOOL_PERQUEUE; live machine, root, drivers that support it)")
 	return cmd
 }
 
-func (o *coalesceShowOptions) run(w io.Writer) error {
-	fs, done, err := o.g.openFS()
+// complete opens the machine whose NICs are shown.
+func (o *coalesceShowOptions) complete(*cobra.Command, []string) error { return o.open(o.g) }
+
+func (o *coalesceShowOptions) run(_ context.Context, w, _ io.Writer) error {
+	h, err := host.Read(o.fs, host.Options{})
 	if err != nil {
 		return err
 	}
-	defer done()
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		return err
-	}
-	nics := coalesceShow(fs, h, o.perQueue)
+	nics := coalesceShow(o.fs, h, o.perQueue)
 	if o.g.json {
 		return writeJSON(w, coalesceShowListJSON{nics})
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,8 @@ import (
 
 // coalesceNVMeOptions are `coalesce nvme`'s flags.
 type coalesceNVMeOptions struct {
-	g         *globalFlags
+	g *globalFlags
+	input
 	dryRun    bool
 	epoch     time.Duration
 	count     int
@@ -39,7 +41,7 @@ sent stays on the controller after irqpilot exits; it is not journaled or
 restored (set it back with --dry-run=false at low load, which turns
 coalescing off, or with nvme-cli).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.dryRun, "dry-run", true, "print decisions without sending commands (--dry-run=false to apply, needs root)")
@@ -52,18 +54,26 @@ coalescing off, or with nvme-cli).`,
 	return cmd
 }
 
-func (o *coalesceNVMeOptions) run(w io.Writer) error {
+// complete opens the machine whose controllers are driven.
+func (o *coalesceNVMeOptions) complete(*cobra.Command, []string) error { return o.open(o.g) }
+
+func (o *coalesceNVMeOptions) validate() error {
 	if o.aggTime < 1 || o.aggTime > 255 {
-		return fmt.Errorf("--aggregation-time %d: want 1-255 (units of 100 µs)", o.aggTime)
+		return flagErrorf("--aggregation-time", "--aggregation-time %d: want 1-255 (units of 100 µs)", o.aggTime)
 	}
-	if o.thresh < 1 || o.epoch <= 0 || o.count < 0 {
-		return fmt.Errorf("--cif-threshold must be ≥ 1, --epoch > 0 and --count ≥ 0")
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{{"--cif-threshold", o.thresh < 1}, {"--epoch", o.epoch <= 0}, {"--count", o.count < 0}} {
+		if f.bad {
+			return flagErrorf(f.name, "--cif-threshold must be ≥ 1, --epoch > 0 and --count ≥ 0")
+		}
 	}
-	fs, done, err := o.g.openFS()
-	if err != nil {
-		return err
-	}
-	defer done()
+	return nil
+}
+
+func (o *coalesceNVMeOptions) run(_ context.Context, w, _ io.Writer) error {
+	fs := o.fs
 	if _, err := coalesce.ReadNVMe(fs); err != nil {
 		if errors.Is(err, coalesce.ErrNoNVMe) {
 			return &exitError{code: 1, err: err}
@@ -74,6 +84,8 @@ func (o *coalesceNVMeOptions) run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Checked after the controllers were read: a --root or --snapshot
+	// without NVMe says so, with its own exit status, whatever --dry-run.
 	if !o.dryRun && !fs.IsLive() {
 		return fmt.Errorf("--dry-run=false only works on the live machine, not on --root/--snapshot")
 	}

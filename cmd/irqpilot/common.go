@@ -19,6 +19,95 @@ import (
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
+// verb is a command's options, run the way kubectl runs its commands
+// (Complete, Validate, Run): the options hold the flags and what they
+// resolve to; run does the work, printing to out and errOut.
+type verb interface {
+	run(ctx context.Context, out, errOut io.Writer) error
+}
+
+// completer is a verb with inputs to fill in before it is validated: its
+// positional arguments, defaults that depend on other flags, the kernel
+// file system it reads.
+type completer interface {
+	complete(cmd *cobra.Command, args []string) error
+}
+
+// validator is a verb whose options can be refused as given: validate
+// checks their combination, reads and writes nothing, and names the flag.
+type validator interface {
+	validate() error
+}
+
+// cleaner is a verb that holds something complete opened (an unpacked
+// snapshot) until the command ends, whether it ran or was refused.
+type cleaner interface {
+	cleanup()
+}
+
+// runE is the RunE of every verb: complete, validate, run.
+func runE(o verb) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if c, ok := o.(cleaner); ok {
+			defer c.cleanup()
+		}
+		if c, ok := o.(completer); ok {
+			if err := c.complete(cmd, args); err != nil {
+				return err
+			}
+		}
+		if v, ok := o.(validator); ok {
+			if err := v.validate(); err != nil {
+				return err
+			}
+		}
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return o.run(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+}
+
+// flagError is an option refused by validate: flag names it ("--interval",
+// "-o") and err says why, in the words the command always used.
+type flagError struct {
+	flag string
+	err  error
+}
+
+func (e *flagError) Error() string { return e.err.Error() }
+func (e *flagError) Unwrap() error { return e.err }
+
+// flagErrorf is a flagError for flag with a formatted message.
+func flagErrorf(flag, format string, args ...any) error {
+	return &flagError{flag: flag, err: fmt.Errorf(format, args...)}
+}
+
+// input is the kernel file system a verb reads (--root or --snapshot),
+// opened by complete and closed when the command ends.
+type input struct {
+	fs   *kernel.FS
+	done func()
+}
+
+// open opens the file system g selects.
+func (in *input) open(g *globalFlags) error {
+	fs, done, err := g.openFS()
+	if err != nil {
+		return err
+	}
+	in.fs, in.done = fs, done
+	return nil
+}
+
+func (in *input) cleanup() {
+	if in.done != nil {
+		in.done()
+		in.done = nil
+	}
+}
+
 // openFS returns the kernel file system selected by --root/--snapshot and a
 // cleanup function to call when done.
 func (g *globalFlags) openFS() (*kernel.FS, func(), error) {

@@ -31,17 +31,13 @@ func addCostFlag(c *cobra.Command, dst *string) {
 // and one line saying what is used and, on a fallback, why.
 func startCost(mode string, fs *kernel.FS) (load.CostReader, func(), string, error) {
 	none := func() {}
-	switch mode {
-	case costCounts:
-		return nil, none, "interrupt cost: estimated from counts (--cost=counts)", nil
-	case costAuto, costBPF:
-	default:
-		return nil, nil, "", fmt.Errorf("--cost %q: want bpf, counts or auto", mode)
+	if err := validCost(mode, fs.IsLive()); err != nil {
+		return nil, nil, "", err
 	}
-	if !fs.IsLive() {
-		if mode == costBPF {
-			return nil, nil, "", fmt.Errorf("--cost=bpf measures the live machine; captured state (--root/--snapshot) has only counts: use --cost=counts or auto")
-		}
+	switch {
+	case mode == costCounts:
+		return nil, none, "interrupt cost: estimated from counts (--cost=counts)", nil
+	case !fs.IsLive():
 		return nil, none, "interrupt cost: estimated from counts (captured state has no eBPF measurements)", nil
 	}
 	c, err := bpfcost.Open()
@@ -54,17 +50,17 @@ func startCost(mode string, fs *kernel.FS) (load.CostReader, func(), string, err
 	return c, func() { _ = c.Close() }, costMeasuredNote, nil
 }
 
-// checkCost refuses a --cost that cannot be used on fs, without starting
-// the collector (startCost starts it when a measurement begins).
-func checkCost(mode string, fs *kernel.FS) error {
+// validCost refuses a --cost that cannot be used on the live machine
+// (live) or on captured state, without starting the collector (startCost
+// starts it when a measurement begins).
+func validCost(mode string, live bool) error {
 	switch mode {
 	case costAuto, costBPF, costCounts:
 	default:
-		return fmt.Errorf("--cost %q: want bpf, counts or auto", mode)
+		return flagErrorf("--cost", "--cost %q: want bpf, counts or auto", mode)
 	}
-	if !fs.IsLive() {
-		_, _, _, err := startCost(mode, fs)
-		return err
+	if !live && mode == costBPF {
+		return flagErrorf("--cost", "--cost=bpf measures the live machine; captured state (--root/--snapshot) has only counts: use --cost=counts or auto")
 	}
 	return nil
 }

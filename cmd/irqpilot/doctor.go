@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -18,10 +19,10 @@ import (
 
 // doctorOptions are doctor's flags.
 type doctorOptions struct {
-	g            *globalFlags
+	g *globalFlags
+	input
 	duration     time.Duration
 	showProgress bool
-	progress     *progress
 	after        string
 	probeManaged bool
 	cost         string
@@ -55,10 +56,7 @@ the second.
 Exit status: 0 no finding of severity warning or worse, 1 such findings,
 2 error.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.progress = newProgress(cmd.ErrOrStderr(), o.showProgress)
-			return o.run(cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "time between the two samples on the live machine")
@@ -87,26 +85,28 @@ type doctorReport struct {
 	Consumers []kernel.SocketOwner `json:"consumers,omitempty"`
 }
 
-func (o *doctorOptions) run(out io.Writer) error {
-	first, closeFirst, err := o.g.openFS()
+// complete opens the machine (--root, --snapshot: the first sample).
+func (o *doctorOptions) complete(*cobra.Command, []string) error { return o.open(o.g) }
+
+func (o *doctorOptions) validate() error {
+	if o.fs.IsLive() {
+		if o.after != "" {
+			return flagErrorf("--after", "--after is for captured state (--root/--snapshot); on the live machine doctor samples twice, --duration apart")
+		}
+		if o.duration <= 0 {
+			return flagErrorf("--duration", "--duration %v: must be positive", o.duration)
+		}
+	} else if o.after == "" {
+		return flagErrorf("--after", "doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
+	}
+	return validCost(o.cost, o.fs.IsLive())
+}
+
+func (o *doctorOptions) run(_ context.Context, out, errOut io.Writer) error {
+	rep, err := o.diagnose(newProgress(errOut, o.showProgress))
 	if err != nil {
 		return err
 	}
-	defer closeFirst()
-	m, last, closeLast, err := o.measure(first)
-	if err != nil {
-		return err
-	}
-	defer closeLast()
-	h, err := readHost(last, o.probeManaged)
-	if err != nil {
-		return err
-	}
-	netns := ""
-	if ns, err := last.CurrentNetNS(); err == nil && !ns.Initial {
-		netns = ns.String() // remedies fit this namespace, as plan's do
-	}
-	rep := doctorFor(h, m, netns)
 	if o.g.json {
 		if err := writeJSON(out, rep); err != nil {
 			return err
@@ -114,6 +114,31 @@ func (o *doctorOptions) run(out io.Writer) error {
 	} else {
 		printDoctor(out, rep)
 	}
+	return doctorExit(rep)
+}
+
+// diagnose measures the machine, reads its host model and diagnoses it;
+// pr shows the live measurement's progress.
+func (o *doctorOptions) diagnose(pr *progress) (*doctorReport, error) {
+	m, last, closeLast, err := o.measure(pr)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLast()
+	h, err := readHost(last, o.probeManaged)
+	if err != nil {
+		return nil, err
+	}
+	netns := ""
+	if ns, err := last.CurrentNetNS(); err == nil && !ns.Initial {
+		netns = ns.String() // remedies fit this namespace, as plan's do
+	}
+	return doctorFor(h, m, netns), nil
+}
+
+// doctorExit is doctor's exit status: 1 for a finding of severity warning
+// or worse.
+func doctorExit(rep *doctorReport) error {
 	worst := diagnose.Severity("")
 	for _, f := range rep.Findings {
 		if worst == "" || !worst.AtLeast(f.Severity) {
@@ -129,23 +154,15 @@ func (o *doctorOptions) run(out io.Writer) error {
 // measure measures: the live machine --duration apart, or between the
 // --root/--snapshot tree and --after. last is the file system the host
 // model is read from; closeLast closes it when it is --after's.
-func (o *doctorOptions) measure(first *kernel.FS) (m *measurement, last *kernel.FS, closeLast func(), err error) {
+func (o *doctorOptions) measure(pr *progress) (m *measurement, last *kernel.FS, closeLast func(), err error) {
+	first := o.fs
 	if first.IsLive() {
-		if o.after != "" {
-			return nil, nil, nil, fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine doctor samples twice, --duration apart")
-		}
-		if o.duration <= 0 {
-			return nil, nil, nil, fmt.Errorf("--duration %v: must be positive", o.duration)
-		}
-		defer o.progress.done()
+		defer pr.done()
 		m, err := measureSpec{Duration: o.duration, Cost: o.cost, Tasks: true, Wait: func(d time.Duration) {
-			o.progress.wait(d, "doctor: sampling interrupt and CPU counters, second sample in")
-			o.progress.show("doctor: reading the second sample and the host model…")
+			pr.wait(d, "doctor: sampling interrupt and CPU counters, second sample in")
+			pr.show("doctor: reading the second sample and the host model…")
 		}}.live(first)
 		return m, first, func() {}, err
-	}
-	if o.after == "" {
-		return nil, nil, nil, fmt.Errorf("doctor on captured state needs two samples: give the later capture with --after DIR|FILE.tar.gz")
 	}
 	second, closeSecond, err := openAfter(o.after)
 	if err != nil {
@@ -211,66 +228,4 @@ func openAfter(arg string) (*kernel.FS, func(), error) {
 		return nil, nil, fmt.Errorf("--after %s: neither a directory nor a .tar.gz snapshot", arg)
 	}
 	return kernel.New(arg), func() {}, nil
-}
-
-func printDoctor(w io.Writer, r *doctorReport) {
-	name := r.Hostname
-	if name == "" {
-		name = "this host"
-	}
-	fmt.Fprintf(w, "irqpilot doctor: %s, %d CPUs sampled over %.1f s\n\n", name, len(r.CPUs), r.Interval)
-	fmt.Fprintf(w, "  CPU    %%usr   %%sys   %%irq  %%soft  %%idle   NET_RX/s  IRQs/s  %%spare\n")
-	for i, c := range r.CPUs {
-		spare := "     -"
-		if i < len(r.Headroom) && r.Headroom[i].Measured {
-			spare = fmt.Sprintf("%6.1f", r.Headroom[i].Spare)
-		}
-		fmt.Fprintf(w, "  %-4d %6.1f %6.1f %6.1f %6.1f %6.1f %10.0f %7.0f  %s\n",
-			c.ID, c.User+c.Nice, c.System, c.IRQ, c.SoftIRQ, c.Idle, c.NetRx, c.Interrupts, spare)
-	}
-	fmt.Fprintf(w, "  (%%spare: time a CPU can take before it is %.0f%% busy; fixes move work only onto CPUs with enough of it)\n", diagnose.HeadroomBusyMaxPct)
-	fmt.Fprintln(w)
-	if len(r.Findings) == 0 {
-		fmt.Fprintln(w, "No findings: interrupt handling does not hold this machine back in this interval.")
-	}
-	for _, f := range r.Findings {
-		cpus := ""
-		if len(f.CPUs) > 0 {
-			cpus = " (CPU " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(f.CPUs)), ","), "[]") + ")"
-		}
-		fmt.Fprintf(w, "%s  %s%s\n", strings.ToUpper(string(f.Severity)), f.ID, cpus)
-		writeProse(w, "  ", "  ", f.Summary)
-		var evs []string
-		for _, e := range f.Evidence {
-			evs = append(evs, fmt.Sprintf("%s %s%s", e.Name, trimFloat(e.Value), unitSuffix(e.Unit)))
-		}
-		if len(evs) > 0 {
-			writeProse(w, "  Evidence: ", "            ", strings.Join(evs, "; "))
-		}
-		writeProse(w, "  Why: ", "       ", f.Why)
-		writeProse(w, "  Fix: ", "       ", f.Fix)
-		if f.Remedy != nil && f.Remedy.Prediction != nil {
-			writePrediction(w, f.Remedy.Prediction, "       ", true)
-		}
-		fmt.Fprintln(w)
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "Note: %s\n", n)
-	}
-}
-
-func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.2f", v)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s
-}
-
-func unitSuffix(u string) string {
-	switch u {
-	case "", "node", "pid":
-		return ""
-	case "%", "/s":
-		return u
-	}
-	return " " + u
 }

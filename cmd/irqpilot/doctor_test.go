@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -226,7 +227,11 @@ func TestCostMeasuredTop(t *testing.T) {
 	g := &globalFlags{root: "/"}
 	opts := &topOptions{g: g, once: true, interval: 300_000_000, irqs: 5, cost: costBPF}
 	g.json = true
-	if err := opts.run(&o, &e); err != nil {
+	if err := opts.complete(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer opts.cleanup()
+	if err := opts.run(context.Background(), &o, &e); err != nil {
 		t.Fatal(err)
 	}
 	var top struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -8,7 +9,8 @@ import (
 
 // inventoryOptions are inventory's flags.
 type inventoryOptions struct {
-	g            *globalFlags
+	g *globalFlags
+	input
 	probeManaged bool
 }
 
@@ -30,19 +32,17 @@ debugfs (/sys/kernel/debug/irq/irqs) or apply's record, else it is unknown;
 --json prints the full model (per-CPU counts included) with stable field
 names, documented in docs/json.md.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE: runE(o),
 	}
 	addProbeManagedFlag(cmd, &o.probeManaged)
 	return cmd
 }
 
-func (o *inventoryOptions) run(out io.Writer) error {
-	fs, cleanup, err := o.g.openFS()
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	h, err := readHost(fs, o.probeManaged)
+// complete opens the machine inventory reads.
+func (o *inventoryOptions) complete(*cobra.Command, []string) error { return o.open(o.g) }
+
+func (o *inventoryOptions) run(_ context.Context, out, _ io.Writer) error {
+	h, err := readHost(o.fs, o.probeManaged)
 	if err != nil {
 		return err
 	}

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,6 +27,7 @@ type labOptions struct {
 	timeout time.Duration
 	fleet   int
 	dir     string
+	args    []string // the command to run in the guest
 }
 
 // newLabCmd: try irqpilot on a virtual server-shaped machine.
@@ -54,9 +53,7 @@ download into ` + lab.DefaultCache() + `).`,
   irqpilot lab --shape server -- irqpilot plan --policy per-queue --device eth0
   irqpilot lab --shape small --shell
   irqpilot lab --fleet 4 --fleet-dir /tmp/fleet    # until Ctrl-C; prints how to reach the guests`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
-		},
+		RunE: runE(o),
 	}
 	f := c.Flags()
 	f.StringVar(&o.kernel, "kernel", lab.DefaultKernel, "the Debian kernel the guest boots, by version: "+strings.Join(lab.KernelVersions(), ", "))
@@ -70,41 +67,59 @@ download into ` + lab.DefaultCache() + `).`,
 	return c
 }
 
-func (o *labOptions) run(ctx context.Context, out, errw io.Writer, args []string) error {
+// complete takes the guest's command and, unless --guest-binary names
+// one, this binary for the guest.
+func (o *labOptions) complete(_ *cobra.Command, args []string) error {
+	o.args = args
+	if o.binary == "" && !o.list && o.fleet == 0 && o.dir == "" {
+		var err error
+		if o.binary, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *labOptions) validate() error {
+	switch {
+	case o.list:
+		return nil
+	case o.fleet != 0 || o.dir != "":
+		if o.fleet < 1 {
+			return flagErrorf("--fleet", "--fleet needs a number of guests, at least 1 (got %d)", o.fleet)
+		}
+		if o.shell || len(o.args) > 0 {
+			return flagErrorf("--fleet", "--fleet takes neither --shell nor a command: reach the guests over SSH")
+		}
+		return nil
+	}
+	if _, err := lab.Lookup(o.shape); err != nil {
+		return &flagError{flag: "--shape", err: err}
+	}
+	if !o.shell && len(o.args) == 0 {
+		return flagErrorf("--shell", "give a command to run in the guest after --, or --shell")
+	}
+	if o.shell && len(o.args) > 0 {
+		return flagErrorf("--shell", "--shell takes no command")
+	}
+	if o.timeout <= 0 {
+		return flagErrorf("--timeout", "--timeout must be positive, got %s", o.timeout)
+	}
+	return nil
+}
+
+func (o *labOptions) run(ctx context.Context, out, errw io.Writer) error {
 	if o.list {
-		if o.g != nil && o.g.json {
-			return writeJSON(out, labShapesJSON())
-		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SHAPE\tCPUS\tNODES\tMACHINE")
-		for _, n := range lab.ShapeNames() {
-			s := lab.Shapes[n]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", n, s.CPUs(), s.Nodes, s.Note)
-		}
-		return tw.Flush()
+		return renderShapes(out, o.g != nil && o.g.json)
 	}
 	if o.fleet != 0 || o.dir != "" {
-		return o.runFleet(ctx, out, errw, args)
+		return o.runFleet(ctx, out, errw)
 	}
 	s, err := lab.Lookup(o.shape)
 	if err != nil {
 		return err
 	}
-	if !o.shell && len(args) == 0 {
-		return fmt.Errorf("give a command to run in the guest after --, or --shell")
-	}
-	if o.shell && len(args) > 0 {
-		return fmt.Errorf("--shell takes no command")
-	}
-	if o.timeout <= 0 {
-		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
-	}
 	bin := o.binary
-	if bin == "" {
-		if bin, err = os.Executable(); err != nil {
-			return err
-		}
-	}
 	if err := checkStatic(bin); err != nil {
 		return err
 	}
@@ -115,7 +130,7 @@ func (o *labOptions) run(ctx context.Context, out, errw io.Writer, args []string
 	defer stop()
 	r, err := lab.Run(ctx, lab.Options{
 		FS:    kernel.New("/"),
-		Shape: s, Shell: o.shell, Script: shellJoin(args),
+		Shape: s, Shell: o.shell, Script: shellJoin(o.args),
 		Irqpilot: bin, Timeout: o.timeout, Log: errw, Kernel: o.kernel,
 	})
 	if err != nil {
@@ -157,80 +172,18 @@ func shellJoin(args []string) string {
 	return strings.Join(q, " ")
 }
 
-// runFleet starts a fleet, says how to reach it and keeps it up until
-// interrupted (or --timeout).
-func (o *labOptions) runFleet(ctx context.Context, out, errw io.Writer, args []string) error {
-	if o.fleet < 1 {
-		return fmt.Errorf("--fleet needs a number of guests, at least 1 (got %d)", o.fleet)
+// renderShapes lists the shapes (lab --list), as a table or JSON.
+func renderShapes(out io.Writer, asJSON bool) error {
+	if asJSON {
+		return writeJSON(out, labShapesJSON())
 	}
-	if o.shell || len(args) > 0 {
-		return fmt.Errorf("--fleet takes neither --shell nor a command: reach the guests over SSH")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHAPE\tCPUS\tNODES\tMACHINE")
+	for _, n := range lab.ShapeNames() {
+		s := lab.Shapes[n]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", n, s.CPUs(), s.Nodes, s.Note)
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("lab needs root: it creates a network namespace for the guests' NICs")
-	}
-	for _, c := range []string{"ssh-keygen", "mke2fs", "mmdebstrap"} {
-		if _, err := exec.LookPath(c); err != nil {
-			return fmt.Errorf("--fleet needs %s: %w", c, err)
-		}
-	}
-	dir := o.dir
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "irqpilot-fleet-ctl-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	key := filepath.Join(dir, "id_ed25519")
-	pub, err := lab.SSHKey(key, "irqpilot-lab-fleet", false)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(ctx, stopSignals...)
-	defer stop()
-	f, err := lab.StartFleet(ctx, lab.FleetOptions{FS: kernel.New("/"), N: o.fleet, AuthorizedKey: pub, Log: errw})
-	if err != nil {
-		return err
-	}
-	defer f.Stop()
-	wctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	if err := f.WaitSSH(wctx); err != nil {
-		return err
-	}
-	kh := filepath.Join(dir, "known_hosts")
-	if err := copyFile(f.KnownHosts, kh); err != nil {
-		return err
-	}
-	inv := fmt.Sprintf("all:\n  vars:\n    ansible_user: %s\n    ansible_ssh_private_key_file: %s\n"+
-		"    ansible_ssh_common_args: \"-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes\"\n"+
-		"    ansible_python_interpreter: /usr/bin/python3\n  children:\n    irqpilot:\n      hosts:\n", lab.FleetUser, key, kh)
-	for _, g := range f.Guests {
-		inv += fmt.Sprintf("        %s:\n          ansible_host: %s\n", g.Name, g.Addr)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "hosts.yml"), []byte(inv), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "fleet of %d up; the guests are reachable only from the namespace %s\n", len(f.Guests), f.Namespace)
-	for _, g := range f.Guests {
-		fmt.Fprintf(out, "  %s  %s  (up %s)\n", g.Name, g.Addr, g.Booted.Round(time.Second))
-	}
-	fmt.Fprintf(out, "ssh:     ip netns exec %s ssh -i %s -o UserKnownHostsFile=%s %s@%s\n", f.Namespace, key, kh, lab.FleetUser, f.Guests[0].Addr)
-	fmt.Fprintf(out, "ansible: ip netns exec %s ansible-playbook -i %s deploy/ansible/site.yml -e irqpilot_deb=$PWD/dist/irqpilot_<version>_amd64.deb\n", f.Namespace, filepath.Join(dir, "hosts.yml"))
-	fmt.Fprintf(out, "Ctrl-C powers the fleet off and deletes the namespace and the guests' disks.\n")
-	<-ctx.Done()
-	fmt.Fprintf(errw, "lab: stopping the fleet\n")
-	return nil
-}
-
-func copyFile(from, to string) error {
-	b, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(to, b, 0o644)
+	return tw.Flush()
 }
 
 // labShapeJSON is one shape of `lab --list --json` (docs/json.md).

@@ -1,8 +1,10 @@
 // Command irqpilot finds where a server's interrupt handling holds it back
 // and fixes it, safely and measurably. One file per verb: newXCmd builds the
-// verb, binding its flags into an options struct whose run method makes one
-// library call and hands the result to a renderer; newRootCmd assembles the
-// tree. No flag lives in a package variable.
+// verb, binding its flags into an options struct that runE runs as kubectl
+// runs its commands: complete fills in what the flags and arguments imply
+// (and opens the machine), validate refuses a bad combination naming the
+// flag, run makes the library calls and hands the result to a renderer;
+// newRootCmd assembles the tree. No flag lives in a package variable.
 package main
 
 import (

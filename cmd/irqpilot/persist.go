@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,8 @@ type persistOptions struct {
 	// printUnit is a hidden flag for packaging (`make deb`): print the unit
 	// (agent, boot) or the udev rule (udev) a package ships, install nothing.
 	printUnit string
+	// exe is the binary the unit runs: --binary, else this one, absolute.
+	exe string
 }
 
 func newPersistCmd() *cobra.Command {
@@ -46,12 +49,7 @@ binary: a binary under /tmp or a build tree is refused unless --force.`,
 			}
 			return exactArgs(1, "a plan file (make one with 'irqpilot plan -o plan.yaml'), or --remove")(cmd, args)
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.planFile = args[0]
-			}
-			return o.run(cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().BoolVar(&o.remove, "remove", false, "remove the installed unit, rule and plan")
@@ -69,44 +67,63 @@ binary: a binary under /tmp or a build tree is refused unless --force.`,
 // ships: the same templates persist installs, for the same binary and state
 // directory, with a header saying it is not enabled.
 func (o *persistOptions) printPackagedUnit(out io.Writer) error {
-	if !filepath.IsAbs(o.binary) {
-		return fmt.Errorf("--print-unit needs --binary with the absolute path the package installs irqpilot to (e.g. /usr/bin/irqpilot)")
-	}
 	p := &apply.Persistence{Binary: o.binary, StateDir: o.stateDir, Agent: o.printUnit == "agent", Packaged: true}
-	var path string
-	switch o.printUnit {
-	case "agent":
-		path = apply.PersistAgentUnitPath
-	case "boot":
-		path = apply.PersistUnitPath
-	case "udev":
-		path = apply.PersistUdevPath
-	default:
-		return fmt.Errorf("--print-unit %q: want agent (irqpilot-agent.service), boot (irqpilot-apply.service) or udev (the rule that re-applies for new NICs)", o.printUnit)
-	}
 	files, err := p.Files()
 	if err != nil {
 		return err
 	}
-	_, err = out.Write(files[path])
+	_, err = out.Write(files[packagedUnits[o.printUnit]])
 	return err
 }
 
-func (o *persistOptions) run(out io.Writer) error {
+// packagedUnits are --print-unit's values and the file each prints.
+var packagedUnits = map[string]string{
+	"agent": apply.PersistAgentUnitPath,
+	"boot":  apply.PersistUnitPath,
+	"udev":  apply.PersistUdevPath,
+}
+
+// complete takes the plan argument and, unless a packaged unit is printed
+// for --binary, the binary the unit runs.
+func (o *persistOptions) complete(_ *cobra.Command, args []string) error {
+	if len(args) == 1 {
+		o.planFile = args[0]
+	}
+	if o.printUnit != "" {
+		return nil
+	}
+	o.exe = o.binary
+	if o.exe == "" {
+		var err error
+		if o.exe, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	o.exe, _ = filepath.Abs(o.exe)
+	return nil
+}
+
+func (o *persistOptions) validate() error {
+	if o.printUnit == "" {
+		return nil
+	}
+	if !filepath.IsAbs(o.binary) {
+		return flagErrorf("--binary", "--print-unit needs --binary with the absolute path the package installs irqpilot to (e.g. /usr/bin/irqpilot)")
+	}
+	if _, ok := packagedUnits[o.printUnit]; !ok {
+		return flagErrorf("--print-unit", "--print-unit %q: want agent (irqpilot-agent.service), boot (irqpilot-apply.service) or udev (the rule that re-applies for new NICs)", o.printUnit)
+	}
+	return nil
+}
+
+func (o *persistOptions) run(_ context.Context, out, _ io.Writer) error {
 	if o.printUnit != "" {
 		return o.printPackagedUnit(out)
 	}
 	if o.root == "" && os.Geteuid() != 0 {
 		return fmt.Errorf("persist writes /etc/systemd and /etc/udev: run it as root (nothing was changed)")
 	}
-	exe := o.binary
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return err
-		}
-	}
-	exe, _ = filepath.Abs(exe)
+	exe := o.exe
 	p := &apply.Persistence{FS: kernel.New("/"), Root: o.root, Binary: exe, StateDir: o.stateDir, Agent: o.agent}
 	if o.remove {
 		removed, err := p.Remove()

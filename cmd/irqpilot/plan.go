@@ -1,26 +1,22 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/irqpilot/irqpilot/internal/cpuset"
-	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
-	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
-	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
 // planOptions are plan's flags.
 type planOptions struct {
-	g               *globalFlags
+	g *globalFlags
+	input
 	policy          string
 	housekeeping    string
 	appCPUs         string
@@ -37,14 +33,15 @@ type planOptions struct {
 	after           string
 	errOut          io.Writer
 	probeManaged    bool
-	load            *policy.MeasuredLoad // measured with --sample
-	netns           string               // a network namespace other than the host's, live only
-	all             bool                 // --app comm:NAME may match several processes
-	appNote         string               // what --app matched on the live machine
-	appPIDs         []int                // the processes --app selected on the live machine
-	cost            string               // --cost: how interrupt time is measured
-	remedy          string               // --remedy: plan doctor's remedy for this finding
-	policyGiven     bool                 // --policy was given
+	all             bool   // --app comm:NAME may match several processes
+	cost            string // --cost: how interrupt time is measured
+	remedy          string // --remedy: plan doctor's remedy for this finding
+	policyGiven     bool   // --policy was given
+	// What run finds, set on its own copy of the options for runPlan.
+	load    *policy.MeasuredLoad // measured with --sample
+	netns   string               // a network namespace other than the host's, live only
+	appNote string               // what --app matched on the live machine
+	appPIDs []int                // the processes --app selected on the live machine
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
@@ -94,11 +91,7 @@ changes as YAML comments, so the output can be redirected into a plan file.
 With -o FILE the plan is written there (JSON when FILE ends in .json or with
 --json) and the changes are printed.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.errOut = cmd.ErrOrStderr()
-			o.policyGiven = cmd.Flags().Changed("policy")
-			return o.run(cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.policy, "policy", "auto", "policy `NAME`: "+strings.Join(policy.PolicyNames(), ", "))
@@ -126,68 +119,81 @@ With -o FILE the plan is written there (JSON when FILE ends in .json or with
 // machine when --sample is not given: auto decides from evidence.
 const defaultAutoSample = 3 * time.Second
 
-// run reads the machine (and with --sample its load), then plans.
-func (o *planOptions) run(out io.Writer) error {
-	fs, cleanup, err := o.g.openFS()
-	if err != nil {
+// complete opens the machine, notes whether --policy was given and
+// settles --sample's default: auto and --remedy measure the live machine.
+func (o *planOptions) complete(cmd *cobra.Command, _ []string) error {
+	o.errOut = cmd.ErrOrStderr()
+	o.policyGiven = cmd.Flags().Changed("policy")
+	if err := o.open(o.g); err != nil {
 		return err
 	}
-	defer cleanup()
-	if o.remedy != "" && o.policyGiven {
-		return fmt.Errorf("--remedy plans doctor's remedy for a finding instead of a policy: give one of --remedy and --policy")
-	}
-	measures := o.policy == "auto" || o.remedy != ""
 	if o.sample < 0 {
 		o.sample = 0
-		if measures && fs.IsLive() && o.after == "" {
+		if (o.policy == "auto" || o.remedy != "") && o.fs.IsLive() && o.after == "" {
 			o.sample = defaultAutoSample
 		}
 	}
-	if err := checkCost(o.cost, fs); err != nil {
+	return nil
+}
+
+func (o *planOptions) validate() error {
+	if o.remedy != "" && o.policyGiven {
+		return flagErrorf("--remedy", "--remedy plans doctor's remedy for a finding instead of a policy: give one of --remedy and --policy")
+	}
+	if err := validCost(o.cost, o.fs.IsLive()); err != nil {
 		return err
 	}
+	switch {
+	case o.sample > 0 && !o.fs.IsLive():
+		return flagErrorf("--sample", "--sample measures the live machine; with --root or --snapshot give a later capture with --after")
+	case o.sample == 0 && o.after != "" && o.fs.IsLive():
+		return flagErrorf("--after", "--after is for captured state (--root/--snapshot); on the live machine plan measures with --sample")
+	}
+	_, err := o.options()
+	return err
+}
+
+// run reads the machine (and with --sample or --after its load), then
+// plans. What it finds goes into a copy of the options for runPlan.
+func (o *planOptions) run(_ context.Context, out, _ io.Writer) error {
+	f := *o
+	fs := f.fs
 	hostFS := fs
 	switch {
-	case o.sample > 0:
-		if !fs.IsLive() {
-			return fmt.Errorf("--sample measures the live machine; with --root or --snapshot give a later capture with --after")
-		}
-		if !o.g.json {
-			fmt.Fprintf(o.errOut, "measuring the load for %s (--sample to change, 0 to skip)…\n", o.sample)
+	case f.sample > 0:
+		if !f.g.json {
+			fmt.Fprintf(f.errOut, "measuring the load for %s (--sample to change, 0 to skip)…\n", f.sample)
 		}
 		// The consumer's threads are sampled too, for application placement.
-		l, note, err := measureLive(fs, o.sample, o.cost, true)
+		l, note, err := measureLive(fs, f.sample, f.cost, true)
 		if err != nil {
 			return err
 		}
-		o.measured(l, note)
-	case o.after != "":
-		if fs.IsLive() {
-			return fmt.Errorf("--after is for captured state (--root/--snapshot); on the live machine plan measures with --sample")
-		}
-		second, closeSecond, err := openAfter(o.after)
+		f.measured(l, note)
+	case f.after != "":
+		second, closeSecond, err := openAfter(f.after)
 		if err != nil {
 			return err
 		}
 		defer closeSecond()
-		m, err := measureCaptured(fs, second, o.cost, true)
+		m, err := measureCaptured(fs, second, f.cost, true)
 		if err != nil {
 			return err
 		}
-		o.measured(m.Load, m.CostNote)
+		f.measured(m.Load, m.CostNote)
 		hostFS = second
 	}
-	h, err := readHost(hostFS, o.probeManaged)
+	h, err := readHost(hostFS, f.probeManaged)
 	if err != nil {
 		return err
 	}
 	if ns, err := fs.CurrentNetNS(); err == nil && !ns.Initial {
-		o.netns = ns.String()
+		f.netns = ns.String()
 	}
-	if err := o.checkApp(fs); err != nil {
+	if err := f.checkApp(fs); err != nil {
 		return err
 	}
-	return runPlan(out, h, *o, o.g.json, o.source())
+	return runPlan(out, h, f, f.g.json, f.source())
 }
 
 // measured keeps a measurement for the policy, and says on stderr how
@@ -205,89 +211,4 @@ func (o *planOptions) source() string {
 		return s
 	}
 	return "this machine"
-}
-
-// options turns the flags into policy options.
-func (f planOptions) options() (policy.Options, error) {
-	var o policy.Options
-	if names := policy.PolicyNames(); !slices.Contains(names, f.policy) {
-		msg := fmt.Sprintf("unknown policy %q (known: %s)", f.policy, strings.Join(names, ", "))
-		if s := suggest(f.policy, names); len(s) > 0 {
-			msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
-		}
-		return o, errors.New(msg)
-	}
-	if f.housekeeping != "" {
-		s, err := cpuset.Parse(f.housekeeping)
-		if err != nil || s.IsEmpty() {
-			return o, fmt.Errorf("--housekeeping %q: want a cpulist such as 0 or 0-1", f.housekeeping)
-		}
-		o.Housekeeping = s
-	}
-	if f.appCPUs != "" {
-		s, err := cpuset.Parse(f.appCPUs)
-		if err != nil || s.IsEmpty() {
-			return o, fmt.Errorf("--app-cpus %q: want a cpulist such as 1-7", f.appCPUs)
-		}
-		o.AppCPUs = &s
-	}
-	if f.app != "" {
-		if _, err := plan.ParseAppSelector(f.app); err != nil {
-			return o, fmt.Errorf("--app: %w", err)
-		}
-		o.App = f.app
-	}
-	if f.irqCores < 0 || f.cpusPerIRQCore < 1 || f.sockFlowEntries < 0 {
-		return o, fmt.Errorf("--irq-cores, --cpus-per-irq-core and --sock-flow-entries must not be negative (and --cpus-per-irq-core at least 1)")
-	}
-	switch m := plan.IrqbalanceMode(f.irqbalance); m {
-	case "", plan.IrqbalanceLeave, plan.IrqbalanceBan, plan.IrqbalanceStop:
-		o.Irqbalance = m
-	default:
-		return o, fmt.Errorf("--irqbalance %q: want leave, ban or stop", f.irqbalance)
-	}
-	o.Devices = f.devices
-	o.MachineWide = f.machineWide
-	o.IncludeDefaultRoute = f.withDefaultRt
-	if f.withDefaultRt && len(f.devices) > 0 {
-		return o, fmt.Errorf("--include-default-route is for plans without --device: name the interface with --device instead")
-	}
-	o.IRQCores = f.irqCores
-	o.CPUsPerIRQCore = f.cpusPerIRQCore
-	o.SockFlowEntries = f.sockFlowEntries
-	o.Load = f.load
-	o.AppPIDs = f.appPIDs
-	return o, nil
-}
-
-// checkApp resolves --app on the live machine: the processes it selects
-// now (auto reads their measured threads), and for comm:NAME how many
-// there are and in which network namespaces — more than one is refused
-// without --all.
-func (o *planOptions) checkApp(fs *kernel.FS) error {
-	if o.app == "" || !fs.IsLive() {
-		return nil
-	}
-	e, err := plan.ParseAppSelector(o.app)
-	if err != nil {
-		return nil // options() reports a bad selector
-	}
-	e.All = o.all
-	sel := e.Processes()
-	pids, err := setting.SelectProcesses(fs, sel)
-	if err != nil {
-		return fmt.Errorf("--app %s: %w", o.app, err)
-	}
-	o.appPIDs = pids
-	if e.Comm == "" {
-		return nil
-	}
-	if err := setting.CheckMatches(fs, sel, pids); err != nil {
-		return fmt.Errorf("--app: %w", err)
-	}
-	o.appNote = fmt.Sprintf("--app %s matches %s", o.app, setting.DescribeMatches(fs, pids))
-	if len(pids) == 0 {
-		o.appNote += " now: apply skips it until one runs"
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
+	"github.com/irqpilot/irqpilot/internal/outfile"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
 	"github.com/irqpilot/irqpilot/internal/setting"
@@ -101,7 +101,7 @@ func runPlan(w io.Writer, h *host.Host, f planOptions, asJSON bool, source strin
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(f.output, data, 0o644); err != nil {
+		if err := outfile.Write(f.output, data); err != nil {
 			return err
 		}
 		d.File = f.output

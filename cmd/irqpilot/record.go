@@ -14,12 +14,14 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/outfile"
 	"github.com/irqpilot/irqpilot/internal/record"
 )
 
 // recordOptions are record's flags.
 type recordOptions struct {
-	g        *globalFlags
+	g *globalFlags
+	input
 	interval time.Duration
 	duration time.Duration
 	output   string
@@ -46,9 +48,7 @@ killed is still readable up to its last complete sample. SIGINT/SIGTERM stop
 the recording cleanly. At the end record prints on stderr how much CPU time
 it used itself (getrusage), as a percentage of one CPU.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.interval, "interval", time.Second, "sampling interval")
@@ -71,24 +71,27 @@ func cpuTime() (user, sys time.Duration) {
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
+// complete opens the machine to record.
+func (o *recordOptions) complete(*cobra.Command, []string) error { return o.open(o.g) }
+
+func (o *recordOptions) validate() error {
+	if o.interval <= 0 {
+		return flagErrorf("--interval", "--interval %v: must be positive", o.interval)
+	}
+	if o.duration < 0 {
+		return flagErrorf("--duration", "--duration %v: must not be negative", o.duration)
+	}
+	return validCost(o.cost, o.fs.IsLive())
+}
+
 // run records to --output ("-": stdout); progress and the cost go to
 // errOut.
 func (o *recordOptions) run(ctx context.Context, stdout, errOut io.Writer) error {
-	if o.interval <= 0 {
-		return fmt.Errorf("--interval %v: must be positive", o.interval)
-	}
-	if o.duration < 0 {
-		return fmt.Errorf("--duration %v: must not be negative", o.duration)
-	}
-	fs, done, err := o.g.openFS()
-	if err != nil {
-		return err
-	}
-	defer done()
+	fs := o.fs
 
 	out := stdout
 	if o.output != "-" {
-		f, err := os.OpenFile(o.output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		f, err := outfile.OpenStream(o.output)
 		if err != nil {
 			return err
 		}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/irqpilot/irqpilot/internal/outfile"
 	"github.com/irqpilot/irqpilot/internal/record"
 	"github.com/irqpilot/irqpilot/internal/report"
 	"github.com/irqpilot/irqpilot/internal/report/promsource"
@@ -73,13 +73,7 @@ error naming the limit, so a long range at a fine step may need a larger
 			}
 			return minArgs(1, "at least one recording (make one with 'irqpilot record -o run.jsonl') or --prometheus URL")(cmd, args)
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.recordings = args
-			if o.prom.URL != "" {
-				return o.runPrometheus(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-			}
-			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "report `FILE`: .html, .png or .svg")
@@ -98,24 +92,44 @@ error naming the limit, so a long range at a fine step may need a larger
 	return cmd
 }
 
+// complete takes the recordings and --max-answer in bytes.
+func (o *reportOptions) complete(_ *cobra.Command, args []string) error {
+	o.recordings = args
+	o.prom.MaxAnswer = o.maxAnswerMiB << 20
+	return nil
+}
+
+func (o *reportOptions) validate() error {
+	if _, err := report.FormatOf(o.output); err != nil {
+		return &flagError{flag: "-o", err: err}
+	}
+	if o.width < 4 || o.width > 100 {
+		return flagErrorf("--width", "--width %g: must be between 4 and 100 inches", o.width)
+	}
+	if o.prom.URL == "" {
+		return nil
+	}
+	if o.maxAnswerMiB <= 0 || o.maxAnswerMiB > 1<<20 {
+		return flagErrorf("--max-answer", "--max-answer %d: must be between 1 and %d MiB", o.maxAnswerMiB, 1<<20)
+	}
+	if o.prom.QueryTimeout <= 0 {
+		return flagErrorf("--query-timeout", "--query-timeout %s: must be positive", o.prom.QueryTimeout)
+	}
+	return nil
+}
+
+func (o *reportOptions) run(ctx context.Context, out, errOut io.Writer) error {
+	if o.prom.URL != "" {
+		return o.runPrometheus(ctx, out, errOut)
+	}
+	return o.runRecordings(out, errOut)
+}
+
 // runPrometheus charts the fleet from Prometheus.
 func (o *reportOptions) runPrometheus(ctx context.Context, out, errOut io.Writer) error {
 	format, err := report.FormatOf(o.output)
 	if err != nil {
 		return err
-	}
-	if o.width < 4 || o.width > 100 {
-		return fmt.Errorf("--width %g: must be between 4 and 100 inches", o.width)
-	}
-	if o.maxAnswerMiB <= 0 || o.maxAnswerMiB > 1<<20 {
-		return fmt.Errorf("--max-answer %d: must be between 1 and %d MiB", o.maxAnswerMiB, 1<<20)
-	}
-	if o.prom.QueryTimeout <= 0 {
-		return fmt.Errorf("--query-timeout %s: must be positive", o.prom.QueryTimeout)
-	}
-	o.prom.MaxAnswer = o.maxAnswerMiB << 20
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	res, err := promsource.Fetch(ctx, o.prom)
 	if err != nil {
@@ -156,7 +170,7 @@ func promRuns(nodes []promsource.Node) ([]*report.Run, error) {
 
 // write writes the charts to -o in its format.
 func (o *reportOptions) write(format string, runs []*report.Run, charts []report.Chart, width vg.Length) error {
-	f, err := os.Create(o.output)
+	f, err := outfile.Create(o.output)
 	if err != nil {
 		return err
 	}
@@ -165,8 +179,10 @@ func (o *reportOptions) write(format string, runs []*report.Run, charts []report
 	} else {
 		err = report.WriteImage(f, format, charts, width)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		f.Abort()
+	} else {
+		err = f.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.output, err)
@@ -174,13 +190,11 @@ func (o *reportOptions) write(format string, runs []*report.Run, charts []report
 	return nil
 }
 
-func (o *reportOptions) run(out, errOut io.Writer) error {
+// runRecordings charts the recordings.
+func (o *reportOptions) runRecordings(out, errOut io.Writer) error {
 	format, err := report.FormatOf(o.output)
 	if err != nil {
 		return err
-	}
-	if o.width < 4 || o.width > 100 {
-		return fmt.Errorf("--width %g: must be between 4 and 100 inches", o.width)
 	}
 	var runs []*report.Run
 	for _, path := range o.recordings {

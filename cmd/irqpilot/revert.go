@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ type revertOptions struct {
 	session  string
 	// ignoreAgent: revert even though an agent uses the state directory.
 	ignoreAgent bool
+	fs          *kernel.FS
 }
 
 func newRevertCmd(g *globalFlags) *cobra.Command {
@@ -58,12 +60,7 @@ Exit status: 0 reverted (or nothing to revert), 1 a restore failed (the
 message names it), 2 refused before anything was written (not root, lock
 held, unreadable or refused journal, newer journal in the way).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := existingStateDir(cmd, o.stateDir); err != nil {
-				return err
-			}
-			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE: runE(o),
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().StringVar(&o.to, "to", "", "journal `ID` to revert (see 'irqpilot history'); default the newest applied")
@@ -76,11 +73,25 @@ held, unreadable or refused journal, newer journal in the way).`,
 	return cmd
 }
 
-func (o *revertOptions) run(out, errOut io.Writer) error {
-	if o.g.snapshot != "" {
-		return fmt.Errorf("revert writes kernel settings; it cannot run on a --snapshot")
+// complete refuses a --state-dir given that does not exist, and takes the
+// machine (--root) to restore.
+func (o *revertOptions) complete(cmd *cobra.Command, _ []string) error {
+	if err := existingStateDir(cmd, o.stateDir); err != nil {
+		return err
 	}
-	fs := kernel.New(o.g.root)
+	o.fs = kernel.New(o.g.root)
+	return nil
+}
+
+func (o *revertOptions) validate() error {
+	if o.g.snapshot != "" {
+		return flagErrorf("--snapshot", "revert writes kernel settings; it cannot run on a --snapshot")
+	}
+	return nil
+}
+
+func (o *revertOptions) run(_ context.Context, out, errOut io.Writer) error {
+	fs := o.fs
 	if fs.IsLive() && os.Geteuid() != 0 {
 		return fmt.Errorf("revert must run as root (nothing was changed)")
 	}
@@ -108,18 +119,35 @@ func (o *revertOptions) run(out, errOut io.Writer) error {
 		err = nil
 	}
 	if j != nil {
-		if o.g.json {
-			if werr := writeJSON(out, j); werr != nil && err == nil {
-				err = werr
-			}
-		} else {
-			// Also when err is set: the closing line then says the
-			// journal is NOT fully reverted, as revert --all does.
-			printRestored(out, j.Entries)
-			fmt.Fprintln(out, revertedLine(j))
+		// Also when err is set: the closing line then says the journal
+		// is NOT fully reverted, as revert --all does.
+		if werr := o.renderReverted(out, []*apply.Journal{j}, false); werr != nil && err == nil {
+			err = werr
 		}
 	}
 	return revertExit(err)
+}
+
+// renderReverted prints the journals a revert left: JSON (the journal
+// itself unless many), or one table of every write and a closing line per
+// journal.
+func (o *revertOptions) renderReverted(out io.Writer, js []*apply.Journal, many bool) error {
+	if o.g.json {
+		if many {
+			return writeJSON(out, nonNil(js))
+		}
+		return writeJSON(out, js[0])
+	}
+	// One table for the whole revert: every write it made, once.
+	var all []setting.Change
+	for _, j := range js {
+		all = append(all, j.Entries...)
+	}
+	printRestored(out, all)
+	for _, j := range js {
+		fmt.Fprintln(out, revertedLine(j))
+	}
+	return nil
 }
 
 // revertExit maps a revert's error to its exit status: 2 when revert
@@ -173,20 +201,8 @@ func (o *revertOptions) runMany(a *apply.Applier, out io.Writer) error {
 		fmt.Fprintln(out, err)
 		return nil
 	}
-	if o.g.json {
-		if werr := writeJSON(out, nonNil(js)); werr != nil && err == nil {
-			err = werr
-		}
-	} else {
-		// One table for the whole revert: every write it made, once.
-		var all []setting.Change
-		for _, j := range js {
-			all = append(all, j.Entries...)
-		}
-		printRestored(out, all)
-		for _, j := range js {
-			fmt.Fprintln(out, revertedLine(j))
-		}
+	if werr := o.renderReverted(out, js, true); werr != nil && err == nil {
+		err = werr
 	}
 	return revertExit(err)
 }
@@ -195,74 +211,6 @@ func (o *revertOptions) runMany(a *apply.Applier, out io.Writer) error {
 type nothingJSON struct {
 	Nothing bool   `json:"nothing_to_revert"`
 	Reason  string `json:"reason"`
-}
-
-type historyOptions struct {
-	g        *globalFlags
-	stateDir string
-}
-
-// historyJSON is `history --json`.
-type historyJSON struct {
-	Journals   []*apply.Journal   `json:"journals"`
-	Unreadable []apply.Unreadable `json:"unreadable,omitempty"`
-}
-
-func newHistoryCmd(g *globalFlags) *cobra.Command {
-	o := &historyOptions{g: g}
-	cmd := &cobra.Command{
-		Use:   "history",
-		Short: "List applied plans from the journal",
-		Long: `history lists the journals in --state-dir, oldest first. A journal file that
-cannot be read is listed with its error, and history then exits 2.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := existingStateDir(cmd, o.stateDir); err != nil {
-				return err
-			}
-			return o.run(cmd.OutOrStdout())
-		},
-	}
-	stateDirFlag(cmd, &o.stateDir)
-	return cmd
-}
-
-func (o *historyOptions) run(out io.Writer) error {
-	js, err := apply.History(o.stateDir)
-	var herr *apply.HistoryError
-	if err != nil && !errors.As(err, &herr) {
-		return err
-	}
-	if o.g.json {
-		h := historyJSON{Journals: nonNil(js)}
-		if herr != nil {
-			h.Unreadable = herr.Files
-		}
-		if werr := writeJSON(out, h); werr != nil {
-			return werr
-		}
-	} else {
-		if len(js) == 0 && herr == nil {
-			fmt.Fprintf(out, "no journals in %s\n", o.stateDir)
-			return nil
-		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tTIME\tSTATE\tCHANGES\tPLAN")
-		for _, j := range js {
-			n := 0
-			for _, e := range j.Entries {
-				if e.Status == setting.StatusDone || e.Status == setting.StatusRestored || e.Status == setting.StatusPending {
-					n++
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", j.ID, j.Time.Local().Format("2006-01-02 15:04:05"), j.State, n, j.PlanFile)
-		}
-		tw.Flush()
-	}
-	if herr != nil {
-		return &exitError{code: 2, err: herr}
-	}
-	return nil
 }
 
 // printRestored lists the writes the revert made: each restored setting

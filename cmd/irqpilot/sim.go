@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -50,6 +51,13 @@ type simCoalesceOptions struct {
 	adaptDelta  time.Duration
 	out         string
 	formats     []string
+	dev         sim.Device // --device's preset
+}
+
+// simCoalesceResult is what `sim coalesce` measured and the charts it wrote.
+type simCoalesceResult struct {
+	results []sim.Result
+	files   []string
 }
 
 // simCoalesceJSON is `sim coalesce --json`.
@@ -68,7 +76,7 @@ commands in flight, and prints IOPS, vCPU utilisation, IOPS per CPU,
 interrupts per second and latency p50/p99. -o DIR also writes charts.
 Every parameter and its default is explained in docs/coalescing.md.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd.OutOrStdout()) },
+		RunE: runE(fl),
 	}
 	d := sim.DefaultConfig()
 	pp := sim.DefaultPolicyParams()
@@ -98,59 +106,83 @@ Every parameter and its default is explained in docs/coalescing.md.`,
 	return cmd
 }
 
-func (fl *simCoalesceOptions) run(w io.Writer) error {
+// complete looks up --device's preset.
+func (fl *simCoalesceOptions) complete(*cobra.Command, []string) error {
 	dev, err := sim.Preset(fl.preset)
 	if err != nil {
 		return err
 	}
+	fl.dev = dev
+	return nil
+}
+
+func (fl *simCoalesceOptions) validate() error {
+	if fl.bursty && fl.openRate <= 0 {
+		return flagErrorf("--bursty", "--bursty needs --rate (open loop)")
+	}
+	if fl.cifThresh < 1 {
+		return flagErrorf("--vic-cif-threshold", "--vic-cif-threshold must be ≥ 1 (at 0 a completion held at CIF 0 would never be released)")
+	}
+	if fl.out != "" && fl.openRate > 0 {
+		return flagErrorf("-o", "-o: charts are per CIF; run without --rate to chart")
+	}
+	return nil
+}
+
+func (fl *simCoalesceOptions) run(_ context.Context, w, _ io.Writer) error {
+	res, err := fl.simulate()
+	if err != nil {
+		return err
+	}
+	return fl.render(w, res)
+}
+
+// simulate runs the sweep and writes the charts (-o).
+func (fl *simCoalesceOptions) simulate() (*simCoalesceResult, error) {
 	cfg := sim.Config{
-		Seed: fl.seed, Device: dev, OpenRate: fl.openRate, Bursty: fl.bursty,
+		Seed: fl.seed, Device: fl.dev, OpenRate: fl.openRate, Bursty: fl.bursty,
 		IntrCostNs: int64(fl.intrCost), ComplCostNs: int64(fl.complCost),
 		IPICostNs: int64(fl.ipiCost), IPIThresholdNs: int64(fl.ipiThresh),
 		EpochNs: int64(fl.epoch), Warmup: fl.warmup, Completions: fl.completions,
-	}
-	if fl.bursty && fl.openRate <= 0 {
-		return fmt.Errorf("--bursty needs --rate (open loop)")
 	}
 	pp := sim.DefaultPolicyParams()
 	pp.MCC, pp.MCCBackstop, pp.MIDLNs = fl.mcc, int64(fl.mccBackstop), int64(fl.midl)
 	pp.VIC.CIFThreshold, pp.VIC.TrickleIOPS = fl.cifThresh, fl.trickle
 	pp.AdaptiveThr, pp.AdaptiveGap = fl.adaptThr, int64(fl.adaptDelta)
-	if fl.cifThresh < 1 {
-		return fmt.Errorf("--vic-cif-threshold must be ≥ 1 (at 0 a completion held at CIF 0 would never be released)")
-	}
 	rs, err := sim.Sweep(cfg, pp, fl.policies, fl.cifs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var files []string
+	res := &simCoalesceResult{results: rs}
 	if fl.out != "" {
 		if err := os.MkdirAll(fl.out, 0o755); err != nil {
-			return fmt.Errorf("-o %s: %w", fl.out, err)
+			return nil, fmt.Errorf("-o %s: %w", fl.out, err)
 		}
-		if fl.openRate > 0 {
-			return fmt.Errorf("-o: charts are per CIF; run without --rate to chart")
-		}
-		files, err = report.SimCharts(rs, fl.policies, fl.out, fl.formats)
-		if err != nil {
-			return err
+		if res.files, err = report.SimCharts(rs, fl.policies, fl.out, fl.formats); err != nil {
+			return nil, err
 		}
 	}
+	return res, nil
+}
+
+// render prints the results as a table (or JSON) and names the charts.
+func (fl *simCoalesceOptions) render(w io.Writer, res *simCoalesceResult) error {
 	if fl.g.json {
-		return writeJSON(w, simCoalesceJSON{Results: nonNil(rs)})
+		return writeJSON(w, simCoalesceJSON{Results: nonNil(res.results)})
 	}
+	dev := fl.dev
 	fmt.Fprintf(w, "device %s (%d channels, service %v + exp %v), intr %v, completion %v, seed %d\n",
 		dev.Name, dev.Parallel, time.Duration(dev.MinNs), time.Duration(dev.ExpMeanNs), fl.intrCost, fl.complCost, fl.seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tcif\tiops\tcpu_util\tiops_per_cpu\tinterrupts/s\tp50_us\tp99_us\t")
-	for _, r := range rs {
+	for _, r := range res.results {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", r.Policy, r.CIF, r.IOPS, r.CPUUtil, r.IOPSPerCPU, r.InterruptsPerSec, r.LatencyP50Us, r.LatencyP99Us)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(files) > 0 {
-		fmt.Fprintf(w, "charts: %s\n", strings.Join(files, " "))
+	if len(res.files) > 0 {
+		fmt.Fprintf(w, "charts: %s\n", strings.Join(res.files, " "))
 	}
 	return nil
 }

@@ -31,23 +31,25 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 or waits for, its recent drift repairs and adaptations, and the current
 findings. Exit status 2 when no agent answers.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().StringVar(&o.socket, "socket", "", "the agent's status socket `PATH` (default STATE-DIR/"+agent.SocketName+")")
 	return cmd
 }
 
-func (o *statusOptions) run(out io.Writer) error {
-	sock := o.socket
-	if sock == "" {
-		sock = filepath.Join(o.stateDir, agent.SocketName)
+// complete defaults --socket to the one in --state-dir.
+func (o *statusOptions) complete(*cobra.Command, []string) error {
+	if o.socket == "" {
+		o.socket = filepath.Join(o.stateDir, agent.SocketName)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return nil
+}
+
+func (o *statusOptions) run(ctx context.Context, out, _ io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st, err := agent.Query(ctx, sock)
+	st, err := agent.Query(ctx, o.socket)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

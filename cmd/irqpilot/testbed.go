@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -49,7 +50,7 @@ func newTestbedUpCmd(g *globalFlags) *cobra.Command {
 		Use:   "up",
 		Short: "Create a server and a client namespace joined by a veth pair (stale test beds are cleaned first)",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE:  runE(o),
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.tb.Queues, "queues", 1, "rx and tx queues of each veth end")
@@ -63,7 +64,21 @@ func newTestbedUpCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-func (o *testbedUpOptions) run(out io.Writer) error {
+// complete gives the test bed the live machine.
+func (o *testbedUpOptions) complete(*cobra.Command, []string) error {
+	o.tb.FS = kernel.New("/")
+	return nil
+}
+
+func (o *testbedUpOptions) validate() error {
+	switch o.server {
+	case "memcached", "nginx", "", "none":
+		return nil
+	}
+	return flagErrorf("--server", "--server %q: want memcached, nginx or none", o.server)
+}
+
+func (o *testbedUpOptions) run(_ context.Context, out, _ io.Writer) error {
 	// With --wait, a stop signal from the start is kept until the test bed
 	// is up, then removes it: none kills the process between the two.
 	sig := make(chan os.Signal, 1)
@@ -71,7 +86,6 @@ func (o *testbedUpOptions) run(out io.Writer) error {
 		signal.Notify(sig, stopSignals...)
 		defer signal.Stop(sig)
 	}
-	o.tb.FS = kernel.New("/")
 	tb, err := testbed.Up(o.tb)
 	if err != nil {
 		return err
@@ -81,9 +95,6 @@ func (o *testbedUpOptions) run(out io.Writer) error {
 		_, err = tb.StartMemcached(o.threads)
 	case "nginx":
 		_, err = tb.StartNginx(o.threads)
-	case "", "none":
-	default:
-		err = fmt.Errorf("--server %q: want memcached, nginx or none", o.server)
 	}
 	if err != nil {
 		return joinErr(err, tb.Down())
@@ -109,6 +120,7 @@ func (o *testbedUpOptions) run(out io.Writer) error {
 type testbedDownOptions struct {
 	stateDir string
 	ids      []string
+	fs       *kernel.FS
 }
 
 func newTestbedDownCmd() *cobra.Command {
@@ -116,17 +128,20 @@ func newTestbedDownCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "down [ID…]",
 		Short: "Remove the named test beds (when none is named, every one this user made in --state-dir)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.ids = args
-			return o.run(cmd.OutOrStdout())
-		},
+		RunE:  runE(o),
 	}
 	testbedStateDirFlag(cmd, &o.stateDir)
 	return cmd
 }
 
-func (o *testbedDownOptions) run(out io.Writer) error {
-	all, err := testbed.List(kernel.New("/"), o.stateDir)
+// complete takes the IDs named and the live machine.
+func (o *testbedDownOptions) complete(_ *cobra.Command, args []string) error {
+	o.ids, o.fs = args, kernel.New("/")
+	return nil
+}
+
+func (o *testbedDownOptions) run(_ context.Context, out, _ io.Writer) error {
+	all, err := testbed.List(o.fs, o.stateDir)
 	if err != nil {
 		return err
 	}
@@ -167,6 +182,7 @@ func (o *testbedDownOptions) run(out io.Writer) error {
 type testbedStatusOptions struct {
 	g        *globalFlags
 	stateDir string
+	fs       *kernel.FS
 }
 
 func newTestbedStatusCmd(g *globalFlags) *cobra.Command {
@@ -175,14 +191,20 @@ func newTestbedStatusCmd(g *globalFlags) *cobra.Command {
 		Use:   "status",
 		Short: "List test beds, whether their owner still runs, and stray irqp- namespaces",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
+		RunE:  runE(o),
 	}
 	testbedStateDirFlag(cmd, &o.stateDir)
 	return cmd
 }
 
-func (o *testbedStatusOptions) run(out io.Writer) error {
-	all, err := testbed.List(kernel.New("/"), o.stateDir)
+// complete takes the live machine.
+func (o *testbedStatusOptions) complete(*cobra.Command, []string) error {
+	o.fs = kernel.New("/")
+	return nil
+}
+
+func (o *testbedStatusOptions) run(_ context.Context, out, _ io.Writer) error {
+	all, err := testbed.List(o.fs, o.stateDir)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +19,8 @@ import (
 
 // topOptions are top's flags.
 type topOptions struct {
-	g        *globalFlags
+	g *globalFlags
+	input
 	once     bool
 	interval time.Duration
 	irqs     int
@@ -43,7 +45,7 @@ summarised in one line.
 --once samples twice, --interval apart, and prints the result as text;
 --json does the same as JSON (top-level "cpus" and "irqs"; see docs/json.md).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.once, "once", false, "print one interval as text and exit")
@@ -94,15 +96,18 @@ func (s *topSession) next() (*tui.Frame, error) {
 	return tui.NewFrame(s.hostname, s.inv, l), nil
 }
 
-func (o *topOptions) run(out, errOut io.Writer) error {
+// complete opens the machine top samples.
+func (o *topOptions) complete(*cobra.Command, []string) error { return o.open(o.g) }
+
+func (o *topOptions) validate() error {
 	if o.interval <= 0 {
-		return fmt.Errorf("--interval %v: must be positive", o.interval)
+		return flagErrorf("--interval", "--interval %v: must be positive", o.interval)
 	}
-	fs, done, err := o.g.openFS()
-	if err != nil {
-		return err
-	}
-	defer done()
+	return validCost(o.cost, o.fs.IsLive())
+}
+
+func (o *topOptions) run(_ context.Context, out, errOut io.Writer) error {
+	fs := o.fs
 	s, err := newTopSession(fs, errOut)
 	if err != nil {
 		return err

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/bench/stats"
+	"github.com/irqpilot/irqpilot/internal/outfile"
 
 	"github.com/spf13/cobra"
 
@@ -62,7 +63,7 @@ each run: a run that would end past it is not started, a confirmation that
 does not fit is not begun (nothing is then kept), and what was cut is said
 at the end.`, 100*(1-stats.Confidence), stats.MinRuns, stats.MinRankRuns),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+		RunE: runE(o),
 	}
 	o.wf.add(cmd.Flags())
 	cmd.Flags().BoolVar(&o.auto, "auto", false, "search candidates automatically (successive halving)")
@@ -75,14 +76,18 @@ at the end.`, 100*(1-stats.Confidence), stats.MinRuns, stats.MinRankRuns),
 	return cmd
 }
 
-func (o *tuneOptions) run(out, errOut io.Writer) error {
+func (o *tuneOptions) validate() error {
 	if !o.auto && o.search == "auto" {
-		return &exitError{code: 2, err: fmt.Errorf("tune needs --auto (or --search exhaustive)")}
+		return flagErrorf("--auto", "tune needs --auto (or --search exhaustive)")
 	}
-	obj, err := bench.ParseObjective(o.objective)
-	if err != nil {
-		return &exitError{code: 2, err: err}
+	if _, err := bench.ParseObjective(o.objective); err != nil {
+		return &flagError{flag: "--objective", err: err}
 	}
+	return nil
+}
+
+func (o *tuneOptions) run(_ context.Context, out, errOut io.Writer) error {
+	obj, _ := bench.ParseObjective(o.objective) // validated
 	r, err := o.wf.runner(nil, 1, o.duration, errOut)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -128,7 +133,7 @@ func (o *tuneOptions) run(out, errOut io.Writer) error {
 	res.Notes = append(res.Notes, notes...)
 	if o.output != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
-		if werr := os.WriteFile(o.output, b, 0o644); werr != nil {
+		if werr := outfile.Write(o.output, b); werr != nil {
 			err = joinErr(err, werr)
 		}
 	}

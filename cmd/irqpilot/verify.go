@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -48,10 +49,10 @@ func (f *verifyFlags) check() error {
 	switch f.revertIf {
 	case "", string(verify.Worse), string(verify.Missed):
 	default:
-		return fmt.Errorf("--revert-if %q: want worse or missed", f.revertIf)
+		return flagErrorf("--revert-if", "--revert-if %q: want worse or missed", f.revertIf)
 	}
 	if f.tolerance <= 0 || f.tolerance > 100 {
-		return fmt.Errorf("--tolerance %v: want points between 0 and 100", f.tolerance)
+		return flagErrorf("--tolerance", "--tolerance %v: want points between 0 and 100", f.tolerance)
 	}
 	return nil
 }
@@ -84,6 +85,7 @@ type verifyOptions struct {
 	stateDir string
 	journal  string
 	flags    verifyFlags
+	fs       *kernel.FS
 }
 
 func newVerifyCmd(g *globalFlags) *cobra.Command {
@@ -108,12 +110,7 @@ prediction keeps it; 'apply --verify' measures both sides itself.
 Exit status: 0 confirmed, 2 error (no applied journal, no prediction),
 3 missed, 4 worse, 5 inconclusive.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := existingStateDir(cmd, o.stateDir); err != nil {
-				return err
-			}
-			return o.run(cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	stateDirFlag(cmd, &o.stateDir)
 	cmd.Flags().StringVar(&o.journal, "journal", "", "applied journal `ID` to verify (see 'irqpilot history'); default the newest applied")
@@ -122,13 +119,27 @@ Exit status: 0 confirmed, 2 error (no applied journal, no prediction),
 	return cmd
 }
 
-func (o *verifyOptions) run(out io.Writer) error {
+// complete refuses a --state-dir given that does not exist, and takes the
+// machine (--root) to measure.
+func (o *verifyOptions) complete(cmd *cobra.Command, _ []string) error {
+	if err := existingStateDir(cmd, o.stateDir); err != nil {
+		return err
+	}
+	o.fs = kernel.New(o.g.root)
+	return nil
+}
+
+func (o *verifyOptions) validate() error {
 	if err := o.flags.check(); err != nil {
 		return err
 	}
 	if o.flags.window <= 0 {
-		return fmt.Errorf("--duration %v: must be positive", o.flags.window)
+		return flagErrorf("--duration", "--duration %v: must be positive", o.flags.window)
 	}
+	return nil
+}
+
+func (o *verifyOptions) run(_ context.Context, out, _ io.Writer) error {
 	j, err := o.pick()
 	if err != nil {
 		return err
@@ -136,7 +147,7 @@ func (o *verifyOptions) run(out io.Writer) error {
 	if j.Prediction == nil {
 		return fmt.Errorf("journal %s has no prediction to verify: its plan was not made from a measurement (apply --verify measures before the change and predicts then)", j.ID)
 	}
-	fs := kernel.New(o.g.root)
+	fs := o.fs
 	m, err := newLiveMeter(fs, o.flags.cost)
 	if err != nil {
 		return err
@@ -153,16 +164,22 @@ func (o *verifyOptions) run(out io.Writer) error {
 	vo := verify.Options{Tolerance: o.flags.tolerance}
 	v := &verificationJSON{Result: verify.Judge(j.Prediction, verify.FromPrediction(j.Prediction), after, vo), Seconds: after.Seconds, Journal: j.ID,
 		Note: fmt.Sprintf("before is the measurement journal %s's prediction was made from (%s)", j.ID, j.Time.Format(time.RFC3339))}
-	if o.g.json {
-		if err := writeJSON(out, struct {
-			Verification *verificationJSON `json:"verification"`
-		}{v}); err != nil {
-			return err
-		}
-	} else {
-		printVerification(out, v, m.note)
+	if err := renderVerification(out, v, m.note, o.g.json); err != nil {
+		return err
 	}
 	return verdictExit(v.Verdict)
+}
+
+// renderVerification prints verify's verdict (costNote: how interrupt
+// time was known), or its JSON document.
+func renderVerification(out io.Writer, v *verificationJSON, costNote string, asJSON bool) error {
+	if asJSON {
+		return writeJSON(out, struct {
+			Verification *verificationJSON `json:"verification"`
+		}{v})
+	}
+	printVerification(out, v, costNote)
+	return nil
 }
 
 // pick is the journal --journal names, or the newest applied one.
