@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
@@ -125,9 +124,13 @@ func (r *Runner) irqbalance() (func() error, error) {
 	// is applied through a journal below.
 	var berrs []error
 	for _, c := range back {
-		if err := r.live.Env.FS.WriteFile(c.Path, c.Value); err != nil {
+		h, err := setting.Lookup(c.Kind)
+		if err == nil {
+			err = h.Write(&r.live.Env, &c, c.Value)
+		}
+		if err != nil {
 			berrs = append(berrs, fmt.Errorf("%s: %w", c.Target, err))
-		} else if got, err := r.live.Env.FS.ReadString(c.Path); err != nil || got != c.Value {
+		} else if got, err := h.Read(&r.live.Env, &c); err != nil || got != c.Value {
 			berrs = append(berrs, fmt.Errorf("%s: read back %q after writing %q (%v)", c.Target, got, c.Value, err))
 		}
 	}
@@ -160,11 +163,7 @@ func irqAffinities(fs *kernel.FS) (map[int]cpuset.Set, error) {
 	}
 	out := map[int]cpuset.Set{}
 	for _, irq := range irqs {
-		v, err := fs.ReadString(kernel.IRQAffinityListPath(irq))
-		if err != nil {
-			continue
-		}
-		if s, err := cpuset.Parse(v); err == nil {
+		if s, err := fs.ReadIRQAffinity(irq); err == nil {
 			out[irq] = s
 		}
 	}
@@ -178,20 +177,11 @@ type MachineState map[string]string
 
 // ReadMachineState reads the state of fs's machine.
 func ReadMachineState(fs *kernel.FS) (MachineState, error) {
-	st := MachineState{}
-	for _, g := range setting.StateGlobs() {
-		names, err := fs.Glob(g)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range names {
-			v, err := fs.ReadString(n)
-			if err != nil {
-				v = "error: " + err.Error()
-			}
-			st[n] = strings.TrimSpace(v)
-		}
+	files, err := setting.ReadStateFiles(fs)
+	if err != nil {
+		return nil, err
 	}
+	st := MachineState(files)
 	if len(st) == 0 {
 		return nil, fmt.Errorf("no IRQ or queue settings readable")
 	}

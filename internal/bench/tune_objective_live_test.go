@@ -54,7 +54,7 @@ func TestTuneObjectiveLive(t *testing.T) {
 	read := func() []string {
 		var out []string
 		for _, f := range files {
-			v, err := nsfs.ReadString("sys/class/net/" + app.Device + "/" + f)
+			v, err := nsfs.ReadSettingFile("sys/class/net/" + app.Device + "/" + f)
 			if err != nil {
 				t.Fatalf("%s %s: %v", app.Device, f, err)
 			}

@@ -29,8 +29,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -129,11 +131,7 @@ func Write(w io.Writer, fs *kernel.FS) (*Result, error) {
 func WriteWith(w io.Writer, fs *kernel.FS, o Options) (*Result, error) {
 	a := &archive{fs: fs, entries: map[string]*entry{}, refused: map[string]string{}}
 	rec := fs.Recorded()
-	paths := make([]string, 0, len(rec))
-	for p := range rec {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
+	paths := slices.Sorted(maps.Keys(rec))
 	for _, p := range paths {
 		a.addRecorded(p, rec[p])
 	}
@@ -258,11 +256,7 @@ func (a *archive) write(w io.Writer) (*Result, error) {
 			}
 		}
 	}
-	paths := make([]string, 0, len(a.entries))
-	for p := range a.entries {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
+	paths := slices.Sorted(maps.Keys(a.entries))
 
 	res := &Result{Refused: []Refusal{}}
 	gz := gzip.NewWriter(w)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -182,35 +183,40 @@ func readAll(t *testing.T, f *kernel.FS) []string {
 	}
 	b, err := f.ReadFile("proc/interrupts")
 	see("interrupts", b, err)
-	names, err := f.ReadDir("sys/class/net")
+	names, err := f.NetDevices()
 	see("net", names, err)
 	for _, n := range names {
-		s, err := f.ReadString("sys/class/net/" + n + "/address")
-		see(n+" address", s, err)
-		r, err := f.Resolve("sys/class/net/" + n + "/device/driver")
-		see(n+" driver", r, err)
-	}
-	qs, err := f.ReadDir("sys/class/net/eth0/queues")
-	see("queues", qs, err)
-	for _, q := range qs {
-		if strings.HasPrefix(q, "rx-") {
-			s, err := f.ReadString("sys/class/net/eth0/queues/" + q + "/rps_cpus")
-			see(q+" rps", s, err)
+		b, err := f.ReadFile("sys/class/net/" + n + "/address")
+		see(n+" address", b, err)
+		d, err := f.ReadDevice("sys/class/net/" + n + "/device")
+		if err == nil {
+			see(n+" device", []string{d.Dir, d.Driver}, nil)
+		} else {
+			see(n+" device", nil, err)
 		}
 	}
-	irqs, err := f.ReadDir("proc/irq")
-	see("irqs", irqs, err)
+	qs, err := f.NetQueues("eth0")
+	for _, q := range qs {
+		see("queue", q.Name, nil)
+		if q.Rx {
+			s, err := f.RPSCPUs("eth0", q.Name)
+			see(q.Name+" rps", s.String(), err)
+		}
+	}
+	see("queues", nil, err)
+	irqs, err := f.ProcIRQs()
+	see("irqs", fmt.Sprint(irqs), err)
 	see("38 exists", f.Exists("proc/irq/38"), nil)
-	s, err := f.ReadString("proc/irq/38/smp_affinity_list")
-	see("38 affinity", s, err)
+	a, err := f.ReadIRQAffinity(38)
+	see("38 affinity", a.String(), err)
 	_, err = f.ReadFile("proc/irq/38") // EISDIR, replayed from the snapshot
 	see("38 as file", nil, err)
-	s, err = f.ReadString("proc/812/comm")
+	s, err := f.Comm(812)
 	see("comm", s, err)
 	b, err = f.ReadFile("proc/812/environ")
 	see("environ", b, err)
-	s, err = f.ReadString("etc/default/irqbalance")
-	see("config", s, err)
+	b, err = f.ReadFile("etc/default/irqbalance")
+	see("config", b, err)
 	return seen
 }
 
@@ -240,7 +246,7 @@ func TestWriteArchivesExactlyWhatWasRead(t *testing.T) {
 	f.ReadFile("proc/812/cmdline")
 	f.ReadFile("proc/self/maps")
 	f.ReadFile("etc/passwd")
-	f.ReadDir("dev")
+	f.ReadFile("dev/null")
 	f.SaveSynthetic("managed.json", []byte(`{"38":"no"}`))
 	f.StopRecording()
 
@@ -308,7 +314,7 @@ func TestWriteArchivesExactlyWhatWasRead(t *testing.T) {
 		refused = append(refused, r.Path)
 	}
 	sort.Strings(refused)
-	want := []string{"/dev", "/etc/passwd", "/proc/812/cmdline", "/proc/self/maps"}
+	want := []string{"/dev/null", "/etc/passwd", "/proc/812/cmdline", "/proc/self/maps"}
 	if d := cmp.Diff(want, refused); d != "" {
 		t.Errorf("refused (-want +got):\n%s", d)
 	}

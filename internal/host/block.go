@@ -2,13 +2,11 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"slices"
-	"sort"
-	"strconv"
 
-	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
@@ -30,39 +28,27 @@ func readBlock(kfs *kernel.FS, h *Host) {
 		infos[i] = irqInfo(&h.IRQs[i])
 	}
 	for _, name := range names {
-		base := kernel.BlockDir + "/" + name
-		mq, err := kfs.ReadDir(base + "/mq")
+		qs, err := kfs.BlockQueues(name)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
-				h.unavailable("block "+name+" queues", "/"+base+"/mq", err)
+				h.unavailable("block "+name+" queues", "/"+kernel.BlockQueueDir(name), err)
 			}
 			continue
 		}
-		di := readDeviceInfo(kfs, h, "block "+name, base+"/device")
+		di := readDeviceInfo(kfs, h, "block "+name, kernel.BlockDir+"/"+name+"/device")
 		if di.dir == "" {
 			continue
 		}
 		b := BlockDev{Name: name, Driver: di.driver, BusAddr: di.busAddr, Node: di.node,
 			Queues: []BlockQueue{}, IRQs: []int{}}
-		for _, e := range mq {
-			idx, err := strconv.Atoi(e)
-			if err != nil || idx < 0 {
-				continue
-			}
-			p := base + "/mq/" + e + "/cpu_list"
-			s, err := kfs.ReadString(p)
+		for _, q := range qs {
+			cpus, err := kfs.BlockQueueCPUs(name, q)
 			if err != nil {
-				h.unavailable("block "+name+" queue "+e, "/"+p, err)
+				h.unavailable(fmt.Sprintf("block %s queue %d", name, q), "/"+kernel.BlockQueueCPUsPath(name, q), err)
 				continue
 			}
-			cpus, err := cpuset.Parse(s) // blk-mq prints "0, 1": Parse takes spaces after commas
-			if err != nil {
-				h.unavailable("block "+name+" queue "+e, "/"+p, err)
-				continue
-			}
-			b.Queues = append(b.Queues, BlockQueue{Index: idx, CPUs: cpus})
+			b.Queues = append(b.Queues, BlockQueue{Index: q, CPUs: cpus})
 		}
-		sort.Slice(b.Queues, func(i, j int) bool { return b.Queues[i].Index < b.Queues[j].Index })
 		b.IRQs = blockIRQs(h, infos, name, di)
 		h.Block = append(h.Block, b)
 	}

@@ -4,17 +4,14 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
-// cpuDir and nodeDir are kernel's: the CPU lists, the cpuN directories
-// and their online files are read through kernel.FS methods, the per-CPU
-// topology files and the nodes (topology_cpus.go) still by path here.
+// cpuDir and nodeDir are kernel's, named here in what is reported
+// unavailable: every file below them is read through a kernel.FS method.
 const (
 	cpuDir  = kernel.CPUDir
 	nodeDir = kernel.NodeDir
@@ -91,8 +88,7 @@ func readTopology(fs *kernel.FS, h *Host) {
 	t.CPUs = make([]CPU, 0, ids.Len())
 	for _, id := range ids.CPUs() {
 		c := CPU{ID: id, Online: online.Contains(id), Core: -1, Die: -1, Package: -1, Node: -1}
-		base := fmt.Sprintf("%s/cpu%d", cpuDir, id)
-		missing, bad := readCPUTopology(fs, base, &c, &issues, pkgMasks)
+		missing, bad := readCPUTopology(fs, &c, &issues, pkgMasks)
 		if missing && c.Online {
 			noTopo = append(noTopo, id)
 		}
@@ -105,7 +101,7 @@ func readTopology(fs *kernel.FS, h *Host) {
 		if n, ok := nodeOf[id]; ok {
 			c.Node = n
 		} else {
-			c.Node = nodeFromCPUDir(fs, base)
+			c.Node = nodeFromCPUDir(fs, id)
 		}
 		c.Isolated = t.Isolated.Contains(id)
 		c.NohzFull = t.NohzFull.Contains(id)
@@ -138,62 +134,6 @@ func relErr(fs *kernel.FS, err error) error {
 		return &iofs.PathError{Op: pe.Op, Path: "/" + strings.TrimPrefix(rel, "/"), Err: pe.Err}
 	}
 	return err
-}
-
-// trimValue trims what surrounds a sysfs value: white space and NUL bytes
-// (the topology files of 128-CPU aarch64 hosts on 5.15 kernels read
-// "0\n\x00").
-func trimValue(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool { return r == 0 || unicode.IsSpace(r) })
-}
-
-// readValue reads a one-value sysfs or proc file, trimmed by trimValue.
-func readValue(fs *kernel.FS, rel string) (string, error) {
-	s, err := fs.ReadString(rel)
-	return trimValue(s), err
-}
-
-// readInt reads a file holding one decimal integer.
-func readInt(fs *kernel.FS, rel string) (int, error) {
-	s, err := readValue(fs, rel)
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("/%s: %q is not an integer", strings.TrimPrefix(rel, "/"), s)
-	}
-	return n, nil
-}
-
-// readSet reads a cpulist file. The kernel prints "(null)" (sometimes
-// indented) for an unset nohz_full mask; that is the empty set.
-func readSet(fs *kernel.FS, rel string) (cpuset.Set, error) {
-	s, err := readValue(fs, rel)
-	if err != nil {
-		return cpuset.Set{}, err
-	}
-	if s == "(null)" {
-		return cpuset.Set{}, nil
-	}
-	set, err := cpuset.Parse(s)
-	if err != nil {
-		return cpuset.Set{}, fmt.Errorf("/%s: %w", strings.TrimPrefix(rel, "/"), err)
-	}
-	return set, nil
-}
-
-// readMaskFile reads a hex mask file (thread_siblings, cpumap).
-func readMaskFile(fs *kernel.FS, rel string) (cpuset.Set, error) {
-	s, err := readValue(fs, rel)
-	if err != nil {
-		return cpuset.Set{}, err
-	}
-	set, err := cpuset.ParseMask(s)
-	if err != nil {
-		return cpuset.Set{}, fmt.Errorf("/%s: %w", strings.TrimPrefix(rel, "/"), err)
-	}
-	return set, nil
 }
 
 // cpuDirs lists the ids of the cpuN directories, ascending (nil when the

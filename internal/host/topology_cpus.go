@@ -3,7 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -14,20 +13,16 @@ import (
 func readNodes(fs *kernel.FS, h *Host) map[int]int {
 	t := &h.Topology
 	nodeOf := map[int]int{}
-	names, err := fs.ReadDir(nodeDir)
+	ids, err := fs.NodeIDs()
 	if err != nil {
 		h.unavailable("numa nodes", "/"+nodeDir, relErr(fs, err))
 		return nodeOf
 	}
-	for _, id := range kernel.NumberedEntries(names, "node") {
-		base := fmt.Sprintf("%s/node%d", nodeDir, id)
-		set, err := readSet(fs, base+"/cpulist")
+	for _, id := range ids {
+		set, err := fs.NodeCPUs(id)
 		if err != nil {
-			var merr error
-			if set, merr = readMaskFile(fs, base+"/cpumap"); merr != nil {
-				h.unavailable(fmt.Sprintf("numa node %d cpus", id), "/"+base+"/cpulist", relErr(fs, err))
-				set = cpuset.Set{}
-			}
+			h.unavailable(fmt.Sprintf("numa node %d cpus", id), fmt.Sprintf("/%s/node%d/cpulist", nodeDir, id), relErr(fs, err))
+			set = cpuset.Set{}
 		}
 		t.Nodes = append(t.Nodes, Node{ID: id, CPUs: set})
 		for _, c := range set.CPUs() {
@@ -40,16 +35,11 @@ func readNodes(fs *kernel.FS, h *Host) map[int]int {
 }
 
 // nodeFromCPUDir finds the nodeN link inside a CPU's directory (present
-// for offline CPUs too, whose ids the nodes' cpulists leave out).
-func nodeFromCPUDir(fs *kernel.FS, base string) int {
-	names, err := fs.ReadDir(base)
-	if err != nil {
-		return -1
-	}
-	for _, n := range names {
-		if id, ok := kernel.NumberedEntry(n, "node"); ok {
-			return id
-		}
+// for offline CPUs too, whose ids the nodes' cpulists leave out); -1 when
+// there is none.
+func nodeFromCPUDir(fs *kernel.FS, cpu int) int {
+	if id, ok := fs.CPUNode(cpu); ok {
+		return id
 	}
 	return -1
 }
@@ -60,82 +50,39 @@ func nodeFromCPUDir(fs *kernel.FS, base string) int {
 // files are read from the first of the kernel's files that parses, and
 // what could not be read of them goes to issues; the package mask, when one
 // is readable, is stored in pkgMasks.
-func readCPUTopology(fs *kernel.FS, base string, c *CPU, issues *fileIssues, pkgMasks map[int]cpuset.Set) (missing bool, bad error) {
-	note := func(err error) {
-		if err != nil && bad == nil {
-			bad = err
-		}
-	}
-	readID := func(name string) int {
-		n, err := readInt(fs, base+"/topology/"+name)
-		if err != nil {
-			if !isNotExist(err) {
-				note(relErr(fs, err))
-			}
-			return -1
-		}
-		return n
-	}
-	topo := base + "/topology"
-	if _, err := fs.ReadDir(topo); err != nil {
+func readCPUTopology(fs *kernel.FS, c *CPU, issues *fileIssues, pkgMasks map[int]cpuset.Set) (missing bool, bad error) {
+	topo, err := fs.CPUTopology(c.ID)
+	if err != nil {
 		missing = true
 	} else {
-		c.Core = readID("core_id")
-		c.Die = readID("die_id")
-		c.Package = readID("physical_package_id")
+		if topo.BadID != nil {
+			bad = relErr(fs, topo.BadID)
+		}
+		c.Core, c.Die, c.Package = topo.Core, topo.Die, topo.Package
 
-		sib, from, fails := readFirstSet(fs, topo, siblingFiles)
-		for _, f := range fails {
-			issues.add(siblingsWhat(from), f.file, c.ID, relErr(fs, f.err))
+		sib := topo.Siblings
+		for _, f := range sib.Fails {
+			issues.add(siblingsWhat(sib.From), f.File, c.ID, relErr(fs, f.Err))
 		}
-		if from == "" && len(fails) == 0 && c.Online {
-			issues.add("cpu siblings", anyOf(siblingFiles), c.ID, errors.New("no sibling file, or all empty"))
+		if sib.From == "" && len(sib.Fails) == 0 && c.Online {
+			issues.add("cpu siblings", kernel.SiblingFiles, c.ID, errors.New("no sibling file, or all empty"))
 		}
-		c.Siblings = sib
+		c.Siblings = sib.CPUs
 
-		pkg, from, fails := readFirstSet(fs, topo, packageFiles)
-		for _, f := range fails {
-			issues.add(packageWhat(from), f.file, c.ID, relErr(fs, f.err))
+		pkg := topo.PackageCPUs
+		for _, f := range pkg.Fails {
+			issues.add(packageWhat(pkg.From), f.File, c.ID, relErr(fs, f.Err))
 		}
-		if from != "" {
-			pkgMasks[c.ID] = pkg
+		if pkg.From != "" {
+			pkgMasks[c.ID] = pkg.CPUs
 		}
 	}
-	l2, l3, err := readCaches(fs, base+"/cache")
-	note(err)
+	l2, l3, err := fs.CPUCaches(c.ID)
+	if err != nil && bad == nil {
+		bad = err
+	}
 	c.L2, c.L3 = l2, l3
 	return missing, bad
-}
-
-// setFile is a per-CPU topology file holding a set of CPUs, as a cpulist or
-// as a hex mask.
-type setFile struct {
-	name string
-	mask bool
-}
-
-// siblingFiles are the files naming a CPU's SMT siblings, in the order they
-// are tried: the cpulists first, then the masks; core_cpus* are the names
-// since Linux 5.7, thread_siblings* the older ones (still provided).
-var siblingFiles = []setFile{
-	{"thread_siblings_list", false}, {"core_cpus_list", false},
-	{"thread_siblings", true}, {"core_cpus", true},
-}
-
-// packageFiles name the CPUs of a CPU's package (package_cpus* since 5.7,
-// core_siblings* before).
-var packageFiles = []setFile{
-	{"package_cpus_list", false}, {"core_siblings_list", false},
-	{"package_cpus", true}, {"core_siblings", true},
-}
-
-// anyOf names the files as one path element: "{a,b,c}".
-func anyOf(files []setFile) string {
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = f.name
-	}
-	return "{" + strings.Join(names, ",") + "}"
 }
 
 func siblingsWhat(from string) string {
@@ -150,48 +97,6 @@ func packageWhat(from string) string {
 		return "cpu package mask"
 	}
 	return "cpu package mask (read from " + from + " instead)"
-}
-
-// fileFailure is a file that exists but could not be read or parsed.
-type fileFailure struct {
-	file string
-	err  error
-}
-
-// readFirstSet reads the first of files (in dir) that exists and holds a
-// set. It returns the set, the name of the file it came from ("" when none
-// did) and the files that exist but could not be read or parsed, in order.
-// An empty file is skipped silently: the kernel never prints an empty
-// sibling or package set (a CPU belongs to its own), but snapshots hold
-// files that were not read as empty placeholders.
-func readFirstSet(fs *kernel.FS, dir string, files []setFile) (cpuset.Set, string, []fileFailure) {
-	var fails []fileFailure
-	for _, f := range files {
-		rel := dir + "/" + f.name
-		v, err := readValue(fs, rel)
-		if isNotExist(err) || (err == nil && v == "") {
-			continue
-		}
-		var set cpuset.Set
-		if err == nil {
-			if f.mask {
-				set, err = cpuset.ParseMask(v)
-			} else {
-				set, err = cpuset.Parse(v)
-			}
-			if err == nil && set.IsEmpty() {
-				err = errors.New("no CPU set (a CPU always belongs to its own set)")
-			}
-			if err != nil {
-				err = fmt.Errorf("/%s: %w", strings.TrimPrefix(rel, "/"), err)
-			}
-		}
-		if err == nil {
-			return set, f.name, fails
-		}
-		fails = append(fails, fileFailure{f.name, err})
-	}
-	return cpuset.Set{}, "", fails
 }
 
 // fileIssues gathers, per topology file and outcome, the CPUs whose copy of
@@ -285,50 +190,6 @@ func packagesFromMasks(h *Host, masks map[int]cpuset.Set, issues *fileIssues) {
 	h.unavailable("cpu package ids (derived from package masks: lowest CPU of each)",
 		"/"+cpuDir+"/cpu*/topology/physical_package_id", errors.New(reason))
 	for _, id := range noMask {
-		issues.add("cpu package", anyOf(packageFiles), id, errors.New("no readable package mask: package unknown"))
+		issues.add("cpu package", kernel.PackageFiles, id, errors.New("no readable package mask: package unknown"))
 	}
-}
-
-// readCaches returns the CPUs sharing the CPU's level-2 and level-3 data or
-// unified caches (instruction caches are ignored).
-func readCaches(fs *kernel.FS, dir string) (l2, l3 cpuset.Set, bad error) {
-	names, err := fs.ReadDir(dir)
-	if err != nil {
-		return l2, l3, nil // no cache directory: unknown, not an error
-	}
-	for _, n := range names {
-		if _, ok := kernel.NumberedEntry(n, "index"); !ok {
-			continue
-		}
-		idx := dir + "/" + n
-		level, err := readInt(fs, idx+"/level")
-		if err != nil {
-			if bad == nil && !isNotExist(err) {
-				bad = err
-			}
-			continue
-		}
-		if level != 2 && level != 3 {
-			continue
-		}
-		if typ, err := readValue(fs, idx+"/type"); err == nil && typ == "Instruction" {
-			continue
-		}
-		set, err := readSet(fs, idx+"/shared_cpu_list")
-		if isNotExist(err) {
-			set, err = readMaskFile(fs, idx+"/shared_cpu_map")
-		}
-		if err != nil {
-			if bad == nil {
-				bad = err
-			}
-			continue
-		}
-		if level == 2 {
-			l2 = l2.Union(set)
-		} else {
-			l3 = l3.Union(set)
-		}
-	}
-	return l2, l3, bad
 }

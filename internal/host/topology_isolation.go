@@ -28,22 +28,22 @@ func readIsolation(fs *kernel.FS, h *Host) {
 	t.ManagedIRQIsolated = cmd.managedIRQ
 
 	var err error
-	if t.Isolated, err = readSet(fs, cpuDir+"/isolated"); err != nil {
+	if t.Isolated, err = fs.CPUList(kernel.CPUsIsolated); err != nil {
 		if clErr == nil {
 			t.Isolated = cmd.domain
 		}
 		if clErr != nil || !isNotExist(err) {
-			h.unavailable("isolated cpus", "/"+cpuDir+"/isolated", relErr(fs, err))
+			h.unavailable("isolated cpus", "/"+kernel.CPUsIsolated.Path(), relErr(fs, err))
 		}
 	}
 	// nohz_full is absent on kernels without CONFIG_NO_HZ_FULL, where the
 	// command line is also ineffective; we still report its intent.
-	if t.NohzFull, err = readSet(fs, cpuDir+"/nohz_full"); err != nil {
+	if t.NohzFull, err = fs.CPUList(kernel.CPUsNohzFull); err != nil {
 		if clErr == nil {
 			t.NohzFull = cmd.nohzFull
 		}
 		if clErr != nil || !isNotExist(err) {
-			h.unavailable("nohz_full cpus", "/"+cpuDir+"/nohz_full", relErr(fs, err))
+			h.unavailable("nohz_full cpus", "/"+kernel.CPUsNohzFull.Path(), relErr(fs, err))
 		}
 	}
 }

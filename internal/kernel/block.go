@@ -11,15 +11,15 @@ import (
 const BlockDir = "sys/block"
 
 // BlockDevices lists the block devices (/sys/block).
-func (f *FS) BlockDevices() ([]string, error) { return f.ReadDir(BlockDir) }
+func (f *FS) BlockDevices() ([]string, error) { return f.readDir(BlockDir) }
 
 // NVMeControllers lists the NVMe controllers (/sys/class/nvme: nvme0…).
-func (f *FS) NVMeControllers() ([]string, error) { return f.ReadDir("sys/class/nvme") }
+func (f *FS) NVMeControllers() ([]string, error) { return f.readDir("sys/class/nvme") }
 
 // DiskOfDev names the whole disk holding block device major:minor (vda for
 // vda or vda1), from /sys/dev/block/MAJ:MIN.
 func (f *FS) DiskOfDev(major, minor uint32) (string, error) {
-	dev, err := f.Resolve(fmt.Sprintf("sys/dev/block/%d:%d", major, minor))
+	dev, err := f.resolve(fmt.Sprintf("sys/dev/block/%d:%d", major, minor))
 	if err != nil {
 		return "", err
 	}
@@ -40,7 +40,7 @@ type BlockStat struct {
 // BlockStat reads /sys/block/DEV/stat (recorded like any ReadFile).
 func (f *FS) BlockStat(dev string) (BlockStat, error) {
 	p := "sys/block/" + dev + "/stat"
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return BlockStat{}, fmt.Errorf("/%s: %w", p, err)
 	}
@@ -72,7 +72,7 @@ func parseBlockStat(name, s string) (BlockStat, error) {
 // has in flight, reads and writes (recorded like any ReadFile).
 func (f *FS) BlockInFlight(dev string) (reads, writes int, err error) {
 	p := "sys/block/" + dev + "/inflight"
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return 0, 0, fmt.Errorf("/%s: %w", p, err)
 	}

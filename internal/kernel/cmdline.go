@@ -13,7 +13,7 @@ type CmdlineParam struct {
 // "--" (what follows is init's). Parameters are split at white space
 // (quoted values with spaces are not joined).
 func (f *FS) Cmdline() ([]CmdlineParam, error) {
-	s, err := f.ReadString("proc/cmdline")
+	s, err := f.readString("proc/cmdline")
 	if err != nil {
 		return nil, err
 	}

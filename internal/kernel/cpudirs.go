@@ -45,7 +45,7 @@ func (c CPUListFile) Path() string { return CPUDir + "/" + string(c) }
 // OnlineCPUs and PossibleCPUs read the same files strictly.
 func (f *FS) CPUList(file CPUListFile) (cpuset.Set, error) {
 	p := file.Path()
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return cpuset.Set{}, err
 	}
@@ -79,7 +79,7 @@ func trimSysValue(s string) string {
 // satisfying errors.Is(err, fs.ErrNotExist); a directory without cpuN
 // entries gives none and no error.
 func (f *FS) CPUDirs() ([]int, error) {
-	names, err := f.ReadDir(CPUDir)
+	names, err := f.readDir(CPUDir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func NumberedEntry(name, prefix string) (int, bool) {
 // fs.ErrNotExist). Any other value is an error naming the file.
 func (f *FS) CPUOnline(cpu int) (bool, error) {
 	p := fmt.Sprintf("%s/cpu%d/online", CPUDir, cpu)
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return false, err
 	}

@@ -56,7 +56,7 @@ type Device struct {
 // one without a link: an error satisfying errors.Is(err, fs.ErrNotExist));
 // files missing below the device leave their fields empty.
 func (f *FS) ReadDevice(link string) (*Device, error) {
-	dir, err := f.Resolve(link)
+	dir, err := f.resolve(link)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (f *FS) ReadDevice(link string) (*Device, error) {
 	}
 	d.BusAddr = path.Base(top)
 	for p := dir; len(p) >= len(top); p = path.Dir(p) {
-		if t, err := f.Readlink(p + "/driver"); err == nil {
+		if t, err := f.readlink(p + "/driver"); err == nil {
 			if drv := path.Base(t); drv != "sd" && drv != "sr" {
 				d.Driver = drv
 				break
@@ -87,13 +87,13 @@ func (f *FS) ReadDevice(link string) (*Device, error) {
 		}
 	}
 	for _, p := range []string{top, dir} {
-		if n, err := f.ReadInt(p + "/numa_node"); err == nil {
+		if n, err := f.readInt(p + "/numa_node"); err == nil {
 			d.Node = int(n)
 			break
 		}
 	}
 	for _, p := range []string{top, dir} {
-		if s, err := f.ReadString(p + "/local_cpulist"); err == nil {
+		if s, err := f.readString(p + "/local_cpulist"); err == nil {
 			if set, err := cpuset.Parse(s); err == nil {
 				d.LocalCPUs = set
 			} else {
@@ -103,7 +103,7 @@ func (f *FS) ReadDevice(link string) (*Device, error) {
 		}
 	}
 	if d.PCIDir != "" {
-		if names, err := f.ReadDir(d.PCIDir + "/msi_irqs"); err == nil {
+		if names, err := f.readDir(d.PCIDir + "/msi_irqs"); err == nil {
 			d.MSIIRQs = parseMSIIRQs(names)
 		}
 	}

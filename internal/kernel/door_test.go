@@ -3,7 +3,10 @@ package kernel
 import (
 	"go/ast"
 	"go/token"
+	"maps"
+	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,7 +41,6 @@ var doorAllowed = map[string]struct {
 	"internal/setting/devnapi.go":        {4, "setting kind: names the sys/class/net/DEV file it writes, and the files its feature probe looks for"},
 	"internal/setting/steering.go":       {12, "setting kind: the globs of the files it writes, and the files its feature probes look for"},
 	"internal/setting/irqaffinity.go":    {7, "setting kind: the glob of the files it writes, and the files its feature probes look for"},
-	"internal/livetest/livetest.go":      {3, "live-test helpers: look at the real machine beside the code under test"},
 	"internal/bench/testbed/testbed.go":  {2, "testbed: a namespace's own /sys, and a server's /proc/PID/root for nsenter"},
 
 	// Names of a source in an "unavailable" note, for people.
@@ -90,4 +92,45 @@ func TestKernelDoor(t *testing.T) {
 		}
 	}
 	t.Logf("%d kernel path literals in %d files outside package kernel", total, len(got))
+}
+
+// settingDoor are the FS methods that read a kernel file by the name the
+// caller gives: the setting kinds' door (fs_write.go), beside WriteFile.
+var settingDoor = map[string]bool{"ReadSettingFile": true, "GlobSettingFiles": true}
+
+// settingDoorAllowed are the packages that may call the settingDoor
+// methods, each with its reason. Every other package reads the kernel
+// through typed methods.
+var settingDoorAllowed = map[string]string{
+	"internal/setting": "the setting kinds name the files they write, read back the value in force and look for the files to tell whether the kernel has them",
+}
+
+// TestSettingDoor: outside package kernel, only the packages of
+// settingDoorAllowed call the setting-file door (tests excepted: they read
+// back what the code under test wrote). A method of that name is found by
+// its selector wherever it is used, called or taken as a value.
+func TestSettingDoor(t *testing.T) {
+	inKernel := func(dir string) bool { return dir == "internal/kernel" || strings.HasPrefix(dir, "internal/kernel/") }
+	used := map[string]bool{}
+	moduleSources(t, inKernel, func(rel string, fset *token.FileSet, f *ast.File) {
+		dir := path.Dir(rel)
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || !settingDoor[sel.Sel.Name] {
+				return true
+			}
+			if _, ok := settingDoorAllowed[dir]; ok {
+				used[dir] = true
+				return true
+			}
+			t.Errorf("%s:%d: %s is the setting kinds' door (for %s only); read the kernel through a typed kernel.FS method",
+				rel, fset.Position(sel.Sel.Pos()).Line, sel.Sel.Name, strings.Join(slices.Sorted(maps.Keys(settingDoorAllowed)), ", "))
+			return true
+		})
+	})
+	for dir := range settingDoorAllowed {
+		if !used[dir] {
+			t.Errorf("%s no longer calls the setting-file door: drop it from settingDoorAllowed", dir)
+		}
+	}
 }

@@ -244,8 +244,8 @@ func FileKind(m fs.FileMode) string {
 	return "type " + m.Type().String()
 }
 
-// ReadString reads a file and trims surrounding white space.
-func (f *FS) ReadString(rel string) (string, error) {
+// readString reads a file and trims surrounding white space.
+func (f *FS) readString(rel string) (string, error) {
 	if f.held != nil {
 		// The hot path of a held FS: one string, no intermediate copy.
 		f.note(rel, AccessFile)
@@ -270,9 +270,9 @@ func (f *FS) ReadString(rel string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// ReadInt reads a file holding one decimal integer.
-func (f *FS) ReadInt(rel string) (int64, error) {
-	s, err := f.ReadString(rel)
+// readInt reads a file holding one decimal integer.
+func (f *FS) readInt(rel string) (int64, error) {
+	s, err := f.readString(rel)
 	if err != nil {
 		return 0, err
 	}
@@ -290,8 +290,8 @@ func (f *FS) Exists(rel string) bool {
 	return err == nil
 }
 
-// ReadDir lists the names in a directory, sorted by name.
-func (f *FS) ReadDir(rel string) ([]string, error) {
+// readDir lists the names in a directory, sorted by name.
+func (f *FS) readDir(rel string) ([]string, error) {
 	f.note(rel, AccessDir)
 	if err := f.replayed(rel); err != nil {
 		f.noteResult(rel, nil, err)
@@ -310,8 +310,8 @@ func (f *FS) ReadDir(rel string) ([]string, error) {
 	return names, nil
 }
 
-// Readlink returns the target of a symlink as stored.
-func (f *FS) Readlink(rel string) (string, error) {
+// readlink returns the target of a symlink as stored.
+func (f *FS) readlink(rel string) (string, error) {
 	f.note(rel, AccessStat)
 	if err := f.replayed(rel); err != nil {
 		return "", err
@@ -320,9 +320,9 @@ func (f *FS) Readlink(rel string) (string, error) {
 	return t, f.kernelErr(err)
 }
 
-// Glob matches a pattern relative to the root and returns root-relative
+// glob matches a pattern relative to the root and returns root-relative
 // paths (with a leading "/").
-func (f *FS) Glob(pattern string) ([]string, error) {
+func (f *FS) glob(pattern string) ([]string, error) {
 	m, err := filepath.Glob(f.Path(pattern))
 	if err != nil {
 		return nil, err
@@ -335,11 +335,11 @@ func (f *FS) Glob(pattern string) ([]string, error) {
 	return m, nil
 }
 
-// Resolve follows symlinks within the root and returns the root-relative
+// resolve follows symlinks within the root and returns the root-relative
 // real path (e.g. /sys/class/net/eth0 → /sys/devices/pci0000:00/…/net/eth0).
 // Absolute link targets are interpreted inside the root, never on the host,
 // so a snapshot cannot point the tool at the live machine.
-func (f *FS) Resolve(rel string) (string, error) {
+func (f *FS) resolve(rel string) (string, error) {
 	f.note(rel, AccessStat)
 	real, _, err := f.ResolveLinks(rel)
 	if err != nil {
@@ -348,7 +348,7 @@ func (f *FS) Resolve(rel string) (string, error) {
 	return real, nil
 }
 
-// ResolveLinks resolves rel like Resolve and also returns every symlink met
+// ResolveLinks resolves rel like resolve and also returns every symlink met
 // on the way (root-relative, in the order followed). When resolution fails
 // part way, real is the part that did resolve (an existing directory) and
 // links the links followed so far. It does not record: capture uses it to

@@ -48,17 +48,17 @@ func TestRecording(t *testing.T) {
 		"proc/irq/38/node":              "0\n",
 	})
 	f := New(root)
-	if _, err := f.ReadString("proc/irq/38/node"); err != nil {
+	if _, err := f.readString("proc/irq/38/node"); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.Recorded()) != 0 {
 		t.Fatalf("recorded before StartRecording: %v", f.Recorded())
 	}
 	f.StartRecording()
-	if s, err := f.ReadString("/sys/class/net/eth0/address"); err != nil || s != "52:54:00:12:34:56" {
+	if s, err := f.readString("/sys/class/net/eth0/address"); err != nil || s != "52:54:00:12:34:56" {
 		t.Fatalf("address = %q, %v", s, err)
 	}
-	if _, err := f.ReadDir("sys/class/net/eth0/queues"); err != nil {
+	if _, err := f.readDir("sys/class/net/eth0/queues"); err != nil {
 		t.Fatal(err)
 	}
 	if !f.Exists("proc/irq/38") {
@@ -73,7 +73,7 @@ func TestRecording(t *testing.T) {
 	}
 	f.SaveSynthetic("managed.json", []byte(`{"36":true}`))
 	f.StopRecording()
-	if _, err := f.ReadString("proc/irq/38/smp_affinity_list"); err != nil {
+	if _, err := f.readString("proc/irq/38/smp_affinity_list"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -120,10 +120,10 @@ func TestErrorsNameKernelPaths(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("error %v lost its errno", err)
 	}
-	if _, err := f.ReadDir("proc/irq"); err == nil || err.Error() != "open /proc/irq: no such file or directory" {
+	if _, err := f.readDir("proc/irq"); err == nil || err.Error() != "open /proc/irq: no such file or directory" {
 		t.Errorf("ReadDir error = %v", err)
 	}
-	if _, err := f.Resolve("sys/class/net/eth0"); err == nil || strings.Contains(err.Error(), root) {
+	if _, err := f.resolve("sys/class/net/eth0"); err == nil || strings.Contains(err.Error(), root) {
 		t.Errorf("Resolve error = %v", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestReplayReadErrors(t *testing.T) {
 	if !errors.Is(err, syscall.EINVAL) || err.Error() != "read /sys/class/net/eth0/speed: invalid argument" {
 		t.Fatalf("replayed error = %v, want EINVAL naming the kernel path", err)
 	}
-	if s, err := f.ReadString("sys/class/net/eth0/operstate"); err != nil || s != "up" {
+	if s, err := f.readString("sys/class/net/eth0/operstate"); err != nil || s != "up" {
 		t.Fatalf("operstate = %q, %v", s, err)
 	}
 	// A replayed error is recorded again, so a capture of a snapshot keeps it.

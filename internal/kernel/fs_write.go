@@ -41,6 +41,20 @@ func (f *FS) WriteFile(rel, value string) error {
 	return nil
 }
 
+// ReadSettingFile reads back a file that WriteFile writes, trimmed of the
+// white space around it: it is for the setting kinds (package setting),
+// which name the file they write and read its value in force by that name.
+// Everything else reads the kernel through a typed method; a test in this
+// package keeps other packages from calling it.
+func (f *FS) ReadSettingFile(rel string) (string, error) { return f.readString(rel) }
+
+// GlobSettingFiles lists the files matching pattern (relative to the root,
+// as "proc/irq/*/smp_affinity_list"), as root-relative paths with a leading
+// "/", in name order: it is for the setting kinds (package setting), which
+// name the files they write and look for them to tell whether this kernel
+// has them. Like ReadSettingFile, it is no door for anything else.
+func (f *FS) GlobSettingFiles(pattern string) ([]string, error) { return f.glob(pattern) }
+
 // WriteError describes a refused write with the file and the errno.
 type WriteError struct {
 	Path  string

@@ -37,7 +37,7 @@ type heldFiles struct {
 	buf []byte
 }
 
-// Held returns an FS on the same root whose ReadFile and ReadString keep
+// Held returns an FS on the same root whose ReadFile and readString keep
 // each file they read open (up to max files; 0 means DefaultMaxHeld) and
 // re-read it in place: the cheap path for re-reading the same settings
 // over and over (the agent's enforcement pass). Everything else behaves as

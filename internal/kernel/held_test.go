@@ -28,8 +28,8 @@ func TestHeldReadsFresh(t *testing.T) {
 	defer held.Release()
 	for _, p := range []string{"proc/irq/36/smp_affinity_list", "/sys/class/net/eth0/queues/rx-0/rps_cpus", "proc/interrupts", "sys/big", "sys/devices/system/cpu/online"} {
 		for i := 0; i < 2; i++ { // opened, then re-read
-			want, _ := plain.ReadString(p)
-			got, err := held.ReadString(p)
+			want, _ := plain.readString(p)
+			got, err := held.readString(p)
 			if err != nil || got != want {
 				t.Fatalf("held ReadString(%s) #%d = %d bytes, %v; plain read %d bytes", p, i, len(got), err, len(want))
 			}
@@ -49,18 +49,18 @@ func TestHeldReadsFresh(t *testing.T) {
 		if err := os.WriteFile(aff, []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := held.ReadString("proc/irq/36/smp_affinity_list"); err != nil || got != strings.TrimSpace(v) {
+		if got, err := held.readString("proc/irq/36/smp_affinity_list"); err != nil || got != strings.TrimSpace(v) {
 			t.Errorf("after rewriting to %q: read %q, %v", v, got, err)
 		}
 	}
 	if err := held.WriteFile("proc/irq/36/smp_affinity_list", "3"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := held.ReadString("proc/irq/36/smp_affinity_list"); got != "3" {
+	if got, _ := held.readString("proc/irq/36/smp_affinity_list"); got != "3" {
 		t.Errorf("after FS.WriteFile 3: read %q", got)
 	}
 	// A missing file: ErrNotExist, naming the kernel path, nothing held.
-	_, err := held.ReadString("proc/irq/99/smp_affinity_list")
+	_, err := held.readString("proc/irq/99/smp_affinity_list")
 	var pe *fs.PathError
 	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || pe.Path != "/proc/irq/99/smp_affinity_list" {
 		t.Errorf("missing file: %v (want not-exist naming /proc/irq/99/smp_affinity_list)", err)
@@ -69,7 +69,7 @@ func TestHeldReadsFresh(t *testing.T) {
 	if n := held.HeldFiles(); n != 0 {
 		t.Errorf("%d files held after Release", n)
 	}
-	if got, _ := held.ReadString("proc/irq/36/smp_affinity_list"); got != "3" {
+	if got, _ := held.readString("proc/irq/36/smp_affinity_list"); got != "3" {
 		t.Errorf("after Release: read %q", got)
 	}
 	if New(root).HeldFiles() != 0 {
@@ -87,7 +87,7 @@ func TestHeldReplaysRecordedErrors(t *testing.T) {
 	})
 	held := New(root).Held(0)
 	defer held.Release()
-	if _, err := held.ReadString("sys/class/net/eth0/queues/tx-0/xps_cpus"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := held.readString("sys/class/net/eth0/queues/tx-0/xps_cpus"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("replayed error: %v", err)
 	}
 }
@@ -139,38 +139,38 @@ func heldLiveChild(t *testing.T) {
 	rps := "sys/class/net/hv0/queues/rx-1/rps_cpus"
 	plain, held := New("/"), New("/").Held(0)
 	defer held.Release()
-	first, err := held.ReadString(rps)
+	first, err := held.readString(rps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := plain.WriteFile(rps, "1"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := held.ReadString(rps)
-	want, _ := plain.ReadString(rps)
+	got, err := held.readString(rps)
+	want, _ := plain.readString(rps)
 	if err != nil || got != want || got == first {
 		t.Fatalf("after writing 1: held read %q (%v), fresh open %q, before %q", got, err, want, first)
 	}
 	t.Logf("rps_cpus %q → %q", first, got)
 	ip("link", "del", "hv0")
-	if _, err := held.ReadString(rps); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := held.readString(rps); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("device gone: %v, want not-exist", err)
 	}
 	add()
-	got, err = held.ReadString(rps)
+	got, err = held.readString(rps)
 	if err != nil || got != first {
 		t.Errorf("re-created device: held read %q (%v), want its default %q", got, err, first)
 	}
 	// /proc/irq: read only, never written here.
-	irqs, _ := plain.ReadDir("proc/irq")
+	irqs, _ := plain.readDir("proc/irq")
 	for _, n := range irqs {
 		p := "proc/irq/" + n + "/smp_affinity_list"
-		want, err := plain.ReadString(p)
+		want, err := plain.readString(p)
 		if err != nil {
 			continue
 		}
 		for i := 0; i < 2; i++ {
-			if got, err := held.ReadString(p); err != nil || got != want {
+			if got, err := held.readString(p); err != nil || got != want {
 				t.Errorf("%s: held read #%d %q (%v), fresh open %q", p, i, got, err, want)
 			}
 		}

@@ -81,7 +81,7 @@ func TestSub(t *testing.T) {
 	if sub.Root() != filepath.Join(dir, "ns") || sub.IsLive() {
 		t.Errorf("tree Sub root %q", sub.Root())
 	}
-	if s, err := sub.ReadString("proc/uptime"); err != nil || s != "1.00 2.00" {
+	if s, err := sub.readString("proc/uptime"); err != nil || s != "1.00 2.00" {
 		t.Errorf("read below Sub: %q %v", s, err)
 	}
 }

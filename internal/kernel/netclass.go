@@ -19,14 +19,14 @@ func netDevPath(dev string) string { return NetDir + "/" + dev }
 
 // NetDevices lists the network devices (/sys/class/net), sorted by name,
 // lo included.
-func (f *FS) NetDevices() ([]string, error) { return f.ReadDir(NetDir) }
+func (f *FS) NetDevices() ([]string, error) { return f.readDir(NetDir) }
 
 // NetDeviceVirtual reports whether a network device is a virtual one: its
 // /sys/class/net/DEV link resolves below /sys/devices/virtual (lo, bridges,
 // bonds, VLANs, veths), not to a device of a bus. An error when the link
 // does not resolve.
 func (f *FS) NetDeviceVirtual(dev string) (bool, error) {
-	real, err := f.Resolve(netDevPath(dev))
+	real, err := f.resolve(netDevPath(dev))
 	if err != nil {
 		return false, err
 	}
@@ -79,7 +79,7 @@ func parseUeventDevtype(b []byte) string {
 // sorted by name; none for a device that is not stacked. An error when the
 // device's directory cannot be listed.
 func (f *FS) NetDeviceLowers(dev string) ([]string, error) {
-	names, err := f.ReadDir(netDevPath(dev))
+	names, err := f.readDir(netDevPath(dev))
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func parseLowerLinks(names []string) []string {
 // bridge or bond of its /sys/class/net/DEV/master link). A device without
 // one gives an error satisfying errors.Is(err, fs.ErrNotExist).
 func (f *FS) NetDeviceMaster(dev string) (string, error) {
-	t, err := f.Readlink(netDevPath(dev) + "/master")
+	t, err := f.readlink(netDevPath(dev) + "/master")
 	if err != nil {
 		return "", err
 	}
@@ -135,7 +135,7 @@ func (f *FS) readUintValue(p string) *uint64 {
 	if !f.Exists(p) {
 		return nil
 	}
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return nil
 	}
@@ -180,7 +180,7 @@ func XPSCPUsPath(dev, queue string) string { return NetQueuesPath(dev) + "/" + q
 // left out. A device without a queues directory gives an error satisfying
 // errors.Is(err, fs.ErrNotExist).
 func (f *FS) NetQueues(dev string) ([]NetQueue, error) {
-	names, err := f.ReadDir(NetQueuesPath(dev))
+	names, err := f.readDir(NetQueuesPath(dev))
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (f *FS) XPSCPUs(dev, queue string) (cpuset.Set, error) {
 }
 
 func (f *FS) readQueueMask(p string) (cpuset.Set, error) {
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return cpuset.Set{}, err
 	}
@@ -236,7 +236,7 @@ func (f *FS) readQueueMask(p string) (cpuset.Set, error) {
 // satisfying errors.Is(err, fs.ErrNotExist)); a value that is not an
 // integer is an error naming the file.
 func (f *FS) RPSFlowCnt(dev, queue string) (int, error) {
-	v, err := f.ReadInt(RPSFlowCntPath(dev, queue))
+	v, err := f.readInt(RPSFlowCntPath(dev, queue))
 	if err != nil {
 		return 0, err
 	}

@@ -35,7 +35,7 @@ func (f *FS) ReadIRQEffectiveAffinity(irq int) (cpuset.Set, error) {
 // ReadIRQNode reads /proc/irq/N/node (-1 is NUMA_NO_NODE).
 func (f *FS) ReadIRQNode(irq int) (int, error) {
 	p := IRQNodePath(irq)
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return 0, err
 	}
@@ -47,7 +47,7 @@ func (f *FS) ReadIRQNode(irq int) (int, error) {
 }
 
 func (f *FS) readCPUList(list, mask string) (cpuset.Set, error) {
-	s, err := f.ReadString(list)
+	s, err := f.readString(list)
 	if err == nil {
 		set, perr := cpuset.Parse(s)
 		if perr != nil {
@@ -55,7 +55,7 @@ func (f *FS) readCPUList(list, mask string) (cpuset.Set, error) {
 		}
 		return set, nil
 	}
-	m, merr := f.ReadString(mask)
+	m, merr := f.readString(mask)
 	if merr != nil {
 		return cpuset.Set{}, err // report the _list file
 	}
@@ -77,7 +77,7 @@ func (f *FS) HasProcIRQ() bool { return f.Exists(ProcIRQDir) }
 // ProcIRQs lists the IRQ numbers that have a /proc/irq/N directory,
 // ascending.
 func (f *FS) ProcIRQs() ([]int, error) {
-	names, err := f.ReadDir("proc/irq")
+	names, err := f.readDir("proc/irq")
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 // Uptime reads /proc/uptime: the time since boot of the kernel below the
 // root, the one clock two captured trees share.
 func (f *FS) Uptime() (time.Duration, error) {
-	s, err := f.ReadString("proc/uptime")
+	s, err := f.readString("proc/uptime")
 	if err != nil {
 		return 0, err
 	}

@@ -45,7 +45,7 @@ func (f *FS) NetQueuePackets() (map[string]QueuePackets, error) {
 		}
 		return out, nil
 	}
-	devs, err := f.ReadDir("sys/class/net")
+	devs, err := f.readDir("sys/class/net")
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (f *FS) NetQueuePackets() (map[string]QueuePackets, error) {
 		if !f.Exists("sys/class/net/" + d + "/device") {
 			continue
 		}
-		qs, err := f.ReadDir("sys/class/net/" + d + "/queues")
+		qs, err := f.readDir("sys/class/net/" + d + "/queues")
 		if err != nil {
 			continue
 		}

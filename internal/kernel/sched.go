@@ -19,7 +19,7 @@ var ErrNoSuchTask = errors.New("no such process or thread")
 
 // Tasks lists the thread ids of process pid from /proc/PID/task, ascending.
 func (f *FS) Tasks(pid int) ([]int, error) {
-	names, err := f.ReadDir(fmt.Sprintf("proc/%d/task", pid))
+	names, err := f.readDir(fmt.Sprintf("proc/%d/task", pid))
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) {
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoSuchTask)
@@ -38,12 +38,12 @@ func (f *FS) Tasks(pid int) ([]int, error) {
 
 // Comm is the command name of a process (/proc/PID/comm).
 func (f *FS) Comm(pid int) (string, error) {
-	return f.ReadString(fmt.Sprintf("proc/%d/comm", pid))
+	return f.readString(fmt.Sprintf("proc/%d/comm", pid))
 }
 
 // PIDs lists the process ids in /proc.
 func (f *FS) PIDs() ([]int, error) {
-	names, err := f.ReadDir("proc")
+	names, err := f.readDir("proc")
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (f *FS) PIDs() ([]int, error) {
 // relative to /sys/fs/cgroup, e.g. "system.slice/memcached.service".
 func (f *FS) CgroupProcs(cgroup string) ([]int, error) {
 	p := "sys/fs/cgroup/" + strings.Trim(cgroup, "/") + "/cgroup.procs"
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return nil, err
 	}

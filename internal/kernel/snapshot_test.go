@@ -88,13 +88,13 @@ func TestSnapshotDotDotNamesStayInside(t *testing.T) {
 	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "irqpilot-snapshot-") {
 		t.Fatalf("sandbox holds %v, want only the snapshot directory", ents)
 	}
-	if s, err := f.ReadString("evil"); err != nil || s != "x" {
+	if s, err := f.readString("evil"); err != nil || s != "x" {
 		t.Errorf("../../evil unpacked to %q, %v; want it cleaned to <root>/evil", s, err)
 	}
-	if s, err := f.ReadString("abs-evil"); err != nil || s != "y" {
+	if s, err := f.readString("abs-evil"); err != nil || s != "y" {
 		t.Errorf("/abs-evil = %q, %v", s, err)
 	}
-	if s, _ := f.ReadString("proc/interrupts"); !strings.Contains(s, "timer") {
+	if s, _ := f.readString("proc/interrupts"); !strings.Contains(s, "timer") {
 		t.Errorf("proc/interrupts = %q", s)
 	}
 }
@@ -140,10 +140,10 @@ func TestSnapshotSymlinksContained(t *testing.T) {
 	if got, _ := os.Readlink(f.Path("sys/class/net/eth1")); got != "../../../etc" {
 		t.Errorf("eth1 target rewritten to %q, want ../../../etc", got)
 	}
-	if s, err := f.ReadString("sys/class/net/eth2/address"); err != nil || s != "aa:bb" {
+	if s, err := f.readString("sys/class/net/eth2/address"); err != nil || s != "aa:bb" {
 		t.Errorf("eth2/address through a contained link = %q, %v", s, err)
 	}
-	if r, err := f.Resolve("sys/class/net/eth0"); err == nil {
+	if r, err := f.resolve("sys/class/net/eth0"); err == nil {
 		t.Errorf("Resolve(eth0) = %s, want an error (target absent in the snapshot)", r)
 	}
 }
@@ -251,7 +251,7 @@ func TestOpenSnapshotFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cleanup()
-			s, err := f.ReadString(c.path)
+			s, err := f.readString(c.path)
 			if err != nil {
 				t.Fatal(err)
 			}

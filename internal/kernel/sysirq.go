@@ -42,7 +42,7 @@ func (f *FS) HasSysIRQ() bool { return f.Exists(sysIRQDir) }
 
 // SysIRQNumbers lists the IRQ numbers under /sys/kernel/irq, ascending.
 func (f *FS) SysIRQNumbers() ([]int, error) {
-	names, err := f.ReadDir(sysIRQDir)
+	names, err := f.readDir(sysIRQDir)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (f *FS) ReadSysIRQ(irq int) (*SysIRQ, error) {
 	}
 	s := &SysIRQ{IRQ: irq}
 	read := func(name string) string {
-		v, err := f.ReadString(dir + "/" + name)
+		v, err := f.readString(dir + "/" + name)
 		if err != nil {
 			if s.Missing == nil {
 				s.Missing = map[string]error{}

@@ -11,10 +11,10 @@ import (
 // their paths stay here (the door test holds the rest of the tree to it).
 
 // Hostname reads /proc/sys/kernel/hostname.
-func (f *FS) Hostname() (string, error) { return f.ReadString("proc/sys/kernel/hostname") }
+func (f *FS) Hostname() (string, error) { return f.readString("proc/sys/kernel/hostname") }
 
 // OSRelease reads /proc/sys/kernel/osrelease (uname -r).
-func (f *FS) OSRelease() (string, error) { return f.ReadString("proc/sys/kernel/osrelease") }
+func (f *FS) OSRelease() (string, error) { return f.readString("proc/sys/kernel/osrelease") }
 
 // NetCorePath is the path of the net.core sysctl name, relative to the root
 // ("proc/sys/net/core/busy_poll").
@@ -22,13 +22,13 @@ func NetCorePath(name string) string { return "proc/sys/net/core/" + name }
 
 // NetCore reads the integer net.core sysctl name (rps_sock_flow_entries,
 // busy_read, busy_poll).
-func (f *FS) NetCore(name string) (int64, error) { return f.ReadInt(NetCorePath(name)) }
+func (f *FS) NetCore(name string) (int64, error) { return f.readInt(NetCorePath(name)) }
 
 // IfIndex reads a network device's interface index
 // (/sys/class/net/DEV/ifindex).
 func (f *FS) IfIndex(dev string) (int, error) {
 	p := "sys/class/net/" + dev + "/ifindex"
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return 0, err
 	}
@@ -53,7 +53,7 @@ func (f *FS) OnlineCPUs() (cpuset.Set, error) { return f.readCPUSet(CPUDir + "/o
 func (f *FS) PossibleCPUs() (cpuset.Set, error) { return f.readCPUSet(CPUDir + "/possible") }
 
 func (f *FS) readCPUSet(p string) (cpuset.Set, error) {
-	s, err := f.ReadString(p)
+	s, err := f.readString(p)
 	if err != nil {
 		return cpuset.Set{}, err
 	}

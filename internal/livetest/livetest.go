@@ -36,7 +36,7 @@ func MovableIRQs(t testing.TB, fs *kernel.FS) map[int]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	netdevs, _ := os.ReadDir(fs.Path("sys/class/net"))
+	netdevs, _ := fs.NetDevices()
 	out := map[int]bool{}
 	for _, q := range h.IRQs {
 		if q.Class != host.ClassOther || q.Device != "" || len(q.Actions) == 0 {
@@ -48,7 +48,7 @@ func MovableIRQs(t testing.TB, fs *kernel.FS) map[int]bool {
 				ok = false
 			}
 			for _, d := range netdevs {
-				if strings.Contains(a, d.Name()) {
+				if strings.Contains(a, d) {
 					ok = false
 				}
 			}
@@ -151,11 +151,7 @@ func RemoveBuilt() {
 // t.Cleanup. Skips when the machine has none.
 func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 	t.Helper()
-	online, err := fs.ReadString("sys/devices/system/cpu/online")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpus, err := cpuset.Parse(online)
+	cpus, err := fs.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +172,8 @@ func QuietIRQ(t testing.TB, fs *kernel.FS) (irq int, to cpuset.Set) {
 		if err != nil || eff.IsEmpty() || cpus.Difference(eff).IsEmpty() {
 			continue
 		}
-		p := kernel.IRQAffinityListPath(l.IRQ)
-		cur, err := fs.ReadString(p)
-		if err != nil || fs.WriteFile(p, cur) != nil {
+		cur, err := writableAffinity(fs, l.IRQ)
+		if err != nil {
 			continue // managed or per-CPU
 		}
 		best, fewest, bestTo, bestCur = l.IRQ, l.Total(), cpus.Difference(eff), cur
@@ -210,11 +205,11 @@ func MovableIRQ(t testing.TB, fs *kernel.FS) (int, string) {
 	}
 	sort.Ints(irqs)
 	for _, n := range irqs {
-		p := kernel.IRQAffinityListPath(n)
-		cur, err := fs.ReadString(p)
-		if err != nil || fs.WriteFile(p, cur) != nil {
+		cur, err := writableAffinity(fs, n)
+		if err != nil {
 			continue // managed or per-CPU
 		}
+		p := kernel.IRQAffinityListPath(n)
 		t.Cleanup(func() {
 			if err := fs.WriteFile(p, cur); err != nil {
 				t.Errorf("restore irq %d affinity %q: %v", n, cur, err)
@@ -224,6 +219,20 @@ func MovableIRQ(t testing.TB, fs *kernel.FS) (int, string) {
 	}
 	t.Skip("no movable IRQ that is not a NIC's, a disk's or a timer's on this machine")
 	return 0, ""
+}
+
+// writableAffinity reads irq's affinity and writes it back unchanged: an
+// error when either fails (a kernel-managed or per-CPU IRQ refuses the
+// write). It returns the affinity as a cpulist.
+func writableAffinity(fs *kernel.FS, irq int) (string, error) {
+	cur, err := fs.ReadIRQAffinity(irq)
+	if err != nil {
+		return "", err
+	}
+	if err := fs.WriteFile(kernel.IRQAffinityListPath(irq), cur.String()); err != nil {
+		return "", err
+	}
+	return cur.String(), nil
 }
 
 // IRQCount is irq's interrupts so far, all CPUs (/proc/interrupts).
@@ -324,23 +333,25 @@ func Ethtool(t testing.TB, args ...string) string {
 // fails the test; else it is logged.
 func RestoreAllIRQs(t testing.TB, changedIsError bool) {
 	t.Helper()
-	saved := map[string]string{}
-	paths, _ := filepath.Glob("/proc/irq/*/smp_affinity_list")
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil {
-			saved[p] = strings.TrimSpace(string(b))
+	fs := kernel.New("/")
+	saved := map[int]cpuset.Set{}
+	irqs, _ := fs.ProcIRQs()
+	for _, irq := range irqs {
+		if s, err := fs.ReadIRQAffinity(irq); err == nil {
+			saved[irq] = s
 		}
 	}
 	t.Cleanup(func() {
-		for p, v := range saved {
-			b, err := os.ReadFile(p)
-			if err != nil || strings.TrimSpace(string(b)) == v {
+		for irq, v := range saved {
+			now, err := fs.ReadIRQAffinity(irq)
+			if err != nil || now.Equal(v) {
 				continue
 			}
-			if err := os.WriteFile(p, []byte(v), 0); err != nil {
-				t.Errorf("restore %s to %q: %v", p, v, err)
+			p := kernel.IRQAffinityListPath(irq)
+			if err := fs.WriteFile(p, v.String()); err != nil {
+				t.Errorf("restore /%s to %q: %v", p, v, err)
 			} else if changedIsError {
-				t.Errorf("%s was %q after the test, restored to %q", p, b, v)
+				t.Errorf("/%s was %q after the test, restored to %q", p, now, v)
 			}
 		}
 	})

@@ -39,10 +39,10 @@ func (f *feature) test(fs *kernel.FS, h *host.Host, whole bool) *bool {
 	if f.napiSet {
 		return h.NAPISet
 	}
-	if m, _ := fs.Glob(f.glob); len(m) > 0 {
+	if m, _ := fs.GlobSettingFiles(f.glob); len(m) > 0 {
 		return &yes
 	}
-	if m, _ := fs.Glob(f.evidence); whole && len(m) > 0 {
+	if m, _ := fs.GlobSettingFiles(f.evidence); whole && len(m) > 0 {
 		return &no
 	}
 	return nil

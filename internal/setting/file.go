@@ -40,7 +40,7 @@ type fileKind struct {
 	// irqpilot whose caps were wider). nil: no range.
 	limit func(v string, recorded bool) error
 	scope func(c *Change) Scope
-	globs []string // every file of this kind on a machine (FS.Glob patterns)
+	globs []string // every file of this kind on a machine (FS.GlobSettingFiles patterns)
 	feat  *feature // the kernel feature it needs (nil: none probed)
 }
 
@@ -112,7 +112,7 @@ func short(v string) string {
 }
 
 func (k fileKind) Read(env *Env, c *Change) (string, error) {
-	v, err := env.FS.ReadString(c.Path)
+	v, err := env.FS.ReadSettingFile(c.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("%s: %w", c.Path, kernel.ErrUnsupported)
 	}

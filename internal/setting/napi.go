@@ -181,11 +181,11 @@ func (k napiKind) instance(env *Env, c *Change) (NAPIConn, netdev.NAPI, error) {
 	if err != nil {
 		return nil, n, fmt.Errorf("%s napi %d: %w", c.Device, id, err)
 	}
-	ix, err := env.FS.ReadInt(DevPath(c.Device, "ifindex"))
+	ix, err := env.FS.IfIndex(c.Device)
 	if err != nil {
 		return nil, n, fmt.Errorf("%s napi %d: device ifindex: %w", c.Device, id, err)
 	}
-	if int64(n.Ifindex) != ix {
+	if n.Ifindex != ix {
 		return nil, n, fmt.Errorf("%s napi %d: %w (the id now belongs to ifindex %d, not %s's %d; left alone)", c.Device, id, kernel.ErrUnsupported, n.Ifindex, c.Device, ix)
 	}
 	return conn, n, nil

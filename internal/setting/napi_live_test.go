@@ -92,13 +92,13 @@ func TestNAPISettingsChild(t *testing.T) {
 	if len(napis) != 4 {
 		t.Fatalf("vA: %d NAPI instances in the inventory, want 4: %+v", len(napis), h.Unavailable)
 	}
-	ix, _ := fs.ReadInt("sys/class/net/vA/ifindex")
+	ix, _ := fs.IfIndex("vA")
 	id := napis[0].ID
 	a := apply.New(fs, t.TempDir())
 
 	cycle := func(name string, changes []setting.Change, extra func() string) {
 		t.Helper()
-		before := readState(t, int(ix))
+		before := readState(t, ix)
 		var extraBefore string
 		if extra != nil {
 			extraBefore = extra()
@@ -119,7 +119,7 @@ func TestNAPISettingsChild(t *testing.T) {
 		if _, err := a.Revert("", false); err != nil {
 			t.Fatalf("%s: revert: %v", name, err)
 		}
-		after := readState(t, int(ix))
+		after := readState(t, ix)
 		if d := cmp.Diff(before, after); d != "" {
 			t.Errorf("%s: not restored exactly (-before +after):\n%s", name, d)
 		}
@@ -174,12 +174,12 @@ func TestNAPISettingsChild(t *testing.T) {
 	}
 
 	// An invalid value: a clear error, nothing written.
-	before := readState(t, int(ix))
+	before := readState(t, ix)
 	bad := setting.NAPISetting(setting.KindNAPIIRQSuspendTimeout, "vA", id, 5_000_000_000, "test")
 	if _, err := a.Apply([]setting.Change{bad, setting.DevDeferHardIRQs("vA", 2, "test")}, apply.Meta{}); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Errorf("5 s irq-suspend-timeout: %v", err)
 	}
-	if d := cmp.Diff(before, readState(t, int(ix))); d != "" {
+	if d := cmp.Diff(before, readState(t, ix)); d != "" {
 		t.Errorf("a refused plan wrote something (-before +after):\n%s", d)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
 )
 
 // registry holds every kind of setting irqpilot knows: one line per kind.
@@ -65,6 +67,28 @@ func StateGlobs() []string {
 		}
 	}
 	return out
+}
+
+// ReadStateFiles reads every file of StateGlobs on fs's machine: its value,
+// trimmed, by root-relative path ("/proc/irq/36/smp_affinity_list"), or
+// "error: " and why when it could not be read. Bench compares two readings
+// to prove the machine restored.
+func ReadStateFiles(fs *kernel.FS) (map[string]string, error) {
+	st := map[string]string{}
+	for _, g := range StateGlobs() {
+		names, err := fs.GlobSettingFiles(g)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			v, err := fs.ReadSettingFile(n)
+			if err != nil {
+				v = "error: " + err.Error()
+			}
+			st[n] = v
+		}
+	}
+	return st, nil
 }
 
 // ScopeOf is what c belongs to (see Scope); unknown kinds belong to nothing.
