@@ -27,7 +27,7 @@ func TestSummarizeFixedRuns(t *testing.T) {
 		var out []Run
 		for i, v := range tps {
 			out = append(out, Run{Config: c, Round: i, Result: workload.Result{Throughput: v, Unit: "ops/s"},
-				CPUs: []CPUStat{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 50, Idle: float64(i)}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 10, Idle: 40}}}})
+				CPUs: []CPU{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 50, Idle: float64(i)}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 10, Idle: 40}}}})
 		}
 		return out
 	}

@@ -46,9 +46,9 @@ type Summary struct {
 	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
 	// LowerIsBetter: Throughput is a latency (Objective names it), and a
 	// ratio below 1 is the better one.
-	LowerIsBetter bool      `json:"lower_is_better,omitempty"`
-	Objective     string    `json:"objective,omitempty"`
-	CPUs          []CPUStat `json:"cpus"` // per-CPU medians over the runs
+	LowerIsBetter bool   `json:"lower_is_better,omitempty"`
+	Objective     string `json:"objective,omitempty"`
+	CPUs          []CPU  `json:"cpus"` // per-CPU medians over the runs
 	// Warnings say what the measurement of this configuration cannot
 	// carry (see Warnings): "saturated", "shared", "placement unknown".
 	Warnings []string `json:"warnings,omitempty"`
@@ -185,7 +185,7 @@ func Summarize(configs []string, runs []Run, baseline string, paired bool) []Sum
 		sort.Ints(ids)
 		for _, id := range ids {
 			med := load.CombineCPUTimes(cpuRuns[id], func(v []float64) float64 { return round1(stats.Median(v)) })
-			s.CPUs = append(s.CPUs, CPUStat{ID: id, CPUTime: med})
+			s.CPUs = append(s.CPUs, CPU{ID: id, CPUTime: med})
 		}
 		s.Warnings = Warnings(by[c], s.CPUs)
 		var pa, pb []float64

@@ -37,7 +37,7 @@ func goldenReport(rounds int, twin, placed bool) *Report {
 			soft0 := 72.4 - float64(i)*70
 			run := Run{Config: c, Round: r,
 				Result: workload.Result{Throughput: 100000*(1+0.3*float64(i)) + float64(r*997%1500), Unit: "ops/s", LatencyP50: 63 + float64(r), LatencyP99: 127 + float64(2*r)},
-				CPUs:   []CPUStat{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: soft0, Idle: 3.8}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 1 + float64(i)*30, Idle: 40}}}}
+				CPUs:   []CPU{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: soft0, Idle: 3.8}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 1 + float64(i)*30, Idle: 40}}}}
 			if c == "default#aa" {
 				run.Throughput *= 1 + 0.01*float64(r%3-1)
 			}

@@ -21,31 +21,44 @@ import (
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
-// CPUStat is one CPU's utilisation over a run: its time split in percent
-// (as load.Rates measures it), NET_RX softirqs and numbered IRQs per
-// second.
-type CPUStat struct {
+// CPU is one CPU's utilisation over a run: load.Rates's row for the run's
+// interval (its time split in percent, NET_RX softirqs and numbered IRQs
+// per second), or a configuration's per-CPU medians over its runs.
+//
+// Its JSON is a bench report's cpus[] entry (docs/json.md), which keeps
+// only what a run needs and its own names: "cpu", the split, and
+// "net_rx_per_s" and "irqs_per_s" for NetRx and Interrupts. Reports are
+// read back, so the names stay as written.
+type CPU load.CPULoad
+
+// cpuJSON is CPU's JSON form. Usr, Sys and Soft are read only: reports
+// written before a CPU held the whole split recorded "usr" (user and
+// nice), "sys", "soft" and "idle" (idle and iowait), read into User,
+// System, SoftIRQ and Idle.
+type cpuJSON struct {
 	ID int `json:"cpu"`
 	load.CPUTime
 	NetRx      float64 `json:"net_rx_per_s"`
 	Interrupts float64 `json:"irqs_per_s"`
+
+	Usr  *float64 `json:"usr,omitempty"`
+	Sys  *float64 `json:"sys,omitempty"`
+	Soft *float64 `json:"soft,omitempty"`
 }
 
-// UnmarshalJSON reads a CPUStat, also as reports written before it held
-// the whole split recorded it: "usr" (user and nice), "sys", "soft" and
-// "idle" (idle and iowait), read into User, System, SoftIRQ and Idle.
-func (c *CPUStat) UnmarshalJSON(b []byte) error {
-	type plain CPUStat // without this method
-	var v struct {
-		plain
-		Usr  *float64 `json:"usr"`
-		Sys  *float64 `json:"sys"`
-		Soft *float64 `json:"soft"`
-	}
+// MarshalJSON writes c as a bench report's cpus[] entry.
+func (c CPU) MarshalJSON() ([]byte, error) {
+	return json.Marshal(cpuJSON{ID: c.ID, CPUTime: c.CPUTime, NetRx: c.NetRx, Interrupts: c.Interrupts})
+}
+
+// UnmarshalJSON reads a bench report's cpus[] entry, also as earlier
+// versions wrote it (cpuJSON).
+func (c *CPU) UnmarshalJSON(b []byte) error {
+	var v cpuJSON
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	*c = CPUStat(v.plain)
+	*c = CPU{ID: v.ID, CPUTime: v.CPUTime, NetRx: v.NetRx, Interrupts: v.Interrupts}
 	for _, old := range []struct{ from, to *float64 }{{v.Usr, &c.User}, {v.Sys, &c.System}, {v.Soft, &c.SoftIRQ}} {
 		if old.from != nil {
 			*old.to = *old.from
@@ -60,7 +73,7 @@ type Run struct {
 	Round  int       `json:"round"`
 	Start  time.Time `json:"start"`
 	workload.Result
-	CPUs []CPUStat `json:"cpus"`
+	CPUs []CPU `json:"cpus"`
 	// BusyCPUs is how many CPUs' worth of time the machine was busy during
 	// the run (sum of busy shares), and PerCPUSecond the work done per
 	// busy CPU-second: a configuration that does the same work with less
@@ -463,7 +476,7 @@ func (r *Runner) Measure(ctx context.Context, config string, round int) (run Run
 		r.baseline = l
 	}
 	for _, c := range l.CPUs {
-		run.CPUs = append(run.CPUs, CPUStat{ID: c.ID, CPUTime: c.CPUTime, NetRx: c.NetRx, Interrupts: c.Interrupts})
+		run.CPUs = append(run.CPUs, CPU(c))
 	}
 	if werr != nil {
 		run.Error = werr.Error()

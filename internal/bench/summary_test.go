@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -290,7 +291,7 @@ func TestWithTwin(t *testing.T) {
 // Warnings: saturated only on the server's measured CPUs, shared only
 // where the load generator's CPUs meet the server's.
 func TestWarnings(t *testing.T) {
-	cpus := []CPUStat{{ID: 0, CPUTime: load.CPUTime{User: 60, SoftIRQ: 38, Idle: 2}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 4.9}}, {ID: 2}}
+	cpus := []CPU{{ID: 0, CPUTime: load.CPUTime{User: 60, SoftIRQ: 38, Idle: 2}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 4.9}}, {ID: 2}}
 	run := func(app, client string) []Run { return []Run{{Config: "x", AppCPUs: app, ClientCPUs: client}} }
 	for _, c := range []struct {
 		runs []Run
@@ -307,7 +308,7 @@ func TestWarnings(t *testing.T) {
 			t.Errorf("app %q client %q: %q, want %q", c.runs[0].AppCPUs, c.runs[0].ClientCPUs, got, c.want)
 		}
 	}
-	if got := Warnings(run("0-1", "0-1"), []CPUStat{{ID: 0, CPUTime: load.CPUTime{User: 50, Idle: 5}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 50}}}); strings.Join(got, ";") != "shared CPU 0-1" {
+	if got := Warnings(run("0-1", "0-1"), []CPU{{ID: 0, CPUTime: load.CPUTime{User: 50, Idle: 5}}, {ID: 1, CPUTime: load.CPUTime{User: 50, Idle: 50}}}); strings.Join(got, ";") != "shared CPU 0-1" {
 		t.Errorf("5 %% idle counts as saturated: %v", got)
 	}
 }
@@ -372,9 +373,11 @@ func TestSummarizeLowerIsBetter(t *testing.T) {
 	}
 }
 
-// A report written before CPUStat held the whole split ("usr", "sys",
-// "soft") reads into the split's fields, and a new one reads back as written.
-func TestCPUStatReadsOldAndNewKeys(t *testing.T) {
+// A report written before CPU held the whole split ("usr", "sys", "soft")
+// reads into the split's fields, one written since reads back as written,
+// and a CPU writes exactly the keys docs/json.md lists for cpus[], however
+// much of load's row it holds.
+func TestCPUReadsOldAndNewKeys(t *testing.T) {
 	b, err := os.ReadFile("../../docs/evidence/campaign/memcached.json")
 	if err != nil {
 		t.Fatal(err)
@@ -384,24 +387,79 @@ func TestCPUStatReadsOldAndNewKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The file's first run, CPU 0, as written.
-	want := CPUStat{ID: 0, CPUTime: load.CPUTime{User: 16.075650118203207, System: 39.95271867611762,
+	want := CPU{ID: 0, CPUTime: load.CPUTime{User: 16.075650118203207, System: 39.95271867611762,
 		SoftIRQ: 13.475177304962557, Idle: 30.496453900716617}, NetRx: 57415.27235644459, Interrupts: 0.2365065345621451}
 	if d := cmp.Diff(want, rep.Runs[0].CPUs[0]); d != "" {
 		t.Errorf("old report's run 0 CPU 0 (-want +got):\n%s", d)
 	}
 
-	c := CPUStat{ID: 3, CPUTime: load.CPUTime{User: 1, Nice: 2, System: 3, IOWait: 4, IRQ: 5, SoftIRQ: 6, Steal: 7,
+	c := CPU{ID: 3, CPUTime: load.CPUTime{User: 1, Nice: 2, System: 3, IOWait: 4, IRQ: 5, SoftIRQ: 6, Steal: 7,
 		Guest: 8, GuestNice: 9, Idle: 10}, NetRx: 11, Interrupts: 12}
 	out, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got CPUStat
+	var got CPU
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(c, got); d != "" {
 		t.Errorf("round trip of %s (-want +got):\n%s", out, d)
+	}
+
+	// load's other fields stay out of the file.
+	c.NetTx, c.Block, c.Reschedule, c.HardirqTime, c.NoTicks = 13, 14, 15, 16, true
+	c.Softirqs, c.SoftirqTime = map[string]float64{"NET_RX": 11}, map[string]float64{"NET_RX": 0.1}
+	if out, err = json.Marshal([]CPU{c}); err != nil {
+		t.Fatal(err)
+	}
+	var keys []map[string]float64
+	if err := json.Unmarshal(out, &keys); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	wantKeys := map[string]float64{"cpu": 3, "user": 1, "nice": 2, "system": 3, "iowait": 4, "irq": 5, "softirq": 6,
+		"steal": 7, "guest": 8, "guest_nice": 9, "idle": 10, "net_rx_per_s": 11, "irqs_per_s": 12}
+	if len(keys) != 1 || !maps.Equal(keys[0], wantKeys) {
+		t.Errorf("cpus[] entry %s, want the keys and values of %v", out, wantKeys)
+	}
+}
+
+// A report written by this version (every key of the split) reads and
+// writes back with each run's cpus[] as in the file.
+func TestCPUWritesBackAsRead(t *testing.T) {
+	b, err := os.ReadFile("../../docs/evidence/workloads/mysql.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Runs []struct {
+			CPUs []map[string]any `json:"cpus"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ReadReport(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(rep.Runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []struct {
+		CPUs []map[string]any `json:"cpus"`
+	}
+	if err := json.Unmarshal(out, &again); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Runs) == 0 || len(file.Runs[0].CPUs) == 0 || len(file.Runs[0].CPUs[0]) != 13 || len(again) != len(file.Runs) {
+		t.Fatalf("%d runs read, %d written; first run's first CPU %v", len(file.Runs), len(again), file.Runs[0].CPUs)
+	}
+	for i := range again {
+		if d := cmp.Diff(file.Runs[i].CPUs, again[i].CPUs); d != "" {
+			t.Errorf("run %d cpus[] (-file +written):\n%s", i, d)
+		}
 	}
 }
 

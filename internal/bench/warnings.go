@@ -35,7 +35,7 @@ const (
 //   - "shared CPU 0-1": the load generator ran on CPUs the server also ran
 //     on, so the configuration's ratio includes what it did to the load
 //     generator's share of those CPUs.
-func Warnings(runs []Run, cpus []CPUStat) []string {
+func Warnings(runs []Run, cpus []CPU) []string {
 	var app, shared cpuset.Set
 	recorded := false
 	for _, r := range runs {

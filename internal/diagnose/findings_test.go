@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -232,8 +233,8 @@ func TestAppOnIRQCPU(t *testing.T) {
 	// CPU0 has interrupt work (15 %) but is not interrupt-bound (that case
 	// is folded into interrupt-bound-cpu: TestInterruptBoundNamesDeviceAndReconciles).
 	c := loadtest.Craft(2).CPU(0, 65, 15, 0, 15, 5).CPU(1, 10, 5, 0, 2, 83)
-	c.A.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 500, STime: 100, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 50, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 10, CPU: 0, Kernel: true}}
-	c.B.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 545, STime: 110, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 80, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 40, CPU: 0, Kernel: true}}
+	c.A.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 5000 * time.Millisecond, STime: 1000 * time.Millisecond, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 500 * time.Millisecond, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 100 * time.Millisecond, CPU: 0, Kernel: true}}
+	c.B.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 5450 * time.Millisecond, STime: 1100 * time.Millisecond, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 800 * time.Millisecond, CPU: 1}, {PID: 9, TID: 9, Comm: "ksoftirqd/0", STime: 400 * time.Millisecond, CPU: 0, Kernel: true}}
 	l := c.Load(t)
 	if len(l.Tasks) != 3 || l.Tasks[0].TID != 100 || !near(l.Tasks[0].Busy, 55) {
 		t.Fatalf("tasks %+v", l.Tasks)
@@ -348,8 +349,8 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*math.Max(1, math.Abs(
 // more than 100 %.
 func TestAppOnIRQCPUNeverAboveOneCPU(t *testing.T) {
 	c := loadtest.Craft(2).CPU(0, 65, 15, 0, 15, 5).CPU(1, 10, 5, 0, 2, 83)
-	c.A.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 500, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 50, CPU: 0}}
-	c.B.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 561, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 90, CPU: 0}}
+	c.A.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 5000 * time.Millisecond, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 500 * time.Millisecond, CPU: 0}}
+	c.B.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "memcached", UTime: 5610 * time.Millisecond, CPU: 0}, {PID: 100, TID: 101, Comm: "mc-worker", UTime: 900 * time.Millisecond, CPU: 0}}
 	fs := find(Diagnose(hostN(2), c.Load(t)), IDAppOnIRQCPU)
 	if len(fs) != 1 {
 		t.Fatalf("%+v", fs)

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -18,8 +19,8 @@ import (
 func TestInterruptBoundNamesDeviceAndReconciles(t *testing.T) {
 	c := loadtest.Craft(4).CPU(0, 30, 11.2, 0, 52.8, 6).CPU(1, 50, 22, 0, 0, 28).CPU(2, 30, 10, 0, 0, 60).CPU(3, 8, 4, 0, 0, 88)
 	c.Softirq("NET_RX", 0, 40000).IRQ(16, 9000, 0, 0, 0)
-	c.A.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "nginx", UTime: 500, CPU: 0}}
-	c.B.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "nginx", UTime: 540, CPU: 0}}
+	c.A.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "nginx", UTime: 5000 * time.Millisecond, CPU: 0}}
+	c.B.Tasks = []load.TaskTimes{{PID: 100, TID: 100, Comm: "nginx", UTime: 5400 * time.Millisecond, CPU: 0}}
 	h := hostN(4)
 	h.IRQs = []host.IRQ{{Number: 16, Device: "eth1", Queue: intp(0), Managed: host.ManagedNo}}
 	h.NICs = []host.NIC{{Name: "eth1", RxQueues: []host.RxQueue{{Index: 0, IRQ: intp(16)}}, IRQs: []int{16}}}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // TaskStat is what irqpilot reads of a /proc/PID/task/TID/stat line (the
@@ -17,8 +18,10 @@ type TaskStat struct {
 	PPID  int
 	// Flags is field 9 (the kernel's PF_* bits).
 	Flags uint64
-	// UTime and STime are fields 14 and 15, in clock ticks (USER_HZ).
-	UTime, STime uint64
+	// UTime and STime are fields 14 and 15 (the kernel prints USER_HZ
+	// clock ticks): exact, so that a thread's time over an interval is a
+	// whole number of ticks.
+	UTime, STime time.Duration
 	// CPU is field 39 ("processor"): the CPU the task last ran on.
 	CPU int
 }
@@ -82,16 +85,17 @@ func parseTaskStat(data []byte) (TaskStat, error) {
 		return t, fmt.Errorf("pid %q is not a number", id)
 	}
 	t.Comm = comm
-	var cpu, ppid uint64
+	var cpu, ppid, utime, stime uint64
 	for _, fl := range []struct {
 		n   int
 		dst *uint64
-	}{{4, &ppid}, {9, &t.Flags}, {14, &t.UTime}, {15, &t.STime}, {39, &cpu}} {
+	}{{4, &ppid}, {9, &t.Flags}, {14, &utime}, {15, &stime}, {39, &cpu}} {
 		if *fl.dst, err = statField(rest, fl.n, 39, ""); err != nil {
 			return t, err
 		}
 	}
 	t.State, t.PPID, t.CPU = rest[0], int(ppid), int(cpu)
+	t.UTime, t.STime = tickDuration(utime), tickDuration(stime)
 	return t, nil
 }
 

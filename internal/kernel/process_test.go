@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -120,11 +121,11 @@ func TestParseTaskStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(TaskStat{TID: 4242, Comm: "my (odd) app", State: "S", PPID: 1, Flags: 4194560, UTime: 1234, STime: 567, CPU: 3}, tt); d != "" || tt.KernelThread() {
+	if d := cmp.Diff(TaskStat{TID: 4242, Comm: "my (odd) app", State: "S", PPID: 1, Flags: 4194560, UTime: 12340 * time.Millisecond, STime: 5670 * time.Millisecond, CPU: 3}, tt); d != "" || tt.KernelThread() {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 	k, err := parseTaskStat([]byte("12 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 0 31 0 0 20 0 1 0 10 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 1 0 0 0 0 0"))
-	if err != nil || !k.KernelThread() || k.CPU != 1 || k.STime != 31 || k.PPID != 2 {
+	if err != nil || !k.KernelThread() || k.CPU != 1 || k.STime != 310*time.Millisecond || k.PPID != 2 {
 		t.Fatalf("kthread %+v %v", k, err)
 	}
 	// This test process's own main thread, read live through FS.

@@ -3,29 +3,46 @@ package kernel
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
+	"time"
 )
 
-// UserHZ is USER_HZ, the unit of the clock ticks /proc/stat and
+// userHZ is USER_HZ, the unit of the clock ticks /proc/stat and
 // /proc/PID/stat count in: 100 on every Linux architecture's user ABI
-// (procfs assumes the same).
-const UserHZ = 100
+// (procfs assumes the same). The readers here convert ticks to seconds
+// (CPUStat) or a time.Duration (TaskStat); no other package sees a tick.
+const userHZ = 100
 
-// CPUStat is one "cpuN" line of /proc/stat, in USER_HZ clock ticks. As in
-// the kernel, User includes Guest and Nice includes GuestNice.
+// tickSeconds is a clock-tick count in seconds. Division keeps the result
+// the nearest float64 to the decimal the count stands for (1234 ticks read
+// as exactly 12.34), as prometheus/procfs reports it.
+func tickSeconds(n uint64) float64 { return float64(n) / userHZ }
+
+// tickDuration is a clock-tick count as a duration (exact: a tick is 10 ms).
+func tickDuration(n uint64) time.Duration { return time.Duration(n) * (time.Second / userHZ) }
+
+// Ticks is the clock-tick count /proc/stat printed for a CPUStat time (in
+// seconds): to compare two such times without float noise, or to quote
+// the counter itself.
+func Ticks(seconds float64) uint64 { return uint64(math.Round(seconds * userHZ)) }
+
+// CPUStat is one "cpuN" line of /proc/stat, in seconds (the kernel counts
+// USER_HZ clock ticks, a hundredth of a second). As in the kernel, User
+// includes Guest and Nice includes GuestNice.
 type CPUStat struct {
 	CPU       int
-	User      uint64
-	Nice      uint64
-	System    uint64
-	Idle      uint64
-	IOWait    uint64
-	IRQ       uint64
-	SoftIRQ   uint64
-	Steal     uint64
-	Guest     uint64
-	GuestNice uint64
+	User      float64
+	Nice      float64
+	System    float64
+	Idle      float64
+	IOWait    float64
+	IRQ       float64
+	SoftIRQ   float64
+	Steal     float64
+	Guest     float64
+	GuestNice float64
 	// Columns is how many counters the kernel printed: 10 since 2.6.33,
 	// fewer on older kernels (the missing ones are 0).
 	Columns int
@@ -63,11 +80,13 @@ func parseStatCPUs(name string, data []byte) ([]CPUStat, error) {
 		}
 		seen[id] = true
 		c := CPUStat{CPU: id, Columns: min(len(f)-1, statCPUColumns)}
-		dst := []*uint64{&c.User, &c.Nice, &c.System, &c.Idle, &c.IOWait, &c.IRQ, &c.SoftIRQ, &c.Steal, &c.Guest, &c.GuestNice}
+		dst := []*float64{&c.User, &c.Nice, &c.System, &c.Idle, &c.IOWait, &c.IRQ, &c.SoftIRQ, &c.Steal, &c.Guest, &c.GuestNice}
 		for i, v := range f[1 : 1+c.Columns] {
-			if *dst[i], err = strconv.ParseUint(string(v), 10, 64); err != nil {
+			ticks, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
 				return nil, &ParseError{name, n + 1, fmt.Sprintf("cpu%d column %d: %q is not a number", id, i+1, truncate(v))}
 			}
+			*dst[i] = tickSeconds(ticks)
 		}
 		out = append(out, c)
 	}

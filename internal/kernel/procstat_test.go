@@ -2,8 +2,11 @@ package kernel
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/procfs"
@@ -59,21 +62,71 @@ func TestParseStatCPUsFixtures(t *testing.T) {
 				if !ok {
 					t.Fatalf("cpu%d not in procfs", c.CPU)
 				}
-				// procfs gives seconds: ticks / USER_HZ (100).
-				ours := []uint64{c.User, c.Nice, c.System, c.Idle, c.IOWait, c.IRQ, c.SoftIRQ, c.Steal, c.Guest, c.GuestNice}
+				// Both give seconds, converted from the same ticks the same way.
+				ours := []float64{c.User, c.Nice, c.System, c.Idle, c.IOWait, c.IRQ, c.SoftIRQ, c.Steal, c.Guest, c.GuestNice}
 				theirs := []float64{r.User, r.Nice, r.System, r.Idle, r.Iowait, r.IRQ, r.SoftIRQ, r.Steal, r.Guest, r.GuestNice}
 				for i := range ours {
-					if float64(ours[i])/100 != theirs[i] {
-						t.Errorf("cpu%d column %d: %d ticks, procfs %v s", c.CPU, i+1, ours[i], theirs[i])
+					if ours[i] != theirs[i] {
+						t.Errorf("cpu%d column %d: %v s, procfs %v s", c.CPU, i+1, ours[i], theirs[i])
 					}
 				}
 			}
 		})
 	}
-	// One value read by eye: node_exporter's cpu7 guest_nice.
+	// Values read by eye, in seconds: node_exporter's cpu7 line is
+	// "cpu7 29098 268 10164 1139282 555 0 31 0 9 8" (ticks).
 	got, _ := parseStatCPUs("x", readFixture(t, "node_exporter/proc/stat"))
-	if c := got[7]; c.CPU != 7 || c.User != 29098 || c.GuestNice != 8 || c.Guest != 9 {
+	if c := got[7]; c.CPU != 7 || c.User != 290.98 || c.Nice != 2.68 || c.Idle != 11392.82 || c.SoftIRQ != 0.31 || c.Guest != 0.09 || c.GuestNice != 0.08 {
 		t.Errorf("node_exporter cpu7: %+v", c)
+	}
+	// Every tick count converts to the decimal it stands for, and back.
+	for _, ticks := range []uint64{0, 1, 3, 7, 29098, 1139282, 123456789} {
+		sec := tickSeconds(ticks)
+		if want, _ := strconv.ParseFloat(fmt.Sprintf("%d.%02d", ticks/100, ticks%100), 64); sec != want || Ticks(sec) != ticks {
+			t.Errorf("%d ticks: %v s (want %v), back %d", ticks, sec, want, Ticks(sec))
+		}
+	}
+}
+
+// TestParseStatCPUsRealCapture reads the /proc/stat of a whole capture of
+// a real 480-CPU machine (PCP's bigsys archive, a kernel that printed 9
+// columns: no guest_nice) and checks every CPU's seconds against
+// prometheus/procfs reading the same file.
+func TestParseStatCPUsRealCapture(t *testing.T) {
+	data := readFixture(t, "pcp/bigsys-root-hpbl920gen8.tgz!proc/stat")
+	got, err := parseStatCPUs("/proc/stat", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 480 || got[0].CPU != 0 || got[479].CPU != 479 {
+		t.Fatalf("%d CPUs, want cpu0…cpu479", len(got))
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "proc", "stat"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pfs, err := procfs.NewFS(filepath.Join(dir, "proc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := pfs.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got {
+		r := ref.CPU[int64(c.CPU)]
+		ours := []float64{c.User, c.Nice, c.System, c.Idle, c.IOWait, c.IRQ, c.SoftIRQ, c.Steal, c.Guest, c.GuestNice}
+		theirs := []float64{r.User, r.Nice, r.System, r.Idle, r.Iowait, r.IRQ, r.SoftIRQ, r.Steal, r.Guest, r.GuestNice}
+		if c.Columns != 9 || !slices.Equal(ours, theirs) {
+			t.Errorf("cpu%d: %d columns, %v s; procfs %v s", c.CPU, c.Columns, ours, theirs)
+		}
+	}
+	// Read by eye: "cpu0 516 27 21355 1784436 37 1 25 0 0" (ticks).
+	if c := got[0]; c.User != 5.16 || c.Nice != 0.27 || c.System != 213.55 || c.Idle != 17844.36 || c.IOWait != 0.37 || c.IRQ != 0.01 || c.SoftIRQ != 0.25 {
+		t.Errorf("cpu0: %+v", c)
 	}
 }
 
@@ -85,14 +138,14 @@ func TestParseStatCPUs(t *testing.T) {
 		{"2.6.24: 8 columns, out of order",
 			"cpu  9 9 9 9 9 9 9 9\ncpu1 1 2 3 4 5 6 7 8\ncpu0 10 20 30 40 50 60 70 80\nintr 5 1 2\n",
 			[]CPUStat{
-				{CPU: 0, User: 10, Nice: 20, System: 30, Idle: 40, IOWait: 50, IRQ: 60, SoftIRQ: 70, Steal: 80, Columns: 8},
-				{CPU: 1, User: 1, Nice: 2, System: 3, Idle: 4, IOWait: 5, IRQ: 6, SoftIRQ: 7, Steal: 8, Columns: 8},
+				{CPU: 0, User: 0.1, Nice: 0.2, System: 0.3, Idle: 0.4, IOWait: 0.5, IRQ: 0.6, SoftIRQ: 0.7, Steal: 0.8, Columns: 8},
+				{CPU: 1, User: 0.01, Nice: 0.02, System: 0.03, Idle: 0.04, IOWait: 0.05, IRQ: 0.06, SoftIRQ: 0.07, Steal: 0.08, Columns: 8},
 			}},
-		{"2.4: 4 columns", "cpu0 1 2 3 4\n", []CPUStat{{CPU: 0, User: 1, Nice: 2, System: 3, Idle: 4, Columns: 4}}},
-		{"a future 11th column is ignored", "cpu3 1 2 3 4 5 6 7 8 9 10 11\n",
+		{"2.4: 4 columns", "cpu0 100 200 300 400\n", []CPUStat{{CPU: 0, User: 1, Nice: 2, System: 3, Idle: 4, Columns: 4}}},
+		{"a future 11th column is ignored", "cpu3 100 200 300 400 500 600 700 800 900 1000 1100\n",
 			[]CPUStat{{CPU: 3, User: 1, Nice: 2, System: 3, Idle: 4, IOWait: 5, IRQ: 6, SoftIRQ: 7, Steal: 8, Guest: 9, GuestNice: 10, Columns: 10}}},
-		{"cpu line without counters, blank lines, no trailing newline", "cpu5\n\n\ncpu2 1", []CPUStat{{CPU: 2, User: 1, Columns: 1}}},
-		{"counters beyond 2^53", "cpu0 18446744073709551615 0 0 0\n", []CPUStat{{CPU: 0, User: 1<<64 - 1, Columns: 4}}},
+		{"cpu line without counters, blank lines, no trailing newline", "cpu5\n\n\ncpu2 150", []CPUStat{{CPU: 2, User: 1.5, Columns: 1}}},
+		{"counters up to 2^64-1 (seconds rounded to float64)", "cpu0 18446744073709551615 0 0 0\n", []CPUStat{{CPU: 0, User: 184467440737095516.15, Columns: 4}}},
 		{"no cpu lines", "ctxt 5\nbtime 7\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package load
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -280,17 +279,12 @@ func Rates(prev, cur *Sample) (*Load, error) {
 func cpuPercent(p, c *CPUTimes, resets *[]Reset) CPULoad {
 	out := CPULoad{ID: c.ID}
 	d := func(name string, a, b float64) float64 {
-		v := b - a
-		// Values are ticks/USER_HZ printed as integers, so anything below
-		// half a tick is float noise, not a counter going backwards.
-		if v < -0.005 {
-			*resets = append(*resets, Reset{Source: "stat", Counter: name, CPU: c.ID,
-				Prev: uint64(math.Round(a * 100)), Cur: uint64(math.Round(b * 100))})
+		// The kernel's counters are whole ticks: compared as such, float
+		// noise is no counter going backwards.
+		if ta, tb := kernel.Ticks(a), kernel.Ticks(b); tb < ta {
+			*resets = append(*resets, Reset{Source: "stat", Counter: name, CPU: c.ID, Prev: ta, Cur: tb})
 		}
-		if v < 0 {
-			return 0
-		}
-		return v
+		return max(b-a, 0)
 	}
 	spent := CPUTime{
 		User:      d("user", p.User, c.User),

@@ -62,7 +62,7 @@ type Sample struct {
 	Cost *bpfcost.Snapshot `json:"cost,omitempty"`
 }
 
-// CPUTimes is one cpuN line of /proc/stat, in seconds (USER_HZ ticks / 100).
+// CPUTimes is one cpuN line of /proc/stat, in seconds (kernel.CPUStat).
 // As in the kernel, User includes Guest and Nice includes GuestNice.
 type CPUTimes struct {
 	ID int `json:"id"`
@@ -140,9 +140,8 @@ func (s *Sampler) Sample() (*Sample, error) {
 	smp.CPUs = make([]CPUTimes, 0, len(st))
 	for _, c := range st { // ascending id
 		smp.CPUs = append(smp.CPUs, CPUTimes{ID: c.CPU, CPUTime: CPUTime{
-			User: ticks(c.User), Nice: ticks(c.Nice), System: ticks(c.System), Idle: ticks(c.Idle),
-			IOWait: ticks(c.IOWait), IRQ: ticks(c.IRQ), SoftIRQ: ticks(c.SoftIRQ), Steal: ticks(c.Steal),
-			Guest: ticks(c.Guest), GuestNice: ticks(c.GuestNice),
+			User: c.User, Nice: c.Nice, System: c.System, Idle: c.Idle, IOWait: c.IOWait,
+			IRQ: c.IRQ, SoftIRQ: c.SoftIRQ, Steal: c.Steal, Guest: c.Guest, GuestNice: c.GuestNice,
 		}})
 	}
 	if len(smp.CPUs) == 0 {
@@ -221,9 +220,6 @@ func unavailable(path string, err error) string {
 	}
 	return path + ": " + err.Error()
 }
-
-// ticks converts USER_HZ clock ticks to seconds.
-func ticks(n uint64) float64 { return float64(n) / kernel.UserHZ }
 
 // softnetRows converts parsed rows and fixes the CPU id of rows without an
 // index column.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	iofs "io/fs"
 	"sort"
+	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
 )
@@ -12,13 +13,13 @@ import (
 // /proc/PID/task/TID/stat. Read only when Sampler.Tasks is set (doctor
 // needs it; a 1 s `top` does not).
 type TaskTimes struct {
-	PID    int    `json:"pid"`
-	TID    int    `json:"tid"`
-	Comm   string `json:"comm"`
-	UTime  uint64 `json:"utime"` // clock ticks (USER_HZ)
-	STime  uint64 `json:"stime"`
-	CPU    int    `json:"cpu"`    // field 39 "processor": the CPU it last ran on
-	Kernel bool   `json:"kernel"` // a kernel thread (PF_KTHREAD)
+	PID    int           `json:"pid"`
+	TID    int           `json:"tid"`
+	Comm   string        `json:"comm"`
+	UTime  time.Duration `json:"utime_ns"` // in user mode
+	STime  time.Duration `json:"stime_ns"` // in kernel mode
+	CPU    int           `json:"cpu"`      // field 39 "processor": the CPU it last ran on
+	Kernel bool          `json:"kernel"`   // a kernel thread (PF_KTHREAD)
 }
 
 // TaskLoad is a thread's CPU use over an interval.
@@ -83,7 +84,7 @@ func taskRates(l *Load, prev, cur []TaskTimes, sec float64) {
 		if !ok || c.UTime+c.STime < p.UTime+p.STime {
 			continue // new thread, or TID reused by another thread
 		}
-		busy := float64(c.UTime+c.STime-p.UTime-p.STime) / kernel.UserHZ / sec * 100
+		busy := (c.UTime + c.STime - p.UTime - p.STime).Seconds() / sec * 100
 		// A thread runs on one CPU at a time. Its ticks are read a little
 		// after the sample's clock (thousands of stat files), and counted in
 		// whole ticks, so a busy thread can read above 100 % of one CPU over

@@ -36,6 +36,32 @@ func readSVG(t *testing.T, path string) string {
 	return string(b)
 }
 
+// drawPNGAndSVG draws a chart with draw as name.png and name.svg in dir
+// and returns the SVG.
+func drawPNGAndSVG(t *testing.T, dir, name string, draw func(path string) error) string {
+	t.Helper()
+	for _, ext := range []string{".png", ".svg"} {
+		if err := draw(filepath.Join(dir, name+ext)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return readSVG(t, filepath.Join(dir, name+".svg"))
+}
+
+// textHas reports each of wants that text, of what (a chart's SVG, a
+// page), lacks, and whether it has them all.
+func textHas(t *testing.T, what, text string, wants ...string) bool {
+	t.Helper()
+	all := true
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q", what, want)
+			all = false
+		}
+	}
+	return all
+}
+
 func TestValueTicks(t *testing.T) {
 	for _, c := range []struct {
 		lo, hi float64
@@ -112,12 +138,7 @@ func TestDeviceChartVethAndEdges(t *testing.T) {
 	if err := WriteImage(mustCreate(t, path), "svg", []Chart{{Plot: p, Height: 4 * 72}}, 10*72); err != nil {
 		t.Fatal(err)
 	}
-	svg := readSVG(t, path)
-	for _, want := range []string{"vs1a2b NAPI polls", "virtio1-req.0 (irq 36)", "NAPI polls of devices without IRQs"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("device chart lacks %q", want)
-		}
-	}
+	textHas(t, "device chart", readSVG(t, path), "vs1a2b NAPI polls", "virtio1-req.0 (irq 36)", "NAPI polls of devices without IRQs")
 }
 
 func mustCreate(t *testing.T, path string) *os.File {
@@ -139,7 +160,7 @@ func benchReport(rounds int) *bench.Report {
 		for i, c := range cs {
 			runs = append(runs, bench.Run{Config: c, Round: r,
 				Result: workload.Result{Throughput: 1000 * (1 + 0.1*float64(i)) * (1 + 0.01*float64(r%3)), Unit: "req/s"},
-				CPUs:   []bench.CPUStat{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 20, Idle: 40}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 60, Idle: 10}}}})
+				CPUs:   []bench.CPU{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 20, Idle: 40}}, {ID: 1, CPUTime: load.CPUTime{SoftIRQ: 60, Idle: 10}}}})
 		}
 	}
 	return &bench.Report{Workload: "nginx", Baseline: "default", Rounds: rounds, Runs: runs, Summary: bench.Summarize(cs, runs, "default", true)}
@@ -159,17 +180,8 @@ func TestBenchChart(t *testing.T) {
 		t.Errorf("x range %g–%g cuts the edge bars", soft.X.Min, soft.X.Max)
 	}
 	dir := chartDir(t)
-	for _, name := range []string{"bench.png", "bench.svg"} {
-		if err := BenchChart(rep, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	svg := readSVG(t, filepath.Join(dir, "bench.svg"))
-	for _, want := range []string{"nginx: throughput", "rps-spread", "CPU 1", "req/s"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("bench chart lacks %q", want)
-		}
-	}
+	svg := drawPNGAndSVG(t, dir, "bench", func(path string) error { return BenchChart(rep, path) })
+	textHas(t, "bench chart", svg, "nginx: throughput", "rps-spread", "CPU 1", "req/s")
 	if err := BenchChart(rep, filepath.Join(dir, "bench.pdf")); err == nil {
 		t.Error("a .pdf chart was accepted")
 	}
@@ -181,17 +193,8 @@ func TestSweepChart(t *testing.T) {
 	for _, v := range []int{1, 4, 16} {
 		sw.Points = append(sw.Points, bench.SweepPoint{Value: v, Report: benchReport(8)})
 	}
-	for _, name := range []string{"curve.png", "curve.svg"} {
-		if err := SweepChart(sw, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	svg := readSVG(t, filepath.Join(dir, "curve.svg"))
-	for _, want := range []string{"rps-spread", "connections", "req/s", ">16<"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("svg lacks %q", want)
-		}
-	}
+	svg := drawPNGAndSVG(t, dir, "curve", func(path string) error { return SweepChart(sw, path) })
+	textHas(t, "sweep chart", svg, "rps-spread", "connections", "req/s", ">16<")
 	if strings.Contains(svg, "range of the runs") {
 		t.Error("8 rounds per point, yet the chart speaks of ranges")
 	}
@@ -223,7 +226,5 @@ func TestSimCharts(t *testing.T) {
 	if len(files) != 8 || filepath.Dir(files[0]) != dir {
 		t.Fatalf("files %v", files)
 	}
-	if svg := readSVG(t, filepath.Join(dir, "iops_vs_cif.svg")); !strings.Contains(svg, "vic") || !strings.Contains(svg, "commands in flight") {
-		t.Error("IOPS chart lacks its policy or its axis")
-	}
+	textHas(t, "IOPS chart", readSVG(t, filepath.Join(dir, "iops_vs_cif.svg")), "vic", "commands in flight")
 }

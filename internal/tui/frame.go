@@ -28,21 +28,13 @@ type Frame struct {
 	CostSource string `json:"cost_source"`
 }
 
-// CPU is one CPU over the interval: times in percent of the CPU, softirqs
-// and softnet events per second.
+// CPU is one CPU over the interval: load's row (times in percent of the
+// CPU, softirqs per second, interrupt time) and its softnet events.
 type CPU struct {
-	ID int `json:"id"`
-	load.CPUTime
-	NetRx float64 `json:"net_rx"`
-	NetTx float64 `json:"net_tx"`
-	Block float64 `json:"block"`
+	load.CPULoad
 	// Softnet drops (backlog full) and time squeezes (budget ran out), per second.
 	Dropped  float64 `json:"softnet_dropped"`
 	Squeezed float64 `json:"softnet_squeezed"`
-	// SoftirqTime is CPU seconds per second by softirq vector (names as in
-	// /proc/softirqs), HardirqTime the same in hardirq handlers.
-	SoftirqTime map[string]float64 `json:"softirq_time"`
-	HardirqTime float64            `json:"hardirq_time"`
 }
 
 // IRQ is one numbered interrupt over the interval.
@@ -69,15 +61,11 @@ func NewFrame(hostname string, h *host.Host, l *load.Load) *Frame {
 		AbsentCPUs: l.Absent, CostSource: l.CostSource,
 	}
 	for i := range l.CPUs {
-		c := &l.CPUs[i]
-		fc := CPU{
-			ID: c.ID, CPUTime: c.CPUTime, NetRx: c.NetRx, NetTx: c.NetTx, Block: c.Block,
-			SoftirqTime: c.SoftirqTime, HardirqTime: c.HardirqTime,
-		}
+		fc := CPU{CPULoad: l.CPUs[i]}
 		if fc.SoftirqTime == nil {
 			fc.SoftirqTime = map[string]float64{}
 		}
-		if sn := l.SoftnetCPU(c.ID); sn != nil {
+		if sn := l.SoftnetCPU(fc.ID); sn != nil {
 			fc.Dropped, fc.Squeezed = sn.Dropped, sn.TimeSqueeze
 		}
 		f.CPUs = append(f.CPUs, fc)

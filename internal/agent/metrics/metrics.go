@@ -218,13 +218,13 @@ func (c *cpuCollector) Update(ch chan<- prometheus.Metric) error {
 	}
 	for _, s := range st {
 		cpu := strconv.Itoa(s.CPU)
-		ch <- prometheus.MustNewConstMetric(c.irq, prometheus.CounterValue, float64(s.IRQ)/kernel.UserHZ, cpu)
-		ch <- prometheus.MustNewConstMetric(c.soft, prometheus.CounterValue, float64(s.SoftIRQ)/kernel.UserHZ, cpu)
+		ch <- prometheus.MustNewConstMetric(c.irq, prometheus.CounterValue, s.IRQ, cpu)
+		ch <- prometheus.MustNewConstMetric(c.soft, prometheus.CounterValue, s.SoftIRQ, cpu)
 		for _, m := range []struct {
 			name string
-			v    uint64
+			v    float64
 		}{{"user", s.User}, {"nice", s.Nice}, {"system", s.System}, {"idle", s.Idle}, {"iowait", s.IOWait}, {"steal", s.Steal}} {
-			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.CounterValue, float64(m.v)/kernel.UserHZ, cpu, m.name)
+			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.CounterValue, m.v, cpu, m.name)
 		}
 	}
 	return nil
