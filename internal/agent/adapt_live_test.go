@@ -158,11 +158,11 @@ type seed004 struct {
 	hot bool
 }
 
-func startSeed004(t *testing.T) *seed004 {
+// upTestbed brings the testbed up with queues receive queues, and down
+// again when the test ends.
+func upTestbed(t *testing.T, queues int) *testbed.Testbed {
 	t.Helper()
-	livetest.NeedRoot(t, "taskset")
-	bin := irqpilot(t)
-	tb, err := testbed.Up(testbed.Options{FS: kernel.New("/"), Queues: 1, StateDir: t.TempDir()})
+	tb, err := testbed.Up(testbed.Options{FS: kernel.New("/"), Queues: queues, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +171,14 @@ func startSeed004(t *testing.T) *seed004 {
 			t.Errorf("testbed down: %v", err)
 		}
 	})
+	return tb
+}
+
+func startSeed004(t *testing.T) *seed004 {
+	t.Helper()
+	livetest.NeedRoot(t, "taskset")
+	bin := irqpilot(t)
+	tb := upTestbed(t, 1)
 	sink, err := tb.StartProgram("udp-sink", "irqpilot", 9001, "taskset", "-c", "1", "env", "IRQPILOT_BENCH_HELPER=udp-sink", bin, "-addr", testbed.ServerAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -204,15 +212,7 @@ func startSeed004(t *testing.T) *seed004 {
 // changes nothing.
 func TestLiveAdaptMemcachedChangesNothing(t *testing.T) {
 	livetest.NeedRoot(t, "memcaslap")
-	tb, err := testbed.Up(testbed.Options{FS: kernel.New("/"), Queues: 2, StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tb.Down(); err != nil {
-			t.Errorf("testbed down: %v", err)
-		}
-	})
+	tb := upTestbed(t, 2)
 	if _, err := tb.StartMemcached(2); err != nil {
 		t.Fatal(err)
 	}

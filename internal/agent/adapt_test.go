@@ -45,44 +45,11 @@ func TestVerdict(t *testing.T) {
 	bound := diagnose.IDInterruptBound
 	base := repeat(obs(60, 0, bound), 3)
 	f := func(v float64) *float64 { return &v }
-	for _, tc := range []struct {
-		name   string
-		window []Observation
-		higher bool
-		keep   bool
-		why    string
-	}{
-		{"finding gone, busiest lower", repeat(obs(30, 0), 5), false, true, "gone"},
-		{"finding still holds", repeat(obs(40, 0, bound), 5), false, false, "still holds"},
-		{"busiest not lower", repeat(obs(65, 0), 5), false, false, "did not fall"},
-		{"drops rose", repeat(obs(30, 500), 5), false, false, "drops rose"},
-		{"new harmful finding", repeat(obs(30, 0, diagnose.IDSoftnetSqueeze), 5), false, false, "new finding softnet-squeeze"},
-		{"first half unsettled is not judged", append(repeat(obs(80, 0, bound), 2), repeat(obs(30, 0), 3)...), false, true, "gone"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			keep, why := Verdict(bound, base, tc.window, tc.higher)
-			if keep != tc.keep || !strings.Contains(why, tc.why) {
-				t.Errorf("Verdict = %v %q, want %v containing %q", keep, why, tc.keep, tc.why)
-			}
-		})
-	}
-	// The user metric must not get worse, in the direction given.
-	b := repeat(obs(60, 0, bound), 3)
-	for i := range b {
-		b[i].Metric = f(100)
-	}
-	w := repeat(obs(30, 0), 4)
-	for i := range w {
-		w[i].Metric = f(120)
-	}
-	if keep, why := Verdict(bound, b, w, false); keep || !strings.Contains(why, "user metric worse") {
-		t.Errorf("latency up 20%%: %v %q, want revert", keep, why)
-	}
-	if keep, _ := Verdict(bound, b, w, true); !keep {
-		t.Errorf("throughput up 20%%: reverted, want kept")
-	}
-	if keep, _ := Verdict(bound, nil, w, false); keep {
-		t.Errorf("no baseline: kept")
+	withMetric := func(os []Observation, v float64) []Observation {
+		for i := range os {
+			os[i].Metric = f(v)
+		}
+		return os
 	}
 	// Seed 004: the softirq moved off the hot CPU 0 onto CPU 1, which had
 	// headroom. The busiest CPU's interrupt time is the same; CPU 0's fell.
@@ -95,11 +62,43 @@ func TestVerdict(t *testing.T) {
 		}
 		return o
 	}
-	if keep, why := Verdict(bound, repeat(perCPU(62, 0, bound), 3), repeat(perCPU(9, 60), 4), false); !keep || !strings.Contains(why, "CPU 0") {
-		t.Errorf("work moved off the hot CPU: %v %q, want kept, judged on CPU 0", keep, why)
-	}
-	if keep, why := Verdict(bound, repeat(perCPU(62, 0, bound), 3), repeat(perCPU(63, 2), 4), false); keep || !strings.Contains(why, "CPU 0 (the finding's) did not fall") {
-		t.Errorf("hot CPU not relieved: %v %q, want reverted", keep, why)
+	for _, tc := range []struct {
+		name             string
+		baseline, window []Observation
+		higher           bool
+		// rule is the rule that did not keep it ("" kept); why, when not
+		// "", what the reason must name beside the rule.
+		rule, why string
+	}{
+		{name: "finding gone, busiest lower", baseline: base, window: repeat(obs(30, 0), 5), why: "gone"},
+		{name: "finding still holds", baseline: base, window: repeat(obs(40, 0, bound), 5), rule: ruleStillHolds},
+		{name: "busiest not lower", baseline: base, window: repeat(obs(65, 0), 5), rule: ruleDidNotFall},
+		{name: "drops rose", baseline: base, window: repeat(obs(30, 500), 5), rule: ruleDrops},
+		{name: "new harmful finding", baseline: base, window: repeat(obs(30, 0, diagnose.IDSoftnetSqueeze), 5), rule: ruleNew,
+			why: "new finding softnet-squeeze"},
+		{name: "first half unsettled is not judged", baseline: base, window: append(repeat(obs(80, 0, bound), 2), repeat(obs(30, 0), 3)...),
+			why: "gone"},
+		// The user metric must not get worse, in the direction given.
+		{name: "latency up 20%", baseline: withMetric(repeat(obs(60, 0, bound), 3), 100), window: withMetric(repeat(obs(30, 0), 4), 120),
+			rule: ruleMetric},
+		{name: "throughput up 20%", baseline: withMetric(repeat(obs(60, 0, bound), 3), 100), window: withMetric(repeat(obs(30, 0), 4), 120),
+			higher: true},
+		{name: "no baseline", window: withMetric(repeat(obs(30, 0), 4), 120), rule: ruleNothing},
+		{name: "work moved off the hot CPU", baseline: repeat(perCPU(62, 0, bound), 3), window: repeat(perCPU(9, 60), 4),
+			why: "CPU 0"},
+		{name: "hot CPU not relieved", baseline: repeat(perCPU(62, 0, bound), 3), window: repeat(perCPU(63, 2), 4), rule: ruleDidNotFall,
+			why: "CPU 0 (the finding's) did not fall"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keep, why := Verdict(bound, tc.baseline, tc.window, tc.higher)
+			_, _, rule := verdictRule(bound, tc.baseline, tc.window, tc.higher, false)
+			if keep != (tc.rule == "") || rule != tc.rule {
+				t.Errorf("Verdict = %v %q (rule %q), want kept %v by rule %q", keep, why, rule, tc.rule == "", tc.rule)
+			}
+			if tc.why != "" && !strings.Contains(why, tc.why) {
+				t.Errorf("Verdict = %v %q, want it to name %q", keep, why, tc.why)
+			}
+		})
 	}
 }
 
@@ -202,11 +201,8 @@ func TestAdaptMarginalPlanNotApplied(t *testing.T) {
 		return &plan.Plan{Version: plan.Version, Policy: "auto", Why: why,
 			RxQueues: []plan.RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: &two, Reason: "test"}}}, nil
 	}
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
-		NoLinkEvents: true, Log: quiet(), Adapt: true, Planner: marginal, AdaptOptions: AdaptOptions{Persist: 2, MinDwell: time.Nanosecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ag := newTestAgent(t, Options{FS: fs, PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
+		Adapt: true, Planner: marginal, AdaptOptions: AdaptOptions{Persist: 2, MinDwell: time.Nanosecond}})
 	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 90, System: 6, Idle: 4}}, {ID: 1, CPUTime: load.CPUTime{User: 10, Idle: 90}}}}
 	ag.findings = []diagnose.Finding{{ID: diagnose.IDInterruptBound, Severity: diagnose.Critical, CPUs: []int{0}, Summary: "CPU0 interrupt-bound"}}
 	why = policy.MarginalWhy + " the decision flips within ±10 % of the measured load"
@@ -248,11 +244,8 @@ func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
 		return &plan.Plan{Version: plan.Version, Policy: "test", Why: "test",
 			RxQueues: []plan.RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: &cpus, Reason: "test"}}}, nil
 	}
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
-		NoLinkEvents: true, Log: quiet(), Adapt: true, Planner: planner, AdaptOptions: AdaptOptions{Persist: 1, MinDwell: time.Nanosecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ag := newTestAgent(t, Options{FS: fs, PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
+		Adapt: true, Planner: planner, AdaptOptions: AdaptOptions{Persist: 1, MinDwell: time.Nanosecond}})
 	net := map[string]float64{"NET_RX": 50000, "TIMER": 250}
 	ag.lastLoad = &load.Load{Interval: time.Second, CPUs: []load.CPULoad{
 		{ID: 0, CPUTime: load.CPUTime{SoftIRQ: 80, System: 16, Idle: 4}, Softirqs: net},
@@ -273,8 +266,8 @@ func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
 	if st = ag.Status(); len(st.Adaptations) != 2 || st.Adaptations[1].Result != "verifying" {
 		t.Fatalf("adaptations %+v; want the plan onto idle CPU 1 applied", st.Adaptations)
 	}
-	if got := readTree(t, root, rps); !strings.HasSuffix(got, "00000002") {
-		t.Errorf("%s = %q after the plan onto CPU 1 was applied", rps, got)
+	if got := maskOf(t, filepath.Join(root, rps)); !got.Equal(cpuset.Of(1)) {
+		t.Errorf("%s = CPUs %s after the plan onto CPU 1 was applied", rps, got)
 	}
 }
 

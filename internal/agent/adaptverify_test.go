@@ -1,10 +1,10 @@
 package agent
 
 import (
-	"encoding/json"
 	"log/slog"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
-	"github.com/irqpilot/irqpilot/internal/agent/metrics"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -53,17 +52,10 @@ func newVerifyBed(t *testing.T) *verifyBed {
 		return &plan.Plan{Version: plan.Version, Policy: "test", Why: "rx-0's softirq onto idle CPU 1",
 			RxQueues: []plan.RxQueueEntry{{Device: "eth0", Queue: ptr(0), RPSCPUs: &one, Reason: "test"}}}, nil
 	}
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
-		NoLinkEvents: true, Log: slog.New(slog.NewTextHandler(b.log, nil)), Adapt: true, Planner: planner,
+	ag := newTestAgent(t, Options{FS: fs, PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: "",
+		Log: slog.New(slog.NewTextHandler(b.log, nil)), Adapt: true, Planner: planner,
 		AdaptOptions: AdaptOptions{Persist: 2, Window: 5, MinDwell: time.Nanosecond, MaxPerHour: 1000}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, m, err := metrics.New(&metrics.Source{FS: fs, Host: ag.hostModel.Load})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag.m = m
+	withMetrics(t, ag)
 	b.ag = ag
 	return b
 }
@@ -117,8 +109,8 @@ func (b *verifyBed) apply() *plan.Prediction {
 	if n := len(st.Adaptations); n == 0 || st.Adaptations[n-1].Result != "verifying" {
 		b.t.Fatalf("adaptations %+v; want the plan applied and verifying", st.Adaptations)
 	}
-	if got := readTree(b.t, b.root, b.rps); !strings.HasSuffix(got, "00000002") {
-		b.t.Fatalf("%s = %q after the plan onto CPU 1 was applied", b.rps, got)
+	if got := b.rpsCPUs(); !got.Equal(cpuset.Of(1)) {
+		b.t.Fatalf("%s = CPUs %s after the plan onto CPU 1 was applied", b.rps, got)
 	}
 	p := b.ag.adapt.pred
 	if p.CPU(0) == nil || p.CPU(1) == nil || p.CPU(0).BeforeBusy-p.CPU(0).PredictedBusy < 30 || p.CPU(1).PredictedBusy-p.CPU(1).BeforeBusy < 30 {
@@ -136,6 +128,9 @@ func predicted(p *plan.Prediction, frac float64) map[int]figures {
 	}
 	return out
 }
+
+// rpsCPUs are the CPUs of rx-0's rps_cpus in the tree now.
+func (b *verifyBed) rpsCPUs() cpuset.Set { return maskOf(b.t, filepath.Join(b.root, b.rps)) }
 
 func (b *verifyBed) last() Adaptation {
 	st := b.ag.Status()
@@ -221,8 +216,8 @@ func TestAdaptWorseRevertedAtOnceNotRetried(t *testing.T) {
 	if a = b.last(); a.Result != "verifying" {
 		t.Fatalf("after the load changed: %s %q; want the plan applied again", a.Result, a.Reason)
 	}
-	if got := readTree(t, b.root, b.rps); !strings.HasSuffix(got, "00000002") {
-		t.Errorf("%s = %q, want the plan applied again", b.rps, got)
+	if got := b.rpsCPUs(); !got.Equal(cpuset.Of(1)) {
+		t.Errorf("%s = CPUs %s, want the plan onto CPU 1 applied again", b.rps, got)
 	}
 	if !strings.Contains(b.log.String(), "the load changed") {
 		t.Errorf("log does not say why the plan is retried:\n%s", b.log)
@@ -252,84 +247,82 @@ func TestAdaptOneWorseIntervalDoesNotRevert(t *testing.T) {
 	t.Logf("%s: %s; %s", a.Result, a.Reason, a.Verification.Line())
 }
 
-// A confirmed prediction is kept, even where the interval rules alone
-// would revert (the evidence still holds: the model predicted what
-// happened); the prediction error is exported. Drops that rose, which the
-// model does not predict, still revert it.
-func TestAdaptConfirmedKept(t *testing.T) {
-	b := newVerifyBed(t)
-	p := b.apply()
-	b.pass(5, b.load(predicted(p, 0), bedPPS, 1), hot)
-	a := b.last()
-	b.checkJudged(a, "kept", verify.Confirmed)
-	if !strings.Contains(a.Reason, "the prediction came true, though") || !strings.Contains(a.Reason, "still holds") {
-		t.Errorf("kept for %q; want the interval rule that would revert named beside the confirmed prediction", a.Reason)
-	}
-	if a.Verification.MaxBusyError > 1 {
-		t.Errorf("measured exactly as predicted, but the busy error is %.1f", a.Verification.MaxBusyError)
-	}
-	if got := readTree(t, b.root, b.rps); !strings.HasSuffix(got, "00000002") {
-		t.Errorf("%s = %q, want the kept plan in force", b.rps, got)
-	}
-
-	// Harm the model does not predict still reverts a confirmed change:
-	// softnet drops that rose.
-	b = newVerifyBed(t)
-	p = b.apply()
-	dropping := b.load(predicted(p, 0), bedPPS, 1)
-	dropping.Softnet[1].Dropped = 500
-	b.pass(5, dropping, hot)
-	a = b.last()
-	b.checkJudged(a, "reverted", verify.Confirmed)
-	if !strings.Contains(a.Reason, "softnet drops rose") {
-		t.Errorf("reverted for %q; want the drops named", a.Reason)
-	}
-}
-
-// When the workload changes during the window (the packet rate falls by
-// more than the traffic tolerance), the verdict is inconclusive: neither
-// kept as confirmed nor counted as worse. The interval rules decide (here:
-// the evidence still holds, reverted), and the plan may be tried again.
-func TestAdaptInconclusiveFallsBack(t *testing.T) {
-	b := newVerifyBed(t)
-	p := b.apply()
-	b.pass(5, b.load(predicted(p, 0), bedPPS*0.4, 1), hot)
-	a := b.last()
-	b.checkJudged(a, "reverted", verify.Inconclusive)
-	if !strings.Contains(a.Reason, "still holds") || !strings.Contains(a.Verification.Reason, "workload changed") {
-		t.Errorf("reverted for %q (%s); want the interval rule's reason, the workload changed", a.Reason, a.Verification.Reason)
-	}
-	b.pass(2, b.load(beforeFigures, bedPPS, 0), hot)
-	if a = b.last(); a.Result != "verifying" {
-		t.Errorf("after an inconclusive revert: %s %q; want the plan tried again", a.Result, a.Reason)
-	}
-}
-
-// A missed prediction (off by more than the tolerance, every figure moved
-// the predicted way) is judged by the interval rules: kept when the
-// evidence is gone and the hot CPU's interrupt time fell, reverted when
-// the evidence still holds — and not remembered as worse.
-func TestAdaptMissedByIntervalRules(t *testing.T) {
-	b := newVerifyBed(t)
-	p := b.apply()
-	b.pass(5, b.load(predicted(p, 0.5), bedPPS, 1), nil)
-	a := b.last()
-	b.checkJudged(a, "kept", verify.Missed)
-	if !strings.Contains(a.Reason, "gone") {
-		t.Errorf("kept for %q; want the interval rules' reason", a.Reason)
-	}
-
-	b = newVerifyBed(t)
-	p = b.apply()
-	b.pass(5, b.load(predicted(p, 0.5), bedPPS, 1), hot)
-	a = b.last()
-	b.checkJudged(a, "reverted", verify.Missed)
-	if !strings.Contains(a.Reason, "still holds") {
-		t.Errorf("reverted for %q; want the interval rules' reason", a.Reason)
-	}
-	b.pass(2, b.load(beforeFigures, bedPPS, 0), hot)
-	if a = b.last(); a.Result != "verifying" {
-		t.Errorf("after a missed revert: %s %q; want the plan tried again", a.Result, a.Reason)
+// At the end of its window an adaptation is judged on its verdict:
+//   - confirmed is kept, even where the interval rules alone would revert
+//     (the evidence still holds: the model predicted what happened), and
+//     the prediction error is exported; drops that rose, which the model
+//     does not predict, still revert it;
+//   - inconclusive, when the workload changes during the window (the
+//     packet rate falls by more than the traffic tolerance), is neither
+//     kept as confirmed nor counted as worse: the interval rules decide
+//     (the evidence still holds: reverted), and the plan may be tried
+//     again;
+//   - missed (off by more than the tolerance, every figure moved the
+//     predicted way) is judged by the interval rules: kept when the
+//     evidence is gone and the hot CPU's interrupt time fell, reverted when
+//     it still holds — and not remembered as worse.
+func TestAdaptJudgedAtWindowEnd(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// The window measures the prediction's figures off by frac of the
+		// predicted move, pps packets/s, CPU 1 dropping drops/s, with
+		// findings.
+		frac, pps, drops float64
+		findings         []diagnose.Finding
+		result           string
+		verdict          verify.Verdict
+		// reason: what the adaptation's reason names; verification: what
+		// the verification's reason names.
+		reason       []string
+		verification string
+		// exact: measured as predicted, the busy error is at most 1 point.
+		exact bool
+		// retried: the plan is applied again on the load from before.
+		retried bool
+	}{
+		{name: "confirmed kept though the evidence holds", pps: bedPPS, findings: hot, result: "kept", verdict: verify.Confirmed,
+			reason: []string{"the prediction came true, though", "still holds"}, exact: true},
+		{name: "confirmed reverted for drops that rose", pps: bedPPS, drops: 500, findings: hot, result: "reverted", verdict: verify.Confirmed,
+			reason: []string{"softnet drops rose"}},
+		{name: "inconclusive falls back", pps: bedPPS * 0.4, findings: hot, result: "reverted", verdict: verify.Inconclusive,
+			reason: []string{"still holds"}, verification: "workload changed", retried: true},
+		{name: "missed kept, evidence gone", frac: 0.5, pps: bedPPS, result: "kept", verdict: verify.Missed,
+			reason: []string{"gone"}},
+		{name: "missed reverted, evidence holds", frac: 0.5, pps: bedPPS, findings: hot, result: "reverted", verdict: verify.Missed,
+			reason: []string{"still holds"}, retried: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newVerifyBed(t)
+			p := b.apply()
+			after := b.load(predicted(p, c.frac), c.pps, 1)
+			after.Softnet[1].Dropped = c.drops
+			b.pass(5, after, c.findings)
+			a := b.last()
+			b.checkJudged(a, c.result, c.verdict)
+			for _, r := range c.reason {
+				if !strings.Contains(a.Reason, r) {
+					t.Errorf("%s for %q; want it to name %q", a.Result, a.Reason, r)
+				}
+			}
+			if c.verification != "" && !strings.Contains(a.Verification.Reason, c.verification) {
+				t.Errorf("verification reason %q; want it to name %q", a.Verification.Reason, c.verification)
+			}
+			if c.exact && a.Verification.MaxBusyError > 1 {
+				t.Errorf("measured exactly as predicted, but the busy error is %.1f", a.Verification.MaxBusyError)
+			}
+			if got := b.rpsCPUs(); c.result == "kept" && !got.Equal(cpuset.Of(1)) {
+				t.Errorf("%s = CPUs %s, want the kept plan (CPU 1) in force", b.rps, got)
+			}
+			if got := readTree(t, b.root, b.rps); c.result == "reverted" && got != b.orig {
+				t.Errorf("%s = %q after the revert, want %q", b.rps, got, b.orig)
+			}
+			if c.retried {
+				b.pass(2, b.load(beforeFigures, bedPPS, 0), hot)
+				if a = b.last(); a.Result != "verifying" {
+					t.Errorf("after the revert: %s %q; want the plan tried again", a.Result, a.Reason)
+				}
+			}
+		})
 	}
 }
 
@@ -399,17 +392,10 @@ func TestLiveAdaptVerdictOnRealLoad(t *testing.T) {
 		return &plan.Plan{Version: plan.Version, Policy: "test", Why: "pin the test's sleep to CPU 1",
 			Apps: []plan.AppEntry{{PID: pid, CPUs: cpuset.Of(1), Reason: "test"}}}, nil
 	}
-	ag, err := New(Options{FS: kernel.New("/"), StateDir: mkState(t), PlanFile: writePlan(t, "version: 1\n"), Interval: 300 * time.Millisecond,
-		NoLinkEvents: true, Log: quiet(), Adapt: true, Planner: planner,
-		AdaptOptions: AdaptOptions{Persist: 2, Window: 4, MinDwell: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, m, err := metrics.New(&metrics.Source{FS: kernel.New("/"), Host: ag.hostModel.Load})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag.m = m
+	ag := newTestAgent(t, Options{FS: kernel.New("/"), StateDir: mkState(t), PlanFile: writePlan(t, "version: 1\n"), Interval: 300 * time.Millisecond,
+		Adapt: true, Planner: planner, AdaptOptions: AdaptOptions{Persist: 2, Window: 4, MinDwell: time.Hour}})
+	reg := withMetrics(t, ag)
+	m := ag.m
 	evidence := []diagnose.Finding{{ID: diagnose.IDInterruptBound, Severity: diagnose.Critical, CPUs: []int{0}, Summary: "supplied by the test"}}
 	var a *Adaptation
 	for i := 0; i < 20 && a == nil; i++ {
@@ -428,14 +414,8 @@ func TestLiveAdaptVerdictOnRealLoad(t *testing.T) {
 		t.Fatalf("no adaptation decided in 20 passes: %+v", ag.Status().Adaptations)
 	}
 	// Through the status socket's JSON.
-	raw, err := json.Marshal(ag.Status())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st Status
-	if err := json.Unmarshal(raw, &st); err != nil {
-		t.Fatal(err)
-	}
+	viaJSON(t, ag.Status(), &st)
 	got := st.Adaptations[len(st.Adaptations)-1]
 	v := got.Verification
 	t.Logf("%s: %s\n  %s", got.Result, got.Reason, v.Line())

@@ -338,20 +338,6 @@ func resolve(fs *kernel.FS, h *host.Host, p *plan.Plan) (changes, skipped []sett
 	return changes, skipped, waiting, nil
 }
 
-func clonePlan(p *plan.Plan) *plan.Plan {
-	cp := *p
-	cp.IRQs = slices.Clone(p.IRQs)
-	cp.RxQueues = slices.Clone(p.RxQueues)
-	cp.TxQueues = slices.Clone(p.TxQueues)
-	cp.Apps = slices.Clone(p.Apps)
-	cp.Coalesce = slices.Clone(p.Coalesce)
-	if p.Irqbalance != nil {
-		ib := *p.Irqbalance
-		cp.Irqbalance = &ib
-	}
-	return &cp
-}
-
 // Run enforces the plan until ctx ends. It returns an error before touching
 // anything when the state directory, the metrics address or the status
 // socket cannot be used.

@@ -88,12 +88,7 @@ func TestLiveAgentWithUnitCapabilities(t *testing.T) {
 
 	// Root's irqbalance (a stand-in: a root-owned program of that name run
 	// by root with every capability) is seen by the bounded agent.
-	dir, err := os.MkdirTemp("", "irqp-agentsec-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	dir := openTempDir(t)
 	fake := filepath.Join(dir, "irqbalance")
 	data, err := os.ReadFile("/bin/sleep")
 	if err != nil {

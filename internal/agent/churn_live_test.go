@@ -134,11 +134,8 @@ rx_queues:
 // restores the device as the agent found it).
 func TestLiveRecreatedDeviceIsNotDrift(t *testing.T) {
 	livetest.NeedRoot(t)
-	b := newBed(t, 2)
-	pf := writePlan(t, va0RPSPlan("re-creation test"))
-	sd := mkState(t)
 	const keep = 2
-	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "200ms", "--listen", "",
+	b, sd, p := startVa0Agent(t, "re-creation test", "200ms",
 		"--pingpong-limit", "2", "--pingpong-window", "1m", "--keep-journals", strconv.Itoa(keep))
 	converged := func() bool {
 		return strings.HasSuffix(b.read(t, "/sys/class/net/va0/queues/rx-1/rps_cpus"), "1") &&

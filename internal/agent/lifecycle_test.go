@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
@@ -229,17 +233,25 @@ func TestLiveAdaptIdleChangesNothing(t *testing.T) {
 	_ = fmt.Sprint
 }
 
+// mountTmpfs mounts a tmpfs of the test's own, its root of mode mode, on
+// a temporary directory and returns it; the caller unmounts it.
+func mountTmpfs(t *testing.T, mode string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "config")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "mount", "-t", "tmpfs", "-o", "size=1m,mode="+mode, "irqp-agentsec", dir)
+	return dir
+}
+
 // A plan in a directory anyone may write is refused, unless the directory
 // is on a read-only mount (a Kubernetes ConfigMap volume mounted readOnly
 // is mode 0777): no one can change it through that mount. A tmpfs of the
 // test's own, mounted in a temporary directory and unmounted after.
 func TestLivePlanOnReadOnlyMountTrusted(t *testing.T) {
 	livetest.NeedRoot(t)
-	dir := filepath.Join(t.TempDir(), "config")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run(t, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0777", "irqp-agentsec", dir)
+	dir := mountTmpfs(t, "0777")
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v %s", dir, err, out)
@@ -265,11 +277,7 @@ func TestLivePlanOnReadOnlyMountTrusted(t *testing.T) {
 // its root. A plan that is a FIFO is refused instead of blocking the agent.
 func TestLivePlanReadOnlyViewExcusesNoFile(t *testing.T) {
 	livetest.NeedRoot(t)
-	dir := filepath.Join(t.TempDir(), "config")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run(t, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "irqp-agentsec", dir)
+	dir := mountTmpfs(t, "0755")
 	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
 	pf := filepath.Join(dir, "plan.yaml")
 	if err := os.WriteFile(pf, []byte(rpsPlanText("3")), 0o644); err != nil {
@@ -324,12 +332,7 @@ func TestLiveReloadOfPlanNobodyChanged(t *testing.T) {
 	livetest.NeedRoot(t, "setpriv")
 	setpriv, _ := exec.LookPath("setpriv")
 	b := newBed(t, 2)
-	dir, err := os.MkdirTemp("", "irqp-agentsec-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	dir := openTempDir(t)
 	pf := filepath.Join(dir, "plan.yaml")
 	plan := "version: 1\nrx_queues:\n  - device: va0\n    rps_cpus: \"%s\"\n    reason: agent trust test\n"
 	if err := os.WriteFile(pf, []byte(strings.Replace(plan, "%s", "0", 1)), 0o644); err != nil {
@@ -362,4 +365,62 @@ func TestLiveReloadOfPlanNobodyChanged(t *testing.T) {
 	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "REJECTED") {
 		t.Errorf("irqpilot status: %v\n%s", err, out.String())
 	}
+}
+
+// readOnly makes file p refuse writes (EROFS) and keep its reads: a
+// read-only bind mount of the file on itself, in a test tree, undone when
+// the test ends. It stands for a kernel file whose writes fail (EIO).
+func readOnly(t *testing.T, p string) {
+	t.Helper()
+	run(t, "mount", "--bind", p, p)
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", p).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", p, err, out)
+		}
+	})
+	run(t, "mount", "-o", "remount,ro,bind", p)
+}
+
+// One setting whose write keeps failing does not stop the repair of the
+// others: with rx-0's rps_cpus drifted and unwritable, rx-1's drift is
+// repaired, and rx-0 is parked with its reason in status, the metric and
+// one log line, while rx-1 stays enforced.
+func TestOneFailingSettingDoesNotStopRepair(t *testing.T) {
+	livetest.NeedRoot(t, "mount", "umount")
+	root := genHost(t)
+	plan := "version: 1\nrx_queues:\n" +
+		"  - {device: eth0, queue: 0, rps_cpus: \"3\", reason: test}\n" +
+		"  - {device: eth0, queue: 1, rps_cpus: \"3\", reason: test}\n"
+	var log livetest.Buffer
+	ag, err := New(Options{FS: kernel.New(root), StateDir: stateDir(t), PlanFile: writePlan(t, plan), Interval: 50 * time.Millisecond,
+		NoLinkEvents: true, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAgent(t, ag)
+	rps := func(q string) string { return filepath.Join(root, "sys/class/net/eth0/queues/rx-"+q+"/rps_cpus") }
+	read := func(q string) string { b, _ := os.ReadFile(rps(q)); return strings.TrimSpace(string(b)) }
+	waitForT(t, func() bool { return strings.Contains(read("0"), "8") && strings.Contains(read("1"), "8") })
+
+	ag.mu.Lock() // drift both between two passes; rx-0 cannot be written back
+	os.WriteFile(rps("0"), []byte("1\n"), 0o644)
+	readOnly(t, rps("0"))
+	os.WriteFile(rps("1"), []byte("1\n"), 0o644)
+	ag.mu.Unlock()
+
+	waitForT(t, func() bool { return strings.Contains(read("1"), "8") })
+	waitForT(t, func() bool { st := ag.Status(); return len(st.Frozen) == 1 })
+	st := ag.Status()
+	if f := st.Frozen[0]; f.Target != "eth0 rx-0" || !strings.Contains(f.Reason, "write failed") || !strings.Contains(f.Reason, "read-only file system") {
+		t.Errorf("parked setting %+v; want eth0 rx-0 with the write's error", f)
+	}
+	if g := testutil.ToFloat64(ag.m.Frozen); g != 1 {
+		t.Errorf("frozen settings gauge %v, want 1", g)
+	}
+	if n := strings.Count(log.String(), "setting parked"); n != 1 {
+		t.Errorf("%d log lines say the setting was parked, want 1:\n%s", n, log.String())
+	}
+	// rx-1 stays enforced while rx-0 is parked.
+	os.WriteFile(rps("1"), []byte("2\n"), 0o644)
+	waitForT(t, func() bool { return strings.Contains(read("1"), "8") })
 }

@@ -16,10 +16,7 @@ import (
 // which the first event of the burst named for every setting.
 func TestLiveAppliedNamesItsLink(t *testing.T) {
 	livetest.NeedRoot(t)
-	b := newBed(t, 2)
-	pf := writePlan(t, va0RPSPlan("link naming test"))
-	sd := mkState(t)
-	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "1h", "--listen", "")
+	b, sd, p := startVa0Agent(t, "link naming test", "1h")
 	converged := func() bool {
 		return strings.HasSuffix(b.read(t, "/sys/class/net/va0/queues/rx-1/rps_cpus"), "1")
 	}

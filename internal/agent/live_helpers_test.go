@@ -217,6 +217,19 @@ func lastCPU(t *testing.T) string {
 	return s
 }
 
+// openTempDir is a directory below /tmp that every user may enter (mode
+// 0755, root's), unlike t.TempDir's; removed when the test ends.
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "irqp-agentsec-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	return dir
+}
+
 func mkState(t *testing.T) string {
 	t.Helper()
 	d := filepath.Join(t.TempDir(), "state")
@@ -270,6 +283,18 @@ func TestMain(m *testing.M) {
 	livetest.RemoveBuilt()
 	removeNobodyBinary()
 	os.Exit(code)
+}
+
+// startVa0Agent starts the agent on va0RPSPlan(reason) in a new bed of 2
+// queues, passing at the given interval, with no metrics listener and
+// args: the bed, the agent's state directory and the agent.
+func startVa0Agent(t *testing.T, reason, interval string, args ...string) (*bed, string, *agentProc) {
+	t.Helper()
+	b := newBed(t, 2)
+	pf := writePlan(t, va0RPSPlan(reason))
+	sd := mkState(t)
+	p := startAgent(t, b.ns, sd, append([]string{"--plan", pf, "--interval", interval, "--listen", ""}, args...)...)
+	return b, sd, p
 }
 
 // va0RPSPlan is a plan that steers va0's receive queues to CPU 0 with an

@@ -125,11 +125,8 @@ func grepLines(text, sub string) string {
 // link event, without waiting for the interval.
 func TestLiveRecreatedDevice(t *testing.T) {
 	livetest.NeedRoot(t)
-	b := newBed(t, 2)
-	pf := writePlan(t, va0RPSPlan("agent device test"))
-	sd := mkState(t)
 	// A long interval: only the link event can converge in time.
-	p := startAgent(t, b.ns, sd, "--plan", pf, "--interval", "30s", "--listen", "")
+	b, _, p := startVa0Agent(t, "agent device test", "30s")
 	rps := "/sys/class/net/va0/queues/rx-1/rps_cpus"
 	waitFor(t, 5*time.Second, "plan applied", func() bool { return strings.HasSuffix(b.read(t, rps), "1") })
 	run(t, "ip", "-n", b.ns, "link", "del", "va0")

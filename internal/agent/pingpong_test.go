@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/irqpilot/irqpilot/internal/agent/metrics"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // A setting changed back until it is frozen: the log line, status (what
@@ -24,18 +24,11 @@ func TestPingPongCountsAgree(t *testing.T) {
 	fs := kernel.New(root)
 	rps := filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus")
 	pf := writePlan(t, rpsPlanText("3"))
-	var log lockedBuf
+	var log livetest.Buffer
 	const limit = 3
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: time.Second, NoLinkEvents: true,
+	ag := newTestAgent(t, Options{FS: fs, PlanFile: pf, Interval: time.Second,
 		Log: slog.New(slog.NewTextHandler(&log, nil)), PingPongLimit: limit, PingPongWindow: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, m, err := metrics.New(&metrics.Source{FS: fs, Host: ag.hostModel.Load})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag.m = m
+	withMetrics(t, ag)
 	ag.pass("start")
 	for i := 0; i < limit+2; i++ {
 		if err := os.WriteFile(rps, []byte("1\n"), 0o644); err != nil {

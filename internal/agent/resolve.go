@@ -41,7 +41,7 @@ const maxResolveRounds = 8
 // fewer) is left out and returned, and every other entry is resolved and
 // enforced. err is an error not about one entry (the plan as a whole).
 func resolveEach(fs *kernel.FS, h *host.Host, p *plan.Plan) (changes, skipped []setting.Change, waiting []string, bad []unresolved, err error) {
-	cp := clonePlan(p)
+	cp := p.Clone()
 	for _, d := range plan.DropMissingDevices(cp, h) {
 		waiting = append(waiting, "device "+d)
 	}

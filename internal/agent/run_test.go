@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	names "github.com/irqpilot/irqpilot/internal/agent/metricnames"
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
@@ -41,21 +42,8 @@ func TestRunConcurrent(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	ag, err := New(Options{FS: kernel.New(root), StateDir: sd, PlanFile: pf, Interval: 50 * time.Millisecond,
-		Listen: addr, NoLinkEvents: true, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	ag.o.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ag.Run(ctx) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	}
+	ag := newTestAgent(t, Options{FS: kernel.New(root), StateDir: sd, PlanFile: pf, Interval: 50 * time.Millisecond, Listen: addr})
+	stopAgent := runAgent(t, ag)
 	sock := filepath.Join(sd, SocketName)
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("status socket %s: %v %v, want mode 0600", sock, fi.Mode(), err)
@@ -65,7 +53,7 @@ func TestRunConcurrent(t *testing.T) {
 	stop := make(chan struct{})
 	var once sync.Once
 	halt := func() { once.Do(func() { close(stop) }); wg.Wait() }
-	t.Cleanup(func() { halt(); cancel() })
+	t.Cleanup(halt)
 	for _, f := range []func(){
 		func() {
 			if _, err := Query(context.Background(), sock); err != nil {
@@ -96,11 +84,11 @@ func TestRunConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	waitForT(t, func() bool { b, _ := os.ReadFile(rps); return strings.Contains(string(b), "8") })
+	waitForT(t, func() bool { return maskIs(rps, 3) })
 	os.WriteFile(rps, []byte("0\n"), 0o644)
 	waitForT(t, func() bool { return len(ag.Status().Repairs) > 0 })
-	if b, _ := os.ReadFile(rps); !strings.Contains(string(b), "8") {
-		t.Errorf("rps_cpus %q after repair", b)
+	if got := maskOf(t, rps); !got.Equal(cpuset.Of(3)) {
+		t.Errorf("rps_cpus CPUs %s after repair, want 3", got)
 	}
 	// Reloads (a new plan's values are applied, not counted as drift).
 	for i := 0; i < 5; i++ {
@@ -119,8 +107,7 @@ func TestRunConcurrent(t *testing.T) {
 	if err := testutil.ScrapeAndCompare("http://"+addr+"/metrics", strings.NewReader(want), names.DriftRepairs); err != nil {
 		t.Error(err)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stopAgent(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {

@@ -12,11 +12,7 @@ import (
 // instead of waiting for the pass (a client's timeout); once the pass
 // ends, the status is current again.
 func TestStatusDuringLongPass(t *testing.T) {
-	ag, err := New(Options{FS: kernel.New(treeCopy(t)), StateDir: stateDir(t), PlanFile: writePlan(t, "version: 1\n"),
-		Interval: time.Second, Listen: "", NoLinkEvents: true, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ag := newTestAgent(t, Options{FS: kernel.New(treeCopy(t)), PlanFile: writePlan(t, "version: 1\n"), Interval: time.Second, Listen: ""})
 	ag.pass("test")
 	if st := ag.Status(); st.Passes != 1 || st.PassRunning {
 		t.Fatalf("after one pass: passes %d, pass_running %v", st.Passes, st.PassRunning)

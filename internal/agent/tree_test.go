@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/sys/unix"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -107,10 +110,8 @@ rx_queues:
     rps_cpus: "2"
     reason: test
 `)
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: time.Second, Listen: "", NoLinkEvents: true, Log: quiet()})
-	if err != nil {
-		t.Fatalf("a plan naming an offline CPU must wait, not fail: %v", err)
-	}
+	// A plan naming an offline CPU must wait, not fail New.
+	ag := newTestAgent(t, Options{FS: fs, PlanFile: pf, Interval: time.Second, Listen: ""})
 	ag.pass("test")
 	st := ag.Status()
 	if len(st.Waiting) != 1 || !strings.Contains(st.Waiting[0], "CPU 252 to come online") {
@@ -119,8 +120,8 @@ rx_queues:
 	if got := readTree(t, root, affPath); got != before {
 		t.Errorf("irq %d affinity %q → %q: written while CPU 252 is offline", irq, before, got)
 	}
-	if got := readTree(t, root, "sys/class/net/eth0/queues/rx-1/rps_cpus"); !strings.HasSuffix(got, "00000004") {
-		t.Errorf("rx-1 rps_cpus = %q: the rest of the plan was not enforced", got)
+	if got := maskOf(t, filepath.Join(root, "sys/class/net/eth0/queues/rx-1/rps_cpus")); !got.Equal(cpuset.Of(2)) {
+		t.Errorf("rx-1 rps_cpus = CPUs %s: the rest of the plan (CPU 2) was not enforced", got)
 	}
 	// CPU 252 comes online.
 	os.WriteFile(filepath.Join(root, "sys/devices/system/cpu/online"), []byte("0-252\n"), 0o644)
@@ -154,10 +155,7 @@ func fmtInt(n int) string {
 // IRQs is re-read and compared. cpu-ms/op is the process's CPU time.
 func BenchmarkEnforcePass256(b *testing.B) {
 	root := treeCopy(b)
-	ag, err := New(Options{FS: kernel.New(root), StateDir: stateDir(b), Policy: "per-queue", Interval: time.Second, NoLinkEvents: true, Log: quiet()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ag := newTestAgent(b, Options{FS: kernel.New(root), Policy: "per-queue", Interval: time.Second})
 	ag.pass("start")
 	if ag.lastErr != "" {
 		b.Fatal(ag.lastErr)
@@ -203,11 +201,7 @@ rx_queues:
 `)
 	sd := stateDir(t)
 	const keep = 3
-	ag, err := New(Options{FS: fs, StateDir: sd, PlanFile: pf, Interval: time.Second, NoLinkEvents: true, Log: quiet(),
-		KeepJournals: keep, PingPongLimit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ag := newTestAgent(t, Options{FS: fs, StateDir: sd, PlanFile: pf, Interval: time.Second, KeepJournals: keep, PingPongLimit: 1000})
 	ag.pass("start")
 	journals := func() []string {
 		ents, err := os.ReadDir(filepath.Join(sd, "journal"))
@@ -274,8 +268,8 @@ func BenchmarkSteadyState1s(b *testing.B) {
 	fs := kernel.New("/")
 	irq, cur := -1, ""
 	for _, n := range []int{24, 25, 26} { // ACPI / serial on the CI machine; left at their value
-		if v, err := fs.ReadString(fmt.Sprintf("proc/irq/%d/smp_affinity_list", n)); err == nil {
-			irq, cur = n, v
+		if v, err := fs.ReadIRQAffinity(n); err == nil {
+			irq, cur = n, v.String()
 			break
 		}
 	}
@@ -328,10 +322,7 @@ irqs:
 `)
 	// A ping-pong limit of 1: a second repair counted within the window
 	// would freeze the setting.
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: time.Second, Listen: "", NoLinkEvents: true, Log: quiet(), PingPongLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ag := newTestAgent(t, Options{FS: fs, PlanFile: pf, Interval: time.Second, Listen: "", PingPongLimit: 1})
 	ag.pass("test")
 	if got := readTree(t, root, affPath); got != "3" {
 		t.Fatalf("irq %d affinity %q, want 3", irq, got)
@@ -371,8 +362,12 @@ irqs:
 			t.Fatalf("cycle %d: %d repairs listed, want %d: %+v", cycle, len(st.Repairs), cycle, st.Repairs)
 		}
 		r := st.Repairs[len(st.Repairs)-1]
-		if r.Restored != "3" || r.Drifted != "0-1" || !strings.Contains(r.Culprit, "CPU offline") {
-			t.Errorf("cycle %d: repair %+v, want 0-1 restored to 3 by the agent, the kernel named", cycle, r)
+		want := Repair{Setting: "irq-affinity", Device: "eth0", Old: "3", Drifted: "0-1", Restored: "3"}
+		if d := cmp.Diff(want, r, cmpopts.IgnoreFields(Repair{}, "Time", "Target", "Journal", "Culprit")); d != "" {
+			t.Errorf("cycle %d: repair (-want +got):\n%s", cycle, d)
+		}
+		if !strings.Contains(r.Culprit, "CPU offline") {
+			t.Errorf("cycle %d: repair culprit %q, want the kernel named (CPU offline)", cycle, r.Culprit)
 		}
 	}
 	// With the CPU online, a change by something else is drift like any

@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/livetest"
@@ -36,27 +37,6 @@ func genHost(t *testing.T) string {
 const rpsPlan = "version: 1\nrx_queues:\n  - device: eth0\n    queue: 0\n    rps_cpus: \"%s\"\n    reason: test\n"
 
 func rpsPlanText(cpus string) string { return strings.Replace(rpsPlan, "%s", cpus, 1) }
-
-// runAgent runs ag until the test ends and waits for its first pass.
-func runAgent(t *testing.T, ag *Agent) {
-	t.Helper()
-	ready := make(chan struct{})
-	ag.o.Ready = func() { close(ready) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ag.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	}
-}
 
 // A plan file another user can write is not trusted, at start or on
 // reload: a reload of it is rejected and the plan in force kept; the
@@ -81,13 +61,10 @@ func TestPlanFileOthersCanWriteRejected(t *testing.T) {
 		os.Chown(filepath.Dir(pf), 0, 0)
 	}
 
-	ag, err := New(Options{FS: fs, StateDir: stateDir(t), PlanFile: pf, Interval: 50 * time.Millisecond, NoLinkEvents: true, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ag := newTestAgent(t, Options{FS: fs, PlanFile: pf, Interval: 50 * time.Millisecond})
 	runAgent(t, ag)
 	rps := filepath.Join(root, "sys/class/net/eth0/queues/rx-0/rps_cpus")
-	waitForT(t, func() bool { b, _ := os.ReadFile(rps); return strings.Contains(string(b), "8") })
+	waitForT(t, func() bool { return maskIs(rps, 3) })
 	if ag.Status().LastReload != nil {
 		t.Errorf("status shows a reload none was asked for")
 	}
@@ -99,8 +76,8 @@ func TestPlanFileOthersCanWriteRejected(t *testing.T) {
 		t.Fatal("a plan others can write was reloaded")
 	}
 	time.Sleep(200 * time.Millisecond) // passes run; the old plan stays
-	if b, _ := os.ReadFile(rps); !strings.Contains(string(b), "8") {
-		t.Errorf("rps_cpus %q: the untrusted plan was enforced", b)
+	if got := maskOf(t, rps); !got.Equal(cpuset.Of(3)) {
+		t.Errorf("rps_cpus CPUs %s: the untrusted plan was enforced", got)
 	}
 	st := ag.Status()
 	if st.LastReload == nil || !st.LastReload.Rejected || !strings.Contains(st.LastReload.Error, "writable by group or others") {
@@ -134,7 +111,7 @@ func TestPlanFileOthersCanWriteRejected(t *testing.T) {
 	if g := testutil.ToFloat64(ag.m.ReloadRejected); g != 0 {
 		t.Errorf("irqpilot_plan_reload_rejected %v after a good reload, want 0", g)
 	}
-	waitForT(t, func() bool { b, _ := os.ReadFile(rps); return strings.Contains(string(b), "1") })
+	waitForT(t, func() bool { return maskIs(rps, 0) })
 }
 
 // A status socket in a directory another user owns: the agent refuses to
@@ -143,12 +120,7 @@ func TestPlanFileOthersCanWriteRejected(t *testing.T) {
 func TestStatusSocketOtherUsersDirectory(t *testing.T) {
 	livetest.NeedRoot(t)
 	// t.TempDir is private to root; nobody needs a way in.
-	top, err := os.MkdirTemp("", "irqp-agentsec-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
+	top := openTempDir(t)
 	dir := filepath.Join(top, "nobodys")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

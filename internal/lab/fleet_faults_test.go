@@ -173,16 +173,23 @@ func gapsCover(out, host string, from, to time.Time) bool {
 	return false
 }
 
+// states is every guest's state now, by name.
+func (fx *fleetFixture) states(t *testing.T) map[string]guestState {
+	t.Helper()
+	out := map[string]guestState{}
+	for _, g := range fx.f.Guests {
+		out[g.Name] = fx.state(t, g)
+	}
+	return out
+}
+
 // faultsAndReport does the faults one after another, then draws the
 // report from Prometheus and checks that it names the holes the reboot and
 // Prometheus's absence left.
 func (fx *fleetFixture) faultsAndReport(t *testing.T, bin string, since time.Time, before, after [2]time.Time) {
 	t.Helper()
 	gs := fx.f.Guests
-	want := map[string]guestState{}
-	for _, g := range gs {
-		want[g.Name] = fx.state(t, g)
-	}
+	want := fx.states(t)
 	rebooted := gs[len(gs)-1]
 	rebootAt, rebootTook := fx.faultReboot(t, rebooted, want[rebooted.Name])
 	want[rebooted.Name] = fx.state(t, rebooted)
@@ -210,10 +217,7 @@ func (fx *fleetFixture) faultsAndReport(t *testing.T, bin string, since time.Tim
 func (fx *fleetFixture) coreFaults(t *testing.T) {
 	t.Helper()
 	gs := fx.f.Guests
-	want := map[string]guestState{}
-	for _, g := range gs {
-		want[g.Name] = fx.state(t, g)
-	}
+	want := fx.states(t)
 	rebooted := gs[len(gs)-1]
 	_, rebootTook := fx.faultReboot(t, rebooted, want[rebooted.Name])
 	killTook := fx.faultKillAgent(t, gs[0], want[gs[0].Name])

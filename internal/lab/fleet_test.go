@@ -405,10 +405,7 @@ func TestFleetAnsible(t *testing.T) {
 
 	// 4: a rolling upgrade, one host at a time, every plan checked in
 	// force after each.
-	running := map[string]guestState{}
-	for _, g := range f.Guests {
-		running[g.Name] = fx.state(t, g)
-	}
+	running := fx.states(t)
 	r5 := fx.playbook(t, "rolling.yml", "-e", "irqpilot_deb="+deb2)
 	if len(r5.inForce) != n {
 		t.Errorf("the rolling upgrade reported the fleet in force %d times, want after each of the %d hosts:\n%s", len(r5.inForce), n, tail(r5.out, 8000))

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
@@ -68,25 +67,18 @@ echo "--- status"; head -30 /tmp/status.txt
 // dropped without the agent failing, a CPU taken offline leaves the agent
 // running and the IRQ pinned there is put back when the CPU returns.
 func TestLabAgent(t *testing.T) {
-	needLab(t)
-	for _, c := range labKernelCases(t) {
-		t.Run(c.Name(), func(t *testing.T) { labAgent(t, c) })
-	}
+	eachKernel(t, labAgent)
 }
 
 func labAgent(t *testing.T, c labCase) {
 	s := c.Shape
-	r, err := Run(context.Background(), Options{
-		FS:    hostFS,
-		Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: agentScript,
+	r := runGuest(t, Options{
+		Shape: s, Kernel: c.Kernel, Script: agentScript,
 		Host: map[string]func(*Monitor) error{
 			"plug":   func(m *Monitor) error { return m.AddNIC("hot0") },
 			"unplug": func(m *Monitor) error { return m.RemoveNIC("hot0") },
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := r.Output
 	t.Logf("%s ran in %s:\n%s", s.Name, r.Elapsed.Round(100e6), out)
 	if f := strings.Fields(field(out, "START-IRQ")); len(f) != 2 || f[1] != "3" {

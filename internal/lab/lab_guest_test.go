@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -126,35 +125,26 @@ func labShapes(t *testing.T) []Shape {
 // node, one IRQ per queue, the NVMe controller's per-CPU queue IRQs — and
 // the opt-in probe finds those NVMe queue IRQs kernel-managed.
 func TestLabInventory(t *testing.T) {
-	needLab(t)
-	for _, c := range labMatrix(t) {
+	eachCase(t, func(t *testing.T, c labCase) {
 		s := c.Shape
-		t.Run(c.Name(), func(t *testing.T) {
-			r, err := Run(context.Background(), Options{
-				FS:       hostFS,
-				Shape:    s,
-				Kernel:   c.Kernel,
-				Irqpilot: guestIrqpilot(t),
-				Log:      testLog{t},
-				Script: `set -e
+		r := runGuest(t, Options{
+			Shape:  s,
+			Kernel: c.Kernel,
+			Script: `set -e
 irqpilot inventory --json > /tmp/inv.json
 irqpilot inventory --json --probe-managed > /tmp/probed.json
 echo '@@INV@@'; cat /tmp/inv.json; echo '@@PROBED@@'; cat /tmp/probed.json`,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s booted and ran in %s (kernel %s)", s.Name, r.Elapsed.Round(100e6), r.Kernel)
-			if r.ExitCode != 0 {
-				t.Fatalf("guest script exited %d:\n%s", r.ExitCode, r.Output)
-			}
-			inv, probed := split(t, r.Output)
-			checkTopology(t, s, inv)
-			checkNICs(t, s, inv)
-			checkNVMe(t, s, inv, probed)
-			checkVirtioBlk(t, s, inv, probed)
 		})
-	}
+		t.Logf("%s booted and ran in %s (kernel %s)", s.Name, r.Elapsed.Round(100e6), r.Kernel)
+		if r.ExitCode != 0 {
+			t.Fatalf("guest script exited %d:\n%s", r.ExitCode, r.Output)
+		}
+		inv, probed := split(t, r.Output)
+		checkTopology(t, s, inv)
+		checkNICs(t, s, inv)
+		checkNVMe(t, s, inv, probed)
+		checkVirtioBlk(t, s, inv, probed)
+	})
 }
 
 type testLog struct{ t *testing.T }

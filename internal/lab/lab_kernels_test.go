@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -64,10 +63,7 @@ func TestLabKernelFeatures(t *testing.T) {
 				fmt.Fprintf(&script, "irqpilot apply --dry-run /tmp/f%d.yaml > /tmp/f%d.out 2>&1; echo \"@@F %d rc=$?@@\"; cat /tmp/f%d.out\n", i, i, i, i)
 			}
 			script.WriteString("echo '@@INV@@'; cat /tmp/inv.json\n")
-			r, err := Run(context.Background(), Options{FS: hostFS, Shape: small, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: script.String()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := runGuest(t, Options{Shape: small, Kernel: v, Script: script.String()})
 			t.Logf("kernel %s (%s): small shape booted and ran in %s", v, r.Kernel, r.Elapsed.Round(100e6))
 			head, js, ok := strings.Cut(r.Output, "@@INV@@")
 			if !ok {
@@ -139,11 +135,8 @@ func TestLabCaptures(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Run(name+"@"+v, func(t *testing.T) {
-				r, err := Run(context.Background(), Options{FS: hostFS, Shape: shape, Kernel: v, Irqpilot: guestIrqpilot(t), Log: testLog{t},
+				r := runGuest(t, Options{Shape: shape, Kernel: v,
 					Script: "irqpilot capture --probe-managed -o /tmp/c.tar.gz >/dev/null && echo @@CAP@@ && base64 -w0 /tmp/c.tar.gz && echo && echo @@END@@"})
-				if err != nil {
-					t.Fatal(err)
-				}
 				_, rest, ok := strings.Cut(r.Output, "@@CAP@@")
 				b64, _, ok2 := strings.Cut(rest, "@@END@@")
 				if !ok || !ok2 {

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -65,10 +64,7 @@ func TestLabNICModels(t *testing.T) {
 }
 
 func labNICModels(t *testing.T, s Shape, kernel string) {
-	r, err := Run(context.Background(), Options{FS: hostFS, Shape: s, Kernel: kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: nicsScript})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runGuest(t, Options{Shape: s, Kernel: kernel, Script: nicsScript})
 	out := r.Output
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -54,23 +53,19 @@ const sharesRate = 3000
 // less than 3 points of interrupt time to the traffic (Debian's 5.10 under
 // TCG: 0.8) has no shares to check, and the test says so and skips.
 func TestLabShares(t *testing.T) {
-	needLab(t)
-	for _, c := range labMatrix(t) {
-		t.Run(c.Name(), func(t *testing.T) {
-			if c.Shape.CPUs() > 32 {
-				t.Skipf("%d vCPUs on one TCG thread: per-CPU times too noisy for verify's verdicts", c.Shape.CPUs())
-			}
-			labShares(t, c)
-		})
-	}
+	eachCase(t, func(t *testing.T, c labCase) {
+		if c.Shape.CPUs() > 32 {
+			t.Skipf("%d vCPUs on one TCG thread: per-CPU times too noisy for verify's verdicts", c.Shape.CPUs())
+		}
+		labShares(t, c)
+	})
 }
 
 func labShares(t *testing.T, c labCase) {
 	s := c.Shape
 	var sent int
-	r, err := Run(context.Background(), Options{
-		FS:    hostFS,
-		Shape: s, Kernel: c.Kernel, Irqpilot: guestIrqpilot(t), Log: testLog{t}, Script: sharesScript,
+	r := runGuest(t, Options{
+		Shape: s, Kernel: c.Kernel, Script: sharesScript,
 		Host: map[string]func(*Monitor) error{
 			"traffic": func(m *Monitor) error { return m.StartUDP(0, "10.77.0.1", "10.77.0.2", 16, sharesRate) },
 			"stop": func(m *Monitor) (err error) {
@@ -79,9 +74,6 @@ func labShares(t *testing.T, c labCase) {
 			},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := r.Output
 	t.Logf("%s ran in %s", s.Name, r.Elapsed.Round(100e6))
 	for _, bad := range []string{"NET-FAIL", "PLAN-FAIL"} {

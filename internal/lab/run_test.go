@@ -1,9 +1,11 @@
 package lab
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A guest whose kernel panicked before the script began is booted again
@@ -56,5 +58,48 @@ func TestTCGThreads(t *testing.T) {
 		if got := accel(); got != want {
 			t.Errorf("IRQPILOT_LAB_TCG=%q: -accel %s, want %s", env, got, want)
 		}
+	}
+}
+
+// A run stopped by a signal after 8 s says so; only the run's own timeout
+// reads "no result within". Stopped by Ctrl-C, it used to claim the timeout.
+func TestStoppedErrSaysWhy(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// stopped: the caller's context is cancelled; timedOut: the run's
+		// own timeout passed.
+		stopped, timedOut bool
+		elapsed           time.Duration
+		want              string // "" no error
+	}{
+		{name: "nothing stopped, yet", elapsed: 8 * time.Second},
+		{name: "stopped by the caller", stopped: true, elapsed: 8 * time.Second,
+			want: "lab server: stopped after 8s, before a result (context canceled)"},
+		{name: "timed out", timedOut: true, elapsed: 15 * time.Minute,
+			want: "lab server: no result within 15m0s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parent, stop := context.WithCancel(context.Background())
+			defer stop()
+			timeout := 15 * time.Minute
+			if c.timedOut {
+				timeout = time.Nanosecond
+			}
+			run, cancel := context.WithTimeout(parent, timeout)
+			defer cancel()
+			if c.timedOut {
+				<-run.Done()
+			}
+			if c.stopped {
+				stop()
+			}
+			got := ""
+			if err := stoppedErr(parent, run, "server", 15*time.Minute, c.elapsed); err != nil {
+				got = err.Error()
+			}
+			if got != c.want {
+				t.Errorf("stoppedErr = %q, want %q", got, c.want)
+			}
+		})
 	}
 }

@@ -17,7 +17,8 @@ func TestSSHKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(a, "ssh-ed25519 ") || !strings.Contains(a, " lab-test") {
+	// type, key, comment
+	if f := strings.Fields(a); len(f) != 3 || f[0] != "ssh-ed25519" || f[2] != "lab-test" {
 		t.Fatalf("public key %q: want an ed25519 key with the comment", a)
 	}
 	if b, err := SSHKey(key, "lab-test", false); err != nil || b != a {
