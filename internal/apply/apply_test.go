@@ -81,10 +81,10 @@ func TestApplyReapplyRevert(t *testing.T) {
 	if res.Changed != 5 || res.Unchanged != 1 || res.Journal == nil {
 		t.Fatalf("changed=%d unchanged=%d journal=%v", res.Changed, res.Unchanged, res.Journal)
 	}
-	if got, _ := fs.ReadString("proc/irq/40/smp_affinity_list"); got != "2" {
+	if got, _ := fs.ReadSettingFile("proc/irq/40/smp_affinity_list"); got != "2" {
 		t.Errorf("irq 40 affinity = %q", got)
 	}
-	if got, _ := fs.ReadString("sys/class/net/veth0/queues/rx-0/rps_cpus"); got != "e" {
+	if got, _ := fs.ReadSettingFile("sys/class/net/veth0/queues/rx-0/rps_cpus"); got != "e" {
 		t.Errorf("rps_cpus = %q", got)
 	}
 	// Written 2, still delivered to 1 (a tree never moves it): pending.
@@ -173,7 +173,7 @@ func TestReadBackMismatchRollsBack(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "read back") {
 		t.Fatalf("want a read-back error, got %v", err)
 	}
-	if got, _ := fs.ReadString("sys/class/net/veth0/queues/rx-0/rps_flow_cnt"); got != "0" {
+	if got, _ := fs.ReadSettingFile("sys/class/net/veth0/queues/rx-0/rps_flow_cnt"); got != "0" {
 		t.Errorf("not rolled back: %q", got)
 	}
 }
@@ -347,7 +347,7 @@ func TestRollbackIncompleteCanBeReverted(t *testing.T) {
 	if _, err := a.Revert("", false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := fs.ReadString("proc/irq/40/smp_affinity_list"); got != "0-3" {
+	if got, _ := fs.ReadSettingFile("proc/irq/40/smp_affinity_list"); got != "0-3" {
 		t.Errorf("irq 40 = %q after revert, want 0-3", got)
 	}
 }
@@ -368,7 +368,7 @@ func TestRevertOlderJournalRefused(t *testing.T) {
 	if _, err := a.Revert(r1.Journal.ID, false); err == nil || !strings.Contains(err.Error(), "revert that one first") {
 		t.Fatalf("older revert: %v", err)
 	}
-	if got, _ := fs.ReadString(p); got != "3" {
+	if got, _ := fs.ReadSettingFile(p); got != "3" {
 		t.Fatalf("refused revert changed irq 40 to %q", got)
 	}
 	if _, err := a.Revert("", false); err != nil { // the newer one: back to 2
@@ -377,7 +377,7 @@ func TestRevertOlderJournalRefused(t *testing.T) {
 	if _, err := a.Revert(r1.Journal.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := fs.ReadString(p); got != "0-3" {
+	if got, _ := fs.ReadSettingFile(p); got != "0-3" {
 		t.Errorf("irq 40 = %q after both reverts, want 0-3", got)
 	}
 }

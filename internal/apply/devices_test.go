@@ -249,15 +249,15 @@ func TestCoalescePlanNamespaceChild(t *testing.T) {
 	}
 	fs := kernel.New("/")
 	rps := "sys/class/net/vc0/queues/rx-0/rps_cpus"
-	origMask, err := fs.ReadString(rps)
+	origMask, err := fs.ReadSettingFile(rps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	online, err := fs.ReadString("sys/devices/system/cpu/online")
+	online, err := fs.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu := cpuset.MustParse(online).Max()
+	cpu := online.Max()
 	h, err := host.Read(fs, host.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ coalesce:
 			}
 		}
 	}
-	got, _ := fs.ReadString(rps)
+	got, _ := fs.ReadSettingFile(rps)
 	if m, err := cpuset.ParseMask(got); err != nil || !m.Equal(cpuset.Of(cpu)) {
 		t.Errorf("%s = %q after apply, want CPU %d", rps, got, cpu)
 	}
@@ -328,7 +328,7 @@ coalesce:
 	if _, err := a.Revert("", false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := fs.ReadString(rps); got != origMask {
+	if got, _ := fs.ReadSettingFile(rps); got != origMask {
 		t.Errorf("%s = %q after revert, want %q", rps, got, origMask)
 	}
 	// A write attempt straight at the veth is refused as unsupported (what

@@ -29,11 +29,10 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 	livetest.NeedRoot(t)
 	fs := kernel.New("/")
 	irq, orig := movableIRQ(t, fs)
-	online, err := fs.ReadString("sys/devices/system/cpu/online")
+	cpus, err := fs.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpus := cpuset.MustParse(online)
 	target := cpuset.Of(cpus.Max()) // the last online CPU
 	if target.Equal(cpuset.MustParse(orig)) {
 		target = cpuset.Of(cpus.Min())
@@ -48,7 +47,7 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 	managed := managedIRQ(fs)
 	if managed > 0 {
 		mp := fmt.Sprintf("proc/irq/%d/smp_affinity_list", managed)
-		cur, _ := fs.ReadString(mp)
+		cur, _ := fs.ReadSettingFile(mp)
 		other := cpuset.MustParse(cur).Difference(cpuset.Of(cpus.Min()))
 		if other.IsEmpty() {
 			other = cpuset.Of(cpus.Min())
@@ -59,7 +58,7 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := fs.ReadString(p); !cpuset.MustParse(got).Equal(target) {
+	if got, _ := fs.ReadSettingFile(p); !cpuset.MustParse(got).Equal(target) {
 		t.Fatalf("irq %d affinity = %q after apply, want %s", irq, got, target)
 	}
 	if res.Entries[0].Status != setting.StatusDone || !strings.HasPrefix(res.Entries[0].Note, "effective ") {
@@ -74,7 +73,7 @@ func TestLiveMoveRealIRQAndRevert(t *testing.T) {
 	if _, err := a.Revert("", false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := fs.ReadString(p); !cpuset.MustParse(got).Equal(cpuset.MustParse(orig)) {
+	if got, _ := fs.ReadSettingFile(p); !cpuset.MustParse(got).Equal(cpuset.MustParse(orig)) {
 		t.Fatalf("irq %d affinity = %q after revert, want %q", irq, got, orig)
 	}
 }
@@ -90,7 +89,7 @@ func managedIRQ(fs *kernel.FS) int {
 		for _, a := range l.Actions {
 			if strings.HasPrefix(a, "virtio") && strings.Contains(a, "-req.") {
 				p := fmt.Sprintf("proc/irq/%d/smp_affinity_list", l.IRQ)
-				cur, _ := fs.ReadString(p)
+				cur, _ := fs.ReadSettingFile(p)
 				if err := fs.WriteFile(p, cur); err != nil {
 					return l.IRQ
 				}
@@ -146,8 +145,8 @@ func TestLivePinMultiThreadedProcess(t *testing.T) {
 			stable, tids = 0, next
 		}
 	}
-	online, _ := fs.ReadString("sys/devices/system/cpu/online")
-	target := cpuset.Of(cpuset.MustParse(online).Max())
+	online, _ := fs.OnlineCPUs()
+	target := cpuset.Of(online.Max())
 	changes, err := setting.PinProcess(fs, pid, "memcached", target, "test pin")
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +165,7 @@ func TestLivePinMultiThreadedProcess(t *testing.T) {
 	if _, err := a.Revert("", false); err != nil {
 		t.Fatal(err)
 	}
-	all := cpuset.MustParse(online)
+	all := online
 	for _, tid := range now {
 		if got := allowed(t, pid, tid); !got.Equal(all) {
 			t.Errorf("thread %d Cpus_allowed_list = %s after revert, want %s", tid, got, all)

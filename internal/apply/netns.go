@@ -2,7 +2,8 @@ package apply
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
@@ -136,10 +137,5 @@ func journalNetDevices(j *Journal) []string {
 			seen["net.core."+e.Name()] = true
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -12,20 +12,9 @@ import (
 )
 
 func TestPersistInstallVerifyRemove(t *testing.T) {
-	root := t.TempDir()
-	// systemd-analyze verify checks that ExecStart's binary exists and is
-	// executable, so install against a real executable path.
-	bin := filepath.Join(root, "usr/local/bin/irqpilot")
-	os.MkdirAll(filepath.Dir(bin), 0o755)
-	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	root, bin := installRoot(t)
 	p := &Persistence{FS: kernel.New("/"), Root: root, Binary: bin, StateDir: "/var/lib/irqpilot"}
-	written, err := p.Install([]byte("version: 1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(written) != 4 {
-		t.Fatalf("wrote %v", written)
-	}
+	install(t, p, 4)
 	unit := filepath.Join(root, PersistUnitPath)
 	checkUnit(t, unit, `ExecStart="`+bin+`" apply --boot --state-dir "/var/lib/irqpilot" "/etc/irqpilot/plan.yaml"`, "Type=oneshot", "RemainAfterExit=no", "WantedBy=multi-user.target")
 	if target, err := os.Readlink(filepath.Join(root, persistWantsDir, "irqpilot-apply.service")); err != nil || target != PersistUnitPath {
@@ -63,11 +52,7 @@ func TestPersistNeedsAbsoluteBinary(t *testing.T) {
 // the argument and a newline injected a unit line.
 func TestPersistQuotesUnitArguments(t *testing.T) {
 	p := &Persistence{Binary: "/usr/sbin/irq pilot", StateDir: "/var/lib/irq pilot 100%"}
-	files, err := p.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := string(files[PersistUnitPath])
+	unit := unitFile(t, p, PersistUnitPath)
 	if want := `ExecStart="/usr/sbin/irq pilot" apply --boot --state-dir "/var/lib/irq pilot 100%%" "/etc/irqpilot/plan.yaml"`; !strings.Contains(unit, want) {
 		t.Errorf("unit lacks %q:\n%s", want, unit)
 	}
@@ -87,18 +72,12 @@ func TestPersistQuotesUnitArguments(t *testing.T) {
 func TestPersistUnitManReferenceOnlyWhenInstalled(t *testing.T) {
 	root := t.TempDir()
 	p := &Persistence{Root: root, Binary: "/usr/local/sbin/irqpilot"}
-	files, err := p.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if unit := string(files[PersistUnitPath]); strings.Contains(unit, "man:") {
+	if unit := unitFile(t, p, PersistUnitPath); strings.Contains(unit, "man:") {
 		t.Errorf("unit refers to a manual page that is not installed:\n%s", unit)
 	}
 	// persist --agent's unit too.
 	agent := &Persistence{Root: root, Binary: "/usr/local/sbin/irqpilot", Agent: true}
-	if files, err := agent.Files(); err != nil {
-		t.Fatal(err)
-	} else if unit := string(files[PersistAgentUnitPath]); unit == "" || strings.Contains(unit, "man:") {
+	if unit := unitFile(t, agent, PersistAgentUnitPath); unit == "" || strings.Contains(unit, "man:") {
 		t.Errorf("agent unit missing or refers to a manual page that is not installed:\n%s", unit)
 	}
 	dir := filepath.Join(root, "usr/local/share/man/man8")
@@ -108,11 +87,7 @@ func TestPersistUnitManReferenceOnlyWhenInstalled(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "irqpilot.8"), []byte(".TH IRQPILOT 8\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files, err = p.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if unit := string(files[PersistUnitPath]); !strings.Contains(unit, "\nDocumentation=man:irqpilot(8)\n") {
+	if unit := unitFile(t, p, PersistUnitPath); !strings.Contains(unit, "\nDocumentation=man:irqpilot(8)\n") {
 		t.Errorf("unit does not refer to the installed page:\n%s", unit)
 	}
 }
@@ -126,16 +101,8 @@ func TestPersistPackagedUnitsDifferOnlyInHeader(t *testing.T) {
 	for _, agent := range []bool{false, true} {
 		plain := &Persistence{Root: root, Binary: "/usr/bin/irqpilot", Agent: agent}
 		pkg := &Persistence{Root: root, Binary: "/usr/bin/irqpilot", Agent: agent, Packaged: true}
-		a, err := plain.Files()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := pkg.Files()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for path, want := range a {
-			got := string(b[path])
+		for path, want := range persistFiles(t, plain) {
+			got := unitFile(t, pkg, path)
 			if strings.Contains(got, "persist --remove") || strings.Contains(got, "Installed by") {
 				t.Errorf("%s (packaged) still says persist installed it:\n%s", path, got)
 			}
@@ -165,18 +132,9 @@ func TestPersistPackagedUnitsDifferOnlyInHeader(t *testing.T) {
 // agent on the installed plan; systemd-analyze verify accepts it; remove
 // takes it away.
 func TestPersistAgentInstallVerifyRemove(t *testing.T) {
-	root := t.TempDir()
-	bin := filepath.Join(root, "usr/local/bin/irqpilot")
-	os.MkdirAll(filepath.Dir(bin), 0o755)
-	os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	root, bin := installRoot(t)
 	p := &Persistence{FS: kernel.New("/"), Root: root, Binary: bin, StateDir: "/var/lib/irqpilot", Agent: true}
-	written, err := p.Install([]byte("version: 1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(written) != 3 {
-		t.Fatalf("wrote %v", written)
-	}
+	install(t, p, 3)
 	unit := filepath.Join(root, PersistAgentUnitPath)
 	checkUnit(t, unit, `ExecStart="`+bin+`" agent --state-dir "/var/lib/irqpilot" --plan "/etc/irqpilot/plan.yaml"`,
 		"Type=notify", "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure", "WantedBy=multi-user.target")
@@ -210,15 +168,8 @@ func TestAgentUnitHardened(t *testing.T) {
 		if !c.agent {
 			unitPath, name = PersistUnitPath, "irqpilot-apply.service"
 		}
-		root := t.TempDir()
-		bin := filepath.Join(root, "usr/bin/irqpilot")
-		os.MkdirAll(filepath.Dir(bin), 0o755)
-		os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755)
-		files, err := (&Persistence{Root: root, Binary: bin, StateDir: sd, Agent: c.agent, Packaged: true}).Files()
-		if err != nil {
-			t.Fatal(err)
-		}
-		unit := string(files[unitPath])
+		root, bin := installRoot(t)
+		unit := unitFile(t, &Persistence{Root: root, Binary: bin, StateDir: sd, Agent: c.agent, Packaged: true}, unitPath)
 		want := []string{"CapabilityBoundingSet=CAP_NET_ADMIN CAP_SYS_NICE\n", "AmbientCapabilities=\n",
 			"NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "PrivateDevices=yes",
 			"SystemCallFilter=@system-service", `ReadWritePaths=-"` + sd + `" /run -/etc/default -/etc/sysconfig`}
@@ -230,11 +181,11 @@ func TestAgentUnitHardened(t *testing.T) {
 		} else if strings.Contains(unit, "StateDirectory=") {
 			t.Errorf("StateDirectory= for state directory %s (it names /var/lib/irqpilot)", sd)
 		}
-		for _, w := range want {
-			if !strings.Contains(unit, w) {
-				t.Errorf("%s, state dir %s: unit lacks %q:\n%s", name, sd, w, unit)
-			}
+		path := filepath.Join(root, name)
+		if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+			t.Fatal(err)
 		}
+		checkUnit(t, path, want...)
 		// Not set: they would make /proc/irq and /sys read-only, or hide
 		// the processes the agent pins.
 		for _, no := range []string{"ProtectKernelTunables=", "ProtectProc=", "ProcSubset="} {
@@ -246,19 +197,58 @@ func TestAgentUnitHardened(t *testing.T) {
 		if err != nil {
 			t.Skip("systemd-analyze not installed")
 		}
-		path := filepath.Join(root, name)
-		os.WriteFile(path, []byte(unit), 0o644)
-		out, err := exec.Command(sa, "verify", "--man=no", path).CombinedOutput()
-		if err != nil || strings.Contains(string(out), name+":") {
-			t.Errorf("systemd-analyze verify %s: %v\n%s", name, err, out)
-		}
-		out, err = exec.Command(sa, "security", "--offline=yes", "--threshold=30", path).CombinedOutput()
+		out, err := exec.Command(sa, "security", "--offline=yes", "--threshold=30", path).CombinedOutput()
 		if err != nil {
 			t.Errorf("systemd-analyze security %s: exposure above 3.0 (%v):\n%s", name, err, out)
 		}
 		if i := strings.Index(string(out), "Overall exposure level"); i >= 0 {
 			t.Logf("%s, state dir %s: %s", name, sd, strings.TrimSpace(string(out[i:])))
 		}
+	}
+}
+
+// installRoot is a new root to install into, holding an executable
+// irqpilot: systemd-analyze verify checks that ExecStart's binary exists
+// and is executable.
+func installRoot(t *testing.T) (root, bin string) {
+	t.Helper()
+	root = t.TempDir()
+	bin = filepath.Join(root, "usr/local/bin/irqpilot")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root, bin
+}
+
+// persistFiles is what p installs, by path; the test fails on an error.
+func persistFiles(t *testing.T, p *Persistence) map[string][]byte {
+	t.Helper()
+	files, err := p.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// unitFile is the file p installs at path ("" for none).
+func unitFile(t *testing.T, p *Persistence, path string) string {
+	t.Helper()
+	return string(persistFiles(t, p)[path])
+}
+
+// install installs a one-line plan with p and fails unless it wrote n
+// files.
+func install(t *testing.T, p *Persistence, n int) {
+	t.Helper()
+	written, err := p.Install([]byte("version: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != n {
+		t.Fatalf("wrote %v, want %d files", written, n)
 	}
 }
 

@@ -63,14 +63,14 @@ func TestRevertCompletesWhenDeviceGone(t *testing.T) {
 	if gone != 3 {
 		t.Errorf("%d veth0 entries gone, want 3", gone)
 	}
-	if got, _ := fs.ReadString("proc/irq/40/smp_affinity_list"); got != "0-3" {
+	if got, _ := fs.ReadSettingFile("proc/irq/40/smp_affinity_list"); got != "0-3" {
 		t.Errorf("irq 40 = %q after revert, want 0-3", got)
 	}
 	// The journal is no longer in the way of the older one.
 	if j, err := a.Revert(older.Journal.ID, false); err != nil || j.State != StateReverted {
 		t.Fatalf("revert --to the older journal: %v", err)
 	}
-	if got, _ := fs.ReadString("proc/irq/41/smp_affinity_list"); got != "0-3" {
+	if got, _ := fs.ReadSettingFile("proc/irq/41/smp_affinity_list"); got != "0-3" {
 		t.Errorf("irq 41 = %q after revert, want 0-3", got)
 	}
 	if _, err := a.Revert("", false); !errors.Is(err, ErrNothingToRevert) {
@@ -161,13 +161,13 @@ func TestRevertSessionRestoresPreSessionValues(t *testing.T) {
 			t.Errorf("journal %s: state %s, session %q", j.ID, j.State, j.Session)
 		}
 	}
-	if got, _ := fs.ReadString("proc/irq/40/smp_affinity_list"); got != "0-3" {
+	if got, _ := fs.ReadSettingFile("proc/irq/40/smp_affinity_list"); got != "0-3" {
 		t.Errorf("irq 40 = %q, want 0-3 (from before the session)", got)
 	}
-	if got, _ := fs.ReadString("sys/class/net/veth0/queues/rx-0/rps_cpus"); got != "00000000" {
+	if got, _ := fs.ReadSettingFile("sys/class/net/veth0/queues/rx-0/rps_cpus"); got != "00000000" {
 		t.Errorf("rps_cpus = %q, want 00000000", got)
 	}
-	if got, _ := fs.ReadString("proc/irq/41/smp_affinity_list"); got != "2" {
+	if got, _ := fs.ReadSettingFile("proc/irq/41/smp_affinity_list"); got != "2" {
 		t.Errorf("irq 41 = %q: another session's setting was touched", got)
 	}
 	if n := writes[fs.Path("proc/irq/40/smp_affinity_list")]; n != 1 {
@@ -188,7 +188,7 @@ func TestRevertSessionRestoresPreSessionValues(t *testing.T) {
 	if err != nil || len(js) != 1 || js[0].Session != "other" {
 		t.Fatalf("revert --all: %v, %d journals", err, len(js))
 	}
-	if got, _ := fs.ReadString("proc/irq/41/smp_affinity_list"); got != "0-3" {
+	if got, _ := fs.ReadSettingFile("proc/irq/41/smp_affinity_list"); got != "0-3" {
 		t.Errorf("irq 41 = %q after --all, want 0-3", got)
 	}
 	if _, err := mk("").RevertMany(Selection{All: true}, false); !errors.Is(err, ErrNothingToRevert) {
@@ -214,7 +214,7 @@ func TestRevertSessionRefusesNewerOutsider(t *testing.T) {
 	if !errors.As(err, &ref) || !strings.Contains(err.Error(), "not part of this revert") {
 		t.Fatalf("revert --session s1 under a newer s2: %v", err)
 	}
-	if got, _ := fs.ReadString("proc/irq/40/smp_affinity_list"); got != "2" {
+	if got, _ := fs.ReadSettingFile("proc/irq/40/smp_affinity_list"); got != "2" {
 		t.Errorf("irq 40 = %q after a refused revert", got)
 	}
 }

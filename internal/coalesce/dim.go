@@ -127,29 +127,11 @@ func calcStats(start, end DIMSample) (DIMStats, bool) {
 // compare is net_dim_stats_compare: bytes, then packets, then events (fewer
 // events per ms is better).
 func compare(curr, prev DIMStats) int {
-	if prev.BPMS == 0 {
-		if curr.BPMS != 0 {
-			return DIMStatsBetter
-		}
-		return DIMStatsSame
+	if r, ok := compareRate(curr.BPMS, prev.BPMS); ok {
+		return r
 	}
-	if isSignificantDiff(curr.BPMS, prev.BPMS) {
-		if curr.BPMS > prev.BPMS {
-			return DIMStatsBetter
-		}
-		return DIMStatsWorse
-	}
-	if prev.PPMS == 0 {
-		if curr.PPMS != 0 {
-			return DIMStatsBetter
-		}
-		return DIMStatsSame
-	}
-	if isSignificantDiff(curr.PPMS, prev.PPMS) {
-		if curr.PPMS > prev.PPMS {
-			return DIMStatsBetter
-		}
-		return DIMStatsWorse
+	if r, ok := compareRate(curr.PPMS, prev.PPMS); ok {
+		return r
 	}
 	if prev.EPMS == 0 {
 		return DIMStatsSame
@@ -161,6 +143,24 @@ func compare(curr, prev DIMStats) int {
 		return DIMStatsWorse
 	}
 	return DIMStatsSame
+}
+
+// compareRate is compare's step for a rate where more is better (bytes,
+// packets): its verdict, or false when the rate leaves it to the next.
+func compareRate(curr, prev int) (int, bool) {
+	if prev == 0 {
+		if curr != 0 {
+			return DIMStatsBetter, true
+		}
+		return DIMStatsSame, true
+	}
+	if isSignificantDiff(curr, prev) {
+		if curr > prev {
+			return DIMStatsBetter, true
+		}
+		return DIMStatsWorse, true
+	}
+	return 0, false
 }
 
 func (d *DIM) onTop() bool {

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -86,12 +87,7 @@ func napiBudget(h *host.Host, l *load.Load) []Finding {
 		}
 		evs := []Evidence{ev(fmt.Sprintf("CPU%d time_squeeze", s.CPU), s.TimeSqueeze, "/s"), ev(fmt.Sprintf("CPU%d NET_RX softirqs", s.CPU), netrx, "/s")}
 		var polled []string
-		names := make([]string, 0, len(devs))
-		for d := range devs {
-			names = append(names, d)
-		}
-		sort.Strings(names)
-		for _, dev := range names {
+		for _, dev := range slices.Sorted(maps.Keys(devs)) {
 			for _, n := range napiIRQs(h, dev, devs[dev]) {
 				if r := l.IRQ(n); r != nil && r.PerCPU[s.CPU] >= ActiveIRQRate {
 					evs = append(evs, ev(fmt.Sprintf("%s on CPU%d", irqLabel(h, n), s.CPU), r.PerCPU[s.CPU], "/s"))
@@ -130,12 +126,7 @@ func irqStormDeferral(h *host.Host, l *load.Load) []Finding {
 		return nil
 	}
 	var out []Finding
-	names := make([]string, 0, len(devs))
-	for d := range devs {
-		names = append(names, d)
-	}
-	sort.Strings(names)
-	for _, dev := range names {
+	for _, dev := range slices.Sorted(maps.Keys(devs)) {
 		napis := devs[dev]
 		deferring := false
 		for _, n := range napis {
@@ -189,12 +180,7 @@ func napiThreadShared(h *host.Host, l *load.Load) []Finding {
 	for _, t := range l.Tasks {
 		byCPU[t.CPU] = append(byCPU[t.CPU], t)
 	}
-	cpus := make([]int, 0, len(byCPU))
-	for c := range byCPU {
-		cpus = append(cpus, c)
-	}
-	sort.Ints(cpus)
-	for _, cpu := range cpus {
+	for _, cpu := range slices.Sorted(maps.Keys(byCPU)) {
 		c := l.CPU(cpu)
 		if c == nil || c.Idle > BoundIdlePct {
 			continue

@@ -389,3 +389,34 @@ func TestRoundTripEveryField(t *testing.T) {
 	}
 	plantest.RoundTrip(t, "every field", p, Parse)
 }
+
+// A clone's lists are its own: entries added to or replaced in them, and a
+// changed irqbalance entry, leave the plan it was cloned from as it was.
+func TestCloneKeepsOriginal(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("version: 1\nirqs:\n  - {irq: 3, cpus: 0, reason: a}\nirqbalance: {mode: stop, reason: b}\nnotes: [n]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := p.MarshalFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Clone()
+	c.IRQs[0].Reason = "changed"
+	c.IRQs = append(c.IRQs, IRQEntry{Action: "eth*", CPUs: cpuset.Of(1), Reason: "added"})
+	c.RxQueues = append(c.RxQueues, RxQueueEntry{Device: "eth0", Reason: "added"})
+	c.Apps = append(c.Apps, AppEntry{Comm: "x", CPUs: cpuset.Of(1), Reason: "added"})
+	c.NAPI = append(c.NAPI, NAPIEntry{Device: "eth0", Reason: "added"})
+	c.Notes[0] = "changed"
+	c.Irqbalance.Mode = IrqbalanceLeave
+	after, err := p.MarshalFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(before), string(after)); d != "" {
+		t.Errorf("the original changed with its clone (-before +after):\n%s", d)
+	}
+	if c.IRQs[0].Reason != "changed" || len(c.IRQs) != 2 || c.Irqbalance.Mode != IrqbalanceLeave {
+		t.Errorf("clone %+v %+v", c.IRQs, c.Irqbalance)
+	}
+}

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/apply"
-	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -16,15 +16,7 @@ import (
 // with every NAPI setting reports each one skipped as unsupported and
 // still goes through (no error aborts the plan).
 func TestNAPIPlanOnOlderCapture(t *testing.T) {
-	fs, done, err := kernel.OpenSnapshot(filepath.Join("..", "..", "testdata", "snapshots", "veth4.tar.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs, h := plantest.OpenSnapshot(t, filepath.Join("..", "..", "testdata", "snapshots", "veth4.tar.gz"))
 	p, err := plan.Parse("napi.yaml", []byte(`version: 1
 napi:
   - {device: vq0, threaded: true, defer_hard_irqs: 2, gro_flush_timeout: 20000, cpus: 1, reason: device-wide}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"regexp"
@@ -348,12 +349,7 @@ func (d *decoder) fields(n *yaml.Node, field string, known map[string]bool, fn f
 }
 
 func knownList(known map[string]bool) string {
-	keys := make([]string, 0, len(known))
-	for k := range known {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return strings.Join(keys, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(known)), ", ")
 }
 
 func (d *decoder) kind(n *yaml.Node, field string, k yaml.Kind, what string) bool {

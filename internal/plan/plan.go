@@ -39,6 +39,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -86,6 +87,25 @@ type Plan struct {
 	// fieldLines is the line of every field Parse read ("irqs[2].cpus"), for
 	// errors that name a field.
 	fieldLines map[string]int
+}
+
+// Clone copies p so that entries added to, removed from or replaced in the
+// copy's lists, notes and irqbalance entry leave p as it was. The entries'
+// own pointers (CPU sets, queue numbers) and the prediction are shared.
+func (p *Plan) Clone() *Plan {
+	c := *p
+	c.Notes = slices.Clone(p.Notes)
+	c.IRQs = slices.Clone(p.IRQs)
+	c.RxQueues = slices.Clone(p.RxQueues)
+	c.TxQueues = slices.Clone(p.TxQueues)
+	c.Apps = slices.Clone(p.Apps)
+	c.Coalesce = slices.Clone(p.Coalesce)
+	c.NAPI = slices.Clone(p.NAPI)
+	if p.Irqbalance != nil {
+		ib := *p.Irqbalance
+		c.Irqbalance = &ib
+	}
+	return &c
 }
 
 // IRQEntry sets the affinity of the IRQs it selects. Exactly one selector:

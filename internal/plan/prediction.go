@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/irqpilot/irqpilot/internal/host"
@@ -63,18 +65,8 @@ func (p *Prediction) QueueShares() map[string]map[int]float64 {
 // and queue order, each share rounded to a thousandth.
 func (p *Prediction) SetQueueShares(shares map[string]map[int]float64) {
 	p.Queues = nil
-	devs := make([]string, 0, len(shares))
-	for d := range shares {
-		devs = append(devs, d)
-	}
-	sort.Strings(devs)
-	for _, d := range devs {
-		qs := make([]int, 0, len(shares[d]))
-		for q := range shares[d] {
-			qs = append(qs, q)
-		}
-		sort.Ints(qs)
-		for _, q := range qs {
+	for _, d := range slices.Sorted(maps.Keys(shares)) {
+		for _, q := range slices.Sorted(maps.Keys(shares[d])) {
 			p.Queues = append(p.Queues, QueueShare{Device: d, Queue: q, RxShare: math.Round(shares[d][q]*1000) / 1000})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/plan"
 )
 
@@ -17,18 +18,9 @@ import (
 // files (hostgen.Spec.Lacks) and reads its host.
 func olderKernel(t *testing.T, lacks ...string) (string, *kernel.FS, *host.Host) {
 	t.Helper()
-	dir := t.TempDir()
-	spec := hostgen.Spec{CPUs: 4, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline, NVMeQueues: -1,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 1, Queues: 2}}, Lacks: lacks}
-	if err := hostgen.Generate(dir, spec); err != nil {
-		t.Fatal(err)
-	}
-	fs := kernel.New(dir)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, fs, h
+	dir, h := livetest.GenHost(t, hostgen.Spec{CPUs: 4, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline, NVMeQueues: -1,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Driver: "ice", Slot: 1, Queues: 2}}, Lacks: lacks})
+	return dir, kernel.New(dir), h
 }
 
 // Each feature a kernel can lack, the plan that asks for it, the field the

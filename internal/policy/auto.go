@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,7 +98,7 @@ func Auto(h *host.Host, o Options) (*plan.Plan, error) {
 			}
 		}
 		var use []string
-		for _, c := range sortedCPUs(per) {
+		for _, c := range slices.Sorted(maps.Keys(per)) {
 			use = append(use, fmt.Sprintf("%.0f%% on CPU%d", per[c], c))
 		}
 		if len(use) == 0 {
@@ -358,7 +360,7 @@ func certainty(l *load.Load) string {
 
 func maxOf(m map[int]float64) (int, float64) {
 	cpu, best := -1, -1.0
-	for _, c := range sortedCPUs(m) {
+	for _, c := range slices.Sorted(maps.Keys(m)) {
 		if m[c] > best {
 			cpu, best = c, m[c]
 		}

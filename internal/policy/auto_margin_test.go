@@ -6,7 +6,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
-	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // Robustness reaches the path it claims: loads generated near the rules'
@@ -19,15 +19,8 @@ import (
 // still finds no candidate worth making. A decision that fails that is
 // what the marginal mark is for.
 func TestAutoRobustNearThresholds(t *testing.T) {
-	dir := t.TempDir()
-	if err := hostgen.Generate(dir, hostgen.Spec{CPUs: 4, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline,
-		NICs: []hostgen.NICSpec{{Name: "eth0", Queues: 2}}, NVMeQueues: -1, Hostname: "four"}); err != nil {
-		t.Fatal(err)
-	}
-	four, err := host.Read(kernel.New(dir), host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, four := livetest.GenHost(t, hostgen.Spec{CPUs: 4, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{{Name: "eth0", Queues: 2}}, NVMeQueues: -1, Hostname: "four"})
 	var queueIRQs []int
 	for _, q := range four.IRQs {
 		if q.Class == host.ClassNetwork && q.Device == "eth0" && q.Movable() {

@@ -2,7 +2,8 @@ package policy
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/diagnose"
@@ -124,25 +125,16 @@ func (m *model) predictNAPIThreads(p *plan.Plan, st map[int]cpuUse, devNet map[s
 		}
 		done[e.Device] = true
 		moveNetSoft(st, devNet[e.Device], NAPIThreadMoved, *e.CPUs, NAPIThreadWakeCost)
-		for _, pid := range sortedPIDs(m.napiThreads) {
+		// In PID order: a fixed order of float sums.
+		for _, pid := range slices.Sorted(maps.Keys(m.napiThreads)) {
 			if !napiThreadOf(m.napiThreads[pid], e.Device) {
 				continue
 			}
-			for _, c := range sortedCPUs(m.tasks[pid]) {
+			for _, c := range slices.Sorted(maps.Keys(m.tasks[pid])) {
 				if v := m.tasks[pid][c]; !e.CPUs.Contains(c) {
 					moveScaled(st, c, v, 1, *e.CPUs, func(u *cpuUse) *float64 { return &u.other })
 				}
 			}
 		}
 	}
-}
-
-// sortedPIDs are m's keys in order (a fixed order of float sums).
-func sortedPIDs(m map[int]string) []int {
-	out := make([]int, 0, len(m))
-	for pid := range m {
-		out = append(out, pid)
-	}
-	sort.Ints(out)
-	return out
 }

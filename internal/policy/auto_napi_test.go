@@ -83,10 +83,7 @@ func TestAutoNAPIThreadedCandidateGeneratedAndScored(t *testing.T) {
 		}
 	}
 	// Auto compares it with the others (listed with its score or beaten).
-	ap, err := Make("auto", h, Options{Load: Measured(l)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ap := mustMake(t, "auto", h, Options{Load: Measured(l)})
 	if !strings.Contains(ap.Why, "candidates compared") {
 		t.Errorf("auto did not plan: %s", ap.Why)
 	}
@@ -100,10 +97,7 @@ func TestAutoNAPIThreadedCandidateGeneratedAndScored(t *testing.T) {
 func TestAutoChoosesNAPIThreadedManagedIRQs(t *testing.T) {
 	h, l := saturatedEth0(t, synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 2, Managed: true}}}, 0)
 	addNAPIs(h, "eth0")
-	p, err := Make("auto", h, Options{Load: Measured(l)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "auto", h, Options{Load: Measured(l)})
 	if len(p.NAPI) != 1 || p.NAPI[0].Threaded == nil || !*p.NAPI[0].Threaded || p.NAPI[0].CPUs == nil || p.NAPI[0].CPUs.String() != "1-3" {
 		t.Fatalf("auto did not choose threaded NAPI on CPUs 1-3: %+v %+v\n%s", p.NAPI, p.RxQueues, p.Why)
 	}
@@ -136,10 +130,7 @@ func TestAutoNAPIThreadedNotApplicable(t *testing.T) {
 	if c := napiThreadedPlans(b, ts, l, hot); len(c) != 0 {
 		t.Errorf("device without NAPI instances: %+v", c)
 	}
-	p, err := Make("auto", h, Options{Load: Measured(l)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "auto", h, Options{Load: Measured(l)})
 	if len(p.NAPI) != 0 || strings.Contains(p.Why, "threaded NAPI") {
 		t.Errorf("auto planned threaded NAPI without NAPI instances: %+v %s", p.NAPI, p.Why)
 	}

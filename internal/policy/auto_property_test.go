@@ -10,7 +10,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/diagnose"
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
-	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/plan/plantest"
@@ -35,15 +35,7 @@ func propertyHosts(t *testing.T) map[string]*host.Host {
 		"hostgen 4 CPUs, 1 NIC":      {CPUs: 4, Packages: 1, Nodes: 1, ThreadsPerCore: 1, Offline: hostgen.NoOffline, NICs: []hostgen.NICSpec{{Name: "eth0", Queues: 2}}, NVMeQueues: -1, Hostname: "four"},
 		"hostgen 8 CPUs SMT, 2 NICs": {CPUs: 8, Packages: 1, Nodes: 1, ThreadsPerCore: 2, Offline: hostgen.NoOffline, NICs: []hostgen.NICSpec{{Name: "eth0", Queues: 4}, {Name: "eth1", Queues: 1}}, NVMeQueues: -1, Hostname: "eight"},
 	} {
-		dir := t.TempDir()
-		if err := hostgen.Generate(dir, spec); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		h, err := host.Read(kernel.New(dir), host.Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		hosts[name] = h
+		_, hosts[name] = livetest.GenHost(t, spec)
 	}
 	seed := synth{CPUs: 2, NICs: []synthNIC{{Name: "vs1", Queues: 1, Kind: "veth", NoIRQs: true}}}.Build()
 	for i := range seed.NICs {

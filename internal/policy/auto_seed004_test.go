@@ -53,10 +53,7 @@ func TestAutoSeed004TwoCPUs(t *testing.T) {
 	h := seed004Host()
 	sink := load.TaskLoad{PID: 4242, TID: 4242, Comm: "udp-sink", CPU: 1, Busy: 45}
 	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 15}}, nil, []load.TaskLoad{sink})
-	p, err := Make("auto", h, seed004Options(l, "pid:4242"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "auto", h, seed004Options(l, "pid:4242"))
 	if len(p.RxQueues) == 0 || p.RxQueues[0].RPSCPUs == nil || p.RxQueues[0].RPSCPUs.String() != "1" {
 		t.Fatalf("auto did not steer vs1 to CPU 1: %+v\n%s", p.RxQueues, p.Why)
 	}
@@ -113,10 +110,7 @@ func TestAutoAppSelector(t *testing.T) {
 	h := seed004Host()
 	sink := load.TaskLoad{PID: 4242, TID: 4242, Comm: "udp-sink", CPU: 1, Busy: 45}
 	l := synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 15}}, nil, []load.TaskLoad{sink})
-	p, err := Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242}, Devices: []string{"vs1"}, MachineWide: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242}, Devices: []string{"vs1"}, MachineWide: true})
 	if len(p.Apps) != 1 || p.Apps[0].Comm != "udp-sink" || p.Apps[0].PID != 0 || p.Apps[0].CPUs.String() != "0" {
 		t.Fatalf("consumer placement %+v, want comm udp-sink on CPU 0\n%s", p.Apps, p.Why)
 	}
@@ -125,29 +119,20 @@ func TestAutoAppSelector(t *testing.T) {
 	// there adds more than RPS takes off (predicted 127 %), so no change.
 	sink.Busy = 96
 	l = synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 66}}, nil, []load.TaskLoad{sink})
-	p, err = Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242}, Devices: []string{"vs1"}, MachineWide: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = mustMake(t, "auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242}, Devices: []string{"vs1"}, MachineWide: true})
 	if planChanges(p) != 0 || !strings.Contains(p.Why, "spare") {
 		t.Errorf("a consumer filling CPU 1: planned %+v %+v without headroom\n%s", p.Apps, p.RxQueues, p.Why)
 	}
 	second := load.TaskLoad{PID: 4243, TID: 4243, Comm: "udp-sink", CPU: 0, Busy: 90}
 	l = synthLoad(h, map[int]cpuProfile{0: {user: 10, sys: 14, soft: 72}, 1: {user: 30, sys: 66}}, nil, []load.TaskLoad{sink, second})
-	p, err = Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242, 4243}, Devices: []string{"vs1"}, MachineWide: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = mustMake(t, "auto", h, Options{Load: Measured(l), App: "comm:udp-sink", AppPIDs: []int{4242, 4243}, Devices: []string{"vs1"}, MachineWide: true})
 	for _, a := range p.Apps {
 		if a.CPUs.Len() == 1 {
 			t.Errorf("two busy workers (186 %%) pinned onto one CPU: %+v\n%s", p.Apps, p.Why)
 		}
 	}
 	// Not resolved (not running): no placement candidate, and no panic.
-	p, err = Make("auto", h, Options{Load: Measured(l), App: "comm:udp-sink", Devices: []string{"vs1"}, MachineWide: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = mustMake(t, "auto", h, Options{Load: Measured(l), App: "comm:udp-sink", Devices: []string{"vs1"}, MachineWide: true})
 	if len(p.Apps) != 0 || !strings.Contains(p.Why, "no busy thread measured") {
 		t.Errorf("unresolved selector: apps %+v\n%s", p.Apps, p.Why)
 	}
@@ -207,10 +192,7 @@ func TestAutoSeed004Disturbances(t *testing.T) {
 	} {
 		l := synthLoad(h, c.prof, nil, c.tasks)
 		o := seed004Options(l, "pid:4242")
-		p, err := Make("auto", h, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustMake(t, "auto", h, o)
 		seed004 := len(p.RxQueues) == 1 && p.RxQueues[0].RPSCPUs.String() == "1" && len(p.Apps) == 1 && p.Apps[0].CPUs.String() == "0"
 		switch {
 		case seed004:
@@ -233,18 +215,11 @@ func TestAutoSeed004Disturbances(t *testing.T) {
 // what) unless it changes nothing, and unless its why says each of wants.
 func wantNoChange(t *testing.T, what string, h *host.Host, o Options, wants ...string) {
 	t.Helper()
-	p, err := Make("auto", h, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "auto", h, o)
 	if planChanges(p) != 0 {
 		t.Fatalf("%s: %+v %+v\n%s", what, p.RxQueues, p.Apps, p.Why)
 	}
-	for _, want := range wants {
-		if !strings.Contains(p.Why, want) {
-			t.Errorf("why lacks %q:\n%s", want, p.Why)
-		}
-	}
+	whyHas(t, p.Why, wants...)
 }
 
 // recordedSeed004 is a load measured on the project's test machine during
@@ -317,10 +292,7 @@ func TestAutoOnRecordedSeed004(t *testing.T) {
 		})},
 	} {
 		o := seed004Options(c.l, fmt.Sprintf("pid:%d", pid))
-		p, err := Make("auto", h, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustMake(t, "auto", h, o)
 		t.Logf("%s: %s", c.name, p.Why)
 		if q, _ := Make("auto", h, o); q.Why != p.Why || planChanges(q) != planChanges(p) {
 			t.Errorf("%s: equal inputs, different plans", c.name)

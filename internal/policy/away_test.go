@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/hostgen"
-	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/livetest"
 )
 
 // On the lab's server shape (32 CPUs, 4 nodes, an 8-queue NIC on node 2)
@@ -15,19 +14,9 @@ import (
 // application near instead. A plan whose application stays on the NIC's
 // node says nothing of it.
 func TestPlanSaysWhenAppIsAwayFromNIC(t *testing.T) {
-	dir := t.TempDir()
-	if err := hostgen.Generate(dir, hostgen.Spec{CPUs: 32, Packages: 2, Nodes: 4, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
-		NICs: []hostgen.NICSpec{{Name: "eth1", Node: 2, Queues: 8}}, NVMeQueues: -1, Hostname: "server"}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.Read(kernel.New(dir), host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Make("per-queue", h, Options{Devices: []string{"eth1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := livetest.GenHost(t, hostgen.Spec{CPUs: 32, Packages: 2, Nodes: 4, ThreadsPerCore: 2, Offline: hostgen.NoOffline,
+		NICs: []hostgen.NICSpec{{Name: "eth1", Node: 2, Queues: 8}}, NVMeQueues: -1, Hostname: "server"})
+	p := mustMake(t, "per-queue", h, Options{Devices: []string{"eth1"}})
 	var note string
 	for _, n := range p.Notes {
 		if strings.Contains(n, "away from the NIC's NUMA node 2") {
@@ -43,10 +32,7 @@ func TestPlanSaysWhenAppIsAwayFromNIC(t *testing.T) {
 	} else if note == "" || !strings.Contains(note, "CPUs "+away.String()) {
 		t.Fatalf("app_cpus %s (%s off node 2) without the note; notes: %q", p.AppCPUs, away, p.Notes)
 	}
-	q, err := Make("per-queue", h, Options{Devices: []string{"eth1"}, AppCPUs: &node2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := mustMake(t, "per-queue", h, Options{Devices: []string{"eth1"}, AppCPUs: &node2})
 	for _, n := range q.Notes {
 		if strings.Contains(n, "away from the NIC") {
 			t.Errorf("--app-cpus on the NIC's node, yet: %s", n)

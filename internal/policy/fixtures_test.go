@@ -43,10 +43,7 @@ func TestPoliciesOnFixtures(t *testing.T) {
 // 8 NICs (i40e eno12399…, ice ens3f0…) all on node 0.
 func TestPerQueueBareMetalMaster(t *testing.T) {
 	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-master.internal-sysinfo.tgz")
-	p, err := Make("per-queue", h, Options{App: "comm:memcached"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "per-queue", h, Options{App: "comm:memcached"})
 	irqCPUs := cpuset.Set{}
 	n := 0
 	for _, e := range p.IRQs {
@@ -105,10 +102,7 @@ func TestPerQueueBareMetalMaster(t *testing.T) {
 // isolcpus=managed_irq,0-4,11-79: only CPUs 5-10 may take IRQs.
 func TestAutoIsolatedWorker(t *testing.T) {
 	h := plantest.ReadSnapshot(t, "cluster-node-tuning-operator/bare-metal-worker1.internal-sysinfo.tgz")
-	p, err := Make("auto", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "auto", h, Options{})
 	if p.Policy != "dedicated-core" || !strings.Contains(p.Why, "housekeeping CPUs 5-10") {
 		t.Fatalf("auto on worker1: %s — %s", p.Policy, p.Why)
 	}
@@ -191,10 +185,7 @@ func TestPoliciesOnGeneratedHost(t *testing.T) {
 		}
 	}
 	for _, pol := range PolicyNames() {
-		p, err := Make(pol, h, Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", pol, err)
-		}
+		p := mustMake(t, pol, h, Options{})
 		checkProperties(t, "hostgen "+pol, h, p)
 		for _, e := range p.RxQueues {
 			if e.RPSCPUs != nil && (e.RPSCPUs.Intersect(cpuset.Range(250, 255)).Len() > 0 || e.RPSCPUs.Intersect(spec.Isolated).Len() > 0) {

@@ -32,10 +32,7 @@ func TestHarm(t *testing.T) {
 	for _, c := range cases {
 		l := synthLoad(h, c.prof, nil, nil)
 		harm := Harm(h, l)
-		p, err := Make("auto", h, Options{Load: Measured(l), Devices: []string{"vs1"}, MachineWide: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustMake(t, "auto", h, Options{Load: Measured(l), Devices: []string{"vs1"}, MachineWide: true})
 		if c.want == "" {
 			if len(harm) != 0 {
 				t.Errorf("%s: harm %+v, want none", c.name, harm)

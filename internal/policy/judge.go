@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -44,7 +45,7 @@ func judge(l *load.Load, base, pred Prediction) (warn, reject string) {
 // judgeHeadroom is rule 1 of judge: "" when every CPU predicted to take
 // work has the measured headroom for it.
 func judgeHeadroom(l *load.Load, base, pred Prediction) string {
-	for _, c := range sortedCPUs(pred.Busy) {
+	for _, c := range slices.Sorted(maps.Keys(pred.Busy)) {
 		gain := pred.Busy[c] - base.Busy[c]
 		if gain <= moveEpsilon {
 			continue
@@ -62,7 +63,7 @@ func judgeHeadroom(l *load.Load, base, pred Prediction) string {
 
 // judgeLoad is rules 2-4 of judge.
 func judgeLoad(base, pred Prediction) (warn, reject string) {
-	for _, c := range sortedCPUs(pred.IRQ) {
+	for _, c := range slices.Sorted(maps.Keys(pred.IRQ)) {
 		if pred.IRQ[c] > Overload && pred.IRQ[c] > base.IRQ[c]+moveEpsilon {
 			return "", fmt.Sprintf("interrupt work alone predicted to saturate CPU %d (%.0f%%)", c, pred.IRQ[c])
 		}
@@ -75,7 +76,7 @@ func judgeLoad(base, pred Prediction) (warn, reject string) {
 	// Saturated after the change: a CPU the candidate loads is rejected;
 	// one it relieves, but not enough, stays with a warning (doing nothing
 	// is predicted worse there); one it does not touch is not its doing.
-	for _, c := range sortedCPUs(pred.Busy) {
+	for _, c := range slices.Sorted(maps.Keys(pred.Busy)) {
 		v, was := pred.Busy[c], base.Busy[c]
 		switch {
 		case v <= Overload:
@@ -109,7 +110,7 @@ const OverloadWeight = 0.25
 // sender, 1.29x here, scored no better than no change.
 func contention(p Prediction) float64 {
 	var sum float64
-	for _, c := range sortedCPUs(p.Busy) {
+	for _, c := range slices.Sorted(maps.Keys(p.Busy)) {
 		busy, irq := p.Busy[c], p.IRQ[c]
 		sum += min(irq, busy-irq) * saturation(busy)
 		if busy > 100 {
@@ -181,23 +182,15 @@ func Violation(h *host.Host, l *load.Load, p *plan.Plan, o Options) string {
 			outside = append(outside, dev)
 		}
 	}
+	// An IRQ entry by number changes its device too.
 	for _, e := range p.IRQs {
 		if e.IRQ != nil {
 			if q := h.IRQ(*e.IRQ); q != nil && q.Class == host.ClassNetwork {
 				note(q.Device)
 			}
 		}
-		note(e.Device)
 	}
-	for _, e := range p.RxQueues {
-		note(e.Device)
-	}
-	for _, e := range p.TxQueues {
-		note(e.Device)
-	}
-	for _, e := range p.NAPI {
-		note(e.Device)
-	}
+	eachEntryDevice(p, note)
 	if len(outside) > 0 {
 		return fmt.Sprintf("it changes %s, outside the devices the model predicts (%s): cannot judge its load", strings.Join(outside, ", "), strings.Join(steered, ", "))
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/host"
-	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/plan"
+	"github.com/irqpilot/irqpilot/internal/plan/plantest"
 )
 
 // linesHost is the lab's nics shape captured inside the guest on Debian's
@@ -17,15 +17,7 @@ import (
 // (eth2) on one legacy interrupt line, IRQ 22.
 func linesHost(t *testing.T) *host.Host {
 	t.Helper()
-	fs, cleanup, err := kernel.OpenSnapshot(filepath.Join("..", "..", "testdata", "snapshots", "lab-nics-6.1.tar.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := plantest.OpenSnapshot(t, filepath.Join("..", "..", "testdata", "snapshots", "lab-nics-6.1.tar.gz"))
 	return h
 }
 
@@ -36,10 +28,7 @@ func linesHost(t *testing.T) *host.Host {
 func TestPerQueueLegacyLine(t *testing.T) {
 	h := linesHost(t)
 	for dev, other := range map[string]string{"eth1": "eth2", "eth2": "eth1"} {
-		p, err := Make("per-queue", h, Options{Devices: []string{dev}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustMake(t, "per-queue", h, Options{Devices: []string{dev}})
 		want := dev + "'s one interrupt line, IRQ 22, is shared with " + other + " and left where it is"
 		if len(p.IRQs) != 0 || len(p.RxQueues) != 1 || !strings.Contains(p.RxQueues[0].Reason, want) || !strings.Contains(p.Why, "shared interrupt line IRQ 22 left alone") {
 			t.Errorf("%s: IRQs %+v, rx queues %+v, why %q; want the line left alone, saying %q", dev, p.IRQs, p.RxQueues, p.Why, want)
@@ -58,10 +47,7 @@ func TestPerQueueLegacyLine(t *testing.T) {
 		}
 	}
 	h.NICs = nics
-	p, err := Make("per-queue", h, Options{Devices: []string{"eth1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "per-queue", h, Options{Devices: []string{"eth1"}})
 	if len(p.IRQs) != 1 || p.IRQs[0].IRQ == nil || *p.IRQs[0].IRQ != 22 || !strings.Contains(p.IRQs[0].Reason, "eth1 queue 0 IRQ on CPU") {
 		t.Errorf("eth1 alone on IRQ 22: IRQs %+v, want the line placed as queue 0's IRQ", p.IRQs)
 	}

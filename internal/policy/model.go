@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -359,12 +358,12 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 		q := m.h.IRQ(n)
 		// Sorted: float sums in a fixed order make equal inputs give
 		// equal predictions to the last bit (and so equal rankings).
-		for _, c := range sortedCPUs(m.irqHard[n]) {
+		for _, c := range slices.Sorted(maps.Keys(m.irqHard[n])) {
 			v := m.irqHard[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, hard)
 		}
 		after := map[int]float64{}
-		for _, c := range sortedCPUs(m.irqNet[n]) {
+		for _, c := range slices.Sorted(maps.Keys(m.irqNet[n])) {
 			v := m.irqNet[n][c]
 			moveScaled(st, c, v, numaScale(q, c, e.CPUs), e.CPUs, net)
 			for _, dev := range slices.Sorted(maps.Keys(m.lines[n])) {
@@ -448,7 +447,7 @@ func (m *model) Predict(p *plan.Plan) Prediction {
 			pids = m.selected
 		}
 		for _, pid := range pids {
-			for _, c := range sortedCPUs(m.tasks[pid]) {
+			for _, c := range slices.Sorted(maps.Keys(m.tasks[pid])) {
 				if v := m.tasks[pid][c]; !a.CPUs.Contains(c) {
 					// Without IRQ time accounting the kernel charges
 					// softirq work done in a task's context (a veth's
@@ -542,7 +541,7 @@ func (m *model) virtualRPSSplit(dev string, per map[int]float64) (movable, dispa
 // packets RPS handed to other CPUs: what moved of what could (moved of per,
 // as the move reported it). Nothing moved, nothing is charged.
 func addDispatch(st map[int]cpuUse, dispatch, per, moved map[int]float64) {
-	for _, c := range sortedCPUs(dispatch) {
+	for _, c := range slices.Sorted(maps.Keys(dispatch)) {
 		u, ok := st[c]
 		if !ok || per[c] <= 0 || moved[c] <= 0 {
 			continue
@@ -583,7 +582,7 @@ func (m *model) consumerCPUs(p *plan.Plan, to cpuset.Set) map[int]float64 {
 				dest = &a.CPUs
 			}
 		}
-		for _, c := range sortedCPUs(m.tasks[pid]) {
+		for _, c := range slices.Sorted(maps.Keys(m.tasks[pid])) {
 			v := m.tasks[pid][c]
 			if dest == nil || dest.Contains(c) {
 				w[c] += v
@@ -618,13 +617,13 @@ func (m *model) consumerCPUs(p *plan.Plan, to cpuset.Set) map[int]float64 {
 // weight's share and hands the rest off, paying cost per unit moved.
 func moveNetSoftTo(st map[int]cpuUse, per map[int]float64, frac float64, w map[int]float64, cost float64) map[int]float64 {
 	add, out := map[int]float64{}, map[int]float64{}
-	for _, c := range sortedCPUs(per) {
+	for _, c := range slices.Sorted(maps.Keys(per)) {
 		moved := per[c] * frac * (1 - w[c])
 		if moved <= 0 {
 			continue
 		}
 		rest := 1 - w[c]
-		for _, t := range sortedCPUs(w) {
+		for _, t := range slices.Sorted(maps.Keys(w)) {
 			if t != c {
 				add[t] += moved * w[t] / rest
 			}
@@ -634,7 +633,7 @@ func moveNetSoftTo(st map[int]cpuUse, per map[int]float64, frac float64, w map[i
 		st[c] = u
 		out[c] = moved
 	}
-	for _, t := range sortedCPUs(add) {
+	for _, t := range slices.Sorted(maps.Keys(add)) {
 		u := st[t]
 		u.netSoft += add[t]
 		st[t] = u
@@ -649,15 +648,6 @@ func describe(pred Prediction, cpus []int) string {
 		parts = append(parts, fmt.Sprintf("CPU%d %.0f%% busy (%.0f%% in interrupts)", c, pred.Busy[c], pred.IRQ[c]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedCPUs(m map[int]float64) []int {
-	out := make([]int, 0, len(m))
-	for c := range m {
-		out = append(out, c)
-	}
-	sort.Ints(out)
-	return out
 }
 
 // moveNetSoft moves frac of a device's network softirq (per CPU in per)
@@ -683,7 +673,7 @@ func moveNetSoft(st map[int]cpuUse, per map[int]float64, frac float64, to cpuset
 	n := float64(len(live))
 	var outside, inside float64 // every target's share from sources outside and inside to
 	gave, out := map[int]float64{}, map[int]float64{}
-	for _, c := range sortedCPUs(per) {
+	for _, c := range slices.Sorted(maps.Keys(per)) {
 		moved := per[c] * frac
 		if to.Contains(c) {
 			moved = moved * float64(to.Len()-1) / float64(to.Len())

@@ -34,10 +34,7 @@ func checkMitigation(t *testing.T, name string, p *plan.Plan, bad func(string, c
 
 func TestEfficiencyPolicy(t *testing.T) {
 	h := plantest.WithNAPI(t)
-	p, err := Make("efficiency", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "efficiency", h, Options{})
 	if len(p.NAPI) != 1 || p.NAPI[0].Device != "ens10f0" || *p.NAPI[0].DeferHardIRQs != 2 || *p.NAPI[0].GROFlushTimeout != 20000 ||
 		p.NAPI[0].ID != nil || !strings.Contains(p.NAPI[0].Reason, "20 µs") || p.BusyPoll != nil {
 		t.Errorf("%+v", p.NAPI)
@@ -53,10 +50,7 @@ func TestEfficiencyPolicy(t *testing.T) {
 
 func TestLatencyPolicyBusyPoll(t *testing.T) {
 	h := plantest.WithNAPI(t)
-	p, err := Make("latency", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "latency", h, Options{})
 	if p.BusyPoll == nil || *p.BusyPoll.BusyRead != 50 || *p.BusyPoll.BusyPoll != 50 {
 		t.Errorf("busy poll %+v", p.BusyPoll)
 	}
@@ -72,16 +66,12 @@ func TestLatencyPolicyBusyPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	// --device keeps the device's entries, drops the machine-wide busy_poll.
-	p, err = Make("latency", h, Options{Devices: []string{"ens10f0"}})
-	if err != nil || p.BusyPoll != nil || len(p.NAPI) != 3 {
-		t.Errorf("scoped: %v %+v", err, p)
+	if p := mustMake(t, "latency", h, Options{Devices: []string{"ens10f0"}}); p.BusyPoll != nil || len(p.NAPI) != 3 {
+		t.Errorf("scoped: %+v", p)
 	}
 	// An older capture: no suspension, and the plan says why.
 	old := plantest.ReadSnapshot(t, "node_exporter")
-	p, err = Make("latency", old, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = mustMake(t, "latency", old, Options{})
 	if len(p.NAPI) != 1 || !strings.Contains(strings.Join(p.Notes, " "), "no IRQ suspension for ens10f0") {
 		t.Errorf("older host: %+v notes %q", p.NAPI, p.Notes)
 	}
@@ -90,10 +80,7 @@ func TestLatencyPolicyBusyPoll(t *testing.T) {
 func TestLatencyPolicyThreaded(t *testing.T) {
 	h := plantest.WithNAPI(t)
 	app := cpuset.Of(2)
-	p, err := Make("latency", h, Options{AppCPUs: &app})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "latency", h, Options{AppCPUs: &app})
 	if p.BusyPoll != nil || len(p.NAPI) != 1 || !*p.NAPI[0].Threaded || p.NAPI[0].CPUs == nil {
 		t.Fatalf("%+v", p.NAPI)
 	}

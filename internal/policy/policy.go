@@ -2,7 +2,8 @@ package policy
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
@@ -97,12 +98,7 @@ var Policies = map[string]Policy{
 
 // PolicyNames lists the policies, sorted.
 func PolicyNames() []string {
-	names := make([]string, 0, len(Policies))
-	for n := range Policies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(Policies))
 }
 
 // Make runs the named policy and checks its output with the static rules.

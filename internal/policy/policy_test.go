@@ -75,18 +75,12 @@ func TestPerQueueSeed002Table(t *testing.T) {
 // Without an application selector the plan only advises app CPUs.
 func TestPerQueueAppAdvice(t *testing.T) {
 	h := synth{CPUs: 16, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
-	p, err := Make("per-queue", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "per-queue", h, Options{})
 	if len(p.Apps) != 0 || p.AppCPUs == nil || p.AppCPUs.String() != "1-7,9-15" {
 		t.Fatalf("apps %+v app_cpus %v", p.Apps, p.AppCPUs)
 	}
 	o := Options{AppCPUs: ptr(cpuset.MustParse("2-5")), App: "pid:42"}
-	p, err = Make("per-queue", h, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = mustMake(t, "per-queue", h, o)
 	if len(p.Apps) != 1 || p.Apps[0].PID != 42 || p.Apps[0].CPUs.String() != "2-5" {
 		t.Fatalf("apps %+v", p.Apps)
 	}
@@ -95,28 +89,18 @@ func TestPerQueueAppAdvice(t *testing.T) {
 // SMT: with siblings (i, i+8), per-queue's second IRQ CPU is not CPU 8 (the
 // sibling of CPU 0) but the next CPU of its block.
 func TestPerQueueAvoidsSiblings(t *testing.T) {
-	h := synth{CPUs: 16, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 2}}}.Build()
-	p, err := Make("per-queue", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := irqCPUs(p); got != "0 9" {
-		t.Fatalf("IRQ CPUs %q, want 0 9 (8 is CPU 0's sibling)", got)
-	}
-	// colocate: one queue per physical core first.
-	h = synth{CPUs: 8, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 4}}}.Build()
-	p, err = Make("colocate", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := irqCPUs(p); got != "0 1 2 3" {
-		t.Fatalf("colocate IRQ CPUs %q, want 0 1 2 3 (4-7 are siblings)", got)
-	}
-	// 6 queues on 4 cores: the extra two go to siblings.
-	h = synth{CPUs: 8, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: 6}}}.Build()
-	p, _ = Make("colocate", h, Options{})
-	if got := irqCPUs(p); got != "0 1 2 3 4 5" {
-		t.Fatalf("colocate IRQ CPUs %q", got)
+	for _, tc := range []struct {
+		why, policy, want string
+		cpus, queues      int
+	}{
+		{"8 is CPU 0's sibling", "per-queue", "0 9", 16, 2},
+		{"colocate: one queue per physical core first; 4-7 are siblings", "colocate", "0 1 2 3", 8, 4},
+		{"6 queues on 4 cores: the extra two go to siblings", "colocate", "0 1 2 3 4 5", 8, 6},
+	} {
+		h := synth{CPUs: tc.cpus, SMT: true, NICs: []synthNIC{{Name: "eth0", Queues: tc.queues}}}.Build()
+		if got := irqCPUs(mustMake(t, tc.policy, h, Options{})); got != tc.want {
+			t.Errorf("%s, %d CPUs, %d queues: IRQ CPUs %q, want %s (%s)", tc.policy, tc.cpus, tc.queues, got, tc.want, tc.why)
+		}
 	}
 }
 
@@ -133,10 +117,7 @@ func TestPoliciesNUMALocal(t *testing.T) {
 	h := synth{CPUs: 32, Nodes: 2, NICs: []synthNIC{{Name: "eth0", Queues: 4, Node: 1}}}.Build()
 	node1 := cpuset.Range(16, 31)
 	for _, name := range []string{"per-queue", "colocate", "rps-spread"} {
-		p, err := Make(name, h, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustMake(t, name, h, Options{})
 		for _, e := range p.IRQs {
 			if !e.CPUs.IsSubsetOf(node1) {
 				t.Errorf("%s: irq %d on %s, not node 1", name, *e.IRQ, e.CPUs)
@@ -174,10 +155,7 @@ func TestPoliciesNUMALocal(t *testing.T) {
 
 func TestDedicatedCore(t *testing.T) {
 	h := synth{CPUs: 8, Balance: true, NICs: []synthNIC{{Name: "eth0", Queues: 3}, {Name: "nvme-ish", Queues: 2, Managed: true}}}.Build()
-	p, err := Make("dedicated-core", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "dedicated-core", h, Options{})
 	// eth0's 3 queue IRQs; not the timer, not the managed ones, and by
 	// default not IRQ 9 (acpi), which serves no device queue: the plan
 	// says so, and --machine-wide puts it back.
@@ -230,10 +208,7 @@ func TestDedicatedCore(t *testing.T) {
 func TestRPSSpreadSeed004(t *testing.T) {
 	// RPS/RFS on a single-queue NIC: 2 cores/4 threads, single-queue 82574L, VLAN eth1.xx.
 	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth1", Queues: 1}, {Name: "eth1.10", Queues: 1, Kind: "vlan", Lower: "eth1"}}}.Build()
-	p, err := Make("rps-spread", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "rps-spread", h, Options{})
 	if len(p.IRQs) != 0 {
 		t.Errorf("rps-spread touched IRQs: %+v", p.IRQs)
 	}
@@ -271,10 +246,7 @@ func TestRPSSpreadSeed004(t *testing.T) {
 func TestColocateVeth(t *testing.T) {
 	// A veth pair (no IRQs) selected by name: steering only, one core per queue.
 	h := synth{CPUs: 4, NICs: []synthNIC{{Name: "eth0", Queues: 1}, {Name: "veth0", Queues: 4, Kind: "veth"}}}.Build()
-	p, err := Make("colocate", h, Options{Devices: []string{"veth0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "colocate", h, Options{Devices: []string{"veth0"}})
 	if len(p.IRQs) != 0 || len(p.RxQueues) != 4 || len(p.TxQueues) != 4 {
 		t.Fatalf("irqs %d rx %d tx %d", len(p.IRQs), len(p.RxQueues), len(p.TxQueues))
 	}
@@ -291,10 +263,7 @@ func TestColocateVeth(t *testing.T) {
 func TestPoliciesAvoidOfflineAndIsolated(t *testing.T) {
 	h := synth{CPUs: 16, Offline: []int{0, 8}, Isolated: []int{1, 9, 10}, NICs: []synthNIC{{Name: "eth0", Queues: 4}}}.Build()
 	for _, name := range PolicyNames() {
-		p, err := Make(name, h, Options{})
-		if err != nil {
-			t.Fatal(name, err)
-		}
+		p := mustMake(t, name, h, Options{})
 		checkProperties(t, name, h, p)
 		if name == "dedicated-core" && p.IRQs[0].CPUs.String() != "2" {
 			t.Errorf("default housekeeping %s, want the lowest usable CPU 2", p.IRQs[0].CPUs)

@@ -74,20 +74,27 @@ func steeredDevices(p *plan.Plan) []string {
 			out = append(out, d)
 		}
 	}
-	for _, e := range p.IRQs {
-		add(e.Device)
-	}
-	for _, e := range p.RxQueues {
-		add(e.Device)
-	}
-	for _, e := range p.TxQueues {
-		add(e.Device)
-	}
-	for _, e := range p.NAPI {
-		add(e.Device)
-	}
+	eachEntryDevice(p, add)
 	sort.Strings(out)
 	return out
+}
+
+// eachEntryDevice calls f with the device each of p's IRQ, rx queue, tx
+// queue and NAPI entries names ("" where an entry names none), in that
+// order.
+func eachEntryDevice(p *plan.Plan, f func(dev string)) {
+	for _, e := range p.IRQs {
+		f(e.Device)
+	}
+	for _, e := range p.RxQueues {
+		f(e.Device)
+	}
+	for _, e := range p.TxQueues {
+		f(e.Device)
+	}
+	for _, e := range p.NAPI {
+		f(e.Device)
+	}
 }
 
 // attachPrediction gives a plan made from a measurement its prediction.

@@ -476,7 +476,7 @@ func (r *remedy) moveApp(base judged, o *kernel.SocketOwner, pid, threads int) *
 		sets = append(sets, cpuset.Of(c))
 	}
 	for _, set := range sets {
-		p := clonePlan(base.p)
+		p := base.p.Clone()
 		p.Apps = append(p.Apps, plan.AppEntry{PID: pid, CPUs: set, Reason: consumerWhy(o) + fmt.Sprintf("; it leaves CPU %s to the interrupt work", r.hot)})
 		j, reject := r.judge(fmt.Sprintf("%smove %s (pid %d) onto CPUs %s", name, o.Comm, pid, set), p)
 		if reject == "" && j.gain > moveEpsilon {
@@ -499,16 +499,6 @@ func (r *remedy) process(pid int) (comm string, threads int) {
 		threads++
 	}
 	return comm, threads
-}
-
-// clonePlan copies the entries of p a remedy adds to.
-func clonePlan(p *plan.Plan) *plan.Plan {
-	c := *p
-	c.IRQs = slices.Clone(p.IRQs)
-	c.RxQueues = slices.Clone(p.RxQueues)
-	c.NAPI = slices.Clone(p.NAPI)
-	c.Apps = slices.Clone(p.Apps)
-	return &c
 }
 
 // consumerWhy is "memcached (pid 123) reads the traffic of veth0: it owns

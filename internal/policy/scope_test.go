@@ -16,10 +16,7 @@ func TestDeviceBoundsEveryPolicy(t *testing.T) {
 	h := synth{CPUs: 8, Balance: true, NICs: []synthNIC{{Name: "eth0", Queues: 2}, {Name: "eth1", Queues: 2}}}.Build()
 	for _, name := range PolicyNames() {
 		for _, machineWide := range []bool{false, true} {
-			p, err := Make(name, h, Options{Devices: []string{"eth1"}, MachineWide: machineWide})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
+			p := mustMake(t, name, h, Options{Devices: []string{"eth1"}, MachineWide: machineWide})
 			ss, err := plan.Resolve(p, h)
 			if err != nil {
 				t.Fatalf("%s: resolve: %v", name, err)
@@ -42,10 +39,7 @@ func TestDeviceBoundsEveryPolicy(t *testing.T) {
 			}
 		}
 	}
-	p, err := Make("dedicated-core", h, Options{Devices: []string{"eth1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "dedicated-core", h, Options{Devices: []string{"eth1"}})
 	notes := strings.Join(p.Notes, "\n")
 	if !strings.Contains(notes, "left out") || !strings.Contains(notes, "eth0") {
 		t.Errorf("dedicated-core --device eth1 does not say it left eth0 out: %v", p.Notes)

@@ -3,9 +3,10 @@ package policy
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,10 +108,7 @@ func TestPoliciesOnServerShapedGuest(t *testing.T) {
 	spec := serverSpec()
 	spec.NICs[0].Queues = 4
 	h4 := plantest.GenHost(t, spec, nil)
-	p, err := Make("per-queue", h4, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "per-queue", h4, Options{})
 	if got := queueCPUs(h4, p, "eth1"); got != "8 9 10 11" {
 		t.Errorf("4 queues: IRQ CPUs %q, want one per core of node 2", got)
 	}
@@ -127,10 +125,7 @@ func TestPoliciesOnServerShapedGuest(t *testing.T) {
 // IRQ CPU: 8 CPUs and 8 queues is 4 IRQ CPUs, never all on CPU 0.
 func TestPerQueueSingleNodeManyQueues(t *testing.T) {
 	h := synth{CPUs: 8, NICs: []synthNIC{{Name: "eth0", Queues: 8}}}.Build()
-	p, err := Make("per-queue", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "per-queue", h, Options{})
 	if got := irqCPUs(p); got != "0 0 2 2 4 4 6 6" {
 		t.Errorf("IRQ CPUs %q", got)
 	}
@@ -203,10 +198,7 @@ func TestDefaultScopeLeavesOutDefaultRoute(t *testing.T) {
 	h := plantest.GenHost(t, spec, nil)
 	h.NIC("eth0").DefaultRoute = true
 	for _, pol := range []string{"per-queue", "colocate", "dedicated-core", "rps-spread", "efficiency", "latency"} {
-		p, err := Make(pol, h, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustMake(t, pol, h, Options{})
 		for _, d := range planDevices(h, p) {
 			if d == "eth0" {
 				t.Errorf("%s: the plan touches eth0, which carries the default route", pol)
@@ -216,11 +208,8 @@ func TestDefaultScopeLeavesOutDefaultRoute(t *testing.T) {
 			t.Errorf("%s: notes %q do not say eth0 was left out", pol, p.Notes)
 		}
 		for _, o := range []Options{{Devices: []string{"eth0"}}, {IncludeDefaultRoute: true}} {
-			q, err := Make(pol, h, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(fmt.Sprint(planDevices(h, q)), "eth0") {
+			q := mustMake(t, pol, h, o)
+			if !slices.Contains(planDevices(h, q), "eth0") {
 				t.Errorf("%s %+v: eth0 not planned", pol, o)
 			}
 		}
@@ -277,12 +266,7 @@ func planDevices(h *host.Host, p *plan.Plan) []string {
 	for _, e := range p.NAPI {
 		seen[e.Device] = true
 	}
-	var out []string
-	for d := range seen {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // A device without IRQs (veth) gets no IRQ wording in any policy's reasons:
@@ -294,10 +278,7 @@ func TestReasonsFitDevicesWithoutIRQs(t *testing.T) {
 		return strings.Contains(strings.ReplaceAll(s, "has no IRQ", ""), "IRQ")
 	}
 	for _, pol := range []string{"per-queue", "colocate", "rps-spread", "efficiency", "latency"} {
-		p, err := Make(pol, h, Options{Devices: []string{"vth0"}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := mustMake(t, pol, h, Options{Devices: []string{"vth0"}})
 		var reasons []string
 		for _, e := range p.RxQueues {
 			reasons = append(reasons, e.Reason)
@@ -344,10 +325,7 @@ func TestEfficiencyReadsCurrentValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Make("efficiency", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "efficiency", h, Options{})
 	got, err := plan.Resolve(p, h)
 	if err != nil {
 		t.Fatal(err)
@@ -381,10 +359,7 @@ func TestLatencyNotesFromProbe(t *testing.T) {
 	h := plantest.WithNAPI(t)
 	no := false
 	h.NAPISet = &no
-	p, err := Make("latency", h, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustMake(t, "latency", h, Options{})
 	notes := strings.Join(p.Notes, "\n")
 	if !strings.Contains(notes, "no IRQ suspension for ens10f0: this kernel's netdev netlink family has no napi-set operation") {
 		t.Errorf("notes %q", notes)

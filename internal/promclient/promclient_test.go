@@ -7,37 +7,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// endless serves the start of a Prometheus answer and then one JSON
-// string without end, counting what it wrote, until the client goes away.
-func endless(t *testing.T, wrote *atomic.Int64, done chan<- error) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		chunk := []byte(strings.Repeat("x", 64<<10))
-		n, err := io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pad":"`)
-		wrote.Add(int64(n))
-		for err == nil {
-			n, err = w.Write(chunk)
-			wrote.Add(int64(n))
-		}
-		done <- err
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
+	"github.com/irqpilot/irqpilot/internal/promclient/promtest"
+)
 
 // An answer that never ends fails at the size limit with an error that
 // names it, and the client stops reading: the server's writes fail after
 // the limit and at most the sockets' buffers more.
 func TestEndlessAnswerStopsAtLimit(t *testing.T) {
-	var wrote atomic.Int64
-	done := make(chan error, 1)
-	srv := endless(t, &wrote, done)
+	srv := promtest.NewEndless(t)
 	const limit = 1 << 20
 	api, err := New(srv.URL, Limits{MaxBytes: limit}, nil)
 	if err != nil {
@@ -50,16 +30,7 @@ func TestEndlessAnswerStopsAtLimit(t *testing.T) {
 	if !errors.As(err, &tl) || tl.Limit != limit || !strings.Contains(err.Error(), "limit of 1 MiB") {
 		t.Fatalf("endless answer: %v; want a TooLargeError naming 1 MiB", err)
 	}
-	select {
-	case werr := <-done:
-		t.Logf("server stopped after %d bytes: %v", wrote.Load(), werr)
-	case <-ctx.Done():
-		t.Fatalf("server still writing after %d bytes: the client did not hang up", wrote.Load())
-	}
-	// The loopback sockets buffer a few MiB at most.
-	if w := wrote.Load(); w > limit+32<<20 {
-		t.Errorf("server wrote %d bytes before its writes failed; want at most the limit and the sockets' buffers", w)
-	}
+	srv.CheckStopped(t, ctx, limit)
 }
 
 // An answer that trickles fails at the time limit with an error that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/xml"
+	"fmt"
 	"html"
 	"image"
 	"image/color"
@@ -228,12 +229,7 @@ func TestImages(t *testing.T) {
 	if paths < 100 {
 		t.Errorf("svg has %d paths", paths)
 	}
-	joined := strings.Join(texts, "|")
-	for _, want := range []string{"alpha", "beta", "Per-core utilisation", "virtio1-req.0", "alpha cpu0", "beta cpu1"} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("svg text lacks %q (%d bytes)", want, len(svgText))
-		}
-	}
+	textHas(t, fmt.Sprintf("svg text (%d bytes)", len(svgText)), strings.Join(texts, "|"), "alpha", "beta", "Per-core utilisation", "virtio1-req.0", "alpha cpu0", "beta cpu1")
 }
 
 func TestHTMLSelfContained(t *testing.T) {
@@ -269,11 +265,7 @@ func TestHTMLSelfContained(t *testing.T) {
 		}
 	}
 	// Only two IRQs average 10/s or more; the 2–9/s ones are not drawn.
-	for _, want := range []string{"<td>alpha</td>", "<td>beta</td>", "Top 2 IRQs", "Interrupts per CPU by device and queue", "NET_RX softirqs per second per CPU"} {
-		if !strings.Contains(page, want) {
-			t.Errorf("HTML lacks %q", want)
-		}
-	}
+	textHas(t, "HTML", page, "<td>alpha</td>", "<td>beta</td>", "Top 2 IRQs", "Interrupts per CPU by device and queue", "NET_RX softirqs per second per CPU")
 }
 
 func TestFormatOf(t *testing.T) {

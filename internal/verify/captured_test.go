@@ -66,6 +66,35 @@ func capturedWindow(t *testing.T, dir string, h *host.Host) (Measurement, *load.
 	return m, l
 }
 
+// capture is a captured change: the host it was made on and the windows
+// measured before and after it.
+type capture struct {
+	h             *host.Host
+	before, after Measurement
+	// l is the load of the window before, which predictions start from.
+	l *load.Load
+}
+
+// loadCapture measures the before and after windows kept in dir.
+func loadCapture(t *testing.T, dir string) capture {
+	t.Helper()
+	c := capture{h: captureHost(t, dir)}
+	c.before, c.l = capturedWindow(t, filepath.Join(dir, "before"), c.h)
+	c.after, _ = capturedWindow(t, filepath.Join(dir, "after"), c.h)
+	return c
+}
+
+// predictPlanFile predicts the plan kept in dir/plan.yaml from the window
+// before the change.
+func (c capture) predictPlanFile(t *testing.T, dir string) *plan.Prediction {
+	t.Helper()
+	p, err := plan.LoadFile(filepath.Join(dir, "plan.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy.Predict(c.h, c.l, p, nil)
+}
+
 // recvDevice is the capture's receiving veth: the one network device of
 // its namespace besides loopback.
 func recvDevice(t *testing.T, h *host.Host) string {
@@ -96,9 +125,8 @@ func rpsMove(dev string) *plan.Plan {
 // not worse (every figure moved the predicted way), and within a
 // tolerance of 15 points it is confirmed.
 func TestCapturedRPSMoveOnSaturatedMachine(t *testing.T) {
-	h := captureHost(t, rpsCapture)
-	before, l := capturedWindow(t, filepath.Join(rpsCapture, "before"), h)
-	after, _ := capturedWindow(t, filepath.Join(rpsCapture, "after"), h)
+	c := loadCapture(t, rpsCapture)
+	h, before, after, l := c.h, c.before, c.after, c.l
 	if before.Source != load.CostCounts || before.Seconds < 2 {
 		t.Fatalf("window %+v", before)
 	}
@@ -139,9 +167,8 @@ func TestCapturedRPSMoveOnSaturatedMachine(t *testing.T) {
 // window of another workload (the UDP loopback capture of internal/load,
 // at a very different packet rate) is inconclusive.
 func TestCapturedVerdicts(t *testing.T) {
-	h := captureHost(t, rpsCapture)
-	before, l := capturedWindow(t, filepath.Join(rpsCapture, "before"), h)
-	after, _ := capturedWindow(t, filepath.Join(rpsCapture, "after"), h)
+	c := loadCapture(t, rpsCapture)
+	h, before, after, l := c.h, c.before, c.after, c.l
 	move := policy.Predict(h, l, rpsMove(recvDevice(t, h)), nil)
 
 	turned := clonePrediction(move)
@@ -149,14 +176,10 @@ func TestCapturedVerdicts(t *testing.T) {
 		c := &turned.CPUs[i]
 		c.PredictedBusy, c.PredictedIRQ = c.BeforeBusy-(c.PredictedBusy-c.BeforeBusy), math.Max(0, c.BeforeIRQ-(c.PredictedIRQ-c.BeforeIRQ))
 	}
-	if r := Judge(turned, before, after, Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "moved the wrong way") {
-		t.Errorf("turned around: %s (%s)", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "turned around", turned, before, after, Worse, "moved the wrong way")
 
 	nothing := policy.Predict(h, l, &plan.Plan{}, nil)
-	if r := Judge(nothing, before, after, Options{}); r.Verdict != Missed || !strings.Contains(r.Reason, "every figure moved the predicted way") {
-		t.Errorf("nothing moves: %s (%s)", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "nothing moves", nothing, before, after, Missed, "every figure moved the predicted way")
 
 	if r := Judge(nothing, before, before, Options{}); r.Verdict != Confirmed || r.MaxBusyError != 0 || r.MaxIRQError != 0 {
 		t.Errorf("A/A: %s (%s), errors %.1f %.1f", r.Verdict, r.Reason, r.MaxBusyError, r.MaxIRQError)
@@ -174,9 +197,8 @@ func TestCapturedVerdicts(t *testing.T) {
 // the measured before gives ('verify --journal' later, 'apply --verify' at
 // once).
 func TestCapturedFromPrediction(t *testing.T) {
-	h := captureHost(t, rpsCapture)
-	before, l := capturedWindow(t, filepath.Join(rpsCapture, "before"), h)
-	after, _ := capturedWindow(t, filepath.Join(rpsCapture, "after"), h)
+	c := loadCapture(t, rpsCapture)
+	h, before, after, l := c.h, c.before, c.after, c.l
 	pred := policy.Predict(h, l, rpsMove(recvDevice(t, h)), nil)
 	if ok, why := Agrees(pred, before, Options{}); !ok {
 		t.Fatalf("the prediction does not describe the window it was made from: %s", why)
@@ -227,14 +249,9 @@ func clonePrediction(p *plan.Prediction) *plan.Prediction {
 // from CPU 3 to CPU 2.
 func TestCapturedPerQueueOnGuest(t *testing.T) {
 	const dir = "testdata/virtio-perqueue"
-	h := captureHost(t, dir)
-	before, l := capturedWindow(t, filepath.Join(dir, "before"), h)
-	after, _ := capturedWindow(t, filepath.Join(dir, "after"), h)
-	p, err := plan.LoadFile(filepath.Join(dir, "plan.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pred := policy.Predict(h, l, p, nil)
+	c := loadCapture(t, dir)
+	before, after := c.before, c.after
+	pred := c.predictPlanFile(t, dir)
 	r := Judge(pred, before, after, Options{})
 	if r.Verdict != Confirmed || len(r.CPUs) != 4 {
 		t.Fatalf("verdict %s (%s) over %d CPUs, want confirmed over 4", r.Verdict, r.Reason, len(r.CPUs))
@@ -268,29 +285,17 @@ func TestCapturedPerQueueOnGuest(t *testing.T) {
 // why; without the queues' counts it was missed.
 func TestCapturedQueuesMovedOnGuest(t *testing.T) {
 	const dir = "testdata/virtio-perqueue-move"
-	h := captureHost(t, dir)
-	before, l := capturedWindow(t, filepath.Join(dir, "before"), h)
-	after, _ := capturedWindow(t, filepath.Join(dir, "after"), h)
-	p, err := plan.LoadFile(filepath.Join(dir, "plan.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pred := policy.Predict(h, l, p, nil)
+	c := loadCapture(t, dir)
+	before, after := c.before, c.after
+	pred := c.predictPlanFile(t, dir)
 	b, a := before.QueueShares["eth0"], after.QueueShares["eth0"]
 	if len(b) != 2 || len(a) != 2 || b[0] < 0.6 || a[0] > 0.25 {
 		t.Fatalf("eth0's queue shares %v before, %v after: not the captured move", b, a)
 	}
-	r := Judge(pred, before, after, Options{})
-	if r.Verdict != Inconclusive || !strings.Contains(r.Reason, "the traffic moved between eth0's queues (queue 0 took 69 % of its packets before the change, 17 % after)") {
-		t.Errorf("verdict %s (%s), want inconclusive: the traffic moved between the queues", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "queues moved", pred, before, after, Inconclusive, "the traffic moved between eth0's queues (queue 0 took 69 % of its packets before the change, 17 % after)")
 	// verify --journal judges later from the prediction the journal kept:
 	// it keeps the queues' shares, so the verdict is the same.
-	if k := Judge(pred, FromPrediction(pred), after, Options{}); k.Verdict != Inconclusive || !strings.Contains(k.Reason, "eth0's queues") {
-		t.Errorf("from the kept prediction: %s (%s), want inconclusive: the traffic moved between the queues", k.Verdict, k.Reason)
-	}
+	judgeWant(t, "from the kept prediction", pred, FromPrediction(pred), after, Inconclusive, "eth0's queues")
 	before.QueueShares, after.QueueShares = nil, nil
-	if r := Judge(pred, before, after, Options{}); r.Verdict != Missed {
-		t.Errorf("without the queues' counts: %s (%s), want missed", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "without the queues' counts", pred, before, after, Missed, "")
 }

@@ -9,8 +9,9 @@ package verify
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/irqpilot/irqpilot/internal/diagnose"
@@ -165,7 +166,7 @@ func Judge(pred *plan.Prediction, before, after Measurement, o Options) Result {
 	r := Result{Tolerance: tol, TrafficTolerance: ttol, TrafficBefore: round1(before.Traffic), TrafficAfter: round1(after.Traffic), Source: after.Source}
 	var wrong, overloaded, missed, full []string
 	var n float64
-	for _, c := range sortedCPUs(after.CPUs) {
+	for _, c := range slices.Sorted(maps.Keys(after.CPUs)) {
 		p := pred.CPU(c)
 		b, okB := before.CPUs[c]
 		if p == nil || !okB {
@@ -310,27 +311,18 @@ func trafficChanged(before, after Measurement, tol float64) string {
 // device's shares, so packets that moved between any NIC's queues (and so
 // between its IRQs' CPUs) move interrupt time the prediction does not.
 func queuesMoved(before, after Measurement, tol float64) string {
-	for _, dev := range sortedKeys(before.QueueShares) {
+	for _, dev := range slices.Sorted(maps.Keys(before.QueueShares)) {
 		b, a := before.QueueShares[dev], after.QueueShares[dev]
 		if a == nil {
 			continue
 		}
-		for _, q := range sortedCPUs(b) {
+		for _, q := range slices.Sorted(maps.Keys(b)) {
 			if x, ok := a[q]; ok && math.Abs(x-b[q]) > tol {
 				return fmt.Sprintf("the traffic moved between %s's queues (queue %d took %.0f %% of its packets before the change, %.0f %% after)", dev, q, 100*b[q], 100*x)
 			}
 		}
 	}
 	return ""
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // FromPrediction is the measurement a prediction was made from, as far as
@@ -353,7 +345,7 @@ func FromPrediction(p *plan.Prediction) Measurement {
 func Agrees(pred *plan.Prediction, before Measurement, o Options) (bool, string) {
 	tol := o.tol()
 	var off []string
-	for _, c := range sortedCPUs(before.CPUs) {
+	for _, c := range slices.Sorted(maps.Keys(before.CPUs)) {
 		p := pred.CPU(c)
 		if p == nil {
 			off = append(off, fmt.Sprintf("CPU %d not in the prediction", c))
@@ -369,15 +361,6 @@ func Agrees(pred *plan.Prediction, before Measurement, o Options) (bool, string)
 		return false, strings.Join(off, ", ")
 	}
 	return true, ""
-}
-
-func sortedCPUs[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
-	for c := range m {
-		out = append(out, c)
-	}
-	sort.Ints(out)
-	return out
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

@@ -25,6 +25,17 @@ func window(traffic float64, figs ...Figures) Measurement {
 
 var before = window(50000, Figures{70, 60}, Figures{10, 0})
 
+// judgeWant judges pred against the windows and reports an error, naming
+// what, unless the verdict is want with a reason that holds reason.
+func judgeWant(t *testing.T, what string, pred *plan.Prediction, before, after Measurement, want Verdict, reason string) Result {
+	t.Helper()
+	r := Judge(pred, before, after, Options{})
+	if r.Verdict != want || !strings.Contains(r.Reason, reason) {
+		t.Errorf("%s: verdict %s (%s), want %s with %q", what, r.Verdict, r.Reason, want, reason)
+	}
+	return r
+}
+
 func TestJudgeVerdicts(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -41,10 +52,7 @@ func TestJudgeVerdicts(t *testing.T) {
 		{"the workload doubled", window(100000, Figures{40, 30}, Figures{80, 70}), Inconclusive, "the workload changed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Judge(rpsPred, before, tc.after, Options{})
-			if r.Verdict != tc.want || !strings.Contains(r.Reason, tc.reason) {
-				t.Errorf("verdict %s (%s), want %s with %q", r.Verdict, r.Reason, tc.want, tc.reason)
-			}
+			r := judgeWant(t, tc.name, rpsPred, before, tc.after, tc.want, tc.reason)
 			if len(r.CPUs) != 2 {
 				t.Fatalf("rows %+v", r.CPUs)
 			}
@@ -75,12 +83,8 @@ func TestJudgeNoiseWidens(t *testing.T) {
 	noisy := window(50000, Figures{70, 60}, Figures{10, 0})
 	noisy.Noise[0] = Figures{Busy: 12, IRQ: 12}
 	after := window(50000, Figures{45, 36}, Figures{48, 40})
-	if r := Judge(rpsPred, before, after, Options{}); r.Verdict != Missed {
-		t.Fatalf("quiet before: %s (%s)", r.Verdict, r.Reason)
-	}
-	if r := Judge(rpsPred, noisy, after, Options{}); r.Verdict != Confirmed {
-		t.Fatalf("noisy before: %s (%s)", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "quiet before", rpsPred, before, after, Missed, "")
+	judgeWant(t, "noisy before", rpsPred, noisy, after, Confirmed, "")
 }
 
 // A workload that changed while it was measured before the change gives
@@ -88,10 +92,7 @@ func TestJudgeNoiseWidens(t *testing.T) {
 func TestJudgeUnsteadyBefore(t *testing.T) {
 	b := before
 	b.TrafficHalves = [2]float64{60000, 40000}
-	r := Judge(rpsPred, b, window(50000, Figures{28, 18}, Figures{49, 40}), Options{})
-	if r.Verdict != Inconclusive || !strings.Contains(r.Reason, "while it was measured before") {
-		t.Fatalf("%s (%s)", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "unsteady before", rpsPred, b, window(50000, Figures{28, 18}, Figures{49, 40}), Inconclusive, "while it was measured before")
 }
 
 func TestAgrees(t *testing.T) {
@@ -112,10 +113,7 @@ func TestJudgeSaturatedCPU(t *testing.T) {
 		{CPU: 1, BeforeBusy: 60, PredictedBusy: 40, BeforeIRQ: 30, PredictedIRQ: 10},
 	}}
 	b := window(50000, Figures{99, 10}, Figures{60, 30})
-	r := Judge(pred, b, window(50000, Figures{102, 31}, Figures{41, 11}), Options{})
-	if r.Verdict != Confirmed {
-		t.Errorf("verdict %s (%s), want confirmed", r.Verdict, r.Reason)
-	}
+	r := judgeWant(t, "full before and after", pred, b, window(50000, Figures{102, 31}, Figures{41, 11}), Confirmed, "")
 	if c0 := r.CPUs[0]; c0.BusyError != 2 || c0.PredictedBusy != 119 {
 		t.Errorf("CPU 0 row %+v: want the error against a full CPU (2) and the model's 119 kept", c0)
 	}
@@ -127,9 +125,7 @@ func TestJudgeSaturatedCPU(t *testing.T) {
 	if r := Judge(pred, b, window(50000, Figures{88, 0}, Figures{41, 11}), Options{}); r.Verdict == Worse {
 		t.Errorf("96 %% → 88 %% busy, predicted 134 %%: verdict %s (%s), want no wrong way", r.Verdict, r.Reason)
 	}
-	if r := Judge(pred, b, window(50000, Figures{62, 0}, Figures{41, 11}), Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "CPU 0 busy") {
-		t.Errorf("96 %% → 62 %% busy, predicted 134 %%: verdict %s (%s), want worse for CPU 0", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "96 % → 62 % busy, predicted 134 %", pred, b, window(50000, Figures{62, 0}, Figures{41, 11}), Worse, "CPU 0 busy")
 }
 
 // A CPU full before and after, predicted relief, was refilled by work
@@ -142,15 +138,10 @@ func TestJudgeRefilledCPUIsMissedNotWorse(t *testing.T) {
 		{CPU: 1, BeforeBusy: 0.8, PredictedBusy: 39.7, BeforeIRQ: 0, PredictedIRQ: 38},
 	}}
 	b := window(50000, Figures{96.3, 38.6}, Figures{0.8, 0})
-	r := Judge(pred, b, window(52000, Figures{100, 26.8}, Figures{38.6, 36.9}), Options{})
-	if r.Verdict != Missed || !strings.Contains(r.Reason, "busy time of CPU 0, which stayed full") {
-		t.Errorf("CPU 0 96 %% → 100 %% busy (predicted 62 %%), interrupts 38.6 → 26.8 (predicted 1.6): verdict %s (%s), want missed for CPU 0", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "CPU 0 96 % → 100 % busy (predicted 62 %), interrupts 38.6 → 26.8 (predicted 1.6)", pred, b, window(52000, Figures{100, 26.8}, Figures{38.6, 36.9}), Missed, "busy time of CPU 0, which stayed full")
 	pred.CPUs[0] = plan.CPUPrediction{CPU: 0, BeforeBusy: 60, PredictedBusy: 30, BeforeIRQ: 30, PredictedIRQ: 5}
 	b = window(50000, Figures{60, 30}, Figures{0.8, 0})
-	if r := Judge(pred, b, window(50000, Figures{75, 20}, Figures{38.6, 25}), Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "CPU 0 busy") {
-		t.Errorf("CPU 0 60 %% → 75 %% busy against a predicted 30 %%: verdict %s (%s), want worse", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "CPU 0 60 % → 75 % busy against a predicted 30 %", pred, b, window(50000, Figures{75, 20}, Figures{38.6, 25}), Worse, "CPU 0 busy")
 }
 
 // The headroom rule judges the CPUs the plan gives work: a plan of no
@@ -164,9 +155,7 @@ func TestJudgeHeadroomOnlyForCPUsGivenWork(t *testing.T) {
 	}}
 	b := window(141000, Figures{93.5, 23.9}, Figures{79.5, 17.3})
 	after := window(143000, Figures{96.3, 23.3}, Figures{83.9, 17.5})
-	if r := Judge(none, b, after, Options{}); r.Verdict != Confirmed {
-		t.Errorf("no change predicted, CPU 1 79.5 %% → 83.9 %%: verdict %s (%s), want confirmed", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "no change predicted, CPU 1 79.5 % → 83.9 %", none, b, after, Confirmed, "")
 	// Work is read from the prediction's own figures: made when CPU 1 was
 	// 70 % busy, it gives CPU 1 five points, though 75 % is under the
 	// 79.5 % measured just before the change.
@@ -174,9 +163,7 @@ func TestJudgeHeadroomOnlyForCPUsGivenWork(t *testing.T) {
 		{CPU: 0, BeforeBusy: 93.5, PredictedBusy: 88, BeforeIRQ: 23.9, PredictedIRQ: 18.4},
 		{CPU: 1, BeforeBusy: 70, PredictedBusy: 75, BeforeIRQ: 17.3, PredictedIRQ: 22.8},
 	}}
-	if r := Judge(given, b, after, Options{}); r.Verdict != Worse || !strings.Contains(r.Reason, "headroom rule: CPU 1 80% → 84% busy") {
-		t.Errorf("work predicted onto CPU 1, 79.5 %% → 83.9 %%: verdict %s (%s), want worse for the headroom rule", r.Verdict, r.Reason)
-	}
+	judgeWant(t, "work predicted onto CPU 1, 79.5 % → 83.9 %", given, b, after, Worse, "headroom rule: CPU 1 80% → 84% busy")
 }
 
 // Traffic that moved between a device's queues makes the measurement
@@ -200,8 +187,6 @@ func TestJudgeQueuesMoved(t *testing.T) {
 		{"held", withShares(window(50000, Figures{50, 40}, Figures{30, 20}), 0.6), Missed, "off by more than 10 points"},
 		{"not counted after", window(50000, Figures{50, 40}, Figures{30, 20}), Missed, "off by more than 10 points"},
 	} {
-		if r := Judge(rpsPred, b, tc.after, Options{}); r.Verdict != tc.want || !strings.Contains(r.Reason, tc.reason) {
-			t.Errorf("%s: verdict %s (%s), want %s with %q", tc.name, r.Verdict, r.Reason, tc.want, tc.reason)
-		}
+		judgeWant(t, tc.name, rpsPred, b, tc.after, tc.want, tc.reason)
 	}
 }

@@ -20,25 +20,35 @@ const Fixtures = "../../../shared/fixtures/"
 // directory tree).
 func ReadSnapshot(t testing.TB, name string) *host.Host {
 	t.Helper()
-	var fs *kernel.FS
+	var h *host.Host
 	if strings.HasSuffix(name, "gz") {
-		f, done, err := kernel.OpenSnapshot(Fixtures + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(done)
-		fs = f
+		_, h = OpenSnapshot(t, Fixtures+name)
 	} else {
-		fs = kernel.New(Fixtures + name)
-	}
-	h, err := host.Read(fs, host.Options{})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+		var err error
+		if h, err = host.Read(kernel.New(Fixtures+name), host.Options{}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
 	if len(h.CPUs) == 0 || len(h.IRQs) == 0 {
 		t.Fatalf("%s: host has %d CPUs and %d IRQs; the readers returned nothing", name, len(h.CPUs), len(h.IRQs))
 	}
 	return h
+}
+
+// OpenSnapshot opens the snapshot file at path for the length of the test
+// and reads its host.
+func OpenSnapshot(t testing.TB, path string) (*kernel.FS, *host.Host) {
+	t.Helper()
+	fs, done, err := kernel.OpenSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	h, err := host.Read(fs, host.Options{})
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return fs, h
 }
 
 // GenHost writes a hostgen tree for spec and reads it back.

@@ -11,13 +11,13 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/irqpilot/irqpilot/internal/promclient/promtest"
 	"github.com/irqpilot/irqpilot/internal/report"
 	"github.com/irqpilot/irqpilot/internal/report/promsource"
 )
@@ -216,20 +216,7 @@ func TestHelpers(t *testing.T) {
 // start failing after the limit and the loopback sockets' buffers, so
 // the report never held more than that.
 func TestFetchEndlessAnswerBounded(t *testing.T) {
-	var wrote atomic.Int64
-	done := make(chan error, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		chunk := []byte(strings.Repeat("x", 64<<10))
-		n, err := io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pad":"`)
-		wrote.Add(int64(n))
-		for err == nil {
-			n, err = w.Write(chunk)
-			wrote.Add(int64(n))
-		}
-		done <- err
-	}))
-	defer srv.Close()
+	srv := promtest.NewEndless(t)
 	const limit = 2 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -237,14 +224,7 @@ func TestFetchEndlessAnswerBounded(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "limit of 2 MiB") || !strings.Contains(err.Error(), "--max-answer") {
 		t.Fatalf("endless answer: %v; want an error naming the 2 MiB limit and --max-answer", err)
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatalf("server still writing after %d bytes: the report did not hang up", wrote.Load())
-	}
-	if w := wrote.Load(); w > limit+32<<20 {
-		t.Errorf("server wrote %d bytes before its writes failed; want at most the limit and the sockets' buffers", w)
-	}
+	srv.CheckStopped(t, ctx, limit)
 }
 
 // A server that sends part of an answer and then nothing fails at the
