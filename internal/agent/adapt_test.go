@@ -23,6 +23,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/load"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
+	"github.com/irqpilot/irqpilot/internal/program"
 )
 
 func obs(busiest, drops float64, ids ...string) Observation {
@@ -339,10 +340,10 @@ func groupMembers(t *testing.T, pgid string) []string {
 func TestMetricCommandOutputCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := runMetricCommand(ctx, "head -c 1000000 /dev/zero | tr '\\0' 1"); err == nil || !strings.Contains(err.Error(), "printed more than") {
+	if _, err := runMetricCommand(ctx, program.Exec{}, "head -c 1000000 /dev/zero | tr '\\0' 1"); err == nil || !strings.Contains(err.Error(), "printed more than") {
 		t.Errorf("a megabyte of output: %v", err)
 	}
-	out, err := runMetricCommand(ctx, "echo 42")
+	out, err := runMetricCommand(ctx, program.Exec{}, "echo 42")
 	if err != nil || strings.TrimSpace(string(out)) != "42" {
 		t.Errorf("echo 42: %q %v", out, err)
 	}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/common/model"
 
+	"github.com/irqpilot/irqpilot/internal/program"
 	"github.com/irqpilot/irqpilot/internal/promclient"
 )
 
@@ -38,8 +37,13 @@ func (c *capped) Write(p []byte) (int, error) {
 
 // runMetricCommand runs the command and returns its standard output, at
 // most maxMetricOutput bytes of it.
-func runMetricCommand(ctx context.Context, command string) ([]byte, error) {
-	cmd := metricCommand(ctx, command)
+//
+// It runs in /bin/sh through the machine's runner (program.Exec: a process
+// group of its own, killed whole when ctx ends, so a child the shell left
+// behind, "sleep 15; echo 5", cannot hold the output pipe open and keep the
+// agent, its lock and `irqpilot status` waiting).
+func runMetricCommand(ctx context.Context, r program.Runner, command string) ([]byte, error) {
+	cmd := r.Command(ctx, "/bin/sh", "-c", command)
 	out := &capped{}
 	cmd.Stdout = out
 	if err := cmd.Run(); err != nil {
@@ -49,26 +53,6 @@ func runMetricCommand(ctx context.Context, command string) ([]byte, error) {
 		return nil, fmt.Errorf("printed more than %d bytes; want one number", maxMetricOutput)
 	}
 	return out.b, nil
-}
-
-// metricWaitDelay bounds how long the agent waits for the command's output
-// pipe after the command was killed.
-const metricWaitDelay = time.Second
-
-// metricCommand is --adapt-metric-command run by /bin/sh in a process group
-// of its own. When ctx ends the whole group is killed, not only the shell:
-// a child the shell left behind ("sleep 15; echo 5") would otherwise hold
-// the output pipe open and keep the agent (and its lock, and `irqpilot
-// status`) waiting until it exits. WaitDelay stops waiting for the pipe
-// even if something escaped the group.
-func metricCommand(ctx context.Context, command string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.WaitDelay = metricWaitDelay
-	return cmd
 }
 
 // maxPromAnswer bounds the Prometheus answer the agent reads: one sample
@@ -130,7 +114,7 @@ func (ag *Agent) userMetric() (float64, error) {
 	defer cancel()
 	switch {
 	case o.MetricCommand != "":
-		out, err := runMetricCommand(ctx, o.MetricCommand)
+		out, err := runMetricCommand(ctx, ag.o.FS.Programs(), o.MetricCommand)
 		if err != nil {
 			return 0, fmt.Errorf("metric command %q: %w", o.MetricCommand, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/host"
 	"github.com/irqpilot/irqpilot/internal/plan"
 	"github.com/irqpilot/irqpilot/internal/policy"
+	"github.com/irqpilot/irqpilot/internal/program"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -45,9 +46,10 @@ type Setup struct {
 	Plan *plan.Plan `json:"-"`
 }
 
-// Placement is what the setup says about the workload's own processes.
-func (s *Setup) Placement() workload.Placement {
-	return workload.Placement{Config: s.Config, AppCPUs: s.AppCPUs, ClientCPUs: s.ClientCPUs, BusyPoll: s.BusyPoll}
+// Placement is what the setup says about the workload's own processes,
+// which programs start (the machine's: Runner.FS.Programs).
+func (s *Setup) Placement(programs program.Runner) workload.Placement {
+	return workload.Placement{Config: s.Config, AppCPUs: s.AppCPUs, ClientCPUs: s.ClientCPUs, BusyPoll: s.BusyPoll, Programs: programs}
 }
 
 // Configurator turns a configuration name into a Setup for a host.

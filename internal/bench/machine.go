@@ -6,10 +6,10 @@ package bench
 // journal, and the state of every file a setting kind may write.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -18,6 +18,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/bench/workload"
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/program"
 	"github.com/irqpilot/irqpilot/internal/setting"
 )
 
@@ -91,7 +92,7 @@ func (r *Runner) irqbalance() (func() error, error) {
 	for _, n := range r.scope.ForeignIRQs(r.h) {
 		args = append(args, "--banirq="+strconv.Itoa(n))
 	}
-	out, err := exec.Command("irqbalance", args...).CombinedOutput()
+	out, err := r.FS.Programs().Command(context.Background(), "irqbalance", args...).CombinedOutput()
 	after, aerr := irqAffinities(r.FS)
 	if aerr != nil {
 		return nil, aerr
@@ -138,7 +139,7 @@ func (r *Runner) irqbalance() (func() error, error) {
 		return nil, fmt.Errorf("restore after irqbalance: %w", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("irqbalance --oneshot: %v: %s", err, workload.Tail(out, 300))
+		return nil, fmt.Errorf("irqbalance --oneshot: %v: %s", err, program.Tail(out, 300))
 	}
 	r.progress("irqbalance --oneshot moved %d IRQs", len(its))
 	if len(its) == 0 {

@@ -170,9 +170,9 @@ func (r *Runner) predictOne(ctx context.Context, pol string, o PredictionOptions
 	go func() {
 		var werr error
 		if wl, ok := r.Workload.(workload.Windowed); ok {
-			_, werr = wl.RunWindow(wctx, total, base.Placement(), workload.Window{On: on})
+			_, werr = wl.RunWindow(wctx, total, base.Placement(r.FS.Programs()), workload.Window{On: on})
 		} else {
-			_, werr = r.Workload.Run(wctx, total, base.Placement())
+			_, werr = r.Workload.Run(wctx, total, base.Placement(r.FS.Programs()))
 		}
 		done <- werr
 	}()

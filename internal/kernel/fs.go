@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/irqpilot/irqpilot/internal/program"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -59,6 +61,28 @@ type FS struct {
 	// snapWarnings: what unpacking the snapshot left out or changed
 	// (SnapshotWarnings).
 	snapWarnings []string
+
+	// programs starts the machine's programs (Programs); nil is
+	// program.Exec.
+	programs program.Runner
+}
+
+// Programs is how programs are started on the machine the FS is: this
+// machine's (program.Exec) unless the caller gave another with
+// SetPrograms. Library code starts processes only through it, as it reads
+// files only through the FS.
+func (f *FS) Programs() program.Runner {
+	if f.programs == nil {
+		return program.Exec{}
+	}
+	return f.programs
+}
+
+// SetPrograms makes r start the FS's programs (a program.Recorder in a
+// test). It returns f.
+func (f *FS) SetPrograms(r program.Runner) *FS {
+	f.programs = r
+	return f
 }
 
 // clean turns "proc/x", "/proc/x/" or "proc//x" into "/proc/x".

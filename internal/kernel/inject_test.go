@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/program"
 )
 
 // newAllowed are the directories whose Go files may build an FS with New
@@ -69,6 +71,47 @@ func allowedNew(dir string) bool {
 	return ok
 }
 
+// execAllowed are the directories whose Go files may start a process with
+// os/exec themselves, and why. Everywhere else a process is started through
+// the machine's runner (FS.Programs, package program), which the caller
+// chose: one way to start, kill and see them.
+var execAllowed = map[string]string{
+	"internal/program": "the runner itself",
+	"internal/lab": "the lab's harness on the host: QEMU, image builders and ssh, some of it interactive " +
+		"(it must stay in the terminal's process group, which the runner leaves)",
+	"internal/livetest": "test helpers: the tools a live test looks with (ip, ethtool) beside the code under test",
+}
+
+// TestProcessesInjected: outside execAllowed no non-test Go file calls
+// exec.Command or exec.CommandContext.
+func TestProcessesInjected(t *testing.T) {
+	moduleSources(t, func(dir string) bool { _, ok := execAllowed[dir]; return ok }, func(rel string, fset *token.FileSet, f *ast.File) {
+		name := ""
+		for _, im := range f.Imports {
+			if ip, _ := strconv.Unquote(im.Path.Value); ip == "os/exec" {
+				name = "exec"
+				if im.Name != nil {
+					name = im.Name.Name
+				}
+			}
+		}
+		if name == "" || name == "_" {
+			return
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || (sel.Sel.Name != "Command" && sel.Sel.Name != "CommandContext") {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == name {
+				t.Errorf("%s:%d starts a process itself (exec.%s); start it through the machine's runner (FS.Programs)",
+					rel, fset.Position(sel.Pos()).Line, sel.Sel.Name)
+			}
+			return true
+		})
+	})
+}
+
 // Sub roots a new FS at a directory of the machine behind f: the live
 // machine's /proc/PID/root is used as it is; below a tree, the directory is
 // the tree's.
@@ -83,5 +126,17 @@ func TestSub(t *testing.T) {
 	}
 	if s, err := sub.readString("proc/uptime"); err != nil || s != "1.00 2.00" {
 		t.Errorf("read below Sub: %q %v", s, err)
+	}
+}
+
+// Programs is this machine's runner unless the caller set another.
+func TestPrograms(t *testing.T) {
+	f := New(t.TempDir())
+	if _, ok := f.Programs().(program.Exec); !ok {
+		t.Errorf("default runner %T, want program.Exec", f.Programs())
+	}
+	rec := &program.Recorder{}
+	if got := f.SetPrograms(rec).Programs(); got != program.Runner(rec) {
+		t.Errorf("SetPrograms: runner %T", got)
 	}
 }

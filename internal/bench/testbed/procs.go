@@ -5,9 +5,9 @@ package testbed
 // and the start time must still match the record).
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,8 +16,12 @@ import (
 	"time"
 
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/program"
 	"golang.org/x/sys/unix"
 )
+
+// Programs starts the test bed's programs: its machine's (Options.FS).
+func (t *Testbed) Programs() program.Runner { return t.fs.Programs() }
 
 // start runs argv inside namespace ns (via ip netns exec, which execs, so
 // the PID is the server's), records it and waits until /proc/PID/comm is
@@ -28,7 +32,7 @@ import (
 // also gives the child a mount namespace whose /sys shows the namespace's
 // devices, which the holder's view (Root) is.
 func (t *Testbed) start(role, comm, ns string, env []string, argv ...string) (Proc, error) {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+	cmd := t.Programs().Command(context.Background(), "ip", append([]string{"netns", "exec", ns}, argv...)...)
 	cmd.Env = append(os.Environ(), env...)
 	log, err := os.Create(filepath.Join(t.Dir, role+".log"))
 	if err != nil {
@@ -36,8 +40,9 @@ func (t *Testbed) start(role, comm, ns string, env []string, argv ...string) (Pr
 	}
 	defer log.Close()
 	cmd.Stdout, cmd.Stderr = log, log
-	// Own process group: a Ctrl-C at the terminal reaches the harness, which
-	// then stops the servers in order.
+	// Own process group (program.Exec's, said again so that any runner
+	// keeps it): a Ctrl-C at the terminal reaches the harness, which then
+	// stops the servers in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return Proc{}, fmt.Errorf("start %s: %w", role, err)

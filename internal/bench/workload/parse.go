@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/irqpilot/irqpilot/internal/program"
 )
 
 // Result is what one workload run reports.
@@ -220,7 +222,7 @@ func (w *DBWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Res
 	argv := w.client(append([]string{"sysbench"}, w.sysbenchArgs("run",
 		"--threads="+strconv.Itoa(w.Opts.Connections), "--time="+secs, "--report-interval=0",
 		"--percentile=99", "--histogram=on")...)...)
-	out, err := runPinned(ctx, d, s.ClientCPUs, argv)
+	out, err := runPinned(ctx, s, d, s.ClientCPUs, argv)
 	if err != nil {
 		return Result{}, err
 	}
@@ -240,7 +242,7 @@ var (
 func ParseSysbench(out []byte) (Result, error) {
 	r := Result{Unit: "trx/s"}
 	if bytes.Contains(out, []byte("FATAL:")) {
-		return r, fmt.Errorf("sysbench failed: %s", Tail(out, 300))
+		return r, fmt.Errorf("sysbench failed: %s", program.Tail(out, 300))
 	}
 	m := sysbenchTPS.FindSubmatch(out)
 	if m == nil {

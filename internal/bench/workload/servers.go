@@ -16,6 +16,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/bench/testbed"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/program"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,12 +102,12 @@ func (w *DBWorkload) startServer() error {
 	data := filepath.Join(tb.Dir, "mysql-data")
 	// Inside the server namespace too: the bootstrap server listens on
 	// nothing, but should it, only there.
-	out, err := exec.Command("ip", "netns", "exec", tb.ServerNS, "mariadb-install-db", "--no-defaults",
+	if _, err := program.Output(context.Background(), tb.Programs(), "ip", "netns", "exec", tb.ServerNS, "mariadb-install-db", "--no-defaults",
 		"--datadir="+data, "--user=root", "--auth-root-authentication-method=socket",
-		"--skip-test-db", "--skip-name-resolve").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("mariadb-install-db: %v: %s", err, Tail(out, 400))
+		"--skip-test-db", "--skip-name-resolve"); err != nil {
+		return err
 	}
+	var err error
 	w.srv, err = tb.StartProgram("mariadbd", "mariadbd", 0, "mariadbd", "--no-defaults",
 		"--datadir="+data, "--user=root", "--socket="+w.sock(), "--pid-file="+filepath.Join(tb.Dir, "mysqld.pid"),
 		"--bind-address="+testbed.ServerAddr, "--port="+strconv.Itoa(mysqlPort), "--skip-name-resolve",
@@ -119,19 +120,19 @@ func (w *DBWorkload) startServer() error {
 	// usual 5 s.
 	if err := tb.WaitListen(mysqlPort, 60*time.Second); err != nil {
 		b, _ := os.ReadFile(filepath.Join(tb.Dir, "mariadbd.err"))
-		return fmt.Errorf("%w: %s", err, Tail(b, 400))
+		return fmt.Errorf("%w: %s", err, program.Tail(b, 400))
 	}
 	sql := "CREATE DATABASE sbtest; CREATE USER 'sbtest'@'" + testbed.ClientAddr + "' IDENTIFIED BY 'sbtest'; " +
 		"GRANT ALL ON sbtest.* TO 'sbtest'@'" + testbed.ClientAddr + "';"
-	if out, err := exec.Command("ip", "netns", "exec", tb.ServerNS, "mariadb", "--no-defaults", "--socket="+w.sock(),
-		"-uroot", "-e", sql).CombinedOutput(); err != nil {
-		return fmt.Errorf("create the sysbench user: %v: %s", err, Tail(out, 300))
+	if _, err := program.Output(context.Background(), tb.Programs(), "ip", "netns", "exec", tb.ServerNS, "mariadb", "--no-defaults", "--socket="+w.sock(),
+		"-uroot", "-e", sql); err != nil {
+		return fmt.Errorf("create the sysbench user: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	argv := w.client(append([]string{"sysbench"}, w.sysbenchArgs("prepare")...)...)
-	if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		return fmt.Errorf("sysbench prepare: %v: %s", err, Tail(out, 400))
+	if _, err := program.Output(ctx, tb.Programs(), argv...); err != nil {
+		return fmt.Errorf("sysbench prepare: %w", err)
 	}
 	return nil
 }
@@ -237,7 +238,7 @@ func (w *SockperfWorkload) Prepare() (AppInfo, error) {
 func (w *SockperfWorkload) waitUDP(timeout time.Duration) error {
 	if err := w.TB.WaitBound(sockperfPort, timeout); err != nil {
 		b, _ := os.ReadFile(filepath.Join(w.TB.Dir, "sockperf.log"))
-		return fmt.Errorf("sockperf server: %w: %s", err, Tail(b, 300))
+		return fmt.Errorf("sockperf server: %w: %s", err, program.Tail(b, 300))
 	}
 	return nil
 }
@@ -254,7 +255,7 @@ func (w *SockperfWorkload) Run(ctx context.Context, d time.Duration, s Placement
 		argv = append(argv, "--mps="+strconv.Itoa(w.Opts.Rate), "--reply-every="+strconv.Itoa(sockperfReplyEvery))
 	}
 	cpu0, err0 := procCPUNanos(w.Opts.Testbed.FS, w.srv.PID)
-	out, err := runPinned(ctx, d, s.ClientCPUs, argv)
+	out, err := runPinned(ctx, s, d, s.ClientCPUs, argv)
 	cpu1, err1 := procCPUNanos(w.Opts.Testbed.FS, w.srv.PID)
 	if err != nil {
 		return Result{}, err
@@ -324,11 +325,10 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 	}
 	w.file = f.Name()
 	f.Close()
-	out, err := exec.Command("fio", "--name=layout", "--filename="+w.file, "--size="+strconv.Itoa(w.SizeMB)+"M",
-		"--rw=write", "--bs=1M", "--create_only=0", "--end_fsync=1", "--output-format=terse").CombinedOutput()
-	if err != nil {
+	if _, err := program.Output(context.Background(), w.FS.Programs(), "fio", "--name=layout", "--filename="+w.file, "--size="+strconv.Itoa(w.SizeMB)+"M",
+		"--rw=write", "--bs=1M", "--create_only=0", "--end_fsync=1", "--output-format=terse"); err != nil {
 		os.Remove(w.file)
-		return AppInfo{}, fmt.Errorf("fio layout of %s: %v: %s", w.file, err, Tail(out, 300))
+		return AppInfo{}, fmt.Errorf("fio layout of %s: %w", w.file, err)
 	}
 	disk, err := DiskOf(w.FS, w.file)
 	if err != nil {
@@ -341,7 +341,7 @@ func (w *StorageWorkload) Prepare() (AppInfo, error) {
 // Run implements Workload.
 func (w *StorageWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
-	out, err := runPinned(ctx, d, s.AppCPUs, []string{"fio", "--name=randread", "--filename=" + w.file,
+	out, err := runPinned(ctx, s, d, s.AppCPUs, []string{"fio", "--name=randread", "--filename=" + w.file,
 		"--size=" + strconv.Itoa(w.SizeMB) + "M", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=" + w.Engine,
 		"--iodepth=" + strconv.Itoa(w.IODepth), "--runtime=" + secs, "--time_based", "--output-format=json"})
 	if err != nil {
@@ -388,7 +388,7 @@ func (w *CommandWorkload) Prepare() (AppInfo, error) {
 // Run implements Workload. The command should run about d by itself; it is
 // stopped after d plus 30 s.
 func (w *CommandWorkload) Run(ctx context.Context, d time.Duration, s Placement) (Result, error) {
-	out, err := runPinned(ctx, d, s.AppCPUs, w.Argv)
+	out, err := runPinned(ctx, s, d, s.AppCPUs, w.Argv)
 	if err != nil {
 		return Result{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/irqpilot/irqpilot/internal/program"
 	"golang.org/x/sys/unix"
 )
 
@@ -455,7 +456,7 @@ var udpLine = regexp.MustCompile(`(?m)^udp: (\d+) sends \((\d+) datagrams\) in (
 func ParseUDP(out []byte) (Result, error) {
 	m := udpLine.FindSubmatch(out)
 	if m == nil {
-		return Result{}, fmt.Errorf("udp sender output has no result line: %s", strings.TrimSpace(Tail(out, 200)))
+		return Result{}, fmt.Errorf("udp sender output has no result line: %s", strings.TrimSpace(program.Tail(out, 200)))
 	}
 	v, err := strconv.ParseFloat(string(m[6]), 64)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
 	"github.com/irqpilot/irqpilot/internal/load"
+	"github.com/irqpilot/irqpilot/internal/program"
 )
 
 // Workload is a server (or none) and a load generator.
@@ -52,6 +52,17 @@ type Placement struct {
 	// BusyPoll, when set, is how the udp workload's sink waits in this
 	// configuration (NetOptions.BusyPoll otherwise).
 	BusyPoll *BusyPoll
+	// Programs starts the load generator and the application: the
+	// machine's (kernel.FS.Programs); nil is program.Exec.
+	Programs program.Runner
+}
+
+// programs is s.Programs, program.Exec when unset.
+func (s Placement) programs() program.Runner {
+	if s.Programs == nil {
+		return program.Exec{}
+	}
+	return s.Programs
 }
 
 // AppInfo is what a configuration may place besides IRQs and queues.
@@ -259,7 +270,7 @@ func (w *NetWorkload) RunWindow(ctx context.Context, d time.Duration, s Placemen
 		parse = ParseWrk
 	}
 	marks := map[string]func(){udpTrafficOn: win.On, udpTrafficOff: win.Off}
-	out, err := runMarked(ctx, d, s.ClientCPUs, w.client(argv...), marks)
+	out, err := runMarked(ctx, s, d, s.ClientCPUs, w.client(argv...), marks)
 	if err != nil {
 		return Result{}, err
 	}
@@ -298,20 +309,20 @@ func (w *served) client(argv ...string) []string {
 
 // runPinned runs argv under taskset (when cpus is not empty) with a
 // deadline of d plus a margin, and returns its standard output and error.
-func runPinned(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []string) ([]byte, error) {
-	return runMarked(ctx, d, cpus, argv, nil)
+func runPinned(ctx context.Context, s Placement, d time.Duration, cpus cpuset.Set, argv []string) ([]byte, error) {
+	return runMarked(ctx, s, d, cpus, argv, nil)
 }
 
 // runMarked is runPinned that calls marks[line] when the program writes
 // that line to standard error (its output still holds the line). The
 // callbacks run before runMarked returns.
-func runMarked(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []string, marks map[string]func()) ([]byte, error) {
+func runMarked(ctx context.Context, s Placement, d time.Duration, cpus cpuset.Set, argv []string, marks map[string]func()) ([]byte, error) {
 	if !cpus.IsEmpty() {
 		argv = append([]string{"taskset", "-c", cpus.String()}, argv...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd := s.programs().Command(ctx, argv[0], argv[1:]...)
 	var buf syncBuffer
 	cmd.Stdout = &buf
 	cmd.Stderr = &buf
@@ -321,7 +332,7 @@ func runMarked(ctx context.Context, d time.Duration, cpus cpuset.Set, argv []str
 	err := cmd.Run()
 	out := buf.b.Bytes()
 	if err != nil {
-		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, Tail(out, 400))
+		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, program.Tail(out, 400))
 	}
 	return out, nil
 }
@@ -364,15 +375,6 @@ func (m *markWriter) Write(p []byte) (int, error) {
 		m.partial = m.partial[:0]
 	}
 	return m.out.Write(p)
-}
-
-// Tail is the last n bytes of a program's output, for an error message.
-func Tail(b []byte, n int) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > n {
-		s = "…" + s[len(s)-n:]
-	}
-	return s
 }
 
 // machineCPUs counts the online CPUs of fs's machine (the load

@@ -10,6 +10,7 @@ import (
 
 	"github.com/irqpilot/irqpilot/internal/cpuset"
 	"github.com/irqpilot/irqpilot/internal/kernel"
+	"github.com/irqpilot/irqpilot/internal/program"
 )
 
 // udpCapturedRate is the last field of testdata/udp-send.txt.
@@ -39,12 +40,17 @@ func TestRunMarkedCallsMarks(t *testing.T) {
 		udpTrafficOff: func() { got = append(got, "off") },
 	}
 	script := `printf 'udp-send: traf' >&2; sleep 0.1; printf 'fic on\n' >&2; echo result; echo '` + udpTrafficOff + `' >&2; echo 'udp-send: traffic on (not alone)' >&2`
-	out, err := runMarked(context.Background(), time.Second, cpuset.Set{}, []string{"sh", "-c", script}, marks)
+	rec := &program.Recorder{}
+	out, err := runMarked(context.Background(), Placement{Programs: rec}, time.Second, cpuset.Set{}, []string{"sh", "-c", script}, marks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(got, ",") != "on,off" {
 		t.Errorf("marks called: %v", got)
+	}
+	// Started through the placement's runner, not by os/exec directly.
+	if lines := rec.Lines(); len(lines) != 1 || lines[0][0] != "sh" {
+		t.Errorf("started through the runner: %v", lines)
 	}
 	for _, want := range []string{"result", udpTrafficOn, udpTrafficOff, "(not alone)"} {
 		if !strings.Contains(string(out), want) {
