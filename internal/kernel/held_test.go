@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 )
 
 // A held FS reads what a plain FS reads, sees a file rewritten in place
@@ -102,12 +104,7 @@ func TestHeldLive(t *testing.T) {
 		heldLiveChild(t)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CI runs as root)")
-	}
-	if testing.Short() {
-		t.Skip("live test; -short")
-	}
+	liveroot.Need(t)
 	var rb [3]byte
 	rand.Read(rb[:])
 	ns := "irqp-held-" + hex.EncodeToString(rb[:])

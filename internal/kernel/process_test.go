@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 	"golang.org/x/sys/unix"
 )
 
@@ -225,9 +226,7 @@ func TestSignal(t *testing.T) {
 // user's program called "irqbalance" is not it (irqpilot would stop and
 // signal it), the same program run by root is.
 func TestDaemonNotALookAlike(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (runs a process as nobody)")
-	}
+	liveroot.Need(t) // runs a process as nobody
 	dir, err := os.MkdirTemp("", "irqpilot-daemon-")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,9 +102,7 @@ func TestWriteFIFO(t *testing.T) {
 // a block device is refused. The nodes are made in a temporary directory
 // (root only), never the machine's own.
 func TestWriteDevices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("making device nodes needs root")
-	}
+	liveroot.Need(t) // making device nodes needs root
 	dir := t.TempDir()
 	null := filepath.Join(dir, "null")
 	if err := unix.Mknod(null, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
