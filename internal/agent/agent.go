@@ -149,7 +149,7 @@ type Agent struct {
 	// oldest first (pruneRepairs).
 	firstWriter    map[string]string
 	repairJournals []repairJournal
-	devs           devTrack // device incarnations, their journals (enforce.go)
+	devs           devTrack // device incarnations, their journals (refresh.go, journals.go)
 	needResolve    bool
 	linkEvents     bool // WatchLinks is delivering link events
 	// appearedLinks: links that appeared since the last link-triggered

@@ -2,7 +2,8 @@
 // from the policies distilled from the seed documents (dedicated-core,
 // per-queue, colocate, rps-spread; efficiency and latency for interrupt
 // mitigation) and from measured evidence (auto: the cost model in
-// model.go predicts each candidate's per-CPU load, the judge rejects what
+// model.go, model_rps.go and model_predict.go predicts each candidate's
+// per-CPU load, the judge rejects what
 // would move work onto a CPU without headroom, and a choice that a 10 %
 // disturbance of the measurement overturns is not made).
 //
