@@ -108,7 +108,7 @@ func captureTo(fs *kernel.FS, output string, probe bool, copts capture.Options) 
 	_, _ = load.NewSampler(fs).Sample()
 	// A snapshot's interval clock is its /proc/uptime (load.ClockUptime),
 	// which the sampler reads only below a root other than "/".
-	_, _ = fs.ReadFile("proc/uptime")
+	_, _ = fs.Uptime()
 	fs.StopRecording()
 
 	if output == "-" {
