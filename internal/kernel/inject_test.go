@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,30 +36,38 @@ func TestMachineInjected(t *testing.T) {
 	_, module := moduleRoot(t)
 	kernelPkg := module + "/internal/kernel"
 	moduleSources(t, allowedNew, func(rel string, fset *token.FileSet, f *ast.File) {
-		name := ""
-		for _, im := range f.Imports {
-			if ip, _ := strconv.Unquote(im.Path.Value); ip == kernelPkg {
-				name = "kernel"
-				if im.Name != nil {
-					name = im.Name.Name
-				}
-			}
+		for _, sel := range uses(f, kernelPkg, "kernel", "New") {
+			t.Errorf("%s:%d builds the machine itself (kernel.New); take a *kernel.FS from the caller (FS.Sub for another root of it)",
+				rel, fset.Position(sel.Pos()).Line)
 		}
-		if name == "" || name == "_" {
-			return
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "New" {
-				return true
-			}
-			if x, ok := sel.X.(*ast.Ident); ok && x.Name == name {
-				t.Errorf("%s:%d builds the machine itself (kernel.New); take a *kernel.FS from the caller (FS.Sub for another root of it)",
-					rel, fset.Position(sel.Pos()).Line)
-			}
-			return true
-		})
 	})
+}
+
+// uses are the selectors pkg.Name in f for each name given, where pkg is
+// the package imported from path (whose name is def unless renamed).
+func uses(f *ast.File, path, def string, names ...string) []*ast.SelectorExpr {
+	pkg := ""
+	for _, im := range f.Imports {
+		if ip, _ := strconv.Unquote(im.Path.Value); ip == path {
+			pkg = def
+			if im.Name != nil {
+				pkg = im.Name.Name
+			}
+		}
+	}
+	if pkg == "" || pkg == "_" {
+		return nil
+	}
+	var out []*ast.SelectorExpr
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && slices.Contains(names, sel.Sel.Name) {
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == pkg {
+				out = append(out, sel)
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // allowedNew reports whether Go files in dir may call New: dir is cmd or
@@ -86,29 +95,10 @@ var execAllowed = map[string]string{
 // exec.Command or exec.CommandContext.
 func TestProcessesInjected(t *testing.T) {
 	moduleSources(t, func(dir string) bool { _, ok := execAllowed[dir]; return ok }, func(rel string, fset *token.FileSet, f *ast.File) {
-		name := ""
-		for _, im := range f.Imports {
-			if ip, _ := strconv.Unquote(im.Path.Value); ip == "os/exec" {
-				name = "exec"
-				if im.Name != nil {
-					name = im.Name.Name
-				}
-			}
+		for _, sel := range uses(f, "os/exec", "exec", "Command", "CommandContext") {
+			t.Errorf("%s:%d starts a process itself (exec.%s); start it through the machine's runner (FS.Programs)",
+				rel, fset.Position(sel.Pos()).Line, sel.Sel.Name)
 		}
-		if name == "" || name == "_" {
-			return
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "Command" && sel.Sel.Name != "CommandContext") {
-				return true
-			}
-			if x, ok := sel.X.(*ast.Ident); ok && x.Name == name {
-				t.Errorf("%s:%d starts a process itself (exec.%s); start it through the machine's runner (FS.Programs)",
-					rel, fset.Position(sel.Pos()).Line, sel.Sel.Name)
-			}
-			return true
-		})
 	})
 }
 
