@@ -28,7 +28,7 @@ type applyOptions struct {
 	verify   verifyFlags
 	// ignoreAgent: apply even though an agent uses the state directory.
 	ignoreAgent bool
-	fs          *kernel.FS
+	input
 }
 
 // applyResult is what apply did: the outcome, the error it ended with
@@ -123,16 +123,19 @@ Exit status: 0 applied (or nothing to do) and, with --verify, confirmed;
 	return cmd
 }
 
-// complete takes the plan argument and the machine (--root) to change.
+// complete takes the plan argument and the machine to change (--root), or
+// with --dry-run also a capture to compare the plan with (--snapshot).
 func (o *applyOptions) complete(_ *cobra.Command, args []string) error {
 	o.planFile = args[0]
-	o.fs = kernel.New(o.g.root)
-	return nil
+	if o.g.snapshot != "" && !o.dryRun {
+		return nil // refused by validate, before anything is unpacked
+	}
+	return o.open(o.g)
 }
 
 func (o *applyOptions) validate() error {
-	if o.g.snapshot != "" {
-		return flagErrorf("--snapshot", "apply writes kernel settings; it cannot run on a --snapshot")
+	if o.g.snapshot != "" && !o.dryRun {
+		return flagErrorf("--snapshot", "apply writes kernel settings; on a --snapshot it runs only with --dry-run (what the plan would change on the captured machine)")
 	}
 	if err := o.verify.check(); err != nil {
 		return err
@@ -205,7 +208,7 @@ func (o *applyOptions) converge(errOut io.Writer) (*applyResult, error) {
 		meta.Prediction = ver.pred
 	}
 	res, err := a.Converge(h, p, apply.ConvergeOptions{
-		DryRun: o.dryRun, Boot: o.boot, Replace: o.replace,
+		DryRun: o.dryRun, Boot: o.boot, Replace: o.replace, Captured: o.g.snapshot != "",
 		ProbeManaged: !o.dryRun && fs.IsLive() && os.Geteuid() == 0,
 		Meta:         meta,
 	})

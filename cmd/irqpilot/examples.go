@@ -34,6 +34,7 @@ var examples = map[string]string{
   irqpilot plan --policy auto --snapshot a.tar.gz --after b.tar.gz
   irqpilot plan --remedy interrupt-bound-cpu:cpu0 -o fix.yaml   # doctor's fix for that finding, as a plan`,
 	"apply": `  irqpilot apply --dry-run plan.yaml                 # what would change; writes nothing
+  irqpilot --snapshot web1.tar.gz apply --dry-run plan.yaml   # what it would change on a captured machine
   irqpilot apply plan.yaml                           # prints the journal ID and the undo command
   irqpilot apply --replace plan.yaml                 # also undo what earlier plans set and this one does not
   irqpilot apply --verify --revert-if worse plan.yaml   # measure before and after; undo if it made things worse`,

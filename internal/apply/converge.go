@@ -25,7 +25,11 @@ type ConvergeOptions struct {
 	// and nothing is written for a plan that fails validation. Live
 	// machine, root, not with DryRun.
 	ProbeManaged bool
-	Meta         Meta
+	// Captured: the FS is a capture of another moment or machine (a dry
+	// run against a snapshot). The journals in the state directory are this
+	// machine's, not the capture's, so no leftovers are looked for.
+	Captured bool
+	Meta     Meta
 }
 
 // Outcome is what a converge found and did.
@@ -76,7 +80,7 @@ func (a *Applier) Converge(h *host.Host, p *plan.Plan, o ConvergeOptions) (*Outc
 			}
 		}
 	}
-	if o.DryRun || !o.Replace {
+	if (o.DryRun || !o.Replace) && !o.Captured {
 		if left, lerr := a.Leftovers(changes); lerr == nil || len(left) > 0 {
 			out.Leftovers = left
 		}
