@@ -110,9 +110,15 @@ func TestApplyPoliciesLive(t *testing.T) {
 				}
 			}
 
-			again := invRunIn(t, ns.exec, "apply", "--state-dir", state, planFile)
-			if !strings.Contains(string(again), "nothing to change") {
-				t.Errorf("re-apply changed something:\n%s", again)
+			var again struct {
+				Journal string         `json:"journal"`
+				Changed int            `json:"changed"`
+				Error   string         `json:"error"`
+				Entries []journalEntry `json:"entries"`
+			}
+			runJSON(t, ns.exec, 0, &again, "apply", "--json", "--state-dir", state, planFile)
+			if again.Changed != 0 || again.Journal != "" || again.Error != "" || countStatus(again.Entries, "done") != 0 {
+				t.Errorf("re-apply changed something: %+v", again)
 			}
 
 			invRunIn(t, ns.exec, "revert", "--state-dir", state)
@@ -122,9 +128,14 @@ func TestApplyPoliciesLive(t *testing.T) {
 					t.Errorf("%s: %q before, %q after revert", k, v, reverted[k])
 				}
 			}
-			hist := invRunIn(t, ns.exec, "history", "--state-dir", state)
-			if !strings.Contains(string(hist), res.Journal) || !strings.Contains(string(hist), "reverted") {
-				t.Errorf("history does not list %s as reverted:\n%s", res.Journal, hist)
+			var hist historyOut
+			runJSON(t, ns.exec, 0, &hist, "--json", "history", "--state-dir", state)
+			states := map[string]string{}
+			for _, j := range hist.Journals {
+				states[j.ID] = j.State
+			}
+			if states[res.Journal] != "reverted" {
+				t.Errorf("history does not list %s as reverted: %v", res.Journal, states)
 			}
 		})
 	}
@@ -176,8 +187,39 @@ func TestApplyRejectsBadPlansLive(t *testing.T) {
 func TestApplyRefusesSnapshotAndNonRootHint(t *testing.T) {
 	cmd := selfCmd(nil, "apply", "--snapshot", "../../testdata/snapshots/veth4.tar.gz", "x.yaml")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "cannot run on a --snapshot") {
-		t.Errorf("apply on a snapshot: %v\n%s", err, out)
+	if exitCode(err) != 2 {
+		t.Errorf("apply on a snapshot: %v, want exit 2\n%s", err, out)
+	}
+	wantLines(t, string(out), "irqpilot: apply writes kernel settings; on a --snapshot it runs only with --dry-run (what the plan would change on the captured machine)")
+}
+
+// apply --dry-run on a capture runs the live code against it: the plan
+// made from the capture is diffed against the captured values, and nothing
+// of this machine's journals is mixed in.
+func TestApplyDryRunOnSnapshot(t *testing.T) {
+	snap := "../../testdata/snapshots/veth4.tar.gz"
+	planFile := filepath.Join(t.TempDir(), "p.yaml")
+	invRun(t, "--snapshot", snap, "plan", "--policy", "per-queue", "-o", planFile)
+	var got struct {
+		DryRun    bool             `json:"dry_run"`
+		Entries   []setting.Change `json:"entries"`
+		Leftovers []setting.Change `json:"leftovers"`
+	}
+	runJSON(t, nil, 0, &got, "--snapshot", snap, "apply", "--dry-run", "--json", "--state-dir", t.TempDir(), planFile)
+	if !got.DryRun || len(got.Leftovers) != 0 {
+		t.Errorf("dry_run %v, leftovers %v", got.DryRun, got.Leftovers)
+	}
+	changes := 0
+	for _, e := range got.Entries {
+		if e.Kind == setting.KindIRQAffinity && e.Status == setting.StatusPending {
+			changes++
+			if e.Old != "0-1" {
+				t.Errorf("%s: changes from %q, want the captured 0-1", e.Target, e.Old)
+			}
+		}
+	}
+	if changes == 0 {
+		t.Errorf("the per-queue plan changes no captured IRQ affinity: %+v", got.Entries)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/irqpilot/irqpilot/internal/agent"
 )
@@ -281,11 +284,52 @@ func TestLabRefusesBeforeBooting(t *testing.T) {
 	}
 }
 
+// lab --list names the shapes and their machines; the server is 2
+// packages × 8 cores × 2 threads in 4 nodes, in the table as in --json.
 func TestLabList(t *testing.T) {
-	out := string(invRun(t, "lab", "--list"))
-	for _, s := range []string{"small", "server", "big", "2 packages × 8 cores × 2 threads in 4 nodes"} {
-		if !strings.Contains(out, s) {
-			t.Errorf("lab --list lacks %q:\n%s", s, out)
+	type shape struct {
+		Name                         string
+		CPUs, Packages, Cores, Nodes int
+		Threads                      int
+	}
+	var list []struct {
+		Name     string `json:"name"`
+		CPUs     int    `json:"cpus"`
+		Packages int    `json:"packages"`
+		Cores    int    `json:"cores_per_package"`
+		Threads  int    `json:"threads_per_core"`
+		Nodes    int    `json:"nodes"`
+		Note     string `json:"note"`
+	}
+	runJSON(t, nil, 0, &list, "--json", "lab", "--list")
+	got := map[string]shape{}
+	notes := map[string]string{}
+	for _, l := range list {
+		got[l.Name] = shape{l.Name, l.CPUs, l.Packages, l.Cores, l.Nodes, l.Threads}
+		notes[l.Name] = l.Note
+	}
+	for _, name := range []string{"small", "big"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("lab --list --json lacks %s: %+v", name, list)
+		}
+	}
+	if diff := cmp.Diff(shape{"server", 32, 2, 8, 4, 2}, got["server"]); diff != "" {
+		t.Errorf("server shape (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(notes["server"], "32 vCPUs: 2 packages × 8 cores × 2 threads in 4 nodes;") {
+		t.Errorf("server's machine: %q", notes["server"])
+	}
+	// The table: a row per shape, its CPUs, nodes and machine.
+	rows := map[string]string{}
+	for _, l := range strings.Split(string(invRun(t, "lab", "--list")), "\n") {
+		if f := strings.Fields(l); len(f) > 3 {
+			rows[f[0]] = strings.Join(f[1:], " ")
+		}
+	}
+	for _, name := range []string{"small", "server", "big"} {
+		s := got[name]
+		if want := fmt.Sprintf("%d %d %s", s.CPUs, s.Nodes, notes[name]); rows[name] != want {
+			t.Errorf("lab --list row %s: %q, want %q", name, rows[name], want)
 		}
 	}
 }

@@ -83,9 +83,11 @@ func TestLiveRevertRefusesReusedNamespaceInode(t *testing.T) {
 	if got := steeringState(t, fresh); got["/sys/class/net/vq0/queues/rx-0/rps_cpus"] != before["/sys/class/net/vq0/queues/rx-0/rps_cpus"] {
 		t.Fatalf("revert wrote into %s: rx-0 rps_cpus %q, was %q", fresh.name, got["/sys/class/net/vq0/queues/rx-0/rps_cpus"], before["/sys/class/net/vq0/queues/rx-0/rps_cpus"])
 	}
-	out, errOut, code := runIn(t, fresh, bin, "revert", "--force", "--state-dir", state)
-	if code != 0 || !strings.Contains(out, "gone") {
-		t.Errorf("revert --force: exit %d\n%s%s; want the journal completed, its setting gone", code, out, errOut)
+	out, errOut, code := runIn(t, fresh, bin, "--json", "revert", "--force", "--state-dir", state)
+	var rev revertOut
+	decodeJSON(t, out, &rev)
+	if code != 0 || rev.State != "reverted" || countStatus(rev.Entries, "gone") == 0 {
+		t.Errorf("revert --force: exit %d, %+v\n%s; want the journal completed, its setting gone", code, rev, errOut)
 	}
 	if got := steeringState(t, fresh); got["/sys/class/net/vq0/queues/rx-0/rps_cpus"] != before["/sys/class/net/vq0/queues/rx-0/rps_cpus"] {
 		t.Errorf("revert --force wrote into %s: rx-0 rps_cpus %q, was %q", fresh.name, got["/sys/class/net/vq0/queues/rx-0/rps_cpus"], before["/sys/class/net/vq0/queues/rx-0/rps_cpus"])

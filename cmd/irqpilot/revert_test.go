@@ -34,13 +34,15 @@ func TestRevertVerbWithUnreadableJournal(t *testing.T) {
 	bad := filepath.Join(state, "journal", "20000101T000000Z.json")
 	os.WriteFile(bad, nil, 0o600)
 
-	out, stderr, err := runIrqpilot(t, "history", "--state-dir", state)
-	if code := exitCode(err); code != 2 || !strings.Contains(stderr, bad) || strings.Contains(out, "no journals") {
-		t.Errorf("history: exit %d\n%s\n%s", code, out, stderr)
+	var hist historyOut
+	stderr := runJSON(t, nil, 2, &hist, "--json", "history", "--state-dir", state)
+	if len(hist.Journals) != 1 || hist.Journals[0].State != "applied" || len(hist.Unreadable) != 1 || hist.Unreadable[0].File != bad || !strings.Contains(stderr, bad) {
+		t.Errorf("history: journals %+v, unreadable %+v\n%s", hist.Journals, hist.Unreadable, stderr)
 	}
-	out, stderr, err = runIrqpilot(t, "revert", "--root", root, "--state-dir", state)
-	if code := exitCode(err); code != 0 || !strings.Contains(out, "1 settings restored") || !strings.Contains(stderr, bad) {
-		t.Errorf("revert: exit %d\n%s\n%s", code, out, stderr)
+	var rev revertOut
+	stderr = runJSON(t, nil, 0, &rev, "--json", "revert", "--root", root, "--state-dir", state)
+	if rev.State != "reverted" || countStatus(rev.Entries, "restored") != 1 || !strings.Contains(stderr, bad) {
+		t.Errorf("revert: %+v\n%s", rev, stderr)
 	}
 	if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) != "0-3" {
 		t.Errorf("affinity %q after revert", b)
@@ -51,9 +53,9 @@ func TestRevertVerbWithUnreadableJournal(t *testing.T) {
 	os.MkdirAll(filepath.Join(state2, "journal"), 0o700)
 	os.Chmod(state2, 0o700)
 	os.WriteFile(filepath.Join(state2, "journal", "20000101T000000Z.json"), []byte("{"), 0o600)
-	out, stderr, err = runIrqpilot(t, "revert", "--root", root, "--state-dir", state2)
-	if code := exitCode(err); code != 2 || strings.Contains(out, "nothing to revert") || !strings.Contains(stderr, "20000101T000000Z.json") {
-		t.Errorf("revert with only an unreadable journal: exit %d\n%s\n%s", code, out, stderr)
+	out, stderr, err := runIrqpilot(t, "--json", "revert", "--root", root, "--state-dir", state2)
+	if code := exitCode(err); code != 2 || out != "" || !strings.Contains(stderr, "20000101T000000Z.json") {
+		t.Errorf("revert with only an unreadable journal: exit %d, want 2 with nothing on stdout (not nothing_to_revert)\n%s\n%s", code, out, stderr)
 	}
 	// A world-writable state directory is refused before anything is read.
 	os.Chmod(state, 0o777)
@@ -126,9 +128,10 @@ func TestRevertVethGoneLive(t *testing.T) {
 	if out, err := exec.Command("ip", "-n", ns, "link", "del", "vq0").CombinedOutput(); err != nil {
 		t.Fatalf("ip link del: %v\n%s", err, out)
 	}
-	code, out, errs := runWrapped(in, "revert", "--state-dir", state)
-	if code != 0 || !strings.Contains(out, "3 gone") {
-		t.Fatalf("revert with the veth gone: exit %d\n%s%s", code, out, errs)
+	var rev revertOut
+	runJSON(t, in, 0, &rev, "--json", "revert", "--state-dir", state)
+	if rev.State != "reverted" || countStatus(rev.Entries, "gone") != 3 {
+		t.Fatalf("revert with the veth gone: %+v", rev)
 	}
 	for id, st := range journalStates(t, state) {
 		if st != apply.StateReverted {
@@ -136,8 +139,10 @@ func TestRevertVethGoneLive(t *testing.T) {
 		}
 	}
 	// Nothing is left in the way.
-	if code, out, _ := runWrapped(in, "revert", "--state-dir", state); code != 0 || !strings.Contains(out, "nothing to revert") {
-		t.Errorf("second revert: exit %d\n%s", code, out)
+	var again revertOut
+	runJSON(t, in, 0, &again, "--json", "revert", "--state-dir", state)
+	if !again.Nothing || !strings.HasPrefix(again.Reason, "nothing to revert") {
+		t.Errorf("second revert: %+v", again)
 	}
 }
 
@@ -179,9 +184,10 @@ func TestRevertDeletedNamespaceLive(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "no longer exists") || !strings.Contains(errs, "--force") {
 		t.Fatalf("revert of a deleted namespace's journal: exit %d, want 2 saying it is gone and naming --force\n%s%s", code, out, errs)
 	}
-	code, out, errs = runWrapped(nil, "revert", "--force", "--state-dir", state)
-	if code != 0 || !strings.Contains(out, "1 settings restored") || !strings.Contains(out, "1 gone") {
-		t.Fatalf("revert --force: exit %d\n%s%s", code, out, errs)
+	var forced revertOut
+	runJSON(t, nil, 0, &forced, "--json", "revert", "--force", "--state-dir", state)
+	if forced.State != "reverted" || countStatus(forced.Entries, "restored") != 1 || countStatus(forced.Entries, "gone") != 1 {
+		t.Fatalf("revert --force: %+v", forced)
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/irq/%d/smp_affinity_list", irq))
 	if got := strings.TrimSpace(string(b)); got != cur {

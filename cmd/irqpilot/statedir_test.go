@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -44,12 +43,12 @@ func TestJSONOnEmptyPaths(t *testing.T) {
 		Nothing bool   `json:"nothing_to_revert"`
 		Reason  string `json:"reason"`
 	}
-	decode(t, []string{"--json", "revert", "--state-dir", dir}, &nothing)
-	if !nothing.Nothing || !strings.Contains(nothing.Reason, "nothing to revert") {
+	runJSON(t, nil, 0, &nothing, "--json", "revert", "--state-dir", dir)
+	if !nothing.Nothing || !strings.HasPrefix(nothing.Reason, "nothing to revert") {
 		t.Errorf("revert --json with nothing: %+v", nothing)
 	}
 	var all []map[string]any
-	decode(t, []string{"--json", "revert", "--all", "--state-dir", dir}, &all)
+	runJSON(t, nil, 0, &all, "--json", "revert", "--all", "--state-dir", dir)
 	if all == nil || len(all) != 0 {
 		t.Errorf("revert --all --json with nothing: %v", all)
 	}
@@ -60,20 +59,9 @@ func TestJSONOnEmptyPaths(t *testing.T) {
 			Model string `json:"model"`
 		} `json:"nics"`
 	}
-	decode(t, []string{"--json", "lab", "--list"}, &shapes)
+	runJSON(t, nil, 0, &shapes, "--json", "lab", "--list")
 	if len(shapes) < 3 || shapes[0].Name == "" || shapes[0].CPUs == 0 || len(shapes[0].NICs) == 0 {
 		t.Errorf("lab --list --json: %+v", shapes)
-	}
-}
-
-func decode(t *testing.T, args []string, v any) {
-	t.Helper()
-	out, stderr, err := runIrqpilot(t, args...)
-	if err != nil {
-		t.Fatalf("%v: %v: %s", args, err, stderr)
-	}
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
 	}
 }
 

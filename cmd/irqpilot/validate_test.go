@@ -126,6 +126,7 @@ func TestValidate(t *testing.T) {
 
 		{"apply ok", validApply(), nil},
 		{"apply snapshot", func() validator { o := validApply(); o.g.snapshot = "s.tar.gz"; return o }(), []string{"--snapshot"}},
+		{"apply dry-run snapshot", func() validator { o := validApply(); o.g.snapshot = "s.tar.gz"; o.dryRun = true; return o }(), nil},
 		{"apply revert-if", func() validator { o := validApply(); o.verify.revertIf = "better"; return o }(), []string{"--revert-if"}},
 		{"apply tolerance", func() validator { o := validApply(); o.verify.tolerance = 0; return o }(), []string{"--tolerance"}},
 		{"apply verify negative", func() validator { o := validApply(); o.verify.window = -time.Second; return o }(), []string{"--verify"}},

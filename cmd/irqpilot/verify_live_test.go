@@ -505,15 +505,7 @@ func TestLiveApplyVerifyConfirmsRPSMove(t *testing.T) {
 // process loads, or finds the gain marginal) the same move by hand.
 func (b *coreBottleneck) autoOrHand(t *testing.T) (file, how string) {
 	t.Helper()
-	file = filepath.Join(t.TempDir(), "auto.yaml")
-	out, errOut, code := b.irqpilot("plan", "--policy", "auto", "--device", b.recvDev, "--sample", "2s", "-o", file)
-	if code != 0 {
-		t.Fatalf("plan --policy auto: exit %d\n%s%s", code, out, errOut)
-	}
-	p, err := plan.LoadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, p := b.sampledPlan(t, "auto")
 	for _, e := range p.RxQueues {
 		if e.Device == b.recvDev && e.RPSCPUs != nil && e.RPSCPUs.Contains(1) && !e.RPSCPUs.Contains(senderCPU) {
 			if p.Prediction == nil {
@@ -564,15 +556,7 @@ func (b *coreBottleneck) handMove() *plan.Plan {
 // the prediction was measured with, for apply to measure alike.
 func (b *coreBottleneck) withPrediction(t *testing.T, edit func(p *plan.Prediction)) (file, cost string) {
 	t.Helper()
-	measured := filepath.Join(t.TempDir(), "measured.yaml")
-	out, errOut, code := b.irqpilot("plan", "--policy", "rps-spread", "--device", b.recvDev, "--sample", "2s", "-o", measured)
-	if code != 0 {
-		t.Fatalf("plan --sample: exit %d\n%s%s", code, out, errOut)
-	}
-	m, err := plan.LoadFile(measured)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m := b.sampledPlan(t, "rps-spread")
 	pred := m.Prediction
 	if pred == nil || len(pred.CPUs) != runtime.NumCPU() {
 		t.Fatalf("a plan made from a measurement carries no prediction for every CPU: %+v", pred)
@@ -622,15 +606,7 @@ func TestLiveApplyVerifyInconclusiveWhenTrafficStops(t *testing.T) {
 		}()
 		out, errOut, code := b.irqpilot("--json", "apply", "--verify=2s", "--state-dir", state, writePlanFile(t, b.handMove()))
 		<-stopped
-		if code != 0 && code < 3 {
-			t.Fatalf("apply --verify: exit %d\n%s%s", code, out, errOut)
-		}
-		v := parseVerify(t, out)
-		v.check(t, code, v.Journal)
-		t.Logf("attempt %d:\n%s", attempt, v.table())
-		if _, errOut, code := b.irqpilot("revert", "--state-dir", state); code != 0 || !b.rpsOff() {
-			t.Fatalf("revert: exit %d, rps_cpus %s\n%s", code, b.rps(), errOut)
-		}
+		v := b.judgedThenReverted(t, state, attempt, out, errOut, code)
 		x := v.Verification
 		if x.Verdict == "inconclusive" && strings.Contains(x.Reason, "the workload changed") && code == 5 {
 			if x.TrafficAfter >= x.TrafficBefore {
@@ -644,6 +620,39 @@ func TestLiveApplyVerifyInconclusiveWhenTrafficStops(t *testing.T) {
 			t.Fatalf("the flood stopped between the windows, and the verdict is %s (exit %d): %s", x.Verdict, code, x.Reason)
 		}
 	}
+}
+
+// sampledPlan writes policy's plan for the receiving veth, made from a
+// 2 s measurement (so it carries a prediction), and reads it back.
+func (b *coreBottleneck) sampledPlan(t *testing.T, policy string) (string, *plan.Plan) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), policy+".yaml")
+	out, errOut, code := b.irqpilot("plan", "--policy", policy, "--device", b.recvDev, "--sample", "2s", "-o", file)
+	if code != 0 {
+		t.Fatalf("plan --policy %s --sample: exit %d\n%s%s", policy, code, out, errOut)
+	}
+	p, err := plan.LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, p
+}
+
+// judgedThenReverted reads the verification apply --verify --json printed
+// (exit status code, a verdict's), checks it, logs it as attempt's, and
+// reverts the change: rps_cpus must be off again.
+func (b *coreBottleneck) judgedThenReverted(t *testing.T, state string, attempt int, out, errOut string, code int) *verifyOutput {
+	t.Helper()
+	if code != 0 && code < 3 {
+		t.Fatalf("apply --verify: exit %d\n%s%s", code, out, errOut)
+	}
+	v := parseVerify(t, out)
+	v.check(t, code, v.Journal)
+	t.Logf("attempt %d:\n%s", attempt, v.table())
+	if _, errOut, code := b.irqpilot("revert", "--state-dir", state); code != 0 || !b.rpsOff() {
+		t.Fatalf("revert: exit %d, rps_cpus %s\n%s", code, b.rps(), errOut)
+	}
+	return v
 }
 
 func writePlanFile(t *testing.T, p *plan.Plan) string {
@@ -735,15 +744,7 @@ func TestLiveApplyVerifyMissed(t *testing.T) {
 		})
 		out, errOut, code := b.irqpilot("--json", "apply", "--verify=2s", "--cost", cost, "--state-dir", state, file)
 		s.stop()
-		if code != 0 && code < 3 {
-			t.Fatalf("apply --verify: exit %d\n%s%s", code, out, errOut)
-		}
-		v := parseVerify(t, out)
-		v.check(t, code, v.Journal)
-		t.Logf("attempt %d:\n%s", attempt, v.table())
-		if _, errOut, code := b.irqpilot("revert", "--state-dir", state); code != 0 || !b.rpsOff() {
-			t.Fatalf("revert: exit %d, rps_cpus %s\n%s", code, b.rps(), errOut)
-		}
+		v := b.judgedThenReverted(t, state, attempt, out, errOut, code)
 		x := v.Verification
 		// Predicted again (the load changed between the plan and the
 		// change): the verdict judges the model's prediction, not the
