@@ -1,28 +1,30 @@
 // Package outfile writes the files a command is asked to write with -o
 // (a capture, a plan, a bench report, a chart). A regular file is written
-// whole or not at all: the data goes to a temporary file beside it, which
-// is renamed into place, so a reader never sees half of it and a failure
-// leaves the old file as it was. A name that is a device or a pipe
-// ("-o /dev/null", "-o /dev/stdout", a FIFO) is written to as it is: a
-// rename would put a regular file in its place, which as root replaces
-// /dev/null for every program on the machine. A symbolic link is replaced
-// by the file, never followed, so a link another user plants where root
-// writes cannot send the data elsewhere. A block device is refused: an
-// output is never written over a disk.
+// whole or not at all: the data goes to a new file beside it, which is
+// renamed into place, so a reader never sees half of it and a failure
+// leaves the old file as it was; the old file's permissions and owner are
+// kept. A name that is a character device or a pipe ("-o /dev/null",
+// "-o /dev/stdout", a FIFO, `-o >(jq …)`) is written to as it is: a rename
+// would put a regular file in its place, which as root replaces /dev/null
+// for every program on the machine. A symbolic link is written through, as
+// os.WriteFile would (the kernel's fs.protected_symlinks refuses root a
+// link another user planted in a shared directory). A block device and a
+// directory are refused: an output is never written over a disk.
 package outfile
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
-// DefaultMode is the permission of a new file (an existing regular file
-// keeps its own).
+// DefaultMode is the permission of a new file, less the umask (an existing
+// regular file keeps its own).
 const DefaultMode fs.FileMode = 0o644
 
 // File is an output being written; Close commits it, Abort drops it.
@@ -33,38 +35,63 @@ type File struct {
 }
 
 // Create starts the output named path. Close puts it in place; Abort
-// (safe after Close) leaves the old file untouched.
+// (harmless after Close) leaves the old file untouched.
 func Create(path string) (*File, error) {
 	fi, through, err := kind(path)
 	if err != nil {
 		return nil, err
 	}
 	if through {
-		// Written as it is: no create, no truncate, no rename.
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		// Written as it is: no create, no rename. O_TRUNC only matters for
+		// a regular file reached through a link (/dev/stdout redirected
+		// to a file), where it is what the shell's > does.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|syscall.O_NOCTTY, 0)
 		if err != nil {
 			return nil, err
 		}
 		return &File{File: f}, nil
 	}
 	mode := DefaultMode
-	if fi != nil && fi.Mode().IsRegular() {
+	if fi != nil {
 		mode = fi.Mode().Perm()
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".irqpilot-*")
+	tmp, err := create(filepath.Dir(path), "."+filepath.Base(path)+".irqpilot-", mode)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if fi != nil {
+		// The old file's mode exactly (no umask) and, as root, its owner.
+		err = tmp.Chmod(mode)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && err == nil && os.Geteuid() == 0 {
+			err = tmp.Chown(int(st.Uid), int(st.Gid))
+		}
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	return &File{File: tmp, final: path}, nil
 }
 
-// Close commits the output: the temporary file is flushed to disk and
-// renamed over the name asked for.
+// create makes a new file in dir named prefix and a random suffix, with
+// mode less the umask, as any new file.
+func create(dir, prefix string, mode fs.FileMode) (*os.File, error) {
+	for range 100 {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(filepath.Join(dir, prefix+hex.EncodeToString(b[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no free temporary name in %s", dir)
+}
+
+// Close commits the output: the new file is flushed to disk, renamed over
+// the name asked for, and the rename flushed with its directory.
 func (f *File) Close() error {
 	if f.done {
 		return nil
@@ -83,6 +110,10 @@ func (f *File) Close() error {
 	if err != nil {
 		os.Remove(f.File.Name())
 		return fmt.Errorf("%s: %w", f.final, err)
+	}
+	if d, err := os.Open(filepath.Dir(f.final)); err == nil {
+		_ = d.Sync()
+		d.Close()
 	}
 	return nil
 }
@@ -112,17 +143,28 @@ func Write(path string, data []byte) error {
 	return f.Close()
 }
 
-// kind looks at what path names without following a link: fi is nil when
-// nothing is there; through is set for a character device or a pipe, which
-// are written as they are. A directory, a socket and a block device are
-// refused.
+// kind looks at what path names. fi is the regular file to replace (nil
+// when there is none); through is set when the output is written to the
+// name as it is: a character device, a pipe or a socket's file, or
+// anything reached through a symbolic link. A directory, a block device
+// and a dangling link are refused.
 func kind(path string) (fi fs.FileInfo, through bool, err error) {
-	fi, err = os.Lstat(path)
+	lfi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	link := lfi.Mode()&fs.ModeSymlink != 0
+	fi = lfi
+	if link {
+		if fi, err = os.Stat(path); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, false, fmt.Errorf("%s: is a symbolic link to nothing: name the file itself", path)
+			}
+			return nil, false, err
+		}
 	}
 	m := fi.Mode()
 	switch {
@@ -130,27 +172,24 @@ func kind(path string) (fi fs.FileInfo, through bool, err error) {
 		return nil, false, fmt.Errorf("%s: is a directory, not a file to write", path)
 	case m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0:
 		return nil, false, fmt.Errorf("%s: is a block device: refusing to write an output over a disk", path)
-	case m&fs.ModeSocket != 0:
-		return nil, false, fmt.Errorf("%s: is a socket, not a file to write", path)
+	case link, !m.IsRegular():
+		return nil, true, nil
 	}
-	return fi, m&(fs.ModeCharDevice|fs.ModeNamedPipe) != 0, nil
+	return fi, false, nil
 }
 
 // OpenStream opens path for an output written as it grows (a recording a
 // reader follows), where a file renamed into place at the end would show
-// nothing until then. A regular file is truncated; a device or a pipe is
-// written as it is; a symbolic link is refused, not followed.
+// nothing until then. A regular file is truncated; a device, a pipe or a
+// link is written through as Create does.
 func OpenStream(path string) (*os.File, error) {
-	fi, through, err := kind(path)
+	_, through, err := kind(path)
 	if err != nil {
 		return nil, err
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC | unix.O_NOFOLLOW
-	if through {
-		flags = os.O_WRONLY
-	}
-	if fi != nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, fmt.Errorf("%s: is a symbolic link, not followed: name the file itself", path)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC | syscall.O_NOCTTY
+	if !through {
+		flags |= syscall.O_NOFOLLOW
 	}
 	return os.OpenFile(path, flags, DefaultMode)
 }

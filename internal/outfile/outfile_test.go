@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/irqpilot/irqpilot/internal/livetest/liveroot"
@@ -27,9 +28,15 @@ func TestWriteNewAndExisting(t *testing.T) {
 	if err := Write(p, []byte("one\n")); err != nil {
 		t.Fatal(err)
 	}
+	// A new file gets DefaultMode less the umask, as any file made with it.
+	ref := filepath.Join(dir, "ref")
+	if err := os.WriteFile(ref, nil, DefaultMode); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.Stat(ref)
 	fi, _ := os.Stat(p)
-	if got := readFile(t, p); got != "one\n" || fi.Mode() != DefaultMode {
-		t.Errorf("new file: %q mode %v, want %q mode %v", got, fi.Mode(), "one\n", DefaultMode)
+	if got := readFile(t, p); got != "one\n" || fi.Mode() != want.Mode() {
+		t.Errorf("new file: %q mode %v, want %q mode %v", got, fi.Mode(), "one\n", want.Mode())
 	}
 	// An existing file is replaced whole and keeps its permissions.
 	if err := os.Chmod(p, 0o600); err != nil {
@@ -47,12 +54,12 @@ func TestWriteNewAndExisting(t *testing.T) {
 	}
 }
 
-// A symbolic link is replaced, its target left alone: a link planted where
-// root writes cannot redirect the output.
-func TestWriteReplacesSymlink(t *testing.T) {
+// A symbolic link is written through, as os.WriteFile would: its target
+// gets the data and the link stays. A link to nothing is refused.
+func TestWriteThroughSymlink(t *testing.T) {
 	dir := t.TempDir()
 	target, link := filepath.Join(dir, "target"), filepath.Join(dir, "out.json")
-	if err := os.WriteFile(target, []byte("keep\n"), 0o644); err != nil {
+	if err := os.WriteFile(target, []byte("old old old\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(target, link); err != nil {
@@ -61,12 +68,21 @@ func TestWriteReplacesSymlink(t *testing.T) {
 	if err := Write(link, []byte("new\n")); err != nil {
 		t.Fatal(err)
 	}
-	if got := readFile(t, target); got != "keep\n" {
-		t.Errorf("the link's target was written: %q", got)
+	if got := readFile(t, target); got != "new\n" {
+		t.Errorf("the link's target holds %q", got)
 	}
-	fi, _ := os.Lstat(link)
-	if !fi.Mode().IsRegular() || readFile(t, link) != "new\n" {
-		t.Errorf("the link is not replaced by the file: %v", fi.Mode())
+	if fi, _ := os.Lstat(link); fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link became %v", fi.Mode())
+	}
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "absent"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dangling, []byte("x")); err == nil || !strings.Contains(err.Error(), "symbolic link to nothing") {
+		t.Errorf("dangling link: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "absent")); err == nil {
+		t.Error("a dangling link's target was created")
 	}
 }
 
@@ -87,7 +103,12 @@ func TestWriteFIFO(t *testing.T) {
 		f.Close()
 		got <- string(b)
 	}()
-	if err := Write(p, []byte("through the pipe\n")); err != nil {
+	// Named through a link, as /dev/stdout names the pipe a shell gave.
+	link := filepath.Join(filepath.Dir(p), "stdout")
+	if err := os.Symlink(p, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(link, []byte("through the pipe\n")); err != nil {
 		t.Fatal(err)
 	}
 	if s := <-got; s != "through the pipe\n" {
@@ -99,7 +120,7 @@ func TestWriteFIFO(t *testing.T) {
 }
 
 // A character device ("-o /dev/null") is written to and stays the device;
-// a block device is refused. The nodes are made in a temporary directory
+// a block device is refused; a replaced file keeps its owner. The nodes are made in a temporary directory
 // (root only), never the machine's own.
 func TestWriteDevices(t *testing.T) {
 	liveroot.Need(t) // making device nodes needs root
@@ -113,6 +134,20 @@ func TestWriteDevices(t *testing.T) {
 	}
 	if fi, _ := os.Lstat(null); fi.Mode()&fs.ModeCharDevice == 0 {
 		t.Errorf("the null device became %v", fi.Mode())
+	}
+	// An existing file another user owns keeps its owner and mode.
+	owned := filepath.Join(dir, "owned.json")
+	if err := os.WriteFile(owned, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(owned, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(owned, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(owned); err != nil || fi.Mode() != 0o640 || fi.Sys().(*syscall.Stat_t).Uid != 65534 || fi.Sys().(*syscall.Stat_t).Gid != 65534 {
+		t.Errorf("replaced file: %v %v", fi.Mode(), err)
 	}
 	disk := filepath.Join(dir, "loop")
 	if err := unix.Mknod(disk, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 200))); err != nil {
@@ -160,8 +195,8 @@ func TestWriteErrorsNameThePath(t *testing.T) {
 	}
 }
 
-// A stream is written in place: truncated when a regular file, refused
-// when a link, written through when a pipe.
+// A stream is written in place: truncated when a regular file, written
+// through when a link.
 func TestOpenStream(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "rec.jsonl")
@@ -181,11 +216,14 @@ func TestOpenStream(t *testing.T) {
 	if err := os.Symlink(p, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenStream(link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
-		t.Errorf("stream to a link: %v", err)
+	f, err = OpenStream(link)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := readFile(t, p); got != "line\n" {
-		t.Errorf("the link's target changed: %q", got)
+	f.WriteString("through\n")
+	f.Close()
+	if got := readFile(t, p); got != "through\n" {
+		t.Errorf("stream through a link: the target holds %q", got)
 	}
 	if _, err := OpenStream(dir); err == nil || !strings.Contains(err.Error(), "directory") {
 		t.Errorf("stream to a directory: %v", err)
