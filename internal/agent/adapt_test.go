@@ -279,7 +279,7 @@ func TestAdaptRefusesPlanWithoutHeadroom(t *testing.T) {
 func TestMetricCommandTimeoutKillsGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pgid")
 	const sleep = 60 * time.Second
-	ag := &Agent{o: Options{Interval: time.Second},
+	ag := &Agent{o: Options{Interval: time.Second, FS: kernel.New(t.TempDir())},
 		adapt: newAdaptState(AdaptOptions{MetricCommand: "echo $$ > " + pidFile + "; sleep " + strconv.Itoa(int(sleep.Seconds())) + "; echo 5"})}
 	start := time.Now()
 	_, err := ag.userMetric()
@@ -404,7 +404,7 @@ func TestUserMetricPrometheus(t *testing.T) {
 }
 
 func TestUserMetricCommand(t *testing.T) {
-	ag := &Agent{o: Options{Interval: time.Second}, adapt: newAdaptState(AdaptOptions{MetricCommand: "echo 42.5"})}
+	ag := &Agent{o: Options{Interval: time.Second, FS: kernel.New(t.TempDir())}, adapt: newAdaptState(AdaptOptions{MetricCommand: "echo 42.5"})}
 	if v, err := ag.userMetric(); err != nil || v != 42.5 {
 		t.Fatalf("userMetric = %v, %v", v, err)
 	}

@@ -38,12 +38,12 @@ func (c *capped) Write(p []byte) (int, error) {
 // runMetricCommand runs the command and returns its standard output, at
 // most maxMetricOutput bytes of it.
 //
-// It runs in /bin/sh through the machine's runner (program.Exec: a process
-// group of its own, killed whole when ctx ends, so a child the shell left
-// behind, "sleep 15; echo 5", cannot hold the output pipe open and keep the
-// agent, its lock and `irqpilot status` waiting).
+// It runs in /bin/sh through the machine's runner, in a process group of
+// its own (program.Group) killed whole when ctx ends, so a child the shell
+// left behind, "sleep 15; echo 5", cannot hold the output pipe open and
+// keep the agent, its lock and `irqpilot status` waiting.
 func runMetricCommand(ctx context.Context, r program.Runner, command string) ([]byte, error) {
-	cmd := r.Command(ctx, "/bin/sh", "-c", command)
+	cmd := program.Group(r.Command(ctx, "/bin/sh", "-c", command))
 	out := &capped{}
 	cmd.Stdout = out
 	if err := cmd.Run(); err != nil {

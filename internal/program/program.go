@@ -1,14 +1,17 @@
 // Package program starts the programs irqpilot runs for its work: the
 // benchmark's servers and load generators, irqbalance's one-shot balance,
-// `ip netns exec`, a user's metric command. Library code does not call
-// os/exec itself: it asks the machine it was given (kernel.FS.Programs),
-// which the caller chose, so one place decides how a process starts and a
-// test can record every start or refuse them.
+// `ip netns exec`, a user's metric command. The packages that run on a
+// managed machine do not call os/exec themselves (the lab's harness of
+// virtual machines does): they ask the machine they were given
+// (kernel.FS.Programs), which the caller chose, so one place decides how a
+// process starts and a test can record every start.
 package program
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -23,23 +26,38 @@ type Runner interface {
 	Command(ctx context.Context, name string, args ...string) *exec.Cmd
 }
 
-// WaitDelay bounds how long a stopped command's output pipes are waited
-// for: a process that escaped its group and holds them open cannot keep
-// the caller.
+// WaitDelay bounds how long a stopped group's output pipes are waited for
+// (Group): a process that escaped the group and holds them open cannot
+// keep the caller.
 const WaitDelay = time.Second
 
-// Exec runs programs on this machine. Each command runs in a process group
-// of its own: a Ctrl-C at the terminal reaches irqpilot, which stops its
-// children in order, and when ctx ends the whole group is killed, not only
-// the first process (a shell's child left behind would hold the output
-// pipe open and keep the caller waiting).
+// Exec runs programs on this machine, as exec.CommandContext does: in
+// irqpilot's process group, so a Ctrl-C at the terminal stops them too.
 type Exec struct{}
 
 // Command implements Runner.
 func (Exec) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return exec.CommandContext(ctx, name, args...)
+}
+
+// Group puts cmd (not started yet) in a process group of its own: a Ctrl-C
+// at the terminal reaches irqpilot alone, which stops its children in
+// order (the testbed's servers), and when the command's context ends the
+// whole group is killed, not only the first process (a shell's child left
+// behind, "sleep 15; echo 5", would otherwise hold the output pipe open and
+// keep the caller waiting). It returns cmd.
+func Group(cmd *exec.Cmd) *exec.Cmd {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.Cancel = func() error {
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if errors.Is(err, syscall.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return err
+	}
 	cmd.WaitDelay = WaitDelay
 	return cmd
 }

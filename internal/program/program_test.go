@@ -31,11 +31,12 @@ func TestOutput(t *testing.T) {
 	}
 }
 
-// When ctx ends the whole process group is killed: the shell's background
-// child too, which would otherwise hold the output pipe open for 30 s.
-func TestExecKillsTheGroup(t *testing.T) {
+// In a Group, when ctx ends the whole process group is killed: the shell's
+// background child too, which would otherwise hold the output pipe open
+// for 30 s.
+func TestGroupKilledWhole(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := Exec{}.Command(ctx, "sh", "-c", "sleep 30 & echo $!; wait")
+	cmd := Group(Exec{}.Command(ctx, "sh", "-c", "sleep 30 & echo $!; wait"))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -79,5 +80,29 @@ func TestRecorder(t *testing.T) {
 	want := [][]string{{"true", "a"}, {"sh", "-c", "exit 0"}}
 	if d := cmp.Diff(want, r.Lines()); d != "" {
 		t.Errorf("recorded (-want +got):\n%s", d)
+	}
+}
+
+// Exec leaves a command in irqpilot's process group, so a Ctrl-C at the
+// terminal stops it too; Group gives it one of its own.
+func TestExecKeepsTheGroup(t *testing.T) {
+	pgid := func(cmd *exec.Cmd) int {
+		t.Helper()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("pgid %q: %v", out, err)
+		}
+		return n
+	}
+	script := `cut -d" " -f5 /proc/$$/stat`
+	if got, want := pgid(Exec{}.Command(context.Background(), "sh", "-c", script)), syscall.Getpgrp(); got != want {
+		t.Errorf("Exec: process group %d, want irqpilot's %d", got, want)
+	}
+	if got := pgid(Group(Exec{}.Command(context.Background(), "sh", "-c", script))); got == syscall.Getpgrp() {
+		t.Errorf("Group: still in irqpilot's process group %d", got)
 	}
 }

@@ -40,10 +40,9 @@ func (t *Testbed) start(role, comm, ns string, env []string, argv ...string) (Pr
 	}
 	defer log.Close()
 	cmd.Stdout, cmd.Stderr = log, log
-	// Own process group (program.Exec's, said again so that any runner
-	// keeps it): a Ctrl-C at the terminal reaches the harness, which then
-	// stops the servers in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Own process group: a Ctrl-C at the terminal reaches the harness,
+	// which then stops the servers in order.
+	program.Group(cmd)
 	if err := cmd.Start(); err != nil {
 		return Proc{}, fmt.Errorf("start %s: %w", role, err)
 	}
