@@ -61,8 +61,9 @@ const SystemdRunDir = "/run/systemd/system"
 type Systemd struct {
 	// RunDir is where sd_booted looks; "" is SystemdRunDir.
 	RunDir string
-	// Timeout bounds a call, the job included; 0 is 90 s, systemd's own
-	// default for a unit's stop.
+	// Timeout bounds a call, the job included; 0 is 3 minutes: a stop
+	// systemd ends with SIGKILL after its default 90 s, and the start after
+	// it, are still answered.
 	Timeout time.Duration
 }
 
@@ -85,7 +86,7 @@ func (s Systemd) run(verb, unit string) error {
 	}
 	timeout := s.Timeout
 	if timeout <= 0 {
-		timeout = 90 * time.Second
+		timeout = 3 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -105,7 +106,9 @@ func (s Systemd) run(verb, unit string) error {
 	}
 	select {
 	case result := <-done:
-		if result != "done" {
+		// "skipped": nothing to do in the unit's state (try-restart of a
+		// stopped unit), which systemctl counts as success too.
+		if result != "done" && result != "skipped" {
 			return fmt.Errorf("%s %s: systemd's job ended %q", verb, unit, result)
 		}
 		return nil

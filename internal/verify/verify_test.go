@@ -114,6 +114,9 @@ func TestJudgeSaturatedCPU(t *testing.T) {
 	}}
 	b := window(50000, Figures{99, 10}, Figures{60, 30})
 	r := judgeWant(t, "full before and after", pred, b, window(50000, Figures{102, 31}, Figures{41, 11}), Confirmed, "")
+	if len(r.CPUs) == 0 {
+		t.Fatalf("no CPU rows: %+v", r)
+	}
 	if c0 := r.CPUs[0]; c0.BusyError != 2 || c0.PredictedBusy != 119 {
 		t.Errorf("CPU 0 row %+v: want the error against a full CPU (2) and the model's 119 kept", c0)
 	}
