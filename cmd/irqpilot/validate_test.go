@@ -199,6 +199,7 @@ func TestValidate(t *testing.T) {
 
 		{"agent ok", validAgent(), nil},
 		{"agent snapshot", func() validator { o := validAgent(); o.g.snapshot = "s.tar.gz"; return o }(), []string{"--snapshot"}},
+		{"verify snapshot", func() validator { o := validVerify(); o.g.snapshot = "s.tar.gz"; return o }(), []string{"--snapshot"}},
 		{"agent state-dir", func() validator { o := validAgent(); o.stateDir = " "; return o }(), []string{"--state-dir"}},
 		{"agent keep-journals", func() validator { o := validAgent(); o.keepJournals = 0; return o }(), []string{"--keep-journals"}},
 		{"agent pingpong-limit", func() validator { o := validAgent(); o.pingPongLimit = -1; return o }(), []string{"--pingpong-limit"}},

@@ -130,6 +130,9 @@ func (o *verifyOptions) complete(cmd *cobra.Command, _ []string) error {
 }
 
 func (o *verifyOptions) validate() error {
+	if o.g.snapshot != "" {
+		return flagErrorf("--snapshot", "verify measures the live machine a journal changed; it cannot run on a --snapshot")
+	}
 	if err := o.flags.check(); err != nil {
 		return err
 	}
