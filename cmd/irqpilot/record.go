@@ -86,18 +86,8 @@ func (o *recordOptions) validate() error {
 
 // run records to --output ("-": stdout); progress and the cost go to
 // errOut.
-func (o *recordOptions) run(ctx context.Context, stdout, errOut io.Writer) error {
+func (o *recordOptions) run(ctx context.Context, stdout, errOut io.Writer) (err error) {
 	fs := o.fs
-
-	out := stdout
-	if o.output != "-" {
-		f, err := outfile.OpenStream(o.output)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
-	}
 
 	// The inventory is read once, here, never per sample. No managed-IRQ
 	// probe: recording writes nothing to the kernel.
@@ -123,6 +113,21 @@ func (o *recordOptions) run(ctx context.Context, stdout, errOut io.Writer) error
 	first, err := sampler.Sample()
 	if err != nil {
 		return err
+	}
+	// The file is opened once the inventory and the first sample are in
+	// hand: a recording that cannot start leaves an earlier one whole.
+	out := stdout
+	if o.output != "-" {
+		f, err := outfile.OpenStream(o.output)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("%s: %w", o.output, cerr)
+			}
+		}()
+		out = f
 	}
 	w, err := record.NewWriter(out, record.Header{Host: name, Start: first.Time, Interval: int64(o.interval), Inventory: inv})
 	if err != nil {
