@@ -203,6 +203,22 @@ func TestRecordErrors(t *testing.T) {
 	}
 }
 
+// A recording that cannot start (here: a root with no /proc to sample)
+// leaves the file an earlier one wrote as it was.
+func TestRecordThatCannotStartKeepsTheOldFile(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "rec.jsonl")
+	if err := os.WriteFile(old, []byte("{\"earlier\": true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runIrqpilot(t, "--root", t.TempDir(), "record", "-o", old, "--cost", "counts"); err == nil {
+		t.Fatalf("record on an empty root started: %s", stderr)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "{\"earlier\": true}\n" {
+		t.Errorf("the earlier recording now holds %q", b)
+	}
+}
+
 // Two real recordings of this machine made at the same time under two host
 // names (record --hostname alpha / beta), while a goroutine writes and
 // fsyncs a file so the disk IRQ fires, then charted together.
