@@ -86,8 +86,8 @@ func allowedNew(dir string) bool {
 // chose: one way to start, kill and see them.
 var execAllowed = map[string]string{
 	"internal/program": "the runner itself",
-	"internal/lab": "the lab's harness on the host: QEMU, image builders and ssh, some of it interactive " +
-		"(it must stay in the terminal's process group, which the runner leaves)",
+	"internal/lab": "the lab's harness of virtual machines on the host (QEMU, image builders, ssh), " +
+		"not code that runs on a managed machine",
 	"internal/livetest": "test helpers: the tools a live test looks with (ip, ethtool) beside the code under test",
 }
 
