@@ -94,7 +94,8 @@ func (o *captureOptions) render(out io.Writer, h *host.Host, res *capture.Result
 }
 
 // captureTo reads the host with recording on and writes the archive to
-// output, atomically (a temporary file renamed into place).
+// output through outfile (a regular file whole or not at all; a device or
+// pipe written through).
 func captureTo(fs *kernel.FS, output string, probe bool, copts capture.Options) (*host.Host, *capture.Result, error) {
 	fs.StartRecording()
 	h, err := readHost(fs, probe)

@@ -71,9 +71,17 @@ func Output(ctx context.Context, r Runner, argv ...string) ([]byte, error) {
 	}
 	out, err := r.Command(ctx, argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
-		return out, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, Tail(out, 400))
+		return out, Failed(argv, err, out)
 	}
 	return out, nil
+}
+
+// Failed is the error of argv that ended with err after printing out: it
+// names the command line, keeps err (an *exec.ExitError stays reachable
+// with errors.As) and ends with the last of the output, the part that says
+// why.
+func Failed(argv []string, err error, out []byte) error {
+	return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, Tail(out, 400))
 }
 
 // Tail is the last n bytes of a program's output, trimmed, with "…" in

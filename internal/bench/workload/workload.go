@@ -14,7 +14,6 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -332,7 +331,7 @@ func runMarked(ctx context.Context, s Placement, d time.Duration, cpus cpuset.Se
 	err := cmd.Run()
 	out := buf.b.Bytes()
 	if err != nil {
-		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, program.Tail(out, 400))
+		return out, program.Failed(argv, err, out)
 	}
 	return out, nil
 }
