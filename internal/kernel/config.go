@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"syscall"
 
+	"github.com/irqpilot/irqpilot/internal/outfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,49 +74,17 @@ func (f *FS) WriteConfigFile(rel string, st FileState) error {
 		}
 		return nil
 	}
-	dir := filepath.Dir(full)
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s.irqpilot-%d", filepath.Base(full), os.Getpid()))
 	mode := st.Mode
 	if mode == 0 {
 		mode = 0o644
 	}
-	os.Remove(tmp)
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	fh, err := outfile.Replacement(full, mode, st.UID, st.GID)
 	if err != nil {
 		return err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			fh.Close()
-			os.Remove(tmp)
-		}
-	}()
 	if _, err := fh.WriteString(*st.Data); err != nil {
+		fh.Abort()
 		return err
 	}
-	if err := fh.Chmod(mode); err != nil {
-		return err
-	}
-	if st.UID >= 0 && st.GID >= 0 {
-		if err := fh.Chown(st.UID, st.GID); err != nil {
-			return err
-		}
-	}
-	if err := fh.Sync(); err != nil {
-		return err
-	}
-	if err := fh.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, full); err != nil {
-		return err
-	}
-	ok = true
-	// The rename itself reaches the disk with the directory.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return fh.Close()
 }

@@ -51,25 +51,35 @@ func Create(path string) (*File, error) {
 		}
 		return &File{File: f}, nil
 	}
-	mode := DefaultMode
-	if fi != nil {
-		mode = fi.Mode().Perm()
+	if fi == nil {
+		return Replacement(path, DefaultMode, -1, -1)
 	}
+	// The old file's mode exactly (no umask) and, as root, its owner.
+	uid, gid := -1, -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+		uid, gid = int(st.Uid), int(st.Gid)
+	}
+	return Replacement(path, fi.Mode().Perm(), uid, gid)
+}
+
+// Replacement starts a new file that Close renames over path, whatever is
+// there (a symbolic link at path is replaced, never followed): created
+// exclusively beside it, never through a link, with mode exactly and, when
+// uid and gid are not -1, that owner. kernel's configuration files are
+// written this way too.
+func Replacement(path string, mode fs.FileMode, uid, gid int) (*File, error) {
 	tmp, err := create(filepath.Dir(path), "."+filepath.Base(path)+".irqpilot-", mode)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if fi != nil {
-		// The old file's mode exactly (no umask) and, as root, its owner.
-		err = tmp.Chmod(mode)
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && err == nil && os.Geteuid() == 0 {
-			err = tmp.Chown(int(st.Uid), int(st.Gid))
-		}
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
+	err = tmp.Chmod(mode)
+	if err == nil && uid >= 0 && gid >= 0 {
+		err = tmp.Chown(uid, gid)
+	}
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &File{File: tmp, final: path}, nil
 }
