@@ -194,8 +194,9 @@ func TestApplyRefusesSnapshotAndNonRootHint(t *testing.T) {
 }
 
 // apply --dry-run on a capture runs the live code against it: the plan
-// made from the capture is diffed against the captured values, and nothing
-// of this machine's journals is mixed in.
+// made from the capture is diffed against the captured values. (That this
+// machine's journals are not mixed in is apply.ConvergeOptions.Captured;
+// the state directory here is empty, so this test does not show it.)
 func TestApplyDryRunOnSnapshot(t *testing.T) {
 	snap := "../../testdata/snapshots/veth4.tar.gz"
 	planFile := filepath.Join(t.TempDir(), "p.yaml")
